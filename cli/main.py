@@ -1,0 +1,37 @@
+"""The ``spare-opt`` click group: registers the commands and turns library errors into one-line messages."""
+
+import click
+
+from spare_opt import __version__
+from spare_opt.errors import SpareError
+
+
+class SpareGroup(click.Group):
+    """A click group that reports :class:`spare_opt.SpareError` as ``Error: <message>`` with exit code 1."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except SpareError as exc:
+            raise click.ClickException(str(exc)) from None
+
+
+@click.group(cls=SpareGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(__version__, prog_name="spare-opt")
+def main():
+    """Plan fault tolerance for data-parallel LLM pretraining with SPARe.
+
+    Generate stack layouts, plan reorders after DP-group failures, validate coverage
+    guarantees, replay real fault traces and simulate time-to-train.  Run
+    ``spare-opt demo`` for a tour on a built-in instance.
+    """
+
+
+def _register():
+    from . import demo, layout, plan, replay, simulate, sweep, tune, validate
+
+    for module in (layout, plan, validate, replay, sweep, simulate, tune, demo):
+        main.add_command(module.command)
+
+
+_register()

@@ -1,0 +1,9 @@
+"""`spare-opt replay` (STUB)."""
+
+import click
+
+
+@click.command("replay")
+def command():
+    """(not yet implemented)"""
+    raise click.ClickException("not implemented yet")
