@@ -1,9 +1,127 @@
-"""`spare-opt plan` (STUB)."""
+"""``spare-opt plan``: the exact reorder plan for a failure set, from a fault-free state."""
+
+import json
+from pathlib import Path
 
 import click
 
+from spare_opt.planner import plan_reorder
+
+from .options import echo_json, json_option, layout_argument, parse_group_list
+
+__all__ = ["command"]
+
+SHOWN_GROUPS = 10
+SHOWN_IDS = 20
+
+
+def _fail_option_ids(ctx, param, values):
+    ids = []
+    for text in values:
+        ids.extend(parse_group_list(text))
+    return ids
+
+
+def _fail_file_ids(ctx, param, value):
+    """Group ids from a text file (white space and/or commas) or a JSON list."""
+    if value is None:
+        return []
+    path = Path(value)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise click.BadParameter(f"{path} does not exist") from None
+    except IsADirectoryError:
+        raise click.BadParameter(f"{path} is a directory") from None
+    except PermissionError:
+        raise click.BadParameter(f"{path} is not readable (permission denied)") from None
+    except UnicodeDecodeError:
+        raise click.BadParameter(f"{path} is not a text file") from None
+    text = text.strip()
+    if text.startswith("["):
+        try:
+            values = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise click.BadParameter(f"{path}: malformed JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
+        for item in values:
+            if isinstance(item, bool) or not isinstance(item, int):
+                raise click.BadParameter(f"{path}: {item!r} is not an integer group id")
+        return values
+    try:
+        return parse_group_list(text)
+    except click.BadParameter as exc:
+        raise click.BadParameter(f"{path}: {exc.message}") from None
+
+
+def _ids_text(ids, shown=SHOWN_IDS):
+    ids = [int(i) for i in ids]
+    text = ", ".join(str(i) for i in ids[:shown])
+    if len(ids) > shown:
+        text += f", ... ({len(ids) - shown} more)"
+    return text
+
+
+def _row_text(row, top):
+    values = [str(int(v)) for v in row]
+    return " ".join(values[:top]) + " | " + " ".join(values[top:])
+
 
 @click.command("plan")
-def command():
-    """(not yet implemented)"""
-    raise click.ClickException("not implemented yet")
+@layout_argument
+@click.option(
+    "--fail",
+    "fail_lists",
+    multiple=True,
+    metavar="IDS",
+    callback=_fail_option_ids,
+    help="Failed DP groups, comma or space separated (for example 3,17,42). May be repeated.",
+)
+@click.option(
+    "--fail-file",
+    metavar="FILE",
+    callback=_fail_file_ids,
+    help="A file of failed group ids: a JSON list, or ids separated by commas and/or white space.",
+)
+@json_option
+def command(layout, fail_lists, fail_file, as_json):
+    """Plan the reorder after the given DP groups fail, starting from a fault-free state.
+
+    Every live group computes the top S = 1 layer of the LAYOUT's stacks before the
+    failures.  The plan is exact: the least stack number S* that covers every shard type
+    with the live groups, the assignment of shard types to live groups, the new stack
+    orders, and the fewest moves into the top S* layers.  --fail and --fail-file are
+    combined; a group listed twice is an error.
+
+    Example: spare-opt plan layout.json --fail 3,17,42
+    """
+    plan = plan_reorder(layout, list(fail_lists) + list(fail_file))
+    if as_json:
+        echo_json(plan.to_json())
+        return
+    n, r = layout.groups, layout.redundancy
+    click.echo(f"layout: N = {n} DP groups, redundancy r = {r}, method {layout.method}")
+    click.echo(f"failed groups: {plan.failed.size}" + (f" ({_ids_text(plan.failed)})" if plan.failed.size else ""))
+    if not plan.masked:
+        click.echo("status: wipe-out (a shard type has no live holder: global restart from the last checkpoint)")
+        click.echo(f"lost shard types: {plan.lost_shards.size} ({_ids_text(plan.lost_shards)})")
+        bound = "none (every group failed)" if plan.lower_bound is None else str(plan.lower_bound)
+        click.echo(f"lower bound c(k): {bound}")
+        return
+    top = plan.stack_number
+    click.echo("status: masked")
+    click.echo(f"stack number S*: {top} (lower bound c(k) = {plan.lower_bound})")
+    click.echo(f"moves: {plan.moves} shard types brought into their group's top {top} layers")
+    patched = sum(len(types) for types in plan.patch.values())
+    if patched:
+        click.echo(f"patch compute: {patched} shard types on {len(plan.patch)} groups")
+    else:
+        click.echo("patch compute: none (the failures are applied between steps)")
+    alive = plan.order[:, 0] >= 0
+    changed = [int(g) for g in alive.nonzero()[0] if (plan.order[g] != layout.stacks[g]).any()]
+    click.echo(f"groups whose order changed: {len(changed)}")
+    if changed:
+        click.echo(f"  {'group':>6}  new order (top {top} | rest)  <-  previous order")
+        for g in changed[:SHOWN_GROUPS]:
+            click.echo(f"  {g:>6}  {_row_text(plan.order[g], top)}  <-  {_row_text(layout.stacks[g], top)}")
+        if len(changed) > SHOWN_GROUPS:
+            click.echo(f"  ... and {len(changed) - SHOWN_GROUPS} more (use --json for all)")

@@ -1,7 +1,449 @@
-"""Exact reorder planner. (STUB: owned by the planner helper.)"""
+"""The exact reorder planner: the reference every fast path is tested against.
 
-__all__ = ["plan_reorder"]
+After a set of DP groups fails, :func:`plan_reorder` decides which live group contributes
+each shard type to the all-reduce, the least all-reduce stack number ``S*`` that allows
+it, and the new stack order of every live group, moving as few shard types as possible
+into the computed layers.  It follows the three phases of the SPARe reorder controller
+(Lee et al., ICML 2026, Sec. 4; ``docs/planner.md``):
+
+1. *fixed check*: do the live groups' top ``S`` layers, in their current order, still
+   cover every shard type?
+2. *free search*: the least ``S*`` for which a b-matching gives every shard type one live
+   holder with no group loaded above ``S*`` (maximum flow, Hall's theorem);
+3. *min-move reorder*: among those b-matchings, one that moves the fewest shard types
+   into a group's top ``S*`` layers (min-cost maximum flow), then the new orders.
+
+Graph algorithms come from well-kept libraries: Dinic's maximum flow of
+``scipy.sparse.csgraph`` for the feasibility tests and the min-cost flow of OR-Tools
+(``ortools.graph.python.min_cost_flow``) for the min-move phase.
+"""
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.sparse.csgraph import maximum_flow
+
+from .errors import FailureSetError, LayoutError, ParameterError, SolverError
+from .plan import MASKED, WIPE_OUT, Plan, lower_bound, normalise_groups
+
+__all__ = ["plan_reorder", "least_stack_number"]
 
 
 def plan_reorder(layout, failed, order=None, stack_number=1, mid_step=()):
-    raise NotImplementedError
+    """Plan the reorder after a set of DP groups has failed.
+
+    Parameters
+    ----------
+    layout : Layout
+        The stack layout, ``N`` DP groups with redundancy ``r``.
+    failed : iterable of int
+        Every group that has failed so far (the cumulative failure set ``F``,
+        ``k = |F|``), ids in ``[0, N)``, each at most once, in any order.
+    order : array_like of int, shape (N, r), optional
+        The current stack order of every group (default: ``layout.stacks``, the
+        fault-free order).  Row ``g`` of a live group must be a permutation of
+        ``layout.stacks[g]``; rows of failed groups are ignored (``-1`` is customary).
+    stack_number : int, default 1
+        The current all-reduce stack number ``S`` in ``[1, r]``: every live group
+        computes the top ``S`` layers of its current order.
+    mid_step : iterable of int, default ()
+        The groups of ``failed`` that failed during the current step, after computing
+        it but before its all-reduce.  Empty when the failures happened between steps.
+
+    Returns
+    -------
+    Plan
+        ``status``
+            ``"wipe-out"`` when some shard type has no live holder, else ``"masked"``.
+        ``stack_number``
+            ``S*``, the least stack number such that every shard type can be given to
+            one live holder with no live group given more than ``S*`` shard types
+            (``None`` on a wipe-out).  It can be below the current ``S`` when the
+            caller's ``S`` is larger than needed.
+        ``lower_bound``
+            ``c(k) = ceil(N / (N - k))``; ``None`` when ``k = N``.
+        ``failed``
+            The failure set, sorted, int32.
+        ``lost_shards``
+            int32 shard types with no live holder; non-empty exactly on a wipe-out.
+        ``assignment``
+            int32 ``(N,)``: ``assignment[t]`` is the live group that contributes shard
+            type ``t``.  No live group is given more than ``S*`` types, and the
+            number of types given outside their group's top ``S*`` layers of the
+            current ``order`` is the least possible among such assignments.
+        ``order``
+            int32 ``(N, r)``, the new stack orders, ``-1`` rows for failed groups.  A
+            live group whose assigned types all lie in its current top ``S*`` keeps
+            its row unchanged.  Otherwise its assigned types already in the top
+            ``S*`` stay at their layers; each assigned type from below the top
+            ``S*`` (taken in current order) replaces an unassigned type of the top
+            ``S*``, the deepest ones first, placed into those layers in ascending
+            order; the displaced types and the remaining lower types follow, in
+            their current relative order.
+        ``moves``
+            The number of assigned types that were outside their group's top ``S*``
+            layers of the current ``order`` (the min-cost-flow cost).
+        ``patch``
+            Patch compute of the current step, ``{live group: sorted shard types}``.
+            Empty unless ``mid_step`` is non-empty.  Otherwise it holds every shard
+            type that no still-live group computed this step, i.e. every type whose
+            holders that had it in their top ``S`` layers of the current ``order``
+            (with the current ``S``) all failed mid-step, given to the type's new
+            assignee, which computes it now before the all-reduce.  Empty on a
+            wipe-out (global restart).
+
+    Raises
+    ------
+    FailureSetError
+        A group id in ``failed`` or ``mid_step`` is not an integer, out of range or
+        repeated, or ``mid_step`` names a group not in ``failed``.
+    ParameterError
+        ``stack_number`` is not an integer in ``[1, r]``.
+    LayoutError
+        ``order`` does not have shape ``(N, r)``, is not integer, or a live group's
+        row is not a permutation of its stack.
+    SolverError
+        The min-cost flow solver did not return an optimal flow (a bug, not bad input).
+
+    See Also
+    --------
+    least_stack_number : ``S*`` alone, without the min-move phase.
+    spare_opt.plan.check_plan : the definition of a valid plan.
+
+    Notes
+    -----
+    *Fixed check.*  If the live groups' top ``S`` layers (current order) cover every
+    shard type, giving each type to a holder that has it in its top ``S`` loads no
+    group above ``S`` (a group's top ``S`` holds ``S`` types), so ``S* <= S``; when
+    ``S`` also equals ``c(k)`` the plan is this cover with no moves and no flow is run.
+    The paper runs Hopcroft-Karp here [3]_; a direct coverage count is enough.
+
+    *Free search.*  Build the flow network source -> shard type (capacity 1) ->
+    live holder (capacity 1) -> sink (capacity ``S``).  An assignment with loads at
+    most ``S`` exists iff the maximum flow is ``N`` (integral flows, Ford-Fulkerson
+    [2]_).  Replacing each live group by ``S`` copies turns this into a bipartite
+    matching, so by Hall's theorem [1]_ it exists iff ``|T| <= S |H(T)|`` for every
+    set ``T`` of shard types with live holders ``H(T)``; hence
+    ``S* = max_T ceil(|T| / |H(T)|) >= ceil(N / (N - k)) = c(k)`` (take ``T`` = all
+    types), and ``S* <= r`` unless a type has no live holder (a wipe-out; every group
+    holds only ``r`` types).  Feasibility is monotone in ``S``: ``c(k)`` is tested
+    first, then a binary search up to the fixed-check bound (``S`` if the check
+    passed, else ``r``), ``O(log r)`` Dinic maximum flows.
+
+    *Min-move reorder.*  On the same network with capacity ``S*``, an arc
+    (type ``t``, group ``g``) costs 0 when ``t`` is in ``g``'s top ``S*`` layers of
+    the current order and 1 otherwise; a min-cost maximum flow [4]_ is an assignment
+    with the fewest moves (integral costs and capacities, so the flow is integral and
+    exact).  If the current top ``S*`` layers already cover every type, the cover
+    (each type to its holder with the smallest layer, then group id) costs 0 and
+    the flow is skipped.
+
+    Time: ``O(N r)`` arrays; the flows run in C/C++.  Measured medians (random
+    circulant layouts, ``N/10`` random failures, 2 shared cores): 4 ms at
+    ``N = 1,000``, ``r = 10`` and 0.1 s at ``N = 10,000``, ``r = 14``, mostly in the
+    min-cost flow (``docs/planner.md``).
+
+    Examples
+    --------
+    Consecutive layout, ``N = 5``, ``r = 2``: group ``g`` holds ``(g, g + 1)``.  Group 2
+    fails after computing shard type 2; group 1 takes it over and patches it now.
+
+    >>> import numpy as np
+    >>> from spare_opt import Layout
+    >>> layout = Layout((np.arange(5)[:, None] + np.array([0, 1])) % 5)
+    >>> plan = plan_reorder(layout, [2], mid_step=[2])
+    >>> plan.status, plan.stack_number, plan.lower_bound, plan.moves, plan.patch
+    ('masked', 2, 2, 0, {1: [2]})
+    >>> plan.assignment.tolist()
+    [0, 1, 1, 3, 4]
+
+    References
+    ----------
+    .. [1] P. Hall, "On representatives of subsets", J. London Math. Soc. 10 (1935).
+    .. [2] L. R. Ford and D. R. Fulkerson, "Maximal flow through a network",
+       Canadian J. Math. 8 (1956).
+    .. [3] J. E. Hopcroft and R. M. Karp, "An n^{5/2} algorithm for maximum matchings
+       in bipartite graphs", SIAM J. Comput. 2 (1973).
+    .. [4] R. K. Ahuja, T. L. Magnanti and J. B. Orlin, "Network Flows: Theory,
+       Algorithms, and Applications", Prentice Hall (1993), ch. 9-10.
+    .. [5] Lee et al., "SPARe: Stacked Parallelism with Adaptive Reordering for
+       Fault-Tolerant LLM Pretraining Systems with 100k+ GPUs", ICML 2026,
+       arXiv:2603.00357, Sec. 4.
+    """
+    stacks = layout.stacks
+    n, r = stacks.shape
+    failed = normalise_groups(failed, n)
+    mid_step = normalise_groups(mid_step, n, what="mid-step failures")
+    outside = mid_step[~np.isin(mid_step, failed)]
+    if outside.size:
+        raise FailureSetError(f"mid-step failures: group {int(outside[0])} is not in the failure set")
+    current_s = _check_stack_number(stack_number, r)
+    alive = np.ones(n, dtype=bool)
+    alive[failed] = False
+    current = _check_order(order, stacks, alive)
+    bound = lower_bound(n, failed.size)
+
+    lost = _lost_shard_types(layout, alive)
+    if lost.size:
+        return Plan(status=WIPE_OUT, stack_number=None, lower_bound=bound, failed=failed, lost_shards=lost)
+
+    live = np.flatnonzero(alive).astype(np.int32)
+    network = _CoverNetwork(current, live)
+    # Phase 1, fixed check: a cover at the current S bounds S* by S.
+    fixed = network.top_layers_cover(current_s)
+    # Phase 2, free search: least feasible S in [c(k), S or r] (no flow when c(k) = S).
+    best = network.least_stack_number(bound, current_s if fixed else r)
+    # Phase 3, min-move reorder: a zero-cost cover when one exists, else min-cost flow.
+    if network.top_layers_cover(best):  # includes the fixed check passing with S* = S
+        assignment = network.top_layer_cover(best)
+    else:
+        assignment = network.min_move_assignment(best)
+
+    new_order, moves = _rewrite_orders(current, live, assignment, best)
+    patch = {}
+    if mid_step.size:
+        computed = np.zeros(n, dtype=bool)
+        computed[current[live, :current_s]] = True
+        patch_types = np.flatnonzero(~computed)
+        for t in patch_types:
+            patch.setdefault(int(assignment[t]), []).append(int(t))
+    return Plan(
+        status=MASKED,
+        stack_number=int(best),
+        lower_bound=bound,
+        failed=failed,
+        lost_shards=np.zeros(0, dtype=np.int32),
+        assignment=assignment,
+        order=new_order,
+        moves=int(moves),
+        patch=patch,
+    )
+
+
+def least_stack_number(layout, failed):
+    """The least all-reduce stack number ``S*`` that masks a failure set.
+
+    Only the free search of :func:`plan_reorder`: no order, no min-move phase.
+
+    Parameters
+    ----------
+    layout : Layout
+    failed : iterable of int
+        The failed groups, ids in ``[0, N)``, each at most once.
+
+    Returns
+    -------
+    int or None
+        ``S*`` in ``[c(k), r]``: the least ``S`` such that every shard type can be
+        given to one live holder with no live group given more than ``S`` types;
+        ``None`` on a wipe-out (some shard type has no live holder).
+
+    Raises
+    ------
+    FailureSetError
+        A group id is not an integer, out of range or repeated.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from spare_opt import Layout
+    >>> block = Layout([[0, 1], [1, 0], [2, 3], [3, 2]])  # blocks of r = 2 groups
+    >>> least_stack_number(block, [0]), least_stack_number(block, [0, 2]), least_stack_number(block, [0, 1])
+    (2, 2, None)
+
+    Notes
+    -----
+    By Hall's theorem [1]_, ``S* = max_T ceil(|T| / |H(T)|)`` over sets ``T`` of shard
+    types with live holders ``H(T)``; it is found by maximum flows [2]_ as in
+    :func:`plan_reorder`.
+
+    References
+    ----------
+    .. [1] P. Hall, "On representatives of subsets", J. London Math. Soc. 10 (1935).
+    .. [2] L. R. Ford and D. R. Fulkerson, "Maximal flow through a network",
+       Canadian J. Math. 8 (1956).
+    """
+    stacks = layout.stacks
+    n, r = stacks.shape
+    failed = normalise_groups(failed, n)
+    alive = np.ones(n, dtype=bool)
+    alive[failed] = False
+    if _lost_shard_types(layout, alive).size:
+        return None
+    network = _CoverNetwork(stacks, np.flatnonzero(alive).astype(np.int32))
+    return int(network.least_stack_number(lower_bound(n, failed.size), r))
+
+
+# ---------------------------------------------------------------- validation
+def _check_stack_number(stack_number, r):
+    if isinstance(stack_number, bool) or not isinstance(stack_number, (int, np.integer)):
+        raise ParameterError(f"stack number S must be an integer, got {stack_number!r}")
+    if not 1 <= stack_number <= r:
+        raise ParameterError(f"stack number S must be in [1, r={r}], got {stack_number}")
+    return int(stack_number)
+
+
+def _check_order(order, stacks, alive):
+    """Return the current orders as int32 (N, r); live rows must permute the layout rows."""
+    if order is None:
+        return stacks
+    try:
+        array = np.asarray(order)
+    except (TypeError, ValueError) as exc:
+        raise LayoutError(f"order is not a rectangular integer array: {exc}") from None
+    if array.shape != stacks.shape:
+        raise LayoutError(f"order must have the layout's shape {stacks.shape}, got {array.shape}")
+    if array.size and not np.issubdtype(array.dtype, np.integer):
+        raise LayoutError(f"order must hold integer shard types, got dtype {array.dtype}")
+    live = np.flatnonzero(alive)
+    differs = np.any(np.sort(array[live], axis=1) != np.sort(stacks[live], axis=1), axis=1)
+    if np.any(differs):
+        g = int(live[np.argmax(differs)])
+        raise LayoutError(
+            f"order row of live group {g} is {array[g].tolist()}, not a permutation of its stack {stacks[g].tolist()}"
+        )
+    current = np.array(array, dtype=np.int32)
+    current[~alive] = stacks[~alive]  # failed rows are ignored; keep them well-formed
+    return current
+
+
+def _lost_shard_types(layout, alive):
+    """Shard types with no live holder (int32, sorted)."""
+    n, r = layout.stacks.shape
+    holders = layout.holders()[1].reshape(n, r)
+    return np.flatnonzero(~alive[holders].any(axis=1)).astype(np.int32)
+
+
+# -------------------------------------------------------------- flow network
+class _CoverNetwork:
+    """Shard types and live groups of one failure set, with the flows of the three phases.
+
+    ``types[e]``, ``groups[e]``, ``layers[e]`` describe the arc ``e`` of the bipartite
+    graph: live group ``groups[e]`` holds type ``types[e]`` at layer ``layers[e]`` of its
+    current order.  Arcs are sorted by (type, group).
+    """
+
+    def __init__(self, current, live):
+        n, r = current.shape
+        self.n = n
+        self.live = live
+        types = current[live].ravel()
+        groups = np.repeat(live, r)
+        layers = np.tile(np.arange(r, dtype=np.int32), live.size)
+        by_type = np.lexsort((groups, types))
+        self.types = types[by_type]
+        self.groups = groups[by_type]
+        self.layers = layers[by_type]
+        self._capacity_graph = None
+
+    # Phase 1 -----------------------------------------------------------------
+    def top_layers_cover(self, s):
+        """Whether the live groups' top ``s`` layers cover every shard type."""
+        covered = np.zeros(self.n, dtype=bool)
+        covered[self.types[self.layers < s]] = True
+        return bool(covered.all())
+
+    def top_layer_cover(self, s):
+        """Each type given to the live holder with it highest in its top ``s`` (ties: lowest id).
+
+        Loads are at most ``s`` since a group's top ``s`` layers hold ``s`` types.
+        Requires :meth:`top_layers_cover` to hold.
+        """
+        inside = np.flatnonzero(self.layers < s)
+        ranked = inside[np.lexsort((self.groups[inside], self.layers[inside], self.types[inside]))]
+        types = self.types[ranked]
+        first = np.ones(types.size, dtype=bool)
+        first[1:] = types[1:] != types[:-1]
+        assignment = np.empty(self.n, dtype=np.int32)
+        assignment[types[first]] = self.groups[ranked[first]]
+        return assignment
+
+    # Phase 2 -----------------------------------------------------------------
+    def _feasible(self, s):
+        """Whether a b-matching with loads <= ``s`` covers every type (Dinic max flow = N)."""
+        if self._capacity_graph is None:
+            self._capacity_graph = self._build_capacity_graph()
+        graph = self._capacity_graph
+        graph.data[-self.live.size:] = s  # the group -> sink arcs are the last rows
+        return maximum_flow(graph, 0, 2 * self.n + 1).flow_value == self.n
+
+    def _build_capacity_graph(self):
+        # Nodes: 0 source, 1 + t shard types, 1 + N + g groups, 2N + 1 sink.  The CSR
+        # arrays are written directly, rows in node order, columns sorted.
+        n, live = self.n, self.live
+        per_type = np.bincount(self.types, minlength=n)
+        per_row = np.zeros(2 * n + 2, dtype=np.int64)
+        per_row[0] = n
+        per_row[1:n + 1] = per_type
+        per_row[1 + n + live] = 1
+        indptr = np.concatenate(([0], np.cumsum(per_row)))
+        indices = np.concatenate((
+            np.arange(1, n + 1),
+            1 + n + self.groups.astype(np.int64),
+            np.full(live.size, 2 * n + 1),
+        )).astype(np.int32)
+        data = np.ones(indices.size, dtype=np.int32)
+        return sp.csr_matrix((data, indices, indptr), shape=(2 * n + 2, 2 * n + 2))
+
+    def least_stack_number(self, lowest, highest):
+        """The least feasible ``S`` in ``[lowest, highest]``; ``highest`` must be feasible."""
+        if lowest >= highest or self._feasible(lowest):
+            return min(lowest, highest)
+        low, high = lowest + 1, highest  # invariant: the answer is in [low, high], high feasible
+        while low < high:
+            middle = (low + high) // 2
+            if self._feasible(middle):
+                high = middle
+            else:
+                low = middle + 1
+        return high
+
+    # Phase 3 -----------------------------------------------------------------
+    def min_move_assignment(self, s):
+        """A min-cost b-matching with loads <= ``s``: cost 1 per type outside its group's top ``s``."""
+        from ortools.graph.python import min_cost_flow
+
+        n, live = self.n, self.live
+        sink = 2 * n
+        tails = np.concatenate((self.types, n + live)).astype(np.int64)
+        heads = np.concatenate((n + self.groups, np.full(live.size, sink))).astype(np.int64)
+        capacities = np.concatenate((np.ones(self.types.size, np.int64), np.full(live.size, s, np.int64)))
+        costs = np.concatenate(((self.layers >= s).astype(np.int64), np.zeros(live.size, np.int64)))
+        flow = min_cost_flow.SimpleMinCostFlow()
+        flow.add_arcs_with_capacity_and_unit_cost(tails, heads, capacities, costs)
+        supplies = np.zeros(sink + 1, dtype=np.int64)
+        supplies[:n] = 1
+        supplies[sink] = -n
+        flow.set_nodes_supplies(np.arange(sink + 1), supplies)
+        status = flow.solve()
+        if status != flow.OPTIMAL:
+            raise SolverError(f"min-cost flow ended with status {status} at S*={s} (expected a feasible network)")
+        used = flow.flows(np.arange(self.types.size)) > 0
+        assignment = np.full(n, -1, dtype=np.int32)
+        assignment[self.types[used]] = self.groups[used]
+        if np.any(assignment < 0):
+            raise SolverError("min-cost flow left a shard type unassigned")
+        return assignment
+
+
+# ----------------------------------------------------------------- new orders
+def _rewrite_orders(current, live, assignment, s):
+    """New orders (failed rows -1) and the number of moves; see plan_reorder's Returns."""
+    n, r = current.shape
+    new_order = np.full((n, r), -1, dtype=np.int32)
+    new_order[live] = current[live]
+    assigned = assignment[current[live]] == live[:, None]
+    incoming = assigned[:, s:].sum(axis=1)
+    moves = int(incoming.sum())
+    for row in np.flatnonzero(incoming):
+        g = live[row]
+        old = current[g].tolist()
+        mine = assigned[row].tolist()
+        arriving = [old[p] for p in range(s, r) if mine[p]]
+        free = [p for p in range(s) if not mine[p]]
+        evicted_layers = free[len(free) - len(arriving):]
+        top = old[:s]
+        displaced = [old[p] for p in evicted_layers]
+        for p, shard in zip(evicted_layers, arriving):
+            top[p] = shard
+        new_order[g] = top + displaced + [old[p] for p in range(s, r) if not mine[p]]
+    return new_order, moves
