@@ -1,9 +1,36 @@
-"""`spare-opt demo` (STUB)."""
+"""`spare-opt demo`: the main job on a built-in default (N = 400, r = r*, Sidon layout, trace replay)."""
 
 import click
 
+from spare_opt.demo import DEFAULT_OUT, run_demo
+
+from .options import echo_json, force_option, json_option
+
 
 @click.command("demo")
-def command():
-    """(not yet implemented)"""
-    raise click.ClickException("not implemented yet")
+@click.option("--out", "out_dir", default=DEFAULT_OUT, show_default=True, metavar="DIR",
+              help="Output folder (created if needed).")
+@click.option("--trace", "trace_path", default=None, metavar="FILE",
+              help="Replay this fault trace instead of looking for the real one.")
+@click.option("--generated", is_flag=True,
+              help="Replay the generated failure sequence shipped with spare-opt, even if the real trace is found.")
+@click.option("--exact", is_flag=True, help="Replay with the exact planner instead of the online controller.")
+@force_option
+@json_option
+def command(out_dir, trace_path, generated, exact, force, as_json):
+    """Generate a Sidon layout for the traced cluster and replay a fault trace on it.
+
+    N = 400 DP groups (the 400 servers of the InfiniteHBD trace), r = r* =
+    floor(log2 N + 0.833) = 9.  The real trace is taken from $SPARE_TRACE, else from
+    ../shared/data/infinitehbd-trace/fault_trace.json (relative to the current
+    folder); without it, a generated failure sequence shipped with spare-opt is
+    replayed.  Writes the layout and a JSON replay report into --out (never
+    overwriting without --force) and prints a summary.
+    """
+    if trace_path is not None and generated:
+        raise click.UsageError("--trace and --generated exclude each other")
+    result = run_demo(out_dir, trace_path=trace_path, force=force, exact=exact, generated=generated)
+    if as_json:
+        echo_json(result.to_json())
+    else:
+        click.echo(result.format_text())

@@ -39,6 +39,8 @@ def write_atomic(path, data, *, force=False):
         raise OutputExistsError(f"{path} exists already (use --force / force=True to overwrite)")
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent or ".")
     try:
+        # mkstemp makes 0600 files; give the result the mode a plain open() would.
+        os.chmod(tmp, 0o666 & ~_current_umask())
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
@@ -59,3 +61,9 @@ def write_atomic(path, data, *, force=False):
             os.unlink(tmp)
         raise
     return path
+
+
+def _current_umask():
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask

@@ -1,7 +1,400 @@
-"""Trace replay. (STUB: owned by the replay helper.)"""
+"""Replay of a node fault trace against a stack layout, with the paper's semantics.
 
-__all__ = ["replay_trace"]
+Each ``fault_start`` fails the DP group its node is mapped to; starts at the same
+instant fail together (one reorder decision for the batch); the stack number ``S``
+follows the reorder plans; a wipe-out is a global restart from the last checkpoint
+(all groups back, ``S = 1``); ``fault_end`` events are counted but do not bring a
+group back (Lee et al., ICML 2026, Sec. 6: failed groups never rejoin before a
+restart).  ``docs/replay.md`` states every rule, including what happens to irregular
+events.
+"""
+
+import time
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+import numpy as np
+
+from .errors import ParameterError
+from .plan import MASKED, WIPE_OUT, check_plan
+
+__all__ = [
+    "ReplayRow",
+    "ReplayResult",
+    "replay_trace",
+    "ROW_STATUSES",
+]
+
+#: Status of a replay row and its meaning.
+ROW_STATUSES = {
+    MASKED: "the group failed and the reorder masked it",
+    WIPE_OUT: "the group failed in a batch that wiped out a shard type: global restart, all groups back, S = 1",
+    "already-out": "the node's group is already out (failed earlier, not back before a restart): no effect",
+    "irregular": "irregular event (start for a node already down, end with no start): ignored",
+    "skipped": "the node is beyond the cluster's N groups: ignored",
+    "end": "fault_end: counted, the group does not come back before a restart",
+}
 
 
-def replay_trace(layout, trace, exact=False):
-    raise NotImplementedError
+class ReplayRow(NamedTuple):
+    """One event of a replay.
+
+    Attributes
+    ----------
+    index : int
+        Position of the event in the time-sorted trace.
+    time_days : float
+        Event time (days).
+    node : int
+        Node index (order of first appearance).
+    node_id : str
+        Node identifier in the trace file.
+    group : int
+        DP group of the node, ``-1`` when the node is skipped.
+    kind : str
+        ``"fault_start"`` or ``"fault_end"``.
+    fault_class : str
+        ``fault_type.Class`` of the event.
+    status : str
+        One of :data:`ROW_STATUSES`.
+    stack_number : int
+        ``S`` in force after the event's instant has been processed (1 after a
+        wipe-out's restart).
+    failed_groups : int
+        Groups out after the event's instant.
+    batch : int
+        Index of the reorder decision this event took part in, ``-1`` for none.
+    moves : int
+        Moves of that decision (shared by every row of the batch; 0 for none).
+    """
+
+    index: int
+    time_days: float
+    node: int
+    node_id: str
+    group: int
+    kind: str
+    fault_class: str
+    status: str
+    stack_number: int
+    failed_groups: int
+    batch: int
+    moves: int
+
+    def to_json(self):
+        """dict: the row with plain Python values."""
+        return {key: getattr(self, key) for key in self._fields}
+
+
+@dataclass(frozen=True)
+class ReplayResult:
+    """Outcome of :func:`replay_trace`.
+
+    Attributes
+    ----------
+    summary : dict
+        JSON-ready counts and figures; keys are listed in ``docs/replay.md``
+        (``faults``, ``masked``, ``wipe_outs``, ``max_stack_number``,
+        ``mean_stack_number``, ``fault_ends``, ``irregular``, ``skipped``...).
+    rows : tuple of ReplayRow
+        One row per trace event, in time order.
+    """
+
+    summary: dict
+    rows: tuple = field(default=(), repr=False)
+
+    def __getitem__(self, key):
+        return self.summary[key]
+
+    def to_json(self, rows=False):
+        """The summary as a JSON-ready dict, with the per-event rows under ``"rows"`` when asked."""
+        doc = dict(self.summary)
+        if rows:
+            doc["rows"] = [row.to_json() for row in self.rows]
+        return doc
+
+    def format_text(self, rows=False):
+        """A readable multi-line summary (and the per-event table when ``rows``)."""
+        s = self.summary
+        first, last = s["span_days"]
+        days = ", ".join(f"{round(d, 4)}" for d in s["wipe_out_days"])
+        irregular = s["irregular"]
+        lines = [
+            f"Replay of {s['trace']} ({s['trace_format']}: {s['events']} events on {s['nodes']} nodes, "
+            f"days {round(first, 4)} to {round(last, 4)})",
+            f"Layout: {s['method']}, N = {s['groups']}, r = {s['redundancy']}; planner: {s['planner']}; "
+            f"nodes placed on groups by {s['placement']}",
+            f"Faults: {s['faults']} fault_start, {s['fault_ends']} fault_end "
+            "(ends are counted; a group does not rejoin before a restart)",
+            f"Group failures: {s['group_failures']} in {s['batches']} batches: {s['masked']} masked, "
+            f"{s['wipe_outs']} wipe-out(s)" + (f" at day {days}" if days else ""),
+            f"Masked failures before each wipe-out: {s['masked_before_wipe_out'] or '-'}; "
+            f"since the last restart: {s['masked_since_last_restart']}",
+            f"Starts on a group already out: {s['already_out']} (no effect)",
+            f"Stack number: max S = {s['max_stack_number']}, time-weighted mean S = {s['mean_stack_number']:.4f}, "
+            f"final S = {s['final_stack_number']}",
+            f"Most groups out at once: {s['max_failed_groups']}; shard moves: {s['total_moves']}",
+            f"Irregular events: {sum(irregular.values())} ("
+            + ", ".join(f"{count} {kind}" for kind, count in irregular.items()) + ")",
+        ]
+        lines += [f"  {message}" for message in s["irregular_events"]]
+        skipped = s["skipped"]
+        lines.append(
+            f"Skipped: {skipped['nodes']} node(s) beyond N = {s['groups']} "
+            f"({skipped['fault_starts']} fault_start, {skipped['events']} events in all)"
+        )
+        lines.append(f"Elapsed: {s['elapsed_seconds']:.2f} s")
+        if rows:
+            lines.append("")
+            lines.append(f"{'day':>10} {'node':>5} {'group':>5} {'kind':<11} {'status':<11} {'S':>2} {'out':>4} {'moves':>5}  class")
+            for row in self.rows:
+                lines.append(
+                    f"{row.time_days:>10.4f} {row.node:>5} {row.group:>5} {row.kind:<11} {row.status:<11} "
+                    f"{row.stack_number:>2} {row.failed_groups:>4} {row.moves:>5}  {row.fault_class}"
+                )
+        return "\n".join(lines)
+
+
+class _ControllerEngine:
+    """Reorder decisions from the online controller."""
+
+    name = "controller"
+
+    def __init__(self, layout):
+        from .controller import ReorderController
+
+        self.controller = ReorderController(layout)
+
+    def fail(self, groups):
+        return self.controller.fail(groups)
+
+    def restart(self):
+        self.controller.restart()
+
+
+class _ExactEngine:
+    """Reorder decisions from the exact planner, carrying the failed set, order and S."""
+
+    name = "exact"
+
+    def __init__(self, layout):
+        self.layout = layout
+        self.restart()
+
+    def fail(self, groups):
+        from .planner import plan_reorder
+
+        failed = np.sort(np.concatenate([self.failed, np.asarray(groups, dtype=np.int32)]))
+        plan = plan_reorder(self.layout, failed, order=self.order, stack_number=self.stack_number)
+        if plan.status == MASKED:
+            self.failed = failed
+            self.order = plan.order
+            self.stack_number = plan.stack_number
+        return plan
+
+    def restart(self):
+        self.failed = np.zeros(0, dtype=np.int32)
+        self.order = None
+        self.stack_number = 1
+
+
+def replay_trace(layout, trace, exact=False, progress=None, check=False, placement_seed=None):
+    """Replay a fault trace on a layout (paper semantics, ``docs/replay.md``).
+
+    Parameters
+    ----------
+    layout : Layout
+        The stack layout of ``N`` DP groups.
+    trace : FaultTrace
+        From :func:`spare_opt.read_fault_trace`.
+    exact : bool, default False
+        Take each decision from the exact planner :func:`spare_opt.plan_reorder`
+        instead of the online :class:`spare_opt.ReorderController`.  Both give the
+        same status and least stack number ``S*``; only the moves may differ.
+    progress : callable, optional
+        Called as ``progress(n)`` after each instant with the number of events just
+        processed (``click.progressbar(...).update`` fits).
+    check : bool, default False
+        Check every plan with :func:`spare_opt.check_plan` (slower; for tests).
+    placement_seed : int, optional
+        Place nodes on random distinct groups with this seed instead of in order of
+        first appearance (:meth:`FaultTrace.node_groups`).
+
+    Returns
+    -------
+    ReplayResult
+
+    Raises
+    ------
+    ParameterError
+        ``layout`` or ``trace`` has the wrong type, or ``placement_seed`` is not an
+        integer.
+
+    Notes
+    -----
+    Rules, in time order, one instant (all events with equal ``event_time``) at a time:
+
+    * nodes are mapped to groups in order of first appearance (or at random with
+      ``placement_seed``; :meth:`FaultTrace.node_groups`); nodes beyond ``N`` are
+      skipped and reported;
+    * events the reader flagged as irregular (``FaultTrace.ignored``) do nothing;
+    * a ``fault_start`` whose group is live fails it; a ``fault_start`` whose group
+      is already out (its node was repaired but groups do not rejoin before a
+      restart) does nothing (status ``already-out``);
+    * all groups newly failed at one instant are one batch: one ``fail`` call;
+    * a wipe-out is a global restart: every group is back (whatever the trace says
+      about its node) and ``S = 1``;
+    * ``fault_end`` events are counted only.
+
+    The time-weighted mean stack number is ``(1 / (t_last - t_first)) *
+    integral S(t) dt`` over the trace span, with ``S = 1`` before the first event;
+    when the span is zero it is the final ``S``.
+
+    References
+    ----------
+    Lee et al., "SPARe", ICML 2026, arXiv:2603.00357, Sec. 3-4 (reorder, restart)
+    and Sec. 6 (failed groups never rejoin before a restart).
+    """
+    from .layout import Layout
+    from .trace import FaultTrace
+
+    if not isinstance(layout, Layout):
+        raise ParameterError(f"layout must be a Layout, got {type(layout).__name__}")
+    if not isinstance(trace, FaultTrace):
+        raise ParameterError(f"trace must be a FaultTrace, got {type(trace).__name__}")
+    started = time.perf_counter()
+    n = layout.groups
+    engine = _ExactEngine(layout) if exact else _ControllerEngine(layout)
+    node_group = trace.node_groups(n, seed=placement_seed)
+    times = trace.times_days
+    count = trace.n_events
+
+    alive = np.ones(n, dtype=bool)
+    failed_now = 0
+    stack_number = 1
+    order = None if not check else layout.stacks
+    rows = []
+    batches = masked = masked_batches = wipe_outs = already_out = 0
+    total_moves = max_failed = 0
+    max_stack = 1
+    wipe_out_days = []
+    masked_before_wipe_out = []
+    masked_in_epoch = 0
+    area = 0.0
+    t_prev = float(times[0]) if count else 0.0
+
+    bounds = np.concatenate(([0], np.flatnonzero(np.diff(times)) + 1, [count])) if count else np.zeros(1, dtype=np.int64)
+    for a, b in zip(bounds[:-1], bounds[1:]):
+        now = float(times[a])
+        area += stack_number * (now - t_prev)
+        t_prev = now
+        statuses = []
+        new_groups = []
+        for k in range(a, b):
+            group = int(node_group[trace.node[k]])
+            if trace.ignored[k]:
+                statuses.append("irregular")
+            elif not trace.is_start[k]:
+                statuses.append("end")
+            elif group < 0:
+                statuses.append("skipped")
+            elif not alive[group]:
+                statuses.append("already-out")
+                already_out += 1
+            else:
+                alive[group] = False
+                new_groups.append(group)
+                statuses.append(None)  # decided by the batch plan
+        batch, moves, outcome = -1, 0, None
+        if new_groups:
+            batch = batches
+            batches += 1
+            plan = engine.fail(new_groups)
+            if check:
+                check_plan(layout, plan, previous_order=None if plan.status != MASKED else order)
+            failed_now += len(new_groups)
+            max_failed = max(max_failed, failed_now)
+            if plan.status == WIPE_OUT:
+                outcome = WIPE_OUT
+                wipe_outs += 1
+                wipe_out_days.append(now)
+                masked_before_wipe_out.append(masked_in_epoch)
+                masked_in_epoch = 0
+                engine.restart()
+                alive[:] = True
+                failed_now = 0
+                stack_number = 1
+                order = None if not check else layout.stacks
+            else:
+                outcome = MASKED
+                masked += len(new_groups)
+                masked_in_epoch += len(new_groups)
+                masked_batches += 1
+                moves = int(plan.moves)
+                total_moves += moves
+                stack_number = int(plan.stack_number)
+                max_stack = max(max_stack, stack_number)
+                order = plan.order if check else None
+        for k, status in zip(range(a, b), statuses):
+            node = int(trace.node[k])
+            rows.append(
+                ReplayRow(
+                    index=int(k),
+                    time_days=float(times[k]),
+                    node=node,
+                    node_id=trace.node_ids[node],
+                    group=int(node_group[node]),
+                    kind="fault_start" if trace.is_start[k] else "fault_end",
+                    fault_class=trace.fault_class[k],
+                    status=outcome if status is None else status,
+                    stack_number=stack_number,
+                    failed_groups=failed_now,
+                    batch=batch if status is None else -1,
+                    moves=moves if status is None else 0,
+                )
+            )
+        if progress is not None:
+            progress(int(b - a))
+
+    first, last = trace.span_days
+    span = last - first
+    mean_stack = float(area / span) if span > 0 else float(stack_number)
+    skipped_nodes = int((node_group < 0).sum())
+    skipped_mask = node_group[trace.node] < 0 if count else np.zeros(0, dtype=bool)
+    summary = {
+        "planner": engine.name,
+        "groups": n,
+        "redundancy": layout.redundancy,
+        "method": layout.method,
+        "trace": trace.source,
+        "trace_format": trace.format,
+        "placement": "first appearance" if placement_seed is None else f"random, seed {placement_seed}",
+        "events": count,
+        "nodes": trace.n_nodes,
+        "span_days": [first, last],
+        "faults": trace.n_starts,
+        "fault_ends": trace.n_ends,
+        "group_failures": masked + sum(1 for row in rows if row.status == WIPE_OUT),
+        "batches": batches,
+        "masked": masked,
+        "masked_batches": masked_batches,
+        "wipe_outs": wipe_outs,
+        "wipe_out_days": wipe_out_days,
+        "masked_before_wipe_out": masked_before_wipe_out,
+        "masked_since_last_restart": masked_in_epoch,
+        "already_out": already_out,
+        "max_stack_number": max_stack,
+        "mean_stack_number": mean_stack,
+        "final_stack_number": stack_number,
+        "max_failed_groups": max_failed,
+        "total_moves": total_moves,
+        "irregular": trace.irregular_counts(),
+        "irregular_events": [e.message for e in trace.irregular],
+        "skipped": {
+            "nodes": skipped_nodes,
+            "fault_starts": int((skipped_mask & trace.is_start & ~trace.ignored).sum()),
+            "events": int(skipped_mask.sum()),
+        },
+        "elapsed_seconds": time.perf_counter() - started,
+    }
+    return ReplayResult(summary=summary, rows=tuple(rows))

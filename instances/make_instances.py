@@ -1,0 +1,94 @@
+"""Write the project's own instances: small clusters and generated failure sequences.
+
+Run from anywhere (``python instances/make_instances.py [--force]``); it writes
+
+* ``instances/failures-N400-seed0.json`` and the identical package copy
+  ``spare_opt/data/failures-N400-seed0.json``: the demo's generated failure sequence
+  for the 400-node traced cluster (``spare_opt.demo.default_trace_document``);
+* ``instances/small/layout-N12-r3-sidon.json``: a 12-group Sidon layout (offsets 0, 1, 3);
+* ``instances/small/layout-N12-r3-consecutive.json``: the consecutive layout (0, 1, 2);
+* ``instances/small/failures-N12-seed1.json``: a generated 30-day sequence for 12 nodes;
+* ``instances/small/irregular-N12.json``: a hand-written InfiniteHBD-format trace with
+  every kind of irregular event (for the docs and the CLI help).
+
+Everything is deterministic: running it twice writes the same bytes.  Existing files are
+kept unless ``--force`` is given.
+"""
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(ROOT))
+
+from spare_opt import Layout  # noqa: E402
+from spare_opt.demo import DEFAULT_TRACE_NAME, default_trace_document  # noqa: E402
+from spare_opt.errors import OutputExistsError  # noqa: E402
+from spare_opt.trace import synthetic_fault_trace, write_fault_trace  # noqa: E402
+
+SMALL_GROUPS = 12
+
+
+def circulant(groups, offsets, method):
+    """The circulant layout ``stacks[g, l] = (g + offsets[l]) mod N``."""
+    stacks = (np.arange(groups)[:, None] + np.asarray(offsets)[None, :]) % groups
+    return Layout(stacks, method=method, offsets=offsets, metadata={"written_by": "instances/make_instances.py"})
+
+
+def irregular_events():
+    """A small InfiniteHBD-format trace with each irregular kind, in file order."""
+    def event(node, day, kind, cls="GPU"):
+        return {"node_id": node, "event_time": day, "event_type": kind,
+                "fault_type": {"Level": "Hardware Failure", "Class": cls, "Desc": "hand-written"}}
+    return [
+        event("a", 1.0, "fault_start"),
+        event("b", 1.0, "fault_start", "NIC"),           # same instant as a: one batch
+        event("a", 2.0, "fault_start", "Fan"),           # start-while-down
+        event("a", 3.0, "fault_end"),
+        event("a", 3.5, "fault_end", "Fan"),             # end-without-start
+        event("c", 2.5, "fault_start"),                  # out-of-order (file order)
+        event("d", 4.0, "fault_end"),                    # end-without-start (never down)
+        event("b", 5.0, "fault_end", "NIC"),
+        event("c", 6.0, "fault_end"),
+    ]
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--force", action="store_true", help="overwrite existing files")
+    args = parser.parse_args(argv)
+    import json
+
+    from spare_opt._io import write_atomic
+
+    small = HERE / "small"
+    small.mkdir(exist_ok=True)
+    default = default_trace_document()
+    jobs = [
+        (HERE / DEFAULT_TRACE_NAME, lambda p: write_fault_trace(default, p, force=args.force)),
+        (ROOT / "spare_opt" / "data" / DEFAULT_TRACE_NAME, lambda p: write_fault_trace(default, p, force=args.force)),
+        (small / "layout-N12-r3-sidon.json", lambda p: circulant(SMALL_GROUPS, [0, 1, 3], "sidon").save(p, force=args.force)),
+        (small / "layout-N12-r3-consecutive.json",
+         lambda p: circulant(SMALL_GROUPS, [0, 1, 2], "consecutive").save(p, force=args.force)),
+        (small / "failures-N12-seed1.json",
+         lambda p: write_fault_trace(synthetic_fault_trace(nodes=SMALL_GROUPS, days=30.0, seed=1, incidents_per_day=0.5,
+                                                           repair_median_days=2.0), p, force=args.force)),
+        (small / "irregular-N12.json",
+         lambda p: write_atomic(p, json.dumps(irregular_events(), indent=1) + "\n", force=args.force)),
+    ]
+    for path, write in jobs:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            write(path)
+            print(f"wrote {path.relative_to(ROOT)}")
+        except OutputExistsError:
+            print(f"kept {path.relative_to(ROOT)} (exists; --force to overwrite)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,166 @@
+"""`spare-opt replay` and `spare-opt demo` through click's CliRunner."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+import spare_opt.demo as demo
+from spare_opt import Layout, read_fault_trace, replay_trace
+from spare_opt.theory import r_star
+from spare_opt_cli.main import main
+
+REPO = Path(__file__).resolve().parent.parent
+SMALL = REPO / "instances" / "small"
+GOLOMB_9 = [0, 1, 5, 12, 25, 27, 35, 41, 44]
+
+
+def run(*args):
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+def one_error_line(result, code=1):
+    assert result.exit_code == code, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    assert "Traceback" not in result.output
+    errors = [line for line in result.stderr.splitlines() if line.startswith("Error:")]
+    assert len(errors) == 1, result.stderr
+    return errors[0]
+
+
+# ---------------------------------------------------------------------- replay
+def test_replay_text_json_and_rows_agree_with_the_library():
+    layout, trace_path = SMALL / "layout-N12-r3-sidon.json", SMALL / "failures-N12-seed1.json"
+    expected = replay_trace(Layout.load(layout), read_fault_trace(trace_path))
+    text = run("replay", layout, "--trace", trace_path)
+    assert text.exit_code == 0, text.output
+    assert f"{expected['masked']} masked" in text.stdout and f"{expected['wipe_outs']} wipe-out" in text.stdout
+    assert "time-weighted mean S" in text.stdout and "planner: controller" in text.stdout
+    doc = json.loads(run("replay", layout, "--trace", trace_path, "--json").stdout)
+    assert len(doc["rows"]) == expected.summary["events"]
+    for key in ("faults", "masked", "wipe_outs", "max_stack_number", "mean_stack_number", "fault_ends", "irregular", "skipped"):
+        assert doc[key] == expected[key]
+    exact = json.loads(run("replay", layout, "--trace", trace_path, "--json", "--exact").stdout)
+    assert exact["planner"] == "exact"
+    assert [(r["status"], r["stack_number"]) for r in exact["rows"]] == [(r["status"], r["stack_number"]) for r in doc["rows"]]
+    rows = run("replay", layout, "--trace", trace_path, "--rows")
+    assert len(rows.stdout.splitlines()) > len(text.stdout.splitlines()) + expected.summary["events"] - 1
+
+
+def test_replay_reports_irregular_events():
+    result = run("replay", SMALL / "layout-N12-r3-consecutive.json", "--trace", SMALL / "irregular-N12.json")
+    assert result.exit_code == 0, result.output
+    assert "Irregular events: 4 (1 start-while-down, 2 end-without-start, 1 out-of-order)" in result.stdout
+    assert result.stdout.count(": ignored") == 3 and "sorted into place" in result.stdout
+
+
+def test_replay_of_the_real_trace(tmp_path, real_trace_path):
+    layout_path = tmp_path / "sidon.json"
+    Layout((np.arange(400)[:, None] + np.array(GOLOMB_9)) % 400, method="sidon", offsets=GOLOMB_9).save(layout_path)
+    doc = json.loads(run("replay", layout_path, "--trace", real_trace_path, "--json").stdout)
+    assert doc["faults"] == 584 and doc["fault_ends"] == 584 and doc["nodes"] == 231
+    assert len(doc["rows"]) == 1168 and doc["groups"] == 400 and doc["redundancy"] == 9
+    assert sum(doc["irregular"].values()) == len(read_fault_trace(real_trace_path).irregular)
+
+
+def test_replay_bad_input(tmp_path):
+    layout = SMALL / "layout-N12-r3-sidon.json"
+    assert "does not exist" in one_error_line(run("replay", layout, "--trace", tmp_path / "none.json"))
+    bad = tmp_path / "bad.json"
+    bad.write_text('[{"node_id": "a", "event_time": 1, "event_type": "fault_start", "fault_type": {"Class": "x"}},'
+                   ' {"node_id": "a", "event_time": 2, "event_type": "oops", "fault_type": {"Class": "x"}}]')
+    assert "event 1: unknown 'event_type'" in one_error_line(run("replay", layout, "--trace", bad))
+    bad.write_text("not json")
+    assert "not valid JSON" in one_error_line(run("replay", layout, "--trace", bad))
+    assert "does not exist" in one_error_line(run("replay", tmp_path / "none.json", "--trace", bad), code=2)
+    broken = tmp_path / "layout.json"
+    broken.write_text('{"format": "spare-layout"}')
+    one_error_line(run("replay", broken, "--trace", SMALL / "irregular-N12.json"), code=2)
+    one_error_line(run("replay", layout), code=2)  # --trace is required
+
+
+# ------------------------------------------------------------------------ demo
+@pytest.fixture
+def no_real_trace(tmp_path, monkeypatch):
+    """No real trace anywhere: SPARE_TRACE points nowhere, cwd and the source root are empty folders."""
+    monkeypatch.setenv("SPARE_TRACE", str(tmp_path / "missing.json"))
+    monkeypatch.setattr(demo, "_SOURCE_ROOT", tmp_path)
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def test_demo_without_the_real_trace_replays_the_generated_sequence(no_real_trace):
+    result = run("demo", "--json")
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["layout"]["groups"] == 400 and doc["layout"]["redundancy"] == r_star(400) == 9
+    assert doc["layout"]["method"] == "sidon" and doc["layout"]["lambda"] <= 1
+    assert doc["trace"]["kind"] == "generated" and doc["trace"]["path"].endswith(demo.DEFAULT_TRACE_NAME)
+    assert any("SPARE_TRACE" in note for note in doc["notes"])
+    layout_file, report_file = Path(doc["files"]["layout"]), Path(doc["files"]["report"])
+    assert layout_file.parent == Path(demo.DEFAULT_OUT) and (no_real_trace / layout_file).is_file()
+    layout = Layout.load(layout_file)
+    expected = replay_trace(layout, demo.load_default_trace())
+    report = json.loads(report_file.read_text())
+    assert report["format"] == "spare-replay-report"
+    assert report["replay"]["wipe_outs"] == doc["replay"]["wipe_outs"] == expected["wipe_outs"]
+    assert len(report["replay"]["rows"]) == expected.summary["events"]
+
+    # No clobbering without --force; the files are left as they were.
+    before = report_file.read_bytes()
+    assert "exists already" in one_error_line(run("demo"))
+    assert report_file.read_bytes() == before
+    again = run("demo", "--force")
+    assert again.exit_code == 0, again.output
+    lines = again.stdout.splitlines()
+    assert lines[0].startswith("Layout: sidon, N = 400, r = 9") and "lambda = 1" in lines[0]
+    assert str(layout_file) in lines[-1] and str(report_file) in lines[-1]
+
+
+def test_demo_with_the_real_trace(tmp_path, monkeypatch, real_trace_path):
+    monkeypatch.setenv("SPARE_TRACE", str(real_trace_path))
+    out = tmp_path / "out"
+    result = run("demo", "--out", out)
+    assert result.exit_code == 0, result.output
+    assert "Trace: real" in result.stdout and "584 fault_start" in result.stdout
+    assert "start-while-down" in result.stdout and (out / "replay-N400-r9.json").is_file()
+    report = json.loads((out / "replay-N400-r9.json").read_text())
+    assert report["trace"]["fault_starts"] == 584 and len(report["replay"]["rows"]) == 1168
+
+
+def test_find_real_trace_relative_to_the_current_folder(tmp_path, monkeypatch):
+    monkeypatch.setattr(demo, "_SOURCE_ROOT", tmp_path / "nowhere")
+    checkout = tmp_path / "repo"
+    trace = tmp_path / "shared" / "data" / "infinitehbd-trace" / "fault_trace.json"
+    trace.parent.mkdir(parents=True)
+    checkout.mkdir()
+    trace.write_text("[]")
+    found, notes = demo.find_real_trace(cwd=checkout, environ={})
+    assert found == trace.resolve() and notes == []
+    found, notes = demo.find_real_trace(cwd=tmp_path, environ={"SPARE_TRACE": str(tmp_path / "x.json")})
+    assert found is None and "SPARE_TRACE" in notes[0]
+
+
+def test_demo_bad_options(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    one_error_line(run("demo", "--trace", "x.json", "--generated"), code=2)
+    assert "does not exist" in one_error_line(run("demo", "--trace", tmp_path / "none.json"))
+    (tmp_path / "file").write_text("")
+    assert "not a folder" in one_error_line(run("demo", "--out", tmp_path / "file", "--generated"))
+    assert "cannot write the demo output" in one_error_line(run("demo", "--out", tmp_path / "file" / "sub", "--generated"))
+
+
+def test_default_trace_is_rebuilt_from_its_seed_when_the_data_file_is_missing(monkeypatch):
+    shipped = demo.load_default_trace()
+    monkeypatch.setattr(demo, "DEFAULT_TRACE_NAME", "missing.json")
+    rebuilt = demo.load_default_trace()
+    assert rebuilt.source.startswith("<generated")
+    assert np.array_equal(rebuilt.times_days, shipped.times_days) and rebuilt.node_ids == shipped.node_ids
+
+
+def test_help_texts():
+    for name in ("replay", "demo"):
+        result = run(name, "--help")
+        assert result.exit_code == 0 and "--json" in result.stdout
