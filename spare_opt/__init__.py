@@ -30,7 +30,7 @@ from .layout import Layout
 from .plan import MASKED, WIPE_OUT, Plan, check_plan, lower_bound
 from .generators import block, consecutive, generate, random_latin, sidon
 from .planner import plan_reorder
-from .controller import ReorderController, stack_number_trajectory
+from .controller import ReorderController, stack_number_trajectories, stack_number_trajectory
 from .trace import read_fault_trace
 from .replay import replay_trace
 
@@ -51,6 +51,7 @@ __all__ = [
     "plan_reorder",
     "ReorderController",
     "stack_number_trajectory",
+    "stack_number_trajectories",
     "read_fault_trace",
     "replay_trace",
     "SpareError",

@@ -1,0 +1,327 @@
+"""Benchmark: online reorder controller vs the exact planner, per failure.
+
+For each (N, r), one random failure sequence on a circulant Sidon layout (offsets from
+an optimal Golomb ruler, so every pair of groups shares at most one shard type) is run
+to wipe-out through :class:`spare_opt.ReorderController`, timing every ``fail()`` call
+including the Python call.  At up to ``--exact-samples`` evenly spread steps of the
+same sequence, the exact planner :func:`spare_opt.plan_reorder` is timed on the same
+state (the controller's previous order and stack number) and both plans' moves are
+compared.  Also reported: the throughput of the compiled whole-sequence loop
+(:func:`spare_opt.controller.stack_number_trajectory`), peak traced memory of the
+controller at the largest N, and the numba compile time of the first call (cold cache)
+and of loading the cached kernels.
+
+Usage::
+
+    python benchmarks/bench_controller.py            # table on stdout
+    python benchmarks/bench_controller.py --json     # JSON document on stdout
+"""
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+import tracemalloc
+
+import numpy as np
+
+from spare_opt import Layout, plan_reorder
+from spare_opt.controller import ReorderController, _TrajectoryState, stack_number_trajectory
+
+# Optimal Golomb rulers (all differences distinct); with max offset < N/2 they are also
+# Sidon sets mod N.
+GOLOMB_RULERS = {
+    10: (0, 1, 6, 10, 23, 26, 34, 41, 53, 55),
+    14: (0, 4, 6, 20, 35, 52, 59, 77, 78, 86, 89, 99, 122, 127),
+    17: (0, 5, 7, 17, 52, 56, 67, 80, 81, 100, 122, 138, 159, 165, 168, 191, 199),
+}
+DEFAULT_SIZES = "1000:10,10000:14,100000:17"
+
+
+def sidon_layout(n, r):
+    offsets = np.asarray(GOLOMB_RULERS[r])
+    stacks = (np.arange(n)[:, None] + offsets[None, :]) % n
+    layout = Layout(stacks, method="sidon", offsets=offsets.tolist())
+    assert layout.overlap() <= 1, "offsets are not a Sidon set mod N"
+    return layout
+
+
+def percentiles(samples_us):
+    array = np.asarray(samples_us, dtype=float)
+    return {"median_us": float(np.median(array)), "mean_us": float(array.mean()),
+            "p99_us": float(np.percentile(array, 99)), "samples": int(array.size)}
+
+
+def bench_size(n, r, seed, exact_samples):
+    layout = sidon_layout(n, r)
+    rng = np.random.default_rng(seed)
+    sequence = rng.permutation(n).tolist()
+    controller = ReorderController(layout)
+    controller.fail(sequence[-1])  # warm-up (loads the compiled kernels), then restart
+    controller.restart()
+
+    # Steps (1-based) at which the exact planner is also run; chosen before the run from
+    # the expected number of masked failures so they spread over the whole sequence.
+    masked = stack_number_trajectory(layout, sequence)[1] - 1
+    exact_steps = set(np.unique(np.linspace(1, masked, num=min(exact_samples, masked)).astype(int)).tolist())
+
+    # The controller runs the whole sequence first (nothing else allocates in between, so
+    # garbage-collector pauses are the controller's own); the exact planner then replays
+    # the sampled steps from the recorded states.
+    controller_us, samples = [], []
+    for step, group in enumerate(sequence, start=1):
+        if step in exact_steps:
+            state = (step, controller.order.copy(), controller.stack_number)
+        start = time.perf_counter_ns()
+        plan = controller.fail(group)
+        controller_us.append((time.perf_counter_ns() - start) / 1e3)
+        if plan.status != "masked":
+            break
+        if step in exact_steps:
+            samples.append(state + (plan.stack_number, plan.moves))
+    exact_us, ratios = [], []
+    moves_controller = moves_exact = 0
+    for step, previous_order, previous_stack, stack_number, moves in samples:
+        start = time.perf_counter_ns()
+        exact = plan_reorder(layout, sequence[:step], order=previous_order, stack_number=previous_stack)
+        exact_us.append((time.perf_counter_ns() - start) / 1e3)
+        assert exact.stack_number == stack_number, "controller and exact planner disagree on S*"
+        moves_controller += moves
+        moves_exact += exact.moves
+        if exact.moves:
+            ratios.append(moves / exact.moves)
+    start = time.perf_counter()
+    stack_numbers, wipeout_index, trajectory_moves = stack_number_trajectory(layout, sequence, return_moves=True)
+    trajectory_s = time.perf_counter() - start  # includes the O(N r) set-up of the state arrays
+    # The compiled loop alone, without the set-up.
+    state = _TrajectoryState(layout)
+    orders = np.asarray(sequence, dtype=np.int32)[None, :]
+    start = time.perf_counter()
+    state.run(orders)
+    loop_s = time.perf_counter() - start
+    # The paper's fixed check passes when nothing moves and S stays (it reports > 90%).
+    unchanged = (trajectory_moves == 0) & (np.diff(stack_numbers) == 0)
+    row = {
+        "N": n,
+        "r": r,
+        "masked_failures": int(wipeout_index - 1),
+        "final_stack_number": int(stack_numbers[-1]),
+        "controller": percentiles(controller_us),
+        "trajectory_us_per_failure": trajectory_s / wipeout_index * 1e6,
+        "trajectory_loop_us_per_failure": loop_s / wipeout_index * 1e6,
+        "fixed_check_fraction": float(unchanged.mean()),
+    }
+    if exact_us:
+        row["exact"] = percentiles(exact_us)
+        row["speedup_median"] = row["exact"]["median_us"] / row["controller"]["median_us"]
+        row["speedup_mean"] = row["exact"]["mean_us"] / row["controller"]["mean_us"]
+        row["moves"] = {
+            "controller": moves_controller,
+            "exact": moves_exact,
+            "total_ratio": moves_controller / moves_exact if moves_exact else None,
+            "mean_step_ratio": float(np.mean(ratios)) if ratios else None,
+            "steps_compared": len(exact_us),
+        }
+    return row
+
+
+def moves_by_layout(n, r, seed):
+    """Controller moves vs the min-cost-flow optimum at every step of one failure sequence
+    run to wipe-out, for the other layout families (``spare_opt.generators``)."""
+    from spare_opt import generators
+
+    result = {}
+    for method, layout in (("consecutive", generators.consecutive(n, r)), ("block", generators.block(n, r)),
+                           ("random", generators.random_latin(n, r, seed=seed))):
+        sequence = np.random.default_rng(seed).permutation(n).tolist()
+        controller = ReorderController(layout)
+        moves_controller = moves_exact = steps = 0
+        for step, group in enumerate(sequence, start=1):
+            previous_order, previous_stack = controller.order.copy(), controller.stack_number
+            plan = controller.fail(group)
+            if plan.status != "masked":
+                break
+            exact = plan_reorder(layout, sequence[:step], order=previous_order, stack_number=previous_stack)
+            assert exact.stack_number == plan.stack_number, "controller and exact planner disagree on S*"
+            moves_controller += plan.moves
+            moves_exact += exact.moves
+            steps += 1
+        result[method] = {"steps": steps, "controller": moves_controller, "exact": moves_exact,
+                          "total_ratio": moves_controller / moves_exact if moves_exact else None}
+    return result
+
+
+def call_breakdown(n, r, seed):
+    """Where the time of one ``fail()`` goes: medians over one failure sequence of (a) a
+    do-nothing numba function taking the same six arguments (the dispatcher's cost of
+    unboxing them), (b) the kernel called directly, (c) the full ``fail()``."""
+    from numba import njit
+
+    from spare_opt import _controller_kernels as kernels
+
+    @njit
+    def do_nothing(tables, rows, scalars, failing, mid_step, journal):
+        return scalars[0]
+
+    layout = sidon_layout(n, r)
+    sequence = np.random.default_rng(seed).permutation(n).tolist()
+    result = {}
+    for label in ("dispatch_only", "kernel_direct", "fail_call"):
+        controller = ReorderController(layout)
+        controller.fail(sequence[0])
+        state = (controller._tables, controller._rows, controller._scalars)
+        journal = controller._history.journal
+        failing = np.zeros(1, dtype=np.int32)
+        do_nothing(*state, failing, False, journal)
+        times = []
+        for group in sequence[1:]:
+            start = time.perf_counter_ns()
+            if label == "dispatch_only":
+                failing[0] = group
+                do_nothing(*state, failing, False, journal)
+            elif label == "kernel_direct":
+                failing[0] = group
+                status = kernels.fail_packed(*state, failing, False, journal)[0]
+            else:
+                status = controller.fail(group).status
+            times.append((time.perf_counter_ns() - start) / 1e3)
+            if label == "kernel_direct" and status != kernels.STATUS_MASKED:
+                break
+            if label == "fail_call" and status != "masked":
+                break
+            if label == "dispatch_only" and len(times) >= 1000:
+                break
+        result[label + "_median_us"] = float(np.median(times))
+    return result
+
+
+def peak_memory(n, r, seed):
+    """Peak traced allocations (tracemalloc) of a controller run to wipe-out at (N, r)."""
+    layout = sidon_layout(n, r)
+    sequence = np.random.default_rng(seed).permutation(n).tolist()
+    ReorderController(layout).fail(0)  # compile/load outside the traced region
+    tracemalloc.start()
+    controller = ReorderController(layout)
+    for group in sequence:
+        if controller.fail(group).status != "masked":
+            break
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    return {"N": n, "r": r, "peak_mib": peak / 2**20, "bytes_per_entry": peak / (n * r)}
+
+
+_COMPILE_SNIPPET = """
+import time, numpy as np
+from spare_opt import Layout
+from spare_opt.controller import ReorderController, _TrajectoryState, stack_number_trajectory
+layout = Layout((np.arange(7)[:, None] + np.array([0, 1, 3])) % 7)
+start = time.perf_counter(); ReorderController(layout).fail(0); first = time.perf_counter() - start
+start = time.perf_counter(); stack_number_trajectory(layout, [0, 1]); trajectory = time.perf_counter() - start
+print(first, trajectory)
+"""
+
+
+def compile_times():
+    """First-call time of ``fail`` and of the trajectory kernel, cold and from numba's cache."""
+    with tempfile.TemporaryDirectory() as cache:
+        env = dict(os.environ, NUMBA_CACHE_DIR=cache)
+        result = {}
+        for label in ("cold", "cached"):
+            out = subprocess.run([sys.executable, "-c", _COMPILE_SNIPPET], env=env, check=True,
+                                 capture_output=True, text=True).stdout.split()
+            result[label] = {"fail_s": float(out[0]), "trajectory_s": float(out[1])}
+    return result
+
+
+def machine():
+    model = platform.processor() or "unknown"
+    try:
+        for line in subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout.splitlines():
+            if line.startswith("Model name:"):
+                model = line.split(":", 1)[1].strip()
+    except (OSError, subprocess.CalledProcessError):
+        pass
+    import numba
+
+    return {"cpu": model, "cores": os.cpu_count(), "python": platform.python_version(),
+            "numpy": np.__version__, "numba": numba.__version__}
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--json", action="store_true", help="print one JSON document instead of a table")
+    parser.add_argument("--sizes", default=DEFAULT_SIZES,
+                        help=f"N:r pairs (default {DEFAULT_SIZES}); r in {sorted(GOLOMB_RULERS)}")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the failure sequences (default 0)")
+    parser.add_argument("--exact-samples", type=int, default=500,
+                        help="exact-planner calls per size below N = 50,000 (default 500)")
+    parser.add_argument("--exact-max-n", type=int, default=100_000, help="skip the exact planner above this N")
+    parser.add_argument("--exact-samples-large", type=int, default=5,
+                        help="exact-planner calls per size at N >= 50,000 (default 5)")
+    parser.add_argument("--moves-n", type=int, default=1000, help="N of the moves comparison on other layouts")
+    parser.add_argument("--moves-r", type=int, default=10, help="r of the moves comparison on other layouts")
+    args = parser.parse_args(argv)
+    sizes = [tuple(int(v) for v in pair.split(":")) for pair in args.sizes.split(",")]
+
+    rows = []
+    for n, r in sizes:
+        samples = 0 if n > args.exact_max_n else (args.exact_samples if n < 50_000 else args.exact_samples_large)
+        rows.append(bench_size(n, r, args.seed, samples))
+        print(f"done N={n}", file=sys.stderr)
+    largest = max(sizes)
+    report = {
+        "command": "python benchmarks/bench_controller.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "machine": machine(),
+        "rows": rows,
+        "memory": peak_memory(*largest, args.seed),
+        "moves_by_layout": dict(moves_by_layout(args.moves_n, args.moves_r, args.seed), N=args.moves_n,
+                                r=args.moves_r),
+        "call_breakdown": dict(call_breakdown(*min(sizes), args.seed), N=min(sizes)[0], r=min(sizes)[1]),
+        "compile": compile_times(),
+    }
+    if args.json:
+        print(json.dumps(report, indent=1))
+        return
+    print(f"machine: {report['machine']['cpu']}, {report['machine']['cores']} cores")
+    print("| N | r | masked failures | controller median / mean / p99 (us) | exact median / mean / p99 (us), calls "
+          "| speedup (median, mean) | moves / optimum |")
+    print("|---|---|---|---|---|---|---|")
+    for row in rows:
+        exact, moves, ctl = row.get("exact"), row.get("moves"), row["controller"]
+        cells = [f"{row['N']:,}", str(row["r"]), f"{row['masked_failures']:,}",
+                 f"{ctl['median_us']:.1f} / {ctl['mean_us']:.1f} / {ctl['p99_us']:.0f}"]
+        if exact:
+            cells += [f"{exact['median_us']:,.0f} / {exact['mean_us']:,.0f} / {exact['p99_us']:,.0f}, "
+                      f"{exact['samples']}",
+                      f"{row['speedup_median']:,.0f}x, {row['speedup_mean']:,.0f}x",
+                      f"{moves['controller']} / {moves['exact']} = {moves['total_ratio']:.3f}"]
+        else:
+            cells += ["-", "-", "-"]
+        print("| " + " | ".join(cells) + " |")
+    for row in rows:
+        print(f"N={row['N']:,}: stack_number_trajectory {row['trajectory_us_per_failure']:.2f} us per failure "
+              f"({row['trajectory_loop_us_per_failure']:.2f} us in the compiled loop); fixed check passed "
+              f"(no move, same S) on {100 * row['fixed_check_fraction']:.1f}% of masked failures")
+    memory = report["memory"]
+    print(f"peak memory at N={memory['N']:,}, r={memory['r']}: {memory['peak_mib']:.1f} MiB "
+          f"({memory['bytes_per_entry']:.1f} bytes per stack entry)")
+    by_layout = report["moves_by_layout"]
+    print(f"moves / optimum at every step to wipe-out, N={by_layout['N']:,}, r={by_layout['r']}: " + ", ".join(
+        f"{method} {v['controller']} / {v['exact']} = {v['total_ratio']:.3f} ({v['steps']} steps)"
+        for method, v in by_layout.items() if isinstance(v, dict) and v["total_ratio"] is not None))
+    breakdown = report["call_breakdown"]
+    print(f"one fail() at N={breakdown['N']:,} (medians): numba dispatch of the arguments "
+          f"{breakdown['dispatch_only_median_us']:.2f} us, kernel called directly "
+          f"{breakdown['kernel_direct_median_us']:.2f} us, "
+          f"fail() {breakdown['fail_call_median_us']:.2f} us")
+    for label, times in report["compile"].items():
+        print(f"first call, {label} numba cache: fail {times['fail_s']:.2f} s, "
+              f"trajectory {times['trajectory_s']:.2f} s")
+
+
+if __name__ == "__main__":
+    main()
