@@ -1,9 +1,127 @@
-"""`spare-opt tune` (STUB)."""
+"""`spare-opt tune`: the best r and checkpoint period for replication and SPARe, the paper's table."""
 
 import click
 
+from spare_opt.simulate import PRESETS, parse_overrides
+from spare_opt.tune import plot_tune, tune_preset
+
+from .options import check_output_path, echo_json, force_option, json_option, progress_enabled, quiet_option
+
+#: The paper's table (Lee et al., ICML 2026, Sec. 6), printed beside ours for paper-600k.
+PAPER_TABLE = {
+    200: {"rep": 6.07, "rep_availability": 0.6174, "spare": 2.92, "spare_r": 9, "spare_availability": 0.8700,
+          "gain": 0.519},
+    600: {"rep": 4.27, "rep_availability": 0.7989, "spare": 2.49, "spare_r": 8, "spare_availability": 0.9390,
+          "gain": 0.417},
+    1000: {"rep": 3.88, "rep_availability": 0.8441, "spare": 2.34, "spare_r": 9, "spare_availability": 0.9654,
+           "gain": 0.396},
+}
+
 
 @click.command("tune")
-def command():
-    """(not yet implemented)"""
-    raise click.ClickException("not implemented yet")
+@click.option("--preset", default="paper-600k", show_default=True, type=click.Choice(sorted(PRESETS)),
+              help="Built-in setting; its r sweep and checkpoint-period grid are used.")
+@click.option("--groups", "-N", type=int, default=None, help="One N of the preset (default: all of them).")
+@click.option("--seeds", type=click.IntRange(min=1), default=10, show_default=True,
+              help="Runs per configuration (seeds 0..K-1, the same for every configuration).")
+@click.option("--workers", type=click.IntRange(min=1), default=None,
+              help="Processes (default: the number of CPUs).  Results do not depend on it.")
+@click.option("--set", "settings", multiple=True, metavar="FIELD=VALUE",
+              help="Change a simulation parameter, e.g. --set failure_model=system-renewal (repeatable).")
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None, metavar="FILE.png",
+              help="Write the figure of TTT/T0 against r (needs matplotlib).")
+@json_option
+@force_option
+@quiet_option
+def command(preset, groups, seeds, workers, settings, plot_path, as_json, force, quiet):
+    """Tune r and the checkpoint period by simulation: Rep+CKPT against SPARe+CKPT.
+
+    For each N, every r of the preset's sweep runs at seven checkpoint periods around
+    the Young/Daly optimum and --seeds seeds; the best (lowest mean TTT/T0) of each
+    strategy is reported with its availability and the gain of SPARe, laid out like
+    the paper's table (with the paper's figures beside ours for paper-600k).
+    --json prints one object per N with the keys rep, spare, ckpt (each with
+    best_ttt_ratio, best_r, availability, curve...), gain and closed_form; with a
+    single --groups the object itself, otherwise {"preset", "results": [...]}.
+    """
+    overrides = parse_overrides(settings)
+    if plot_path is not None:
+        check_output_path(plot_path, force)
+        try:
+            import matplotlib  # noqa: F401  (fail before the long work)
+        except ImportError:
+            raise click.ClickException("plotting needs matplotlib: pip install 'spare-opt[plot]'") from None
+    if groups is not None and groups not in PRESETS[preset].groups:
+        raise click.BadParameter(
+            f"preset {preset} defines N in {{{', '.join(map(str, PRESETS[preset].groups))}}}, got {groups}",
+            param_hint="--groups",
+        )
+    if progress_enabled(quiet):
+        bar = None
+        stderr = click.get_text_stream("stderr")
+
+        def progress(done, total):
+            nonlocal bar
+            if bar is None:
+                bar = click.progressbar(length=total, label="simulating", file=stderr)
+                bar.__enter__()
+            bar.update(done - bar.pos)
+
+        try:
+            results = tune_preset(preset, groups=groups, seeds=seeds, workers=workers, progress=progress,
+                                  **overrides)
+        finally:
+            if bar is not None:
+                bar.__exit__(None, None, None)
+    else:
+        results = tune_preset(preset, groups=groups, seeds=seeds, workers=workers, **overrides)
+    if plot_path is not None:
+        written = plot_tune(results, plot_path, force=force,
+                            title=f"{preset}: best TTT/T0 over T_c, mean of {seeds} seeds, 95% CI")
+    if as_json:
+        objects = [result.to_dict() for result in results]
+        echo_json(objects[0] if groups is not None else {"preset": preset, "results": objects})
+    else:
+        click.echo(format_table(results, preset, show_paper=not overrides))
+    if plot_path is not None:
+        click.echo(f"figure written to {written}", err=as_json)
+
+
+def format_table(results, preset, show_paper=True):
+    """The paper's table layout: one row per N (ours, then the paper's for paper-600k unchanged by --set)."""
+    header = (f"{'N':>5}  {'Rep+CKPT TTT/T0':>15}  {'Rep r':>5}  {'Rep avail':>9}  "
+              f"{'SPARe TTT/T0':>12}  {'SPARe r':>7}  {'SPARe avail':>11}  {'gain':>6}")
+    lines = [header, "-" * len(header)]
+    for result in results:
+        rep, spare = result.strategies["rep"], result.strategies["spare"]
+        lines.append(
+            f"{result.groups:>5}  {rep['best_ttt_ratio']:>15.2f}  {rep['best_r']:>5d}  {rep['availability']:>9.2%}  "
+            f"{spare['best_ttt_ratio']:>12.2f}  {spare['best_r']:>7d}  {spare['availability']:>11.2%}  "
+            f"{result.gain:>6.1%}"
+        )
+        paper = PAPER_TABLE.get(result.groups) if preset == "paper-600k" and show_paper else None
+        if paper:
+            lines.append(
+                f"{'paper':>5}  {paper['rep']:>15.2f}  {3:>5d}  {paper['rep_availability']:>9.2%}  "
+                f"{paper['spare']:>12.2f}  {paper['spare_r']:>7d}  {paper['spare_availability']:>11.2%}  "
+                f"{paper['gain']:>6.1%}"
+            )
+    lines.append("")
+    for result in results:
+        ckpt = result.strategies.get("ckpt")
+        closed = result.closed_form
+        extra = ""
+        if ckpt is not None:
+            if ckpt["unfinished"]:
+                extra = (f"; CKPT only: {ckpt['unfinished']} of {result.seeds} runs unfinished "
+                         f"(TTT/T0 > {result.params.max_wall_factor:.0f})")
+            else:
+                extra = f"; CKPT only: TTT/T0 {ckpt['best_ttt_ratio']:.2f}"
+        rep, spare = result.strategies["rep"], result.strategies["spare"]
+        lines.append(
+            f"N={result.groups}: best T_c Rep {rep['best_period_seconds']:.0f} s, SPARe "
+            f"{spare['best_period_seconds']:.0f} s (95% CI of SPARe TTT/T0 {spare['best_ttt_ci95'][0]:.2f}.."
+            f"{spare['best_ttt_ci95'][1]:.2f}); closed form r* = {closed['r_star']}, "
+            f"T_c* = {closed['period_seconds']:.0f} s{extra}"
+        )
+    return "\n".join(lines)

@@ -1,0 +1,98 @@
+"""CLI tests of `spare-opt simulate` and `spare-opt tune` (click's CliRunner)."""
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from spare_opt_cli.main import main
+
+FAST = ["--set", "steps=60"]
+
+
+@pytest.fixture
+def runner():
+    return CliRunner()
+
+
+def test_simulate_text_and_json(runner):
+    result = runner.invoke(main, ["simulate", "--groups", "200", "--strategy", "rep", "-r", "3", "--seeds", "3",
+                                  "--ckpt-period", "1500"])
+    assert result.exit_code == 0, result.output
+    assert "Rep+CKPT r=3" in result.output and "TTT/T0" in result.output
+    result = runner.invoke(main, ["simulate", "--groups", "200", "--strategy", "spare", "--seeds", "2", "--json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.output)
+    assert doc["redundancy"] == 8 and len(doc["runs"]) == 2  # r* for N = 200
+    assert doc["summary"]["ttt_ratio"]["mean"] > 1 and doc["checkpoint_period_seconds"] > 0
+
+
+def test_simulate_trace(runner, real_trace_path):
+    result = runner.invoke(main, ["simulate", "--preset", "trace-400", "--strategy", "spare", "-r", "9",
+                                  "--seeds", "1", "--trace", str(real_trace_path), "--trace-time-scale", "0.02",
+                                  "--ckpt-period", "3000"])
+    assert result.exit_code == 0, result.output
+    assert "fault starts" in result.output and "beyond N" in result.output
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--preset", "nope"], "Invalid value for '--preset'"),
+    (["--groups", "500"], "defines N in {200, 600, 1000}"),
+    (["-r", "0"], "Invalid value for '--redundancy'"),
+    (["--ckpt-period", "-5"], "must be > 0"),
+    (["--strategy", "spare", "-r", "1"], "SPARe needs redundancy r >= 2"),
+    (["--seeds", "0"], "Invalid value for '--seeds'"),
+    (["--trace", "/nonexistent/trace.json"], "does not exist"),
+])
+def test_simulate_bad_input(runner, args, message):
+    result = runner.invoke(main, ["simulate"] + args)
+    assert result.exit_code != 0
+    assert message in result.output
+    assert "Traceback" not in result.output
+
+
+def test_tune_json_plot_and_overwrite(runner, tmp_path):
+    pytest.importorskip("matplotlib")
+    png = tmp_path / "fig.png"
+    args = ["tune", "--groups", "200", "--seeds", "2", "--workers", "1", "--quiet", *FAST]
+    result = runner.invoke(main, args + ["--json", "--plot", str(png)])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    for key in ("best_ttt_ratio", "best_r", "availability"):
+        assert key in doc["rep"] and key in doc["spare"]
+    assert isinstance(doc["gain"], float) and png.stat().st_size > 0
+    again = runner.invoke(main, args + ["--plot", str(png)])
+    assert again.exit_code != 0 and "exists" in again.output
+    text = runner.invoke(main, args)
+    # the paper's rows are shown only for the unchanged preset (here --set steps=60)
+    assert text.exit_code == 0 and "Rep+CKPT TTT/T0" in text.output and "paper " not in text.output
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--preset", "nope"], "Invalid value for '--preset'"),
+    (["--groups", "500"], "defines N in"),
+    (["--set", "colour=red"], "unknown simulation parameter"),
+    (["--set", "steps"], "expected FIELD=VALUE"),
+    (["--seeds", "0"], "Invalid value for '--seeds'"),
+])
+def test_tune_bad_input(runner, args, message):
+    result = runner.invoke(main, ["tune", "--quiet"] + args)
+    assert result.exit_code != 0
+    assert message in result.output
+    assert "Traceback" not in result.output
+
+
+def test_simulate_with_a_layout_file(runner, tmp_path):
+    from spare_opt import consecutive
+
+    path = tmp_path / "layout.json"
+    consecutive(200, 4).save(path)
+    args = ["simulate", "--groups", "200", "--strategy", "spare", "-r", "4", "--seeds", "1", "--quiet", *FAST]
+    result = runner.invoke(main, args + ["--layout", str(path), "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["redundancy"] == 4
+    wrong = runner.invoke(main, ["simulate", "--groups", "200", "--strategy", "spare", "-r", "5", "--seeds", "1",
+                                 "--quiet", *FAST, "--layout", str(path)])
+    assert wrong.exit_code != 0 and "layout has N=200, r=4" in wrong.output
+    missing = runner.invoke(main, args + ["--layout", str(tmp_path / "nope.json")])
+    assert missing.exit_code != 0 and "Traceback" not in missing.output

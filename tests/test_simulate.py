@@ -1,0 +1,292 @@
+"""Tests of the time-to-train simulation: event-loop invariants, failure models, determinism."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from numba import njit
+
+from spare_opt import consecutive
+from spare_opt import _simulate_kernels as K
+from spare_opt.errors import FailureSetError, ParameterError, TraceError
+from spare_opt.simulate import (
+    PRESETS,
+    SimulationParameters,
+    _rep_wipe_indices,
+    allreduce_seconds,
+    fault_free_seconds,
+    parse_overrides,
+    preset_parameters,
+    rep_wipe_index,
+    simulate,
+    summarise,
+    trace_failures,
+)
+from spare_opt.trace import parse_fault_events, read_fault_trace
+
+QUIET = dict(mtbf_seconds=1e18)  # no failure in any reasonable run
+
+
+def small(**fields):
+    base = dict(groups=24, steps=300, layer_compute_seconds=10.0, allreduce_seconds=1.0, restart_seconds=200.0,
+                save_seconds=5.0, mtbf_seconds=40.0, weibull_shape=0.78, jitter_sd=0.05)
+    base.update(fields)
+    return SimulationParameters(**base)
+
+
+def accounted(result):
+    return (result.useful_seconds + result.overhead_seconds + result.rework_seconds + result.restart_seconds
+            + result.checkpoint_seconds)
+
+
+# ----------------------------------------------------------------------------- no failures
+@pytest.mark.parametrize("strategy, r", [("ckpt", 1), ("rep", 3), ("spare", 3)])
+def test_no_failures_time_is_fault_free_plus_checkpoints(strategy, r):
+    params = small(jitter_sd=0.0, **QUIET)
+    result = simulate(params, strategy, r, checkpoint_period_seconds=500.0, seed=1)
+    per_step = (r if strategy == "rep" else 1) * params.layer_compute_seconds + params.allreduce_seconds
+    assert result.finished and result.restarts == 0 and result.masked_failures == 0
+    assert result.useful_seconds == pytest.approx(params.steps * per_step)
+    expected = params.steps * per_step + result.checkpoints * params.save_seconds
+    assert result.ttt_seconds == pytest.approx(expected)
+    # a checkpoint after every 500 s of progress, none after the last step
+    assert result.checkpoints == math.ceil(params.steps / math.ceil(500.0 / per_step)) - 1
+    if strategy != "rep":
+        assert result.ttt_seconds - result.checkpoint_seconds == pytest.approx(fault_free_seconds(params))
+
+
+def test_ckpt_only_with_huge_mtbf_and_jitter_is_close_to_t0():
+    params = small(steps=2000, **QUIET)
+    result = simulate(params, "ckpt", checkpoint_period_seconds=1e12, seed=3)
+    assert result.checkpoints == 0 and result.restarts == 0
+    # jitter has mean 1: the total over 2000 steps is within a few 0.1% of T0
+    assert result.ttt_ratio == pytest.approx(1.0, rel=0.01)
+    assert result.availability == pytest.approx(1.0)
+
+
+# ----------------------------------------------------------------------------- accounting
+@settings(max_examples=40)
+@given(
+    strategy=st.sampled_from(["ckpt", "rep", "spare"]),
+    r=st.integers(2, 4),
+    model=st.sampled_from(["group-clocks", "system-renewal"]),
+    policy=st.sampled_from(["carry", "absorb"]),
+    live=st.booleans(),
+    mtbf=st.sampled_from([5.0, 30.0, 200.0]),
+    period=st.sampled_from([15.0, 100.0, 1000.0]),
+    seed=st.integers(0, 2**31),
+)
+def test_wall_time_accounting_identity(strategy, r, model, policy, live, mtbf, period, seed):
+    params = small(mtbf_seconds=mtbf, failure_model=model, restart_failures=policy, rate_follows_live=live,
+                   max_wall_factor=30.0)
+    result = simulate(params, strategy, r, period, seed=seed)
+    assert accounted(result) == pytest.approx(result.wall_seconds, rel=1e-9, abs=1e-6)
+    assert 0.0 <= result.availability <= 1.0
+    assert result.failures >= result.masked_failures + result.absorbed_failures
+    if strategy == "ckpt":
+        assert result.masked_failures == 0
+    if result.finished:
+        assert result.ttt_seconds == result.wall_seconds and result.ttt_seconds >= fault_free_seconds(params) * 0.8
+        # every kept step is counted once in useful time
+        assert result.steps_executed >= params.steps
+    else:
+        assert math.isinf(result.ttt_ratio)
+
+
+def test_useful_time_counts_exactly_the_kept_steps_without_jitter():
+    params = small(jitter_sd=0.0, mtbf_seconds=60.0)
+    result = simulate(params, "rep", 3, 200.0, seed=5)
+    assert result.restarts > 0 and result.rework_seconds > 0
+    per_step = 3 * params.layer_compute_seconds + params.allreduce_seconds
+    assert result.useful_seconds == pytest.approx(params.steps * per_step)
+
+
+# ----------------------------------------------------------------------------- determinism
+def test_same_seed_same_result_other_seed_differs():
+    params = small()
+    a = simulate(params, "spare", 3, 150.0, seed=11)
+    b = simulate(params, "spare", 3, 150.0, seed=11)
+    c = simulate(params, "spare", 3, 150.0, seed=12)
+    assert a == b
+    assert a.ttt_seconds != c.ttt_seconds
+
+
+def test_result_json_round_trip_and_summary():
+    params = small(max_wall_factor=2.0, mtbf_seconds=1.0)
+    runs = [simulate(params, "ckpt", 1, 50.0, seed=s) for s in range(3)]
+    assert all(not run.finished for run in runs)
+    doc = json.loads(runs[0].to_json())
+    assert doc["ttt_seconds"] is None and doc["finished"] is False
+    summary = summarise(runs)
+    assert summary["unfinished"] == 3 and math.isinf(summary["ttt_ratio"]["mean"])
+    finished = [simulate(small(), "rep", 2, 100.0, seed=s) for s in range(4)]
+    stat = summarise(finished)["ttt_ratio"]
+    assert stat["ci95"][0] <= stat["mean"] <= stat["ci95"][1]
+
+
+# ----------------------------------------------------------------------------- replication
+def _brute_rep_wipe(order, n, r):
+    n_sets = n // r
+    dead = set()
+    for i, g in enumerate(order):
+        dead.add(int(g))
+        for s in range(n_sets):
+            if all(m in dead for m in range(n) if m % n_sets == s):
+                return i + 1
+    return -1
+
+
+@given(n=st.integers(2, 30), r=st.integers(1, 6), seed=st.integers(0, 2**31))
+def test_rep_wipe_index_matches_brute_force(n, r, seed):
+    r = min(r, n)
+    rng = np.random.default_rng(seed)
+    perms = np.argsort(rng.random((3, n)), axis=1)
+    vectorised = _rep_wipe_indices(perms, n, r)
+    for row, order in enumerate(perms):
+        expected = _brute_rep_wipe(order, n, r)
+        assert rep_wipe_index(order, n, r) == expected
+        assert vectorised[row] == expected
+    assert rep_wipe_index([0], max(n, 2) * 2, 2) == -1
+    with pytest.raises(FailureSetError):
+        rep_wipe_index([0, 0], n + 1, 1)
+    with pytest.raises(FailureSetError):
+        rep_wipe_index([n], n, 1)
+
+
+def test_rep_masks_and_ckpt_restarts_on_every_failure():
+    params = small(mtbf_seconds=50.0)
+    rep = simulate(params, "rep", 4, 200.0, seed=2)
+    ckpt = simulate(small(mtbf_seconds=300.0, restart_failures="absorb", failure_model="system-renewal"),
+                    "ckpt", 1, 30.0, seed=2)
+    assert rep.masked_failures > 0 and rep.mean_stack_number == 4
+    assert ckpt.finished and ckpt.restarts > 0 and ckpt.absorbed_failures > 0
+    assert ckpt.masked_failures == 0 and ckpt.restarts == ckpt.failures - ckpt.absorbed_failures
+
+
+# ----------------------------------------------------------------------------- failure models
+@njit
+def _draw_weibull(seed, scale, shape, count):
+    np.random.seed(seed)
+    out = np.empty(count)
+    for i in range(count):
+        out[i] = K._weibull(scale, shape)
+    return out
+
+
+@pytest.mark.parametrize("shape", [0.78, 1.0, 2.5])
+def test_weibull_scale_gives_mean_mtbf(shape):
+    mtbf = 300.0
+    samples = _draw_weibull(7, mtbf / math.gamma(1 + 1 / shape), shape, 200_000)
+    # standard error of the mean is under 0.3% here; 2% is a loose bound
+    assert samples.mean() == pytest.approx(mtbf, rel=0.02)
+
+
+@njit
+def _group_clock_times(seed, groups, scale, shape):
+    np.random.seed(seed)
+    out = np.empty(groups)
+    cum = 0.0
+    for k in range(groups):
+        out[k], cum = K._next_failure(K.MODEL_GROUP_CLOCKS, 0.0, k, groups, True, 0.0, shape, scale, 0.0, cum)
+    return out
+
+
+def test_group_clocks_are_sorted_weibull_samples():
+    groups, shape, mtbf = 50, 0.78, 300.0
+    scale = groups * mtbf / math.gamma(1 + 1 / shape)
+    runs = np.array([_group_clock_times(s, groups, scale, shape) for s in range(2000)])
+    assert np.all(np.diff(runs, axis=1) > 0)
+    # the N times are the order statistics of N Weibull lifetimes of mean N * m
+    assert runs.mean() == pytest.approx(groups * mtbf, rel=0.05)
+    reference = np.sort(np.random.default_rng(0).weibull(shape, (2000, groups)) * scale, axis=1)
+    assert np.median(runs[:, 0]) == pytest.approx(np.median(reference[:, 0]), rel=0.15)
+    assert np.median(runs[:, groups // 2]) == pytest.approx(np.median(reference[:, groups // 2]), rel=0.1)
+
+
+def test_rate_following_live_groups_lengthens_the_time_between_failures():
+    common = dict(failure_model="system-renewal", restart_failures="absorb", mtbf_seconds=20.0, steps=600)
+    follow = [simulate(small(rate_follows_live=True, **common), "spare", 4, 200.0, seed=s) for s in range(6)]
+    fixed = [simulate(small(rate_follows_live=False, **common), "spare", 4, 200.0, seed=s) for s in range(6)]
+    rate = lambda runs: sum(r.failures for r in runs) / sum(r.wall_seconds for r in runs)  # noqa: E731
+    assert rate(follow) < rate(fixed)
+
+
+# ----------------------------------------------------------------------------- traces
+def _trace(events):
+    doc = [{"node_id": f"n{node}", "event_time": day, "event_type": kind,
+            "fault_type": {"Level": "x", "Class": "GPU", "Desc": "x"}} for node, day, kind in events]
+    return parse_fault_events(doc)
+
+
+def test_trace_patch_and_allreduce_redo_are_exact_without_jitter():
+    params = small(groups=8, steps=10, jitter_sd=0.0, layer_compute_seconds=10.0, allreduce_seconds=2.0,
+                   shrink_seconds=0.1, controller_seconds=0.1)
+    day = 1 / 86400.0
+    # step 0 runs [0, 12): a failure at 5 s (compute phase) adds a patch layer, the
+    # controller and the shrink -> ends at 22.2 s; S = 2 from then on (22 s per step);
+    # step 2 runs [44.2, 66.2) with its all-reduce from 64.2 s: a failure at 65.2 s
+    # loses 1 s of all-reduce, then patch + controller + shrink, then the all-reduce again
+    trace = _trace([(0, 5 * day, "fault_start"), (1, 65.2 * day, "fault_start")])
+    layout = consecutive(8, 3)
+    result = simulate(params, "spare", 3, 1e9, seed=0, layout=layout, trace=trace)
+    assert result.masked_failures == 2 and result.restarts == 0
+    cost = 10.0 + 0.1 + 0.1
+    assert result.overhead_seconds == pytest.approx(cost + (cost + 1.0))
+    assert result.trace["used"] == 2 and result.trace["failure_events"] == 2
+
+
+def test_trace_failures_batches_simultaneous_starts_and_skips_what_it_cannot_use():
+    trace = _trace([(0, 1.0, "fault_start"), (1, 1.0, "fault_start"), (0, 2.0, "fault_start"),
+                    (2, 2.5, "fault_start"), (9, 3.0, "fault_start"), (1, 4.0, "fault_end")])
+    times, stacks, wipes, counts = trace_failures(trace, 3, "rep", 3)
+    # nodes 0 and 1 fail together; node 0 again is ignored by the reader (still down);
+    # node 2 completes the only replica set: wipe-out; node 9 is the 4th node: beyond N = 3
+    assert counts["used"] == 3 and counts["failure_events"] == 2
+    assert counts["outside_cluster"] == 1 and counts["ignored_by_reader"] == 1
+    assert times.tolist() == [86400.0, 2.5 * 86400.0] and wipes.tolist() == [0, 1]
+    assert stacks.tolist() == [3, 3]
+
+
+def test_real_trace_run(real_trace_path):
+    trace = read_fault_trace(real_trace_path)
+    params = preset_parameters("trace-400", 400, steps=20_000, trace_time_scale=0.05)
+    result = simulate(params, "spare", 9, 3000.0, seed=0, trace=trace)
+    assert result.finished and result.masked_failures > 0
+    assert result.trace["used"] + result.trace["already_down"] + result.trace["ignored_by_reader"] \
+        + result.trace["outside_cluster"] == result.trace["fault_starts"]
+    assert accounted(result) == pytest.approx(result.wall_seconds)
+    with pytest.raises(TraceError):
+        simulate(params, "ckpt", 1, 3000.0, trace="not a trace")
+
+
+# ----------------------------------------------------------------------------- parameters
+def test_presets_and_parameter_errors():
+    for n in PRESETS["paper-600k"].groups:
+        params = preset_parameters("paper-600k", n)
+        assert params.allreduce_seconds == pytest.approx(allreduce_seconds(n))
+    assert [allreduce_seconds(n) for n in (200, 600, 1000)] == [2.0, 6.0, 10.0]
+    with pytest.raises(ParameterError, match="unknown preset"):
+        preset_parameters("nope", 200)
+    with pytest.raises(ParameterError, match="defines N"):
+        preset_parameters("paper-600k", 500)
+    with pytest.raises(ParameterError):
+        small(mtbf_seconds=-1.0)
+    with pytest.raises(ParameterError):
+        small(failure_model="poisson")
+    with pytest.raises(ParameterError):
+        simulate(small(), "spare", 1, 100.0)
+    with pytest.raises(ParameterError):
+        simulate(small(), "rep", 0, 100.0)
+    with pytest.raises(ParameterError):
+        simulate(small(), "rep", 2, -5.0)
+    with pytest.raises(ParameterError):
+        simulate(small(), "magic", 2, 5.0)
+    with pytest.raises(ParameterError, match="layout has"):
+        simulate(small(), "spare", 3, 100.0, layout=consecutive(10, 3))
+    assert parse_overrides(["rate_follows_live=no", "steps=7"]) == {"rate_follows_live": False, "steps": 7}
+    for bad in (["steps"], ["groups=3"], ["steps=x"], ["colour=red"]):
+        with pytest.raises(ParameterError):
+            parse_overrides(bad)
