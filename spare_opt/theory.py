@@ -1,1 +1,363 @@
-"""theory (STUB)."""
+"""Closed forms of the SPARe model: endurance, overhead, checkpointing and time-to-train.
+
+Every function here is a formula, evaluated in floating point (or exact integer
+arithmetic for ``c(k)`` and ``r*``); the Monte-Carlo and worst-case tools that check
+them live in :mod:`spare_opt.analysis`.
+
+* ``c(k) = ceil(N / (N - k))`` - the stack-number lower bound after ``k`` failures;
+* ``mu(N, r) ~ Gamma(1/r) / r * N^(1 - 1/r)`` - mean number of random failures masked
+  before a wipe-out (independent holder sets);
+* ``Sbar(N, r) >= (1/floor(mu)) * sum_{k=0}^{floor(mu)-1} c(k)`` - mean stack number until
+  the wipe-out, with the layout's extra layers ``rho_k`` set to 0;
+* ``r* = floor(log2 N + 0.833)`` - the redundancy that minimises the time-to-train;
+* ``T_c* = T_s + sqrt(T_s^2 + 2 T_s (T_f + T_r))`` - optimal checkpoint period;
+* ``A*(M) = 1 - T_s/T_c* - (T_c*/2 + T_r)/M`` - availability under optimal checkpointing
+  when unmasked failures (wipe-outs) come every ``M`` seconds on average;
+* ``J(r) = Sbar(N, r) / A*(mu(N, r) * m)`` - time-to-train normalised by the fault-free
+  time-to-train at one layer of compute.
+
+References
+----------
+.. [1] Lee et al., "SPARe: Stacked Parallelism with Adaptive Reordering for
+   Fault-Tolerant LLM Pretraining Systems with 100k+ GPUs", ICML 2026,
+   arXiv:2603.00357, Sec. 4-5.
+.. [2] J. W. Young, "A first order approximation to the optimum checkpoint interval",
+   Communications of the ACM 17(9), 1974.
+.. [3] J. T. Daly, "A higher order estimate of the optimum checkpoint interval for
+   restart dumps", Future Generation Computer Systems 22(3), 2006.
+.. [4] Saxena et al., availability-optimal checkpointing for large-scale training
+   (2024), the source of ``A*`` cited by [1].
+"""
+
+import math
+
+import numpy as np
+
+from .errors import ParameterError
+from .layout import check_size
+from .plan import lower_bound
+
+__all__ = [
+    "PAPER_MTBF_SECONDS",
+    "PAPER_RESTART_SECONDS",
+    "PAPER_SAVE_SECONDS",
+    "stack_lower_bound",
+    "mu",
+    "sbar_lower_bound",
+    "r_star",
+    "checkpoint_period",
+    "availability",
+    "normalised_ttt",
+]
+
+#: System MTBF ``m`` of the paper's evaluation: 5 minutes (spare-model.md).
+PAPER_MTBF_SECONDS = 5 * 60.0
+#: Global restart time ``T_r`` of the paper's evaluation: 60 minutes.
+PAPER_RESTART_SECONDS = 60 * 60.0
+#: Checkpoint save time ``T_s`` of the paper's evaluation: 60 seconds.
+PAPER_SAVE_SECONDS = 60.0
+
+
+def stack_lower_bound(groups, failed):
+    """The stack-number lower bound ``c(k) = ceil(N / (N - k))``.
+
+    Parameters
+    ----------
+    groups : int
+        Number of DP groups ``N >= 1``.
+    failed : int
+        Number of failed groups ``k``, ``0 <= k < N``.
+
+    Returns
+    -------
+    int
+        ``c(k)``: the ``N`` shard types spread over ``N - k`` live groups need at least
+        this many layers on some group (pigeonhole).
+
+    Raises
+    ------
+    ParameterError
+        ``N`` is not a positive integer, or ``k`` is not an integer in ``[0, N)``.
+
+    References
+    ----------
+    Lee et al., ICML 2026, Sec. 4 (``c(k)``).
+
+    Examples
+    --------
+    >>> stack_lower_bound(600, 0), stack_lower_bound(600, 300), stack_lower_bound(600, 301)
+    (1, 2, 3)
+    """
+    groups = _positive_int("groups N", groups)
+    failed = _int("failed groups k", failed)
+    if not 0 <= failed < groups:
+        raise ParameterError(f"failed groups k must be in [0, N) = [0, {groups}), got {failed}")
+    return lower_bound(groups, failed)
+
+
+def mu(groups, redundancy):
+    """Mean number of random failures masked before a wipe-out (closed form).
+
+    ``mu(N, r) ~ Gamma(1/r) / r * N^(1 - 1/r)``.
+
+    Parameters
+    ----------
+    groups : int
+        Number of DP groups ``N >= 1``.
+    redundancy : int
+        Redundancy ``r``, ``1 <= r <= N``.
+
+    Returns
+    -------
+    float
+        Expected failures masked (a count, no unit).
+
+    Raises
+    ------
+    ParameterError
+        ``N`` or ``r`` out of range (see :func:`spare_opt.layout.check_size`).
+
+    Notes
+    -----
+    Asymptotic in ``N`` for *independent* holder sets: failures in uniformly random
+    order, the ``N`` shard types each wiped out once all ``r`` of their holders have
+    failed, treated as independent events.  After ``k`` failures a given type is lost
+    with probability ``~ (k/N)^r``, so the first loss among ``N`` types is a Weibull
+    minimum with shape ``r`` whose mean gives the formula.  Correlated holder sets
+    (consecutive, block) share holders and deviate from it; see ``docs/analysis.md``.
+    For ``r = 1`` it gives 1 whereas the first failure already wipes out (0 masked).
+
+    References
+    ----------
+    Lee et al., ICML 2026, Sec. 4-5.
+
+    Examples
+    --------
+    >>> round(mu(600, 20), 1)
+    424.2
+    """
+    groups, redundancy = check_size(groups, redundancy)
+    return math.gamma(1.0 / redundancy) / redundancy * groups ** (1.0 - 1.0 / redundancy)
+
+
+def sbar_lower_bound(groups, redundancy):
+    """Lower bound on the mean stack number until the wipe-out (``rho_k = 0``).
+
+    ``Sbar(N, r) >= (1/floor(mu)) * sum_{k=0}^{floor(mu)-1} c(k)``.
+
+    Parameters
+    ----------
+    groups : int
+        Number of DP groups ``N >= 1``.
+    redundancy : int
+        Redundancy ``r``, ``1 <= r <= N``.
+
+    Returns
+    -------
+    float
+        Mean number of stack layers each live group computes per step (1 = fault-free
+        cost; replication of degree ``r`` costs ``r``).
+
+    Raises
+    ------
+    ParameterError
+        ``N`` or ``r`` out of range.
+
+    Notes
+    -----
+    The paper's form is ``(1/floor(mu)) * sum (c(k) + rho_k)`` where ``rho_k`` are the
+    layers above ``c(k)`` that the layout forces; with ``rho_k = 0`` it is a lower bound.
+    ``floor(mu)`` is clipped to ``[1, N - 1]`` so that every ``c(k)`` is defined.
+
+    References
+    ----------
+    Lee et al., ICML 2026, Sec. 4-5.
+    """
+    groups, redundancy = check_size(groups, redundancy)
+    terms = int(math.floor(mu(groups, redundancy)))
+    terms = max(1, min(terms, groups - 1)) if groups > 1 else 1
+    k = np.arange(terms, dtype=np.int64)
+    c = -(-groups // (groups - k))
+    return float(c.mean())
+
+
+def r_star(groups):
+    """The closed-form optimal redundancy ``r* = floor(log2 N + 0.833)``.
+
+    Parameters
+    ----------
+    groups : int
+        Number of DP groups ``N >= 1``.
+
+    Returns
+    -------
+    int
+        ``r*``, clipped to ``[1, N]``.
+
+    Raises
+    ------
+    ParameterError
+        ``N`` is not a positive integer.
+
+    References
+    ----------
+    Lee et al., ICML 2026, Sec. 5.
+
+    Examples
+    --------
+    >>> r_star(200), r_star(600), r_star(1000)
+    (8, 10, 10)
+    """
+    groups = _positive_int("groups N", groups)
+    return max(1, min(groups, int(math.floor(math.log2(groups) + 0.833))))
+
+
+def checkpoint_period(save_seconds, restart_seconds, mtbf_seconds):
+    """Optimal checkpoint period ``T_c* = T_s + sqrt(T_s^2 + 2 T_s (T_f + T_r))``.
+
+    Parameters
+    ----------
+    save_seconds : float
+        Checkpoint save time ``T_s`` in seconds, ``> 0``.
+    restart_seconds : float
+        Global restart time ``T_r`` in seconds, ``>= 0``.
+    mtbf_seconds : float
+        Mean time between *unmasked* failures ``T_f`` in seconds, ``> 0`` (with SPARe,
+        the mean time between wipe-outs ``mu * m``).
+
+    Returns
+    -------
+    float
+        ``T_c*`` in seconds.
+
+    Raises
+    ------
+    ParameterError
+        A time is not a finite number in range.
+
+    References
+    ----------
+    Young (1974) first-order period ``sqrt(2 T_s T_f)``; Daly (2006) higher-order
+    correction; the form above is the one used in spare-model.md for Lee et al.,
+    ICML 2026, Sec. 5.
+    """
+    t_s = _time("save_seconds", save_seconds, positive=True)
+    t_r = _time("restart_seconds", restart_seconds)
+    t_f = _time("mtbf_seconds", mtbf_seconds, positive=True)
+    return t_s + math.sqrt(t_s * t_s + 2.0 * t_s * (t_f + t_r))
+
+
+def availability(mtbf_unmasked_seconds, save_seconds, restart_seconds):
+    """Availability ``A*(M)`` under optimal checkpointing (first-order Young/Daly waste).
+
+    ``A*(M) = 1 - T_s / T_c - (T_c / 2 + T_r) / M`` at ``T_c = T_c*``
+    (:func:`checkpoint_period` with ``T_f = M``), clipped to ``[0, 1]``.
+
+    Parameters
+    ----------
+    mtbf_unmasked_seconds : float
+        Mean time between unmasked failures ``M`` in seconds, ``> 0`` (``inf`` gives 1).
+    save_seconds : float
+        Checkpoint save time ``T_s`` in seconds, ``> 0``.
+    restart_seconds : float
+        Global restart time ``T_r`` in seconds, ``>= 0``.
+
+    Returns
+    -------
+    float
+        Fraction of wall-clock time spent on useful training, in ``[0, 1]``.
+
+    Raises
+    ------
+    ParameterError
+        A time is not a number in range.
+
+    Notes
+    -----
+    The waste has three parts: the save time per period (``T_s / T_c``), and per unmasked
+    failure the lost half period of work plus the restart (``(T_c/2 + T_r) / M``).  This
+    is the first-order model of Young (1974) and Daly (2006); the paper takes ``A*``
+    from the availability-optimal analysis of Saxena et al. (2024), which this textbook
+    form approximates.  Where the waste exceeds 1 (failures faster than restarts), the
+    first-order model no longer holds and 0 is returned.
+
+    References
+    ----------
+    Young, CACM 17(9), 1974; Daly, FGCS 22(3), 2006; Lee et al., ICML 2026, Sec. 5.
+    """
+    t_s = _time("save_seconds", save_seconds, positive=True)
+    t_r = _time("restart_seconds", restart_seconds)
+    m = _time("mtbf_unmasked_seconds", mtbf_unmasked_seconds, positive=True, allow_inf=True)
+    if math.isinf(m):
+        return 1.0
+    t_c = checkpoint_period(t_s, t_r, m)
+    waste = t_s / t_c + (t_c / 2.0 + t_r) / m
+    return min(1.0, max(0.0, 1.0 - waste))
+
+
+def normalised_ttt(groups, redundancy, mtbf_seconds=PAPER_MTBF_SECONDS,
+                   save_seconds=PAPER_SAVE_SECONDS, restart_seconds=PAPER_RESTART_SECONDS):
+    """Normalised time-to-train ``J(r) = Sbar(N, r) / A*(mu(N, r) * m)``.
+
+    Parameters
+    ----------
+    groups : int
+        Number of DP groups ``N >= 1``.
+    redundancy : int
+        Redundancy ``r``, ``1 <= r <= N``.
+    mtbf_seconds : float, default 300
+        System MTBF ``m`` in seconds (one failure of any group every ``m`` on average).
+    save_seconds : float, default 60
+        Checkpoint save time ``T_s`` in seconds.
+    restart_seconds : float, default 3600
+        Global restart time ``T_r`` in seconds.
+
+    Returns
+    -------
+    float
+        Time-to-train divided by the fault-free time-to-train at one layer of compute
+        (``inf`` when ``A* = 0``).
+
+    Raises
+    ------
+    ParameterError
+        An argument is out of range.
+
+    Notes
+    -----
+    Uses :func:`sbar_lower_bound` (``rho_k = 0``) and :func:`availability` with
+    ``M = mu * m``: wipe-outs come every ``mu`` failures.
+
+    References
+    ----------
+    Lee et al., ICML 2026, Sec. 5.
+    """
+    m = _time("mtbf_seconds", mtbf_seconds, positive=True)
+    a = availability(mu(groups, redundancy) * m, save_seconds, restart_seconds)
+    s = sbar_lower_bound(groups, redundancy)
+    return math.inf if a == 0.0 else s / a
+
+
+# ------------------------------------------------------------------ helpers
+def _int(name, value):
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise ParameterError(f"{name} must be an integer, got {value!r}")
+    return int(value)
+
+
+def _positive_int(name, value):
+    value = _int(name, value)
+    if value < 1:
+        raise ParameterError(f"{name} must be >= 1, got {value}")
+    return value
+
+
+def _time(name, value, positive=False, allow_inf=False):
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise ParameterError(f"{name} must be a number of seconds, got {value!r}")
+    value = float(value)
+    if math.isnan(value) or (math.isinf(value) and not allow_inf):
+        raise ParameterError(f"{name} must be finite, got {value}")
+    if value < 0 or (positive and value == 0):
+        raise ParameterError(f"{name} must be {'> 0' if positive else '>= 0'} seconds, got {value}")
+    return value

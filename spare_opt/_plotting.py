@@ -1,0 +1,140 @@
+"""Figures of the analysis tools (matplotlib, optional ``plot`` extra).
+
+matplotlib is imported only when a figure is asked for, and figures are drawn on a
+``matplotlib.figure.Figure`` with the Agg canvas: no pyplot state, no display needed.
+Files are written atomically and never overwritten without ``force``.
+"""
+
+import io
+
+import numpy as np
+
+from ._io import write_atomic
+from .errors import SpareError
+
+__all__ = ["MISSING_MATPLOTLIB", "plot_monte_carlo", "plot_sweep"]
+
+MISSING_MATPLOTLIB = "plotting needs matplotlib: pip install 'spare-opt[plot]'"
+
+
+def _figure(width, height):
+    try:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+    except ImportError:
+        raise SpareError(MISSING_MATPLOTLIB) from None
+    figure = Figure(figsize=(width, height), layout="constrained")
+    FigureCanvasAgg(figure)
+    return figure
+
+
+def _save(figure, path, force):
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=120)
+    return write_atomic(path, buffer.getvalue(), force=force)
+
+
+def plot_monte_carlo(result, path, force=False):
+    """Histogram of masked failures and mean ``S*`` against failures, as a PNG.
+
+    Parameters
+    ----------
+    result : spare_opt.analysis.MonteCarloResult
+    path : str or os.PathLike
+        PNG file to write.
+    force : bool, default False
+        Overwrite an existing file.
+
+    Returns
+    -------
+    pathlib.Path
+
+    Raises
+    ------
+    SpareError
+        matplotlib is not installed.
+    OutputExistsError
+        ``path`` exists and ``force`` is false.
+    """
+    from .plan import lower_bound
+
+    figure = _figure(10, 4)
+    left, right = figure.subplots(1, 2)
+    left.hist(result.masked, bins=min(40, max(5, int(np.sqrt(result.trials)))), color="tab:blue", alpha=0.8)
+    left.axvline(result.mu, color="black", label=f"Monte-Carlo mu = {result.mu:.1f}")
+    left.axvline(result.closed_form_mu, color="tab:red", linestyle="--",
+                 label=f"closed form mu = {result.closed_form_mu:.1f}")
+    left.set_xlabel("failures masked before the first wipe-out")
+    left.set_ylabel("trials")
+    left.legend(fontsize=8)
+    k = np.arange(result.stack_mean_by_k.size)
+    right.plot(k, result.stack_mean_by_k, color="tab:blue", label="mean S* (trials still masked)")
+    bound = [lower_bound(result.groups, int(i)) for i in k]
+    right.step(k, bound, where="post", color="tab:red", linestyle="--", label="c(k) = ceil(N / (N - k))")
+    right.set_xlabel("failed groups k")
+    right.set_ylabel("stack number S")
+    twin = right.twinx()
+    twin.plot(k, result.survivors_by_k / result.trials, color="tab:gray", alpha=0.6, label="fraction still masked")
+    twin.set_ylabel("fraction of trials still masked")
+    twin.set_ylim(0, 1.05)
+    lines = right.get_legend_handles_labels()
+    extra = twin.get_legend_handles_labels()
+    right.legend(lines[0] + extra[0], lines[1] + extra[1], fontsize=8, loc="upper left")
+    figure.suptitle(f"{result.method} layout, N = {result.groups}, r = {result.redundancy}, "
+                    f"{result.trials} trials (seed {result.seed})")
+    return _save(figure, path, force)
+
+
+def plot_sweep(result, path, force=False):
+    """``mu`` and ``Sbar`` against ``r`` per layout method, with the closed forms, as a PNG.
+
+    Parameters
+    ----------
+    result : spare_opt.analysis.SweepResult
+    path : str or os.PathLike
+    force : bool, default False
+
+    Returns
+    -------
+    pathlib.Path
+
+    Raises
+    ------
+    SpareError
+        matplotlib is not installed.
+    OutputExistsError
+        ``path`` exists and ``force`` is false.
+    """
+    figure = _figure(14, 4.2)
+    axes = figure.subplots(1, 3)
+    methods = list(dict.fromkeys(row["method"] for row in result.rows))
+    for method in methods:
+        rows = [row for row in result.rows if row["method"] == method]
+        r = [row["redundancy"] for row in rows]
+        for axis, key in zip(axes, ("mu", "sbar")):
+            values = np.array([row[key] for row in rows])
+            ci = np.array([row[f"{key}_ci95"] for row in rows], dtype=float)
+            errors = np.abs(ci.T - values)
+            axis.errorbar(r, values, yerr=errors, marker="o", markersize=3, capsize=2, label=method)
+        j = [np.nan if row["j_monte_carlo"] is None else row["j_monte_carlo"] for row in rows]
+        axes[2].plot(r, j, marker="o", markersize=3, label=method)
+    all_r = sorted({row["redundancy"] for row in result.rows})
+    if all_r:
+        by_r = {row["redundancy"]: row for row in result.rows}
+        axes[0].plot(all_r, [by_r[x]["closed_form_mu"] for x in all_r], "k--", label="closed form")
+        axes[1].plot(all_r, [by_r[x]["closed_form_sbar"] for x in all_r], "k--", label="closed form (rho = 0)")
+        j = [np.nan if by_r[x]["j_closed_form"] is None else by_r[x]["j_closed_form"] for x in all_r]
+        axes[2].plot(all_r, j, "k--", label="closed form")
+    axes[0].set_ylabel("mu: failures masked before a wipe-out")
+    axes[1].set_ylabel("Sbar: mean stack number until the wipe-out")
+    axes[2].set_ylabel("J = Sbar / A*(mu m): normalised time-to-train")
+    for axis in axes:
+        axis.set_xlabel("redundancy r")
+        axis.xaxis.get_major_locator().set_params(integer=True)
+        axis.grid(alpha=0.3)
+        axis.legend(fontsize=8)
+    p = result.parameters
+    figure.suptitle(f"N = {result.groups}: {p['trials']} random failure orders per point (seed {p['seed']}); "
+                    f"J with m = {p['mtbf_seconds'] / 60:g} min, T_r = {p['restart_seconds'] / 60:g} min, "
+                    f"T_s = {p['save_seconds']:g} s; 95% CIs")
+    return _save(figure, path, force)
