@@ -7,13 +7,18 @@ from spare_opt.errors import SpareError
 
 
 class SpareGroup(click.Group):
-    """A click group that reports :class:`spare_opt.SpareError` as ``Error: <message>`` with exit code 1."""
+    """A click group that reports :class:`spare_opt.SpareError` (and ``MemoryError``) as ``Error: <message>``, exit code 1."""
 
     def invoke(self, ctx):
         try:
             return super().invoke(ctx)
         except SpareError as exc:
             raise click.ClickException(str(exc)) from None
+        except MemoryError:
+            # Sizes are checked before the work, but a huge request can still exhaust RAM.
+            raise click.ClickException(
+                "out of memory: the request is too large for this machine (try a smaller N or r)"
+            ) from None
 
 
 @click.group(cls=SpareGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -23,7 +28,7 @@ def main():
 
     Generate stack layouts, plan reorders after DP-group failures, validate coverage
     guarantees, replay real fault traces and simulate time-to-train.  Run
-    ``spare-opt demo`` for a tour on a built-in instance.
+    'spare-opt demo' for a tour on a built-in instance.
     """
 
 

@@ -1,11 +1,11 @@
 """Options, parameter types and helpers shared by the ``spare-opt`` commands."""
 
 import json
+import re
 
 import click
 
 from spare_opt import Layout
-from spare_opt.errors import OutputExistsError
 
 __all__ = [
     "json_option",
@@ -14,6 +14,7 @@ __all__ = [
     "quiet_option",
     "layout_argument",
     "OutputExists",
+    "OutputUnwritable",
     "echo_json",
     "parse_group_list",
     "check_output_path",
@@ -27,12 +28,36 @@ class OutputExists(click.FileError):
         super().__init__(filename, hint="exists already; pass --force to overwrite")
 
 
+class OutputUnwritable(click.FileError):
+    """An output path that cannot be written (exit code 1, message from click)."""
+
+    def __init__(self, filename, hint):
+        super().__init__(filename, hint=hint)
+
+
 def check_output_path(path, force):
-    """Fail early, before long work, when ``path`` exists and ``force`` is not set."""
+    """Fail early, before long work, on an output path that the final write would refuse.
+
+    Raises :class:`OutputExists` when ``path`` exists and ``force`` is not set, and
+    :class:`OutputUnwritable` when ``path`` is empty, is a folder, or its folder does
+    not exist (so that a long solve is not thrown away at the end).
+    """
     import os
 
-    if path is not None and os.path.exists(path) and not force:
+    if path is None:
+        return
+    text = os.fspath(path)
+    if not str(text).strip():
+        raise OutputUnwritable(str(text), "the file name is empty")
+    if os.path.isdir(text):
+        raise OutputUnwritable(str(text), "it is a folder")
+    # Only a regular file is "overwritten"; /dev/null, a FIFO... are written through.
+    if os.path.isfile(text) and not force:
         raise OutputExists(str(path))
+    folder = os.path.dirname(text) or "."
+    if not os.path.isdir(folder):
+        raise OutputUnwritable(str(text), f"folder {folder} does not exist" if not os.path.exists(folder)
+                               else f"{folder} is not a folder")
 
 
 def _load_layout(ctx, param, value):
@@ -79,19 +104,32 @@ def _json_default(value):
 def parse_group_list(text):
     """Parse ``"3,17,42"`` (commas and/or white space) into a list of ints.
 
+    Ids are ASCII decimal integers (``int()`` would also take ``"1_0"`` and other
+    scripts' digits).  An empty slot between commas (``"1,,2"``, a trailing comma)
+    is refused: it usually means an id went missing.  Range and repeats are checked
+    by the library against the layout.
+
     Raises
     ------
     click.BadParameter
-        A token is not an integer.
+        ``text`` holds no id, an empty slot between commas, or a token that is not
+        an integer.
     """
-    tokens = [tok for tok in text.replace(",", " ").split() if tok]
+    if not text.strip():
+        raise click.BadParameter("no group ids given (an empty list); leave the option out for none")
     values = []
-    for tok in tokens:
-        try:
+    for piece in text.split(","):
+        tokens = piece.split()
+        if not tokens:
+            raise click.BadParameter(f"empty group id between commas in {text!r}")
+        for tok in tokens:
+            if not _GROUP_ID.fullmatch(tok):
+                raise click.BadParameter(f"{tok!r} is not an integer group id")
             values.append(int(tok))
-        except ValueError:
-            raise click.BadParameter(f"{tok!r} is not an integer group id") from None
     return values
+
+
+_GROUP_ID = re.compile(r"[+-]?[0-9]+", re.ASCII)
 
 
 def progress_enabled(quiet):

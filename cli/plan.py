@@ -26,6 +26,8 @@ def _fail_file_ids(ctx, param, value):
     """Group ids from a text file (white space and/or commas) or a JSON list."""
     if value is None:
         return []
+    if not value.strip():
+        raise click.BadParameter("the file name is empty")
     path = Path(value)
     try:
         text = path.read_text(encoding="utf-8")
@@ -37,12 +39,20 @@ def _fail_file_ids(ctx, param, value):
         raise click.BadParameter(f"{path} is not readable (permission denied)") from None
     except UnicodeDecodeError:
         raise click.BadParameter(f"{path} is not a text file") from None
+    except (OSError, ValueError) as exc:  # ValueError: a NUL in the name
+        raise click.BadParameter(f"cannot read {path}: {getattr(exc, 'strerror', None) or exc}") from None
     text = text.strip()
-    if text.startswith("["):
+    if not text:
+        raise click.BadParameter(f"{path} holds no group ids (write [] for an empty failure set)")
+    if text[0] in "[{":
         try:
             values = json.loads(text)
         except json.JSONDecodeError as exc:
             raise click.BadParameter(f"{path}: malformed JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
+        except RecursionError:
+            raise click.BadParameter(f"{path}: malformed JSON (nested too deeply)") from None
+        if not isinstance(values, list):
+            raise click.BadParameter(f"{path}: expected a JSON list of group ids, got a JSON object")
         for item in values:
             if isinstance(item, bool) or not isinstance(item, int):
                 raise click.BadParameter(f"{path}: {item!r} is not an integer group id")
@@ -74,7 +84,8 @@ def _row_text(row, top):
     multiple=True,
     metavar="IDS",
     callback=_fail_option_ids,
-    help="Failed DP groups, comma or space separated (for example 3,17,42). May be repeated.",
+    help="Failed DP groups, comma or space separated (for example 3,17,42). May be repeated; "
+    "leave it out to plan with no failure.",
 )
 @click.option(
     "--fail-file",

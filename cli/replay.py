@@ -13,8 +13,9 @@ from .options import echo_json, json_option, layout_argument, progress_enabled, 
 @click.option("--trace", "trace_path", required=True, metavar="FILE",
               help="Fault trace: InfiniteHBD JSON (a list of events) or a spare-failure-trace file.")
 @click.option("--exact", is_flag=True, help="Use the exact planner instead of the online controller.")
-@click.option("--placement-seed", type=int, default=None, metavar="SEED",
-              help="Place nodes on random distinct groups with this seed (default: order of first appearance).")
+@click.option("--placement-seed", type=click.IntRange(min=0), default=None, metavar="SEED",
+              help="Place nodes on random distinct groups with this seed, an integer >= 0 "
+                   "(default: order of first appearance).")
 @click.option("--rows", "show_rows", is_flag=True, help="Also print one line per trace event.")
 @json_option
 @quiet_option

@@ -1,12 +1,43 @@
-"""Atomic, no-clobber file writing shared by every writer in spare-opt."""
+"""Atomic, no-clobber file writing shared by every writer in spare-opt, and path checks."""
 
 import os
 import tempfile
 from pathlib import Path
 
-from .errors import OutputExistsError
+from .errors import OutputExistsError, OutputWriteError, ParameterError
 
-__all__ = ["write_atomic"]
+__all__ = ["write_atomic", "as_path"]
+
+
+def as_path(value, error=ParameterError, what="path"):
+    """Check that ``value`` names a file and return it as a :class:`pathlib.Path`.
+
+    Parameters
+    ----------
+    value : str, bytes or os.PathLike
+        The path given by the caller.
+    error : type, default ParameterError
+        The :class:`~spare_opt.errors.SpareError` subclass to raise.
+    what : str
+        How the path is called in the message (``"layout file"``...).
+
+    Raises
+    ------
+    error
+        ``value`` is not a path (``None``, a number...), is empty or blank, or holds
+        a NUL character (the operating system would reject it with a bare error).
+    """
+    try:
+        text = os.fspath(value)
+    except TypeError:
+        raise error(f"{what} must be a file path (str or os.PathLike), got {type(value).__name__}") from None
+    if isinstance(text, bytes):
+        text = os.fsdecode(text)
+    if not text.strip():
+        raise error(f"{what} is empty")
+    if "\0" in text:
+        raise error(f"{what} {text!r} contains a NUL character")
+    return Path(text)
 
 
 def write_atomic(path, data, *, force=False):
@@ -14,7 +45,10 @@ def write_atomic(path, data, *, force=False):
 
     The bytes go to a temporary file in the same folder, which is then moved into
     place, so a reader never sees a half-written file and a crash leaves the old file
-    intact.
+    intact.  A symbolic link is followed (its target is replaced, the link kept).  An
+    existing special file (``/dev/null``, a FIFO, a terminal) is written through
+    directly, ``force`` or not: renaming onto it would replace the device node itself
+    with a regular file.
 
     Parameters
     ----------
@@ -25,19 +59,40 @@ def write_atomic(path, data, *, force=False):
     force : bool, default False
         Replace an existing file.  Without it an existing file is never touched.
 
+    Returns
+    -------
+    pathlib.Path
+        ``path`` as given.
+
     Raises
     ------
     OutputExistsError
         ``path`` exists and ``force`` is false.
-    OSError
-        The folder does not exist or is not writable.
+    OutputWriteError
+        ``path`` is not a usable path (empty, not a str/PathLike), is a folder, its
+        folder does not exist or is not a folder, or the file cannot be written
+        (permission, full disk...).  It is an ``OSError`` too; its ``reason``
+        attribute is the why without the path.
     """
-    path = Path(path)
+    path = given = as_path(path, OutputWriteError, "output path")
     if isinstance(data, str):
         data = data.encode("utf-8")
-    if path.exists() and not force:
-        raise OutputExistsError(f"{path} exists already (use --force / force=True to overwrite)")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent or ".")
+    try:
+        if path.is_symlink() and path.exists():
+            path = Path(os.path.realpath(path))
+        if path.exists() and not path.is_file() and not path.is_dir():
+            with open(path, "wb") as handle:
+                handle.write(data)
+            return given
+        if path.is_dir():
+            raise _write_error(path, "it is a folder")
+        if path.exists() and not force:
+            raise OutputExistsError(f"{path} exists already (use --force / force=True to overwrite)")
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent or ".")
+    except OSError as exc:
+        if isinstance(exc, (OutputExistsError, OutputWriteError)):
+            raise
+        raise _write_error(path, _reason(exc, path.parent)) from None
     try:
         # mkstemp makes 0600 files; give the result the mode a plain open() would.
         os.chmod(tmp, 0o666 & ~_current_umask())
@@ -56,11 +111,34 @@ def write_atomic(path, data, *, force=False):
                     f"{path} exists already (use --force / force=True to overwrite)"
                 ) from None
             os.unlink(tmp)
-    except BaseException:
+    except BaseException as exc:
         if os.path.exists(tmp):
             os.unlink(tmp)
+        if isinstance(exc, OSError) and not isinstance(exc, (OutputExistsError, OutputWriteError)):
+            raise _write_error(path, _reason(exc, path.parent)) from None
         raise
-    return path
+    return given
+
+
+def _write_error(path, reason):
+    """OutputWriteError for ``path``; ``.reason`` keeps the why, ``.path`` the path.
+
+    (Setting ``OSError.filename`` would change the message to ``[Errno None] ...``.)
+    """
+    error = OutputWriteError(f"cannot write {path}: {reason}")
+    error.path = str(path)
+    error.reason = reason
+    return error
+
+
+def _reason(exc, folder):
+    """One line saying why a write failed, naming a missing folder rather than errno text."""
+    folder = folder or Path(".")
+    if not folder.exists():
+        return f"folder {folder} does not exist"
+    if not folder.is_dir():
+        return f"{folder} is not a folder"
+    return exc.strerror or str(exc)
 
 
 def _current_umask():

@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
-from ._io import write_atomic
-from .errors import LayoutFileError, OutputExistsError, SpareError
+from ._io import as_path, write_atomic
+from .errors import LayoutFileError, OutputExistsError, OutputWriteError, ParameterError, SpareError
 from .trace import parse_fault_events, read_fault_trace, synthetic_fault_trace
 
 __all__ = [
@@ -233,6 +233,10 @@ def run_demo(out_dir=DEFAULT_OUT, trace_path=None, force=False, exact=False, gen
     ------
     OutputExistsError
         An output file exists and ``force`` is false (checked before any work).
+    ParameterError
+        ``out_dir`` is empty or not a path.
+    OutputWriteError
+        ``out_dir`` exists and is not a folder (checked before any work).
     SpareError
         The output folder cannot be created or written.
     TraceError
@@ -252,7 +256,7 @@ def run_demo(out_dir=DEFAULT_OUT, trace_path=None, force=False, exact=False, gen
 
     groups = DEMO_GROUPS
     redundancy = r_star(groups)
-    out_dir = Path(out_dir)
+    out_dir = as_path(out_dir, ParameterError, "demo output folder")
     layout_path = out_dir / f"layout-sidon-N{groups}-r{redundancy}.json"
     report_path = out_dir / f"replay-N{groups}-r{redundancy}.json"
     if not force:
@@ -260,7 +264,7 @@ def run_demo(out_dir=DEFAULT_OUT, trace_path=None, force=False, exact=False, gen
             if path.exists():
                 raise OutputExistsError(f"{path} exists already (use --force to overwrite)")
     if out_dir.exists() and not out_dir.is_dir():
-        raise OutputExistsError(f"output folder {out_dir} exists and is not a folder")
+        raise OutputWriteError(f"output folder {out_dir} exists and is not a folder")
 
     notes = []
     if trace_path is not None:
@@ -300,7 +304,7 @@ def run_demo(out_dir=DEFAULT_OUT, trace_path=None, force=False, exact=False, gen
         layout.save(layout_path, force=force)
         write_atomic(report_path, json.dumps(report, indent=1, default=_json_default) + "\n", force=force)
     except (OSError, LayoutFileError) as exc:
-        if isinstance(exc, OutputExistsError):
+        if isinstance(exc, (OutputExistsError, OutputWriteError)):
             raise
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise SpareError(f"cannot write the demo output in {out_dir}: {reason}") from None

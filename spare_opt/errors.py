@@ -14,6 +14,7 @@ __all__ = [
     "FailureSetError",
     "TraceError",
     "OutputExistsError",
+    "OutputWriteError",
     "SolverError",
 ]
 
@@ -47,6 +48,10 @@ class TraceError(SpareError):
 
 class OutputExistsError(SpareError, FileExistsError):
     """An output file exists already and overwriting was not asked for (``force``)."""
+
+
+class OutputWriteError(SpareError, OSError):
+    """An output file cannot be written: its folder is missing, it is a folder, or no permission."""
 
 
 class SolverError(SpareError):

@@ -30,6 +30,12 @@ __all__ = ["consecutive", "sidon", "block", "random_latin", "generate", "METHODS
 METHODS = ("sidon", "consecutive", "block", "random")
 
 DEFAULT_TIME_LIMIT = 10.0
+# Largest layout built, N * r stack entries (512 MiB as int32): beyond it the stacks,
+# the holder index and the lambda computation would not fit a usual machine's memory.
+MAX_LAYOUT_ENTRIES = 1 << 27
+# Largest N * r^2 for random_latin: its repair and the lambda count are O(N r^2),
+# about 25 s per 10^9 on one core (measured at N = 100,000, r = 60 and 120).
+MAX_RANDOM_WORK = 5_000_000_000
 # Largest number of ordered differences r(r-1) given to CP-SAT; beyond it only
 # constructions and the greedy heuristic run (the model would take seconds to build).
 MAX_MODEL_DIFFERENCES = 20_000
@@ -53,6 +59,17 @@ def _check_time_limit(time_limit):
     if not math.isfinite(time_limit) or time_limit <= 0:
         raise ParameterError(f"time limit must be a positive number of seconds, got {time_limit!r}")
     return float(time_limit)
+
+
+def _check_layout_size(groups, redundancy):
+    """``check_size``, plus a refusal of layouts too large to hold in memory."""
+    n, r = check_size(groups, redundancy)
+    if n * r > MAX_LAYOUT_ENTRIES:
+        raise ParameterError(
+            f"a layout of N = {n} groups with r = {r} has N r = {n * r:,} stack entries, "
+            f"above the limit of {MAX_LAYOUT_ENTRIES:,} (512 MiB); choose a smaller N or r"
+        )
+    return n, r
 
 
 def _check_int(name, value, minimum):
@@ -93,7 +110,9 @@ def consecutive(groups, redundancy):
     Raises
     ------
     ParameterError
-        ``N`` or ``r`` not an integer, ``N < 1``, ``r < 1`` or ``r > N``.
+        ``N`` or ``r`` not an integer, ``N < 1``, ``r < 1``, ``r > N``, or
+        ``N r > MAX_LAYOUT_ENTRIES`` (``2^27``: the layout would not fit in memory;
+        the same for every generator).
 
     Notes
     -----
@@ -101,7 +120,7 @@ def consecutive(groups, redundancy):
     heavily (correlated holders, Lee et al. Sec. 3).
     """
     start = time.perf_counter()
-    groups, redundancy = check_size(groups, redundancy)
+    groups, redundancy = _check_layout_size(groups, redundancy)
     offsets = range(redundancy)
     metadata = {"lambda": modular_lambda(offsets, groups)}
     layout = _circulant(groups, offsets, "consecutive", metadata)
@@ -140,7 +159,7 @@ def block(groups, redundancy):
     stragglers in distributed learning", ICML 2017 (fractional repetition scheme).
     """
     start = time.perf_counter()
-    groups, redundancy = check_size(groups, redundancy)
+    groups, redundancy = _check_layout_size(groups, redundancy)
     if groups % redundancy:
         raise ParameterError(
             f"block layout needs r to divide N: N = {groups} is not a multiple of r = {redundancy} "
@@ -176,7 +195,8 @@ def random_latin(groups, redundancy, seed=0):
     Raises
     ------
     ParameterError
-        Bad sizes, or a seed that is not a non-negative integer.
+        Bad sizes, a seed that is not a non-negative integer, or ``N r^2`` above
+        ``MAX_RANDOM_WORK`` (``5e9``, a few minutes of work: use :func:`sidon`).
     SolverError
         Only if the repair below fails on an instance too large for the exact
         fallback (``N^2 > 4e7`` with ``r`` close to ``N``); not observed in practice.
@@ -194,8 +214,13 @@ def random_latin(groups, redundancy, seed=0):
     result is random but not exactly uniform over Latin rectangles.
     """
     start = time.perf_counter()
-    groups, redundancy = check_size(groups, redundancy)
+    groups, redundancy = _check_layout_size(groups, redundancy)
     seed = _check_int("seed", seed, minimum=0)
+    if groups * redundancy ** 2 > MAX_RANDOM_WORK:
+        raise ParameterError(
+            f"random layout: N r^2 = {groups * redundancy ** 2:.3g} is above the work limit "
+            f"{MAX_RANDOM_WORK:.0e} (minutes of work); use a smaller r or the sidon method"
+        )
     rng = np.random.default_rng(seed)
     stacks = np.empty((groups, redundancy), dtype=np.int64)
     stacks[:, 0] = rng.permutation(groups)
@@ -352,7 +377,7 @@ def sidon(groups, redundancy, time_limit=DEFAULT_TIME_LIMIT, seed=0, workers=1):
     J. Singer (1938); R. C. Bose (1942); see :mod:`spare_opt._constructions`.
     CSPLib problem 006 (Golomb rulers).  Lee et al., ICML 2026, Sec. 3.
     """
-    groups, redundancy = check_size(groups, redundancy)
+    groups, redundancy = _check_layout_size(groups, redundancy)
     time_limit = _check_time_limit(time_limit)
     seed = _check_int("seed", seed, minimum=0)
     workers = _check_int("workers", workers, minimum=1)

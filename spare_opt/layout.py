@@ -14,12 +14,11 @@ Files are JSON (``format = "spare-layout"``, ``version = 1``) or, for large ``N`
 """
 
 import json
-from pathlib import Path
 
 import numpy as np
 
-from ._io import write_atomic
-from .errors import LayoutError, LayoutFileError, ParameterError
+from ._io import as_path, write_atomic
+from .errors import LayoutError, LayoutFileError, OutputWriteError, ParameterError
 
 __all__ = ["Layout", "LAYOUT_FORMAT", "LAYOUT_VERSION", "check_size"]
 
@@ -48,6 +47,20 @@ def check_size(groups, redundancy):
     return groups, redundancy
 
 
+def _check_offsets(offsets, groups):
+    """Circulant offsets as a tuple of ints in ``[0, N)``; raise LayoutError otherwise."""
+    if isinstance(offsets, (str, bytes, dict)) or not hasattr(offsets, "__iter__"):
+        raise LayoutError(f"offsets must be a sequence of integers or None, got {type(offsets).__name__}")
+    values = []
+    for value in offsets:
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+            raise LayoutError(f"offsets must be integers, got {value!r}")
+        if not 0 <= value < groups:
+            raise LayoutError(f"offset {int(value)} is outside [0, N = {groups})")
+        values.append(int(value))
+    return tuple(values)
+
+
 class Layout:
     """A validated SPARe stack layout.
 
@@ -68,7 +81,9 @@ class Layout:
     Raises
     ------
     LayoutError
-        ``stacks`` breaks an invariant, or ``offsets`` do not generate ``stacks``.
+        ``stacks`` is not a 2-D array of integers (strings, booleans, complex or
+        non-integral numbers are refused), breaks an invariant, or ``offsets`` are not
+        integers in ``[0, N)`` that generate ``stacks``; ``metadata`` is not a dict.
         The message names the first violation.
 
     Notes
@@ -84,6 +99,10 @@ class Layout:
             raise LayoutError(f"stacks is not a rectangular integer array: {exc}") from None
         if array.dtype == object or array.ndim != 2:
             raise LayoutError(f"stacks must be a 2-D integer array of shape (N, r), got shape {array.shape}")
+        # Only integers, or floats with integral values: strings, booleans and complex
+        # numbers would otherwise be cast silently (True -> 1) or fail inside numpy.
+        if array.dtype.kind not in "iuf":
+            raise LayoutError(f"stacks must hold integer shard types, got dtype {array.dtype}")
         if array.size and not np.issubdtype(array.dtype, np.integer):
             if not np.all(np.isfinite(array)) or not np.all(array == np.round(array)):
                 raise LayoutError("stacks must hold integer shard types")
@@ -98,7 +117,9 @@ class Layout:
         self._stacks = np.ascontiguousarray(array, dtype=np.int32)
         self._stacks.setflags(write=False)
         self.method = str(method)
-        self.offsets = None if offsets is None else tuple(int(o) for o in offsets)
+        self.offsets = None if offsets is None else _check_offsets(offsets, array.shape[0])
+        if metadata is not None and not isinstance(metadata, dict):
+            raise LayoutError(f"metadata must be a dict or None, got {type(metadata).__name__}")
         self.metadata = dict(metadata or {})
         self._holders = None
         self.validate()
@@ -212,9 +233,12 @@ class Layout:
         -----
         For a circulant layout, groups ``g`` and ``g + d`` share one shard type per pair
         of layers ``(i, j)`` with ``o_i - o_j = d (mod N)``, so ``lambda`` is the largest
-        multiplicity of a non-zero difference: ``O(r^2)``.  Otherwise every shard type
-        contributes its ``r (r - 1)`` ordered holder pairs and the largest pair count is
-        found by sorting: ``O(N r^2 log N)`` time and memory, fine for ``N = 100,000``.
+        multiplicity of a non-zero difference: ``O(r^2)``.  Otherwise, for each group
+        ``g`` the holders of its ``r`` shard types are gathered (``r^2`` ids) and the
+        holders ``h > g`` counted by sorting the row; the largest count over all rows is
+        ``lambda`` (each pair is counted from its smaller id, so rows are independent).
+        ``O(N r^2 log r)`` time; groups are processed in chunks of about ``2^21``
+        holder ids, so memory stays ``O(N r + 2^21)`` whatever ``N`` and ``r`` are.
         """
         n, r = self._stacks.shape
         if r == 1 or n == 1:
@@ -224,27 +248,36 @@ class Layout:
             diffs = (o[:, None] - o[None, :]) % n
             diffs = diffs[~np.eye(r, dtype=bool)]
             return int(np.bincount(diffs, minlength=n).max())
-        indptr, groups = self.holders()
-        per_type = groups.reshape(n, r).astype(np.int64)
+        holders = self.holders()[1].reshape(n, r)
+        width = r * r
+        # Distinct negative fillers for the pairs that are not counted (h <= g), so they
+        # never form runs; they sort before every group id.
+        fillers = -1 - np.arange(width, dtype=np.int32)
+        chunk = max(1, (1 << 21) // width)
         best = 0
-        # Chunk over shard types to bound memory at ~ chunk * r^2 pairs.
-        chunk = max(1, 4_000_000 // (r * r))
-        keys_all = []
-        iu, ju = np.triu_indices(r, k=1)
         for start in range(0, n, chunk):
-            block = per_type[start:start + chunk]
-            keys_all.append(block[:, iu] * n + block[:, ju])
-        keys = np.concatenate([k.ravel() for k in keys_all])
-        keys.sort()
-        if keys.size:
-            boundaries = np.flatnonzero(np.diff(keys)) + 1
-            runs = np.diff(np.concatenate(([0], boundaries, [keys.size])))
-            best = int(runs.max())
+            rows = np.arange(start, min(n, start + chunk), dtype=np.int32)
+            partners = holders[self._stacks[rows]].reshape(rows.size, width)
+            partners = np.where(partners > rows[:, None], partners, fillers[None, :])
+            partners.sort(axis=1)
+            flat = partners.ravel()
+            run_start = np.ones(flat.size, dtype=bool)
+            run_start[1:] = flat[1:] != flat[:-1]
+            run_start[::width] = True  # runs never cross rows
+            starts = np.flatnonzero(run_start)
+            lengths = np.diff(np.append(starts, flat.size))
+            counted = flat[starts] >= 0
+            if counted.any():
+                best = max(best, int(lengths[counted].max()))
         return best
 
     # -------------------------------------------------------------------- I/O
     def to_dict(self):
         """The JSON document of ``docs/formats.md`` as a dict."""
+        return {**self._header(), "stacks": self._stacks.tolist()}
+
+    def _header(self):
+        """The document without ``stacks`` (the ``.npz`` header)."""
         return {
             "format": LAYOUT_FORMAT,
             "version": LAYOUT_VERSION,
@@ -253,7 +286,6 @@ class Layout:
             "method": self.method,
             "offsets": None if self.offsets is None else list(self.offsets),
             "metadata": self.metadata,
-            "stacks": self._stacks.tolist(),
         }
 
     def save(self, path, force=False):
@@ -270,26 +302,31 @@ class Layout:
         OutputExistsError
             ``path`` exists and ``force`` is false.
         LayoutFileError
-            The file cannot be written.
+            ``path`` is not a path, is a folder, or the file cannot be written (its
+            folder is missing, no permission...).
+        LayoutError
+            ``metadata`` holds a value JSON cannot represent (numpy scalars and
+            arrays are converted to numbers and lists).
         """
-        path = Path(path)
+        path = as_path(path, LayoutFileError, "layout file path")
+        try:
+            json.dumps(self.metadata, default=_json_value)
+        except (TypeError, ValueError) as exc:
+            raise LayoutError(f"metadata cannot be written as JSON: {exc}") from None
         try:
             if path.suffix == ".npz":
-                import io
-
-                buffer = io.BytesIO()
-                header = {k: v for k, v in self.to_dict().items() if k != "stacks"}
-                np.savez_compressed(buffer, stacks=self._stacks, header=np.array(json.dumps(header)))
-                write_atomic(path, buffer.getvalue(), force=force)
+                header = self._header()
+                arrays = {"stacks": self._stacks, "header": np.array(json.dumps(header, default=_json_value))}
+                write_atomic(path, _npz_bytes(arrays), force=force)
             else:
                 doc = self.to_dict()
                 stacks = doc.pop("stacks")
                 # One group per line keeps large files diff- and grep-friendly.
-                head = json.dumps(doc, indent=1)[:-2]
+                head = json.dumps(doc, indent=1, default=_json_value)[:-2]
                 rows = ",\n  ".join(json.dumps(row) for row in stacks)
                 write_atomic(path, f'{head},\n "stacks": [\n  {rows}\n ]\n}}\n', force=force)
-        except (IsADirectoryError, NotADirectoryError, PermissionError, FileNotFoundError) as exc:
-            raise LayoutFileError(f"cannot write layout file {path}: {exc.strerror or exc}") from None
+        except OutputWriteError as exc:
+            raise LayoutFileError(f"cannot write layout file {path}: {getattr(exc, 'reason', exc)}") from None
         return path
 
     @classmethod
@@ -299,7 +336,8 @@ class Layout:
         Raises
         ------
         LayoutFileError
-            Wrong format or version, missing or mistyped keys, sizes that disagree.
+            Wrong format or version, missing or mistyped keys (``groups`` and
+            ``redundancy`` must be integers, ``method`` a string), sizes that disagree.
         LayoutError
             The stacks break an invariant.
         """
@@ -307,11 +345,18 @@ class Layout:
             raise LayoutFileError(f"{source}: expected a JSON object, got {type(doc).__name__}")
         if doc.get("format") != LAYOUT_FORMAT:
             raise LayoutFileError(f"{source}: format is {doc.get('format')!r}, expected {LAYOUT_FORMAT!r}")
-        if doc.get("version") != LAYOUT_VERSION:
+        # type() is int: 1.0 and true compare equal to 1 but are not a version number.
+        if type(doc.get("version")) is not int or doc["version"] != LAYOUT_VERSION:
             raise LayoutFileError(f"{source}: version {doc.get('version')!r} is not supported (expected {LAYOUT_VERSION})")
         for key in ("groups", "redundancy", "stacks"):
             if key not in doc:
                 raise LayoutFileError(f"{source}: missing key {key!r}")
+        for key in ("groups", "redundancy"):
+            if type(doc[key]) is not int:
+                raise LayoutFileError(f"{source}: {key!r} must be an integer, got {doc[key]!r}")
+        method = doc.get("method", "custom")
+        if not isinstance(method, str):
+            raise LayoutFileError(f"{source}: 'method' must be a string, got {method!r}")
         stacks = doc["stacks"]
         try:
             array = np.asarray(stacks)
@@ -331,7 +376,7 @@ class Layout:
         if not isinstance(metadata, dict):
             raise LayoutFileError(f"{source}: 'metadata' must be an object")
         try:
-            return cls(array, method=doc.get("method", "custom"), offsets=offsets, metadata=metadata)
+            return cls(array, method=method, offsets=offsets, metadata=metadata)
         except LayoutError as exc:
             raise LayoutError(f"{source}: {exc}") from None
 
@@ -342,22 +387,15 @@ class Layout:
         Raises
         ------
         LayoutFileError
-            Missing, unreadable or malformed file; wrong format or version.
+            ``path`` is not a path or is empty; missing, unreadable or malformed file;
+            wrong format or version.
         LayoutError
             The stacks break an invariant.
         """
-        path = Path(path)
+        path = as_path(path, LayoutFileError, "layout file path")
         try:
             if path.suffix == ".npz":
-                try:
-                    with np.load(path, allow_pickle=False) as archive:
-                        header = json.loads(str(archive["header"]))
-                        header["stacks"] = archive["stacks"]
-                except (ValueError, KeyError, OSError, json.JSONDecodeError) as exc:
-                    if isinstance(exc, (FileNotFoundError, PermissionError, IsADirectoryError)):
-                        raise
-                    raise LayoutFileError(f"{path}: not a spare-layout .npz file ({exc})") from None
-                return cls.from_dict(header, source=str(path))
+                return cls.from_dict(_read_npz(path), source=str(path))
             text = path.read_text(encoding="utf-8")
         except FileNotFoundError:
             raise LayoutFileError(f"layout file {path} does not exist") from None
@@ -367,8 +405,86 @@ class Layout:
             raise LayoutFileError(f"layout file {path} is not readable (permission denied)") from None
         except UnicodeDecodeError:
             raise LayoutFileError(f"{path}: not a text file (expected JSON or .npz)") from None
+        except OSError as exc:
+            raise LayoutFileError(f"cannot read layout file {path}: {exc.strerror or exc}") from None
         try:
             doc = json.loads(text)
         except json.JSONDecodeError as exc:
             raise LayoutFileError(f"{path}: malformed JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
+        except RecursionError:
+            raise LayoutFileError(f"{path}: malformed JSON (nested too deeply)") from None
         return cls.from_dict(doc, source=str(path))
+
+
+def _npz_bytes(arrays):
+    """A ``.npz`` archive (readable by :func:`numpy.load`) of ``arrays``, as bytes.
+
+    Like :func:`numpy.savez_compressed` but at zlib level 1: 7-9 times faster on
+    layouts of 10^7 entries for files under 1% larger (measured at N = 100,000,
+    r = 60 and 200).
+    """
+    import io
+    import zipfile
+
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=1) as archive:
+        for name, array in arrays.items():
+            with archive.open(f"{name}.npy", "w", force_zip64=True) as member:
+                np.lib.format.write_array(member, np.asanyarray(array), allow_pickle=False)
+    return buffer.getvalue()
+
+
+def _json_value(value):
+    """``json.dumps`` default: numpy scalars and arrays as Python numbers and lists."""
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    raise TypeError(f"{type(value).__name__} value {value!r} is not JSON-serialisable")
+
+
+def _read_npz(path):
+    """The header dict of a ``.npz`` layout file with its ``stacks`` array added.
+
+    Raises LayoutFileError on anything but a NumPy zip archive holding a JSON-object
+    ``header`` and a ``stacks`` array; lets FileNotFoundError, PermissionError and
+    IsADirectoryError through for :meth:`Layout.load` to word.
+    """
+    import zipfile
+
+    with open(path, "rb") as handle:
+        magic = handle.read(6)
+    if magic == b"\x93NUMPY":
+        raise LayoutFileError(f"{path}: not a spare-layout .npz file (a single .npy array, not an archive)")
+    if not magic.startswith(b"PK"):
+        # np.load would take any other bytes for a pickle and suggest unpickling them.
+        raise LayoutFileError(f"{path}: not a spare-layout .npz file (not a NumPy .npz zip archive)")
+    try:
+        archive = np.load(path, allow_pickle=False)
+    except (FileNotFoundError, PermissionError, IsADirectoryError):
+        raise
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:
+        raise LayoutFileError(f"{path}: not a spare-layout .npz file ({exc})") from None
+    if not isinstance(archive, np.lib.npyio.NpzFile):
+        # np.load returns a bare array for a .npy file, whatever its name.
+        raise LayoutFileError(f"{path}: not a spare-layout .npz file (a single .npy array, not an archive)")
+    with archive:
+        try:
+            missing = [key for key in ("header", "stacks") if key not in archive.files]
+            if missing:
+                raise LayoutFileError(f"{path}: not a spare-layout .npz file (no {' or '.join(missing)} array)")
+            header_array = archive["header"]
+            # A member that is not in .npy format comes back as raw bytes.
+            if not isinstance(header_array, np.ndarray) or header_array.shape != () or header_array.dtype.kind != "U":
+                raise LayoutFileError(f"{path}: not a spare-layout .npz file ('header' is not one JSON string)")
+            header = json.loads(str(header_array))
+            stacks = archive["stacks"]
+            if not isinstance(stacks, np.ndarray):
+                raise LayoutFileError(f"{path}: not a spare-layout .npz file ('stacks' is not a .npy array)")
+        except (ValueError, OSError, EOFError, zipfile.BadZipFile, RecursionError) as exc:
+            reason = "nested too deeply" if isinstance(exc, RecursionError) else exc
+            raise LayoutFileError(f"{path}: not a spare-layout .npz file ({reason})") from None
+    if not isinstance(header, dict):
+        raise LayoutFileError(f"{path}: 'header' must be a JSON object, got {type(header).__name__}")
+    header["stacks"] = stacks
+    return header

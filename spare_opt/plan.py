@@ -33,17 +33,37 @@ def normalise_groups(groups, n, what="failed groups"):
     Raises
     ------
     FailureSetError
-        A value is not an integer, is outside ``[0, N)``, or is repeated.
+        ``groups`` is not a collection (``None``, a bare number, a string), or a value
+        is not an integer, is outside ``[0, N)``, or is repeated.
     """
-    values = list(groups)
+    if isinstance(groups, (str, bytes)):
+        raise FailureSetError(f"{what}: expected an iterable of integer group ids, got the string {groups!r}")
+    if isinstance(groups, np.ndarray) and groups.ndim > 1:
+        raise FailureSetError(f"{what}: expected a 1-D iterable of group ids, got an array of shape {groups.shape}")
+    if isinstance(groups, np.ndarray) and groups.ndim == 1 and groups.dtype.kind in "iu":
+        # Fast path for integer arrays (the controller's and replay's calls).
+        outside = groups[(groups < 0) | (groups >= n)]
+        if outside.size:
+            raise FailureSetError(f"{what}: group {int(outside[0])} is out of range [0, {n})")
+        return _sorted_unique(groups.astype(np.int64), what)
+    try:
+        values = list(groups)
+    except TypeError:
+        raise FailureSetError(
+            f"{what}: expected an iterable of integer group ids, got {type(groups).__name__}"
+        ) from None
     for value in values:
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
             raise FailureSetError(f"{what}: {value!r} is not an integer group id")
-    array = np.asarray(values, dtype=np.int64)
+        # Range check on Python ints first: ids beyond int64 would overflow numpy.
+        if not 0 <= int(value) < n:
+            raise FailureSetError(f"{what}: group {int(value)} is out of range [0, {n})")
+    return _sorted_unique(np.asarray(values, dtype=np.int64), what)
+
+
+def _sorted_unique(array, what):
+    """Sorted int32 copy of in-range int64 ids; FailureSetError on a repeated id."""
     if array.size:
-        bad = array[(array < 0) | (array >= n)]
-        if bad.size:
-            raise FailureSetError(f"{what}: group {int(bad[0])} is out of range [0, {n})")
         ordered = np.sort(array)
         repeated = ordered[1:][ordered[1:] == ordered[:-1]]
         if repeated.size:

@@ -94,10 +94,12 @@ def plan_reorder(layout, failed, order=None, stack_number=1, mid_step=()):
     Raises
     ------
     FailureSetError
-        A group id in ``failed`` or ``mid_step`` is not an integer, out of range or
-        repeated, or ``mid_step`` names a group not in ``failed``.
+        ``failed`` or ``mid_step`` is not a collection of group ids, or an id is not
+        an integer, out of range or repeated, or ``mid_step`` names a group not in
+        ``failed``.
     ParameterError
-        ``stack_number`` is not an integer in ``[1, r]``.
+        ``layout`` is not a :class:`~spare_opt.layout.Layout`, or ``stack_number`` is
+        not an integer in ``[1, r]``.
     LayoutError
         ``order`` does not have shape ``(N, r)``, is not integer, or a live group's
         row is not a permutation of its stack.
@@ -169,7 +171,7 @@ def plan_reorder(layout, failed, order=None, stack_number=1, mid_step=()):
        Fault-Tolerant LLM Pretraining Systems with 100k+ GPUs", ICML 2026,
        arXiv:2603.00357, Sec. 4.
     """
-    stacks = layout.stacks
+    stacks = _check_layout(layout).stacks
     n, r = stacks.shape
     failed = normalise_groups(failed, n)
     mid_step = normalise_groups(mid_step, n, what="mid-step failures")
@@ -240,7 +242,10 @@ def least_stack_number(layout, failed):
     Raises
     ------
     FailureSetError
-        A group id is not an integer, out of range or repeated.
+        ``failed`` is not a collection of group ids, or an id is not an integer, out
+        of range or repeated.
+    ParameterError
+        ``layout`` is not a :class:`~spare_opt.layout.Layout`.
 
     Examples
     --------
@@ -262,7 +267,7 @@ def least_stack_number(layout, failed):
     .. [2] L. R. Ford and D. R. Fulkerson, "Maximal flow through a network",
        Canadian J. Math. 8 (1956).
     """
-    stacks = layout.stacks
+    stacks = _check_layout(layout).stacks
     n, r = stacks.shape
     failed = normalise_groups(failed, n)
     alive = np.ones(n, dtype=bool)
@@ -274,6 +279,14 @@ def least_stack_number(layout, failed):
 
 
 # ---------------------------------------------------------------- validation
+def _check_layout(layout):
+    from .layout import Layout
+
+    if not isinstance(layout, Layout):
+        raise ParameterError(f"layout must be a Layout, got {type(layout).__name__}")
+    return layout
+
+
 def _check_stack_number(stack_number, r):
     if isinstance(stack_number, bool) or not isinstance(stack_number, (int, np.integer)):
         raise ParameterError(f"stack number S must be an integer, got {stack_number!r}")

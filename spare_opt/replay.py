@@ -25,6 +25,9 @@ __all__ = [
     "ROW_STATUSES",
 ]
 
+#: Irregular-event messages, wipe-out days... printed by :meth:`ReplayResult.format_text` (JSON has all).
+SHOWN_IRREGULAR = 20
+
 #: Status of a replay row and its meaning.
 ROW_STATUSES = {
     MASKED: "the group failed and the reorder masked it",
@@ -117,7 +120,9 @@ class ReplayResult:
         """A readable multi-line summary (and the per-event table when ``rows``)."""
         s = self.summary
         first, last = s["span_days"]
-        days = ", ".join(f"{round(d, 4)}" for d in s["wipe_out_days"])
+        days = _shortened([f"{round(d, 4)}" for d in s["wipe_out_days"]])
+        masked_before = s["masked_before_wipe_out"]
+        masked_before = f"[{_shortened([str(m) for m in masked_before])}]" if masked_before else "-"
         irregular = s["irregular"]
         lines = [
             f"Replay of {s['trace']} ({s['trace_format']}: {s['events']} events on {s['nodes']} nodes, "
@@ -128,7 +133,7 @@ class ReplayResult:
             "(ends are counted; a group does not rejoin before a restart)",
             f"Group failures: {s['group_failures']} in {s['batches']} batches: {s['masked']} masked, "
             f"{s['wipe_outs']} wipe-out(s)" + (f" at day {days}" if days else ""),
-            f"Masked failures before each wipe-out: {s['masked_before_wipe_out'] or '-'}; "
+            f"Masked failures before each wipe-out: {masked_before}; "
             f"since the last restart: {s['masked_since_last_restart']}",
             f"Starts on a group already out: {s['already_out']} (no effect)",
             f"Stack number: max S = {s['max_stack_number']}, time-weighted mean S = {s['mean_stack_number']:.4f}, "
@@ -137,7 +142,10 @@ class ReplayResult:
             f"Irregular events: {sum(irregular.values())} ("
             + ", ".join(f"{count} {kind}" for kind, count in irregular.items()) + ")",
         ]
-        lines += [f"  {message}" for message in s["irregular_events"]]
+        messages = s["irregular_events"]
+        lines += [f"  {message}" for message in messages[:SHOWN_IRREGULAR]]
+        if len(messages) > SHOWN_IRREGULAR:
+            lines.append(f"  ... and {len(messages) - SHOWN_IRREGULAR} more irregular events (--json lists all)")
         skipped = s["skipped"]
         lines.append(
             f"Skipped: {skipped['nodes']} node(s) beyond N = {s['groups']} "
@@ -153,6 +161,14 @@ class ReplayResult:
                     f"{row.stack_number:>2} {row.failed_groups:>4} {row.moves:>5}  {row.fault_class}"
                 )
         return "\n".join(lines)
+
+
+def _shortened(items, shown=SHOWN_IRREGULAR):
+    """``"a, b, c"``, or the first ``shown`` items and ``"... (k more)"``: text lines stay short."""
+    text = ", ".join(items[:shown])
+    if len(items) > shown:
+        text += f", ... ({len(items) - shown} more; --json lists all)"
+    return text
 
 
 class _ControllerEngine:
@@ -227,8 +243,8 @@ def replay_trace(layout, trace, exact=False, progress=None, check=False, placeme
     Raises
     ------
     ParameterError
-        ``layout`` or ``trace`` has the wrong type, or ``placement_seed`` is not an
-        integer.
+        ``layout`` or ``trace`` has the wrong type, ``progress`` is not callable, or
+        ``placement_seed`` is not a non-negative integer.
 
     Notes
     -----
@@ -262,6 +278,8 @@ def replay_trace(layout, trace, exact=False, progress=None, check=False, placeme
         raise ParameterError(f"layout must be a Layout, got {type(layout).__name__}")
     if not isinstance(trace, FaultTrace):
         raise ParameterError(f"trace must be a FaultTrace, got {type(trace).__name__}")
+    if progress is not None and not callable(progress):
+        raise ParameterError(f"progress must be a callable or None, got {type(progress).__name__}")
     started = time.perf_counter()
     n = layout.groups
     engine = _ExactEngine(layout) if exact else _ControllerEngine(layout)

@@ -23,12 +23,11 @@ records what it did in :attr:`FaultTrace.irregular`, and never fails on them; it
 import json
 import math
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
 
-from ._io import write_atomic
+from ._io import as_path, write_atomic
 from .errors import ParameterError, TraceError
 
 __all__ = [
@@ -192,7 +191,8 @@ class FaultTrace:
         Raises
         ------
         ParameterError
-            ``groups`` is not a positive integer or ``seed`` is not an integer.
+            ``groups`` is not a positive integer or ``seed`` is not a non-negative
+            integer.
 
         Notes
         -----
@@ -204,8 +204,8 @@ class FaultTrace:
         """
         if isinstance(groups, bool) or not isinstance(groups, (int, np.integer)) or groups < 1:
             raise ParameterError(f"groups N must be a positive integer, got {groups!r}")
-        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))):
-            raise ParameterError(f"placement seed must be an integer or None, got {seed!r}")
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0):
+            raise ParameterError(f"placement seed must be a non-negative integer or None, got {seed!r}")
         mapping = np.full(self.n_nodes, -1, dtype=np.int32)
         placed = min(self.n_nodes, int(groups))
         if seed is None:
@@ -252,9 +252,10 @@ def read_fault_trace(path):
     Raises
     ------
     TraceError
-        The file is missing, unreadable, not JSON, neither a list of events nor a
-        ``spare-failure-trace`` document, or an event has a missing key, a value of
-        the wrong type, a non-finite time or an unknown ``event_type``.  The message
+        ``path`` is not a path or is empty; the file is missing, unreadable, not JSON,
+        neither a list of events nor a ``spare-failure-trace`` document, or an event
+        has a missing key, a value of the wrong type, a non-finite time or an unknown
+        ``event_type``; or the times span more than a float can hold.  The message
         is one line naming the first bad event index (0-based position in the file).
 
     Notes
@@ -270,7 +271,7 @@ def read_fault_trace(path):
     LLM with Optical Circuit Switching Transceivers", arXiv:2502.03885 (the format
     and the public trace).
     """
-    path = Path(path)
+    path = as_path(path, TraceError, "fault trace path")
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -287,6 +288,8 @@ def read_fault_trace(path):
         doc = json.loads(text)
     except json.JSONDecodeError as exc:
         raise TraceError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
+    except RecursionError:
+        raise TraceError(f"{path}: not valid JSON (nested too deeply)") from None
     return parse_fault_events(doc, source=str(path))
 
 
@@ -348,6 +351,13 @@ def parse_fault_events(doc, source="<memory>"):
         ids.append(node_id)
         classes.append(fault_class)
 
+    with np.errstate(over="ignore"):
+        span_finite = count == 0 or np.isfinite(times.max() - times.min())
+    if not span_finite:
+        # The span and the time-weighted means of replay would be inf or NaN.
+        raise TraceError(
+            f"{source}: event times from day {times.min()} to day {times.max()} span more than a float can hold"
+        )
     order = np.argsort(times, kind="stable")
     times_sorted = times[order]
     starts_sorted = starts[order]
@@ -449,8 +459,12 @@ def _check_event(event, i, source):
     time = event["event_time"]
     if isinstance(time, bool) or not isinstance(time, (int, float)):
         raise TraceError(f"{where}: 'event_time' must be a number of days, got {time!r}")
-    if not math.isfinite(time):
-        raise TraceError(f"{where}: 'event_time' must be finite, got {time!r}")
+    try:
+        finite = math.isfinite(time)
+    except OverflowError:  # an integer beyond the float range
+        finite = False
+    if not finite:
+        raise TraceError(f"{where}: 'event_time' must be finite, got {time if isinstance(time, float) else 'a ' + str(len(str(time))) + '-digit integer'}")
     kind = event["event_type"]
     if kind not in (START, END):
         raise TraceError(f"{where}: unknown 'event_type' {kind!r} (expected {START!r} or {END!r})")
@@ -512,7 +526,10 @@ def synthetic_fault_trace(nodes=400, days=349.0, seed=0, incidents_per_day=1.45,
     Raises
     ------
     ParameterError
-        A size or rate is not positive.
+        A size, rate or shape is not a positive finite number,
+        ``burst_probability`` is outside ``[0, 1]``, ``burst_mean`` or
+        ``repair_sigma`` is negative, ``seed`` is not a non-negative integer, or
+        ``weibull_shape`` is so small that the Weibull scale overflows.
 
     Notes
     -----
@@ -527,9 +544,21 @@ def synthetic_fault_trace(nodes=400, days=349.0, seed=0, incidents_per_day=1.45,
                         ("frailty_shape", frailty_shape)):
         if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
             raise ParameterError(f"{name} must be a positive number, got {value!r}")
+    for name, value, high in (("burst_probability", burst_probability, 1.0), ("burst_mean", burst_mean, math.inf),
+                              ("repair_sigma", repair_sigma, math.inf)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
+            math.isfinite(value) and 0 <= value <= high
+        ):
+            bounds = "in [0, 1]" if high == 1.0 else "finite and >= 0"
+            raise ParameterError(f"{name} must be a number {bounds}, got {value!r}")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ParameterError(f"seed must be a non-negative integer, got {seed!r}")
     rng = np.random.default_rng(seed)
     # Weibull with mean 1/rate: scale = mean / Gamma(1 + 1/k).
-    scale = (1.0 / incidents_per_day) / math.gamma(1.0 + 1.0 / weibull_shape)
+    try:
+        scale = (1.0 / incidents_per_day) / math.gamma(1.0 + 1.0 / weibull_shape)
+    except OverflowError:
+        raise ParameterError(f"weibull_shape {weibull_shape!r} is too small (Gamma(1 + 1/k) overflows)") from None
     width = len(str(nodes - 1))
     names = [f"node-{i:0{width}d}" for i in range(nodes)]
     # Some servers fail far more often than others (231 of 400 nodes carry the 584
@@ -599,10 +628,14 @@ def write_fault_trace(doc, path, force=False):
     Raises
     ------
     TraceError
-        ``doc`` is not a valid trace document.
+        ``doc`` is not a valid ``spare-failure-trace`` document.
     OutputExistsError
         ``path`` exists and ``force`` is false.
+    OutputWriteError
+        ``path`` cannot be written (a folder, a missing folder, no permission...).
     """
+    if not isinstance(doc, dict):
+        raise TraceError(f"trace document: expected a {TRACE_FORMAT!r} object, got {type(doc).__name__}")
     parse_fault_events(doc, source="trace document")
     head = {k: v for k, v in doc.items() if k != "events"}
     lines = ",\n  ".join(json.dumps(event, sort_keys=True) for event in doc["events"])

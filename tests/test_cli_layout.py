@@ -109,8 +109,9 @@ def test_missing_output_option():
 
 
 def test_unwritable_paths(tmp_path):
+    # Refused before the solve: the folder is checked up front.
     result = run("-n", 10, "-r", 3, "-o", tmp_path / "no" / "such" / "dir.json")
-    assert_clean_error(result, "cannot write layout file", code=1)
+    assert_clean_error(result, "does not exist", code=1)
     result = run("-n", 10, "-r", 3, "-o", tmp_path)
     assert_clean_error(result, "is a directory", code=2)
 
