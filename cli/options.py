@@ -6,6 +6,7 @@ import re
 import click
 
 from spare_opt import Layout
+from spare_opt._io import json_default
 
 __all__ = [
     "json_option",
@@ -22,10 +23,17 @@ __all__ = [
 
 
 class OutputExists(click.FileError):
-    """Refusal to overwrite an existing output file (exit code 1, message from click)."""
+    """Refusal to overwrite an existing output file (exit code 1).
+
+    Worded like the library's :class:`spare_opt.OutputExistsError`, so every command
+    refuses the same way whether the check comes before or after the work.
+    """
 
     def __init__(self, filename):
-        super().__init__(filename, hint="exists already; pass --force to overwrite")
+        super().__init__(filename, hint="exists already (use --force to overwrite)")
+
+    def format_message(self):
+        return f"{self.ui_filename} {self.message}"
 
 
 class OutputUnwritable(click.FileError):
@@ -63,14 +71,14 @@ def check_output_path(path, force):
 def _load_layout(ctx, param, value):
     if value is None:
         return None
-    # Library errors (LayoutFileError, LayoutError) are turned into one-line messages
-    # by the group in main.py; BadParameter names the argument too.
+    # A missing or broken layout file is not a usage mistake: report it as one
+    # "Error:" line (exit 1) rather than click's usage block.
     from spare_opt.errors import SpareError
 
     try:
         return Layout.load(value)
     except SpareError as exc:
-        raise click.BadParameter(str(exc), ctx=ctx, param=param) from None
+        raise click.ClickException(str(exc)) from None
 
 
 def layout_argument(func):
@@ -86,19 +94,7 @@ quiet_option = click.option("--quiet", "-q", is_flag=True, help="No progress bar
 
 def echo_json(obj):
     """Print ``obj`` as indented JSON (numpy scalars and arrays converted)."""
-    click.echo(json.dumps(obj, indent=2, default=_json_default))
-
-
-def _json_default(value):
-    import numpy as np
-
-    if isinstance(value, np.integer):
-        return int(value)
-    if isinstance(value, np.floating):
-        return float(value)
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    raise TypeError(f"{type(value).__name__} is not JSON serialisable")
+    click.echo(json.dumps(obj, indent=2, default=json_default))
 
 
 def parse_group_list(text):

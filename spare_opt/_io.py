@@ -6,7 +6,7 @@ from pathlib import Path
 
 from .errors import OutputExistsError, OutputWriteError, ParameterError
 
-__all__ = ["write_atomic", "as_path"]
+__all__ = ["write_atomic", "as_path", "json_default"]
 
 
 def as_path(value, error=ParameterError, what="path"):
@@ -145,3 +145,20 @@ def _current_umask():
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+def json_default(value):
+    """``json.dumps(default=...)`` hook: numpy scalars and arrays as Python numbers and lists.
+
+    Raises
+    ------
+    TypeError
+        ``value`` is neither (what ``json.dumps`` expects from its hook).
+    """
+    import numpy as np
+
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    raise TypeError(f"{type(value).__name__} value {value!r} is not JSON-serialisable")

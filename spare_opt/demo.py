@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
-from ._io import as_path, write_atomic
+from ._io import as_path, json_default, write_atomic
 from .errors import LayoutFileError, OutputExistsError, OutputWriteError, ParameterError, SpareError
 from .trace import parse_fault_events, read_fault_trace, synthetic_fault_trace
 
@@ -302,7 +302,7 @@ def run_demo(out_dir=DEFAULT_OUT, trace_path=None, force=False, exact=False, gen
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
         layout.save(layout_path, force=force)
-        write_atomic(report_path, json.dumps(report, indent=1, default=_json_default) + "\n", force=force)
+        write_atomic(report_path, json.dumps(report, indent=1, default=json_default) + "\n", force=force)
     except (OSError, LayoutFileError) as exc:
         if isinstance(exc, (OutputExistsError, OutputWriteError)):
             raise
@@ -322,15 +322,3 @@ def run_demo(out_dir=DEFAULT_OUT, trace_path=None, force=False, exact=False, gen
 def _placement_digest(result):
     keys = ("placement", "wipe_outs", "wipe_out_days", "masked", "max_stack_number", "mean_stack_number", "total_moves")
     return {key: result.summary[key] for key in keys}
-
-
-def _json_default(value):
-    import numpy as np
-
-    if isinstance(value, np.integer):
-        return int(value)
-    if isinstance(value, np.floating):
-        return float(value)
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    raise TypeError(f"{type(value).__name__} is not JSON serialisable")

@@ -17,7 +17,7 @@ import json
 
 import numpy as np
 
-from ._io import as_path, write_atomic
+from ._io import as_path, json_default, write_atomic
 from .errors import LayoutError, LayoutFileError, OutputWriteError, ParameterError
 
 __all__ = ["Layout", "LAYOUT_FORMAT", "LAYOUT_VERSION", "check_size"]
@@ -310,19 +310,19 @@ class Layout:
         """
         path = as_path(path, LayoutFileError, "layout file path")
         try:
-            json.dumps(self.metadata, default=_json_value)
+            json.dumps(self.metadata, default=json_default)
         except (TypeError, ValueError) as exc:
             raise LayoutError(f"metadata cannot be written as JSON: {exc}") from None
         try:
             if path.suffix == ".npz":
                 header = self._header()
-                arrays = {"stacks": self._stacks, "header": np.array(json.dumps(header, default=_json_value))}
+                arrays = {"stacks": self._stacks, "header": np.array(json.dumps(header, default=json_default))}
                 write_atomic(path, _npz_bytes(arrays), force=force)
             else:
                 doc = self.to_dict()
                 stacks = doc.pop("stacks")
                 # One group per line keeps large files diff- and grep-friendly.
-                head = json.dumps(doc, indent=1, default=_json_value)[:-2]
+                head = json.dumps(doc, indent=1, default=json_default)[:-2]
                 rows = ",\n  ".join(json.dumps(row) for row in stacks)
                 write_atomic(path, f'{head},\n "stacks": [\n  {rows}\n ]\n}}\n', force=force)
         except OutputWriteError as exc:
@@ -432,15 +432,6 @@ def _npz_bytes(arrays):
             with archive.open(f"{name}.npy", "w", force_zip64=True) as member:
                 np.lib.format.write_array(member, np.asanyarray(array), allow_pickle=False)
     return buffer.getvalue()
-
-
-def _json_value(value):
-    """``json.dumps`` default: numpy scalars and arrays as Python numbers and lists."""
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    raise TypeError(f"{type(value).__name__} value {value!r} is not JSON-serialisable")
 
 
 def _read_npz(path):

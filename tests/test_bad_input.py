@@ -80,7 +80,7 @@ def test_deeply_nested_json_layout_is_a_layout_file_error(tmp_path):
     path.write_text(DEEP_JSON)
     with pytest.raises(LayoutFileError, match="nested too deeply"):
         Layout.load(path)
-    assert "nested too deeply" in error_line(cli("plan", path), code=2)
+    assert "nested too deeply" in error_line(cli("plan", path), code=1)
 
 
 def test_npz_header_that_is_not_an_object_is_a_layout_file_error(tmp_path):

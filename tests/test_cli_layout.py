@@ -71,7 +71,7 @@ def test_existing_file_needs_force(tmp_path):
     path = tmp_path / "l.json"
     path.write_text("keep me")
     result = run("-n", 10, "-r", 3, "-o", path)
-    assert_clean_error(result, "exists already; pass --force", code=1)
+    assert_clean_error(result, "exists already (use --force to overwrite)", code=1)
     assert path.read_text() == "keep me"
     result = run("-n", 10, "-r", 3, "-o", path, "--force")
     assert result.exit_code == 0, result.output

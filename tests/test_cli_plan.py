@@ -145,7 +145,7 @@ def test_bad_layout_file_gets_one_line(tmp_path, content):
     assert result.exit_code != 0
     assert "Traceback" not in result.output
     errors = _error_lines(result)
-    assert len(errors) == 1 and "LAYOUT" in errors[0]
+    assert result.exit_code == 1 and len(errors) == 1 and "layout.json" in errors[0]
 
 
 def test_plan_runs_on_an_npz_layout(tmp_path):

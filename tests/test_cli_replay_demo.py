@@ -74,10 +74,10 @@ def test_replay_bad_input(tmp_path):
     assert "event 1: unknown 'event_type'" in one_error_line(run("replay", layout, "--trace", bad))
     bad.write_text("not json")
     assert "not valid JSON" in one_error_line(run("replay", layout, "--trace", bad))
-    assert "does not exist" in one_error_line(run("replay", tmp_path / "none.json", "--trace", bad), code=2)
+    assert "does not exist" in one_error_line(run("replay", tmp_path / "none.json", "--trace", bad), code=1)
     broken = tmp_path / "layout.json"
     broken.write_text('{"format": "spare-layout"}')
-    one_error_line(run("replay", broken, "--trace", SMALL / "irregular-N12.json"), code=2)
+    one_error_line(run("replay", broken, "--trace", SMALL / "irregular-N12.json"), code=1)
     one_error_line(run("replay", layout), code=2)  # --trace is required
 
 
