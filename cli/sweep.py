@@ -5,7 +5,7 @@ import sys
 import click
 
 from spare_opt import theory
-from spare_opt.analysis import sweep
+from spare_opt.analysis import MAX_TRIALS, sweep
 from spare_opt.generators import METHODS
 
 from .options import check_output_path, echo_json, force_option, json_option, progress_enabled, quiet_option, seed_option
@@ -14,13 +14,24 @@ __all__ = ["command"]
 
 
 def _methods(ctx, param, value):
-    names = [name.strip() for name in value.split(",") if name.strip()]
-    if not names:
+    names = [name.strip() for name in value.split(",")]
+    if not any(names):
         raise click.BadParameter("name at least one layout method")
+    if not all(names):  # "sidon,,block": a typo that would silently drop a method
+        raise click.BadParameter(f"empty method name in {value!r}; separate the methods with single commas")
     for name in names:
         if name not in METHODS:
             raise click.BadParameter(f"unknown method {name!r}; choose from {', '.join(METHODS)}")
     return list(dict.fromkeys(names))
+
+
+def _finite(ctx, param, value):
+    # click's FloatRange lets nan and inf through ("nan > 0" is False, not an error).
+    import math
+
+    if value is not None and not math.isfinite(value):
+        raise click.BadParameter(f"must be a finite number, got {value}")
+    return value
 
 
 def _number(value, digits):
@@ -43,21 +54,22 @@ def _percent(value):
 @click.option("--r-max", type=int, default=20, show_default=True, help="Largest redundancy r.")
 @click.option("--methods", default="sidon,consecutive,block", show_default=True, callback=_methods,
               help=f"Comma-separated layout methods ({', '.join(METHODS)}); block only where r divides N.")
-@click.option("--trials", type=click.IntRange(min=1), default=200, show_default=True, metavar="K",
+@click.option("--trials", type=click.IntRange(min=1, max=MAX_TRIALS), default=200, show_default=True, metavar="K",
               help="Monte-Carlo failure orders per (method, r); the same orders for every method.")
 @seed_option
 @click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True, metavar="W",
               help="Processes for the Monte-Carlo; results do not depend on it.")
-@click.option("--mtbf", "mtbf_minutes", type=click.FloatRange(min=0, min_open=True),
+@click.option("--mtbf", "mtbf_minutes", type=click.FloatRange(min=0, min_open=True), callback=_finite,
               default=theory.PAPER_MTBF_SECONDS / 60, show_default=True, metavar="MIN",
               help="System MTBF m in minutes, for J.")
-@click.option("--restart", "restart_minutes", type=click.FloatRange(min=0),
+@click.option("--restart", "restart_minutes", type=click.FloatRange(min=0), callback=_finite,
               default=theory.PAPER_RESTART_SECONDS / 60, show_default=True, metavar="MIN",
               help="Global restart time T_r in minutes, for J.")
-@click.option("--save", "save_seconds", type=click.FloatRange(min=0, min_open=True),
+@click.option("--save", "save_seconds", type=click.FloatRange(min=0, min_open=True), callback=_finite,
               default=theory.PAPER_SAVE_SECONDS, show_default=True, metavar="SEC",
               help="Checkpoint save time T_s in seconds, for J.")
-@click.option("--time-limit", type=click.FloatRange(min=0, min_open=True), default=10.0, show_default=True,
+@click.option("--time-limit", type=click.FloatRange(min=0, min_open=True), callback=_finite, default=10.0,
+              show_default=True,
               metavar="SEC", help="Sidon generator time budget per layout, in seconds.")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None, metavar="FILE.png",
               help="Write a PNG of mu, Sbar and J against r per method (needs matplotlib).")
@@ -84,6 +96,9 @@ def command(groups, r_min, r_max, methods, trials, seed, workers, mtbf_minutes, 
     """
     if plot_path is not None:
         check_output_path(plot_path, force)
+        from spare_opt._plotting import require_matplotlib
+
+        require_matplotlib()  # before the long work, not after it
     kwargs = dict(r_min=r_min, r_max=r_max, methods=methods, trials=trials, seed=seed, workers=workers,
                   mtbf_seconds=mtbf_minutes * 60, save_seconds=save_seconds, restart_seconds=restart_minutes * 60,
                   time_limit=time_limit)

@@ -7,6 +7,7 @@ import click
 from spare_opt import theory
 from spare_opt.analysis import (
     EXACT_WORST_CASE_MAX_GROUPS,
+    MAX_TRIALS,
     min_wipeout_set,
     monte_carlo,
     worst_case_after_one_failure,
@@ -48,7 +49,7 @@ def _interval(pair, digits):
 
 @click.command("validate")
 @layout_argument
-@click.option("--trials", type=click.IntRange(min=0), default=200, show_default=True, metavar="K",
+@click.option("--trials", type=click.IntRange(min=0, max=MAX_TRIALS), default=200, show_default=True, metavar="K",
               help="Monte-Carlo failure orders (0 skips the Monte-Carlo).")
 @seed_option
 @click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True, metavar="W",
@@ -85,6 +86,9 @@ def command(layout, trials, seed, workers, worst_k, time_limit, plot_path, force
         if trials == 0:
             raise click.BadParameter("needs --trials > 0 (the plot shows Monte-Carlo results)", param_hint="--plot")
         check_output_path(plot_path, force)
+        from spare_opt._plotting import require_matplotlib
+
+        require_matplotlib()  # before the long work, not after it
     n, r = layout.groups, layout.redundancy
     if worst_k is not None and worst_k > n:
         raise click.BadParameter(f"must be at most N = {n}", param_hint="--worst-k")

@@ -12,9 +12,23 @@ import numpy as np
 from ._io import write_atomic
 from .errors import SpareError
 
-__all__ = ["MISSING_MATPLOTLIB", "plot_monte_carlo", "plot_sweep"]
+__all__ = ["MISSING_MATPLOTLIB", "require_matplotlib", "plot_monte_carlo", "plot_sweep"]
 
 MISSING_MATPLOTLIB = "plotting needs matplotlib: pip install 'spare-opt[plot]'"
+
+
+def require_matplotlib():
+    """Raise :class:`SpareError` now if matplotlib is missing (call before long work).
+
+    Raises
+    ------
+    SpareError
+        matplotlib cannot be imported.
+    """
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise SpareError(MISSING_MATPLOTLIB) from None
 
 
 def _figure(width, height):

@@ -41,6 +41,7 @@ from .plan import lower_bound, normalise_groups
 
 __all__ = [
     "EXACT_WORST_CASE_MAX_GROUPS",
+    "MAX_TRIALS",
     "MonteCarloResult",
     "WorstCase",
     "SweepResult",
@@ -55,6 +56,8 @@ __all__ = [
 
 #: Largest ``N`` for which :func:`worst_case_stack_number` uses the exact CP-SAT model by default.
 EXACT_WORST_CASE_MAX_GROUPS = 64
+#: Most Monte-Carlo trials :func:`monte_carlo` accepts (the per-trial results stay in memory).
+MAX_TRIALS = 10_000_000
 
 
 # ====================================================================== S* with a certificate
@@ -97,7 +100,7 @@ def least_stack_number(layout, failed):
     deficiency form).  This is the reference used by the analysis tools; the online
     controller and the exact planner are tested against the same definition.
     """
-    stacks = layout.stacks
+    stacks = _check_layout(layout).stacks
     n, r = stacks.shape
     failed = normalise_groups(failed, n)
     alive = np.ones(n, dtype=bool)
@@ -207,7 +210,7 @@ def min_wipeout_set(layout):
     sets, all of size ``r``.  Hence the guaranteed tolerance: every set of up to
     ``r - 1`` failed groups is masked, and no layout can guarantee more.
     """
-    indptr, groups = layout.holders()
+    indptr, groups = _check_layout(layout).holders()
     return 0, np.sort(groups[indptr[0]:indptr[1]]).astype(np.int32)
 
 
@@ -235,7 +238,7 @@ def worst_case_after_one_failure(layout):
     ``|T| >= 2`` (and ``|L(T)| >= r - 1 >= 1`` for ``|T| = 1``).  So the maximum over
     groups is the same for every layout, and every group attains it.
     """
-    n, r = layout.stacks.shape
+    n, r = _check_layout(layout).stacks.shape
     if r == 1:
         return {"stack_number": None, "group": 0, "status": "wipe-out",
                 "proof": "r = 1: each shard type has one holder, so any failure loses its types"}
@@ -343,7 +346,9 @@ def worst_case_stack_number(layout, failed_count, method="auto", time_limit=10.0
     Raises
     ------
     ParameterError
-        ``k`` out of range, unknown ``method``, non-positive ``time_limit`` or ``iterations``.
+        ``layout`` is not a Layout, ``k`` out of range, unknown ``method``, a ``time_limit``
+        that is not a positive number, ``iterations`` or ``workers`` not a positive integer,
+        ``seed`` not a non-negative integer (seeds beyond 32 bits are folded for CP-SAT).
 
     Notes
     -----
@@ -363,7 +368,7 @@ def worst_case_stack_number(layout, failed_count, method="auto", time_limit=10.0
     the current Hall certificate ``T`` (which raises ``|T| / |L(T)|``) while bringing back a
     failed group outside ``L(T)``; it keeps the best set found (a lower bound).
     """
-    n, r = layout.stacks.shape
+    n, r = _check_layout(layout).stacks.shape
     if isinstance(failed_count, bool) or not isinstance(failed_count, (int, np.integer)):
         raise ParameterError(f"failed count k must be an integer, got {failed_count!r}")
     k = int(failed_count)
@@ -371,8 +376,9 @@ def worst_case_stack_number(layout, failed_count, method="auto", time_limit=10.0
         raise ParameterError(f"failed count k must be in [0, N] = [0, {n}], got {k}")
     if method not in ("auto", "cp-sat", "local-search"):
         raise ParameterError(f"method must be 'auto', 'cp-sat' or 'local-search', got {method!r}")
-    if not time_limit > 0:
-        raise ParameterError(f"time_limit must be > 0 seconds, got {time_limit}")
+    time_limit = _check_seconds("time_limit", time_limit)
+    seed = _check_seed(seed)
+    workers = _count("workers", workers)
     if isinstance(iterations, bool) or not isinstance(iterations, (int, np.integer)) or iterations < 1:
         raise ParameterError(f"iterations must be a positive integer, got {iterations!r}")
     if method == "auto":
@@ -412,7 +418,7 @@ def worst_case_profile(layout, max_failed=None, **kwargs):
     -------
     list of WorstCase
     """
-    n, r = layout.stacks.shape
+    n, r = _check_layout(layout).stacks.shape
     if max_failed is None:
         max_failed = r - 1
     if isinstance(max_failed, bool) or not isinstance(max_failed, (int, np.integer)) or not 0 <= max_failed <= n:
@@ -565,7 +571,8 @@ def _hall_violation_search(layout, k, level, exact_count, deadline, seed, worker
     # than a single search; interleaving keeps the result deterministic.
     solver.parameters.num_workers = int(workers)
     solver.parameters.interleave_search = True
-    solver.parameters.random_seed = int(seed)
+    # CP-SAT takes a 32-bit seed; larger seeds are folded into its range.
+    solver.parameters.random_seed = int(seed) % (2**31 - 1)
     status = solver.solve(model)
     if status == cp_model.INFEASIBLE:
         return "infeasible", None
@@ -770,7 +777,7 @@ def monte_carlo(layout, trials=200, seed=0, workers=1, progress=None, chunk_size
     ----------
     layout : Layout
     trials : int, default 200
-        Number of failure orders, ``>= 1``.
+        Number of failure orders, ``1 <= trials <= MAX_TRIALS`` (ten million).
     seed : int, default 0
         Root seed (``>= 0``).  Trial ``i`` draws its order from
         ``SeedSequence(seed, spawn_key=(i,))``, so results are identical for any
@@ -789,19 +796,20 @@ def monte_carlo(layout, trials=200, seed=0, workers=1, progress=None, chunk_size
     Raises
     ------
     ParameterError
-        ``trials``, ``seed``, ``workers`` or ``chunk_size`` out of range.
+        ``layout`` is not a Layout, or ``trials``, ``seed``, ``workers`` or
+        ``chunk_size`` out of range.
 
     Notes
     -----
     The 95% intervals are ``mean +- t(0.975, n-1) s / sqrt(n)`` (``scipy.stats.t``);
     trials are independent, so the central limit theorem applies to both means.
     """
-    n, r = layout.stacks.shape
-    trials = _count("trials", trials)
+    n, r = _check_layout(layout).stacks.shape
+    # The per-trial results are kept in memory (16 bytes a trial): refuse absurd counts
+    # before allocating anything rather than exhausting memory.
+    trials = _count("trials", trials, MAX_TRIALS)
     workers = _count("workers", workers)
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise ParameterError(f"seed must be a non-negative integer, got {seed!r}")
-    seed = int(seed)
+    seed = _check_seed(seed)
     if chunk_size is None:
         # About 8 chunks per worker, each at most ~4 million order entries.
         chunk_size = max(1, min(250, 4_000_000 // n, math.ceil(trials / (8 * workers))))
@@ -906,10 +914,34 @@ def _finite(value):
     return value if math.isfinite(value) else None
 
 
-def _count(name, value):
+def _count(name, value, maximum=None):
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
         raise ParameterError(f"{name} must be a positive integer, got {value!r}")
+    if maximum is not None and value > maximum:
+        raise ParameterError(f"{name} must be at most {maximum:,}, got {value!r}")
     return int(value)
+
+
+def _check_layout(layout):
+    from .layout import Layout
+
+    if not isinstance(layout, Layout):
+        raise ParameterError(f"expected a Layout, got {type(layout).__name__}")
+    return layout
+
+
+def _check_seed(seed):
+    # SeedSequence rejects negative seeds with a bare ValueError: refuse them up front.
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ParameterError(f"seed must be a non-negative integer, got {seed!r}")
+    return int(seed)
+
+
+def _check_seconds(name, value):
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) \
+            or math.isnan(value) or value <= 0:
+        raise ParameterError(f"{name} must be a number of seconds > 0, got {value!r}")
+    return float(value)
 
 
 # ====================================================================== sweep
@@ -991,19 +1023,29 @@ def sweep(groups, r_min=2, r_max=20, methods=("sidon", "consecutive", "block"), 
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
             raise ParameterError(f"{name} must be an integer, got {value!r}")
     theory.mu(groups, r_max)  # validates N and r_max
+    groups = int(groups)
     if not 1 <= r_min <= r_max:
         raise ParameterError(f"need 1 <= r_min <= r_max, got r_min={r_min}, r_max={r_max}")
-    methods = list(methods)
+    if isinstance(methods, str):  # "sidon,block": a single string would otherwise be split into letters
+        methods = methods.split(",")
+    try:
+        methods = [m.strip() if isinstance(m, str) else m for m in methods]
+    except TypeError:
+        raise ParameterError(f"methods must be a sequence of layout method names, got {methods!r}") from None
+    for method in methods:
+        if not isinstance(method, str) or method not in METHODS:
+            raise ParameterError(f"unknown layout method {method!r}; choose from {', '.join(METHODS)}")
+    methods = list(dict.fromkeys(methods))  # a repeated method would only repeat its rows
     if not methods:
         raise ParameterError("methods must name at least one layout method")
-    for method in methods:
-        if method not in METHODS:
-            raise ParameterError(f"unknown layout method {method!r}; choose from {', '.join(METHODS)}")
-    for name, value in (("mtbf_seconds", mtbf_seconds), ("save_seconds", save_seconds)):
-        if not value > 0:
-            raise ParameterError(f"{name} must be > 0, got {value}")
-    if not restart_seconds >= 0:
-        raise ParameterError(f"restart_seconds must be >= 0, got {restart_seconds}")
+    mtbf_seconds = theory._time("mtbf_seconds", mtbf_seconds, positive=True)
+    save_seconds = theory._time("save_seconds", save_seconds, positive=True)
+    restart_seconds = theory._time("restart_seconds", restart_seconds)
+    time_limit = theory._time("time_limit", time_limit, positive=True)
+    # Checked here too so that a sweep whose every combination is skipped still refuses them.
+    trials = _count("trials", trials, MAX_TRIALS)
+    workers = _count("workers", workers)
+    seed = _check_seed(seed)
     rows, skipped = [], []
     for method in methods:
         for r in range(int(r_min), int(r_max) + 1):

@@ -227,7 +227,13 @@ class ReorderController:
         if not isinstance(mid_step, (bool, np.bool_)):
             raise ParameterError(f"mid_step must be a bool, got {mid_step!r}")
         n = self._stacks.shape[0]
-        if isinstance(groups, (bool, np.bool_)):
+        if isinstance(groups, np.ndarray) and groups.ndim != 1:
+            if groups.ndim == 0:  # a numpy scalar wrapped in an array: treat it as the scalar
+                groups = groups[()]
+            else:
+                raise FailureSetError(f"failed groups must be a group id or a 1-D array of group ids, "
+                                      f"got an array of shape {groups.shape}")
+        if isinstance(groups, (bool, np.bool_)) or isinstance(groups, (float, np.floating)):
             raise FailureSetError(f"failed groups: {groups!r} is not an integer group id")
         if isinstance(groups, (int, np.integer)):
             # Fast path of the common single failure: skip building a Python list.
@@ -239,7 +245,7 @@ class ReorderController:
         else:
             try:
                 failing = normalise_groups(groups, n)
-            except TypeError:
+            except (TypeError, OverflowError):
                 raise FailureSetError(
                     f"failed groups must be a group id or an iterable of group ids, got {groups!r}"
                 ) from None
@@ -403,11 +409,14 @@ def _check_failure_orders(failure_orders, n, ndim):
         raise FailureSetError(f"{what} must be {ndim}-D, got shape {array.shape}")
     if array.size and not np.issubdtype(array.dtype, np.integer):
         raise FailureSetError(f"{what} must hold integer group ids, got dtype {array.dtype}")
-    array = array.astype(np.int64, copy=False)
     if array.size:
+        # Compare in the array's own dtype: casting first would wrap huge unsigned ids
+        # into negative ones (and the message would name a group that was never given).
         bad = array[(array < 0) | (array >= n)]
         if bad.size:
-            raise FailureSetError(f"{what}: group {int(bad[0])} is out of range [0, {n})")
+            raise FailureSetError(f"{what}: group {int(bad.flat[0])} is out of range [0, {n})")
+    array = array.astype(np.int64, copy=False)
+    if array.size:
         rows = np.sort(array.reshape(-1, array.shape[-1]), axis=1)
         repeated = np.argwhere(rows[:, 1:] == rows[:, :-1])
         if repeated.size:

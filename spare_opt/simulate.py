@@ -62,6 +62,8 @@ from .layout import Layout, check_size
 __all__ = [
     "STRATEGIES",
     "RESTART_FAILURE_POLICIES",
+    "MAX_STEPS",
+    "MAX_EXPECTED_FAILURES",
     "FAILURE_MODELS",
     "SimulationParameters",
     "SimulationResult",
@@ -101,7 +103,7 @@ class SimulationParameters:
     groups : int
         Number of DP groups ``N``.
     steps : int
-        Training steps to complete.
+        Training steps to complete, ``1 <= steps <= MAX_STEPS`` (``10**9``).
     layer_compute_seconds : float
         Compute time of one stack layer (one shard) per step.
     allreduce_seconds : float
@@ -180,6 +182,15 @@ class SimulationParameters:
         check_size(self.groups, 1)
         if isinstance(self.steps, bool) or not isinstance(self.steps, (int, np.integer)) or self.steps < 1:
             raise ParameterError(f"steps must be a positive integer, got {self.steps!r}")
+        if self.steps > MAX_STEPS:
+            raise ParameterError(f"steps must be at most {MAX_STEPS:,} (the event loop visits every step), "
+                                 f"got {self.steps}")
+        # Plain Python ints (numpy integers would break json.dumps of to_dict()).
+        object.__setattr__(self, "groups", int(self.groups))
+        object.__setattr__(self, "steps", int(self.steps))
+        if not isinstance(self.rate_follows_live, (bool, np.bool_)):
+            raise ParameterError(f"rate_follows_live must be a bool, got {self.rate_follows_live!r}")
+        object.__setattr__(self, "rate_follows_live", bool(self.rate_follows_live))
         positive = ("layer_compute_seconds", "mtbf_seconds", "weibull_shape", "save_seconds",
                     "max_wall_factor", "trace_time_scale")
         for name in positive:
@@ -187,6 +198,11 @@ class SimulationParameters:
         for name in ("allreduce_seconds", "shrink_seconds", "controller_seconds", "restart_seconds",
                      "jitter_sd", "patch_layers"):
             _check_number(name, getattr(self, name), positive=False)
+        try:  # the Weibull scale is m / Gamma(1 + 1/k): k below ~0.0059 overflows it to 0
+            math.gamma(1.0 + 1.0 / self.weibull_shape)
+        except OverflowError:
+            raise ParameterError(f"weibull_shape must be at least about 0.0059 (Gamma(1 + 1/k) overflows), "
+                                 f"got {self.weibull_shape}") from None
         if self.jitter_sd >= 0.5:
             raise ParameterError(f"jitter_sd must be < 0.5 (a relative standard deviation), got {self.jitter_sd}")
         if self.failure_model not in FAILURE_MODELS:
@@ -197,6 +213,12 @@ class SimulationParameters:
             raise ParameterError(
                 f"restart_failures must be one of {', '.join(RESTART_FAILURE_POLICIES)}, got {self.restart_failures!r}"
             )
+        # The wall-time cap is what stops a run that cannot finish: it must be a number.
+        if not math.isfinite(self.max_wall_factor * fault_free_seconds(self)):
+            raise ParameterError(
+                f"the wall-time cap max_wall_factor * T0 = {self.max_wall_factor} * {fault_free_seconds(self)} s "
+                "overflows; lower steps, layer_compute_seconds or max_wall_factor"
+            )
 
     @property
     def fault_free_seconds(self):
@@ -206,6 +228,32 @@ class SimulationParameters:
     def to_dict(self):
         """dict: the parameters, JSON-ready."""
         return asdict(self)
+
+
+#: Most training steps a simulated run may have.
+MAX_STEPS = 10**9
+#: Most failures a synthetic run may expect before its wall-time cap
+#: (``max_wall_factor * T0 / mtbf_seconds``): every restart epoch keeps its failure
+#: outcomes in memory, so beyond this a hopeless run would exhaust memory or time.
+MAX_EXPECTED_FAILURES = 5 * 10**7
+
+
+def _check_event_budget(params):
+    """Refuse synthetic runs that could need more than :data:`MAX_EXPECTED_FAILURES` failures."""
+    expected = params.max_wall_factor * fault_free_seconds(params) / params.mtbf_seconds
+    if expected > MAX_EXPECTED_FAILURES:
+        raise ParameterError(
+            f"a run could need about {expected:.3g} failures before its wall-time cap "
+            f"(max_wall_factor * T0 / mtbf_seconds; at most {MAX_EXPECTED_FAILURES:.0e}): lower max_wall_factor, "
+            "steps or layer_compute_seconds, or raise mtbf_seconds"
+        )
+
+
+def _check_seed(seed, name="seed"):
+    # SeedSequence rejects negative seeds with a bare ValueError; floats would be truncated.
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ParameterError(f"{name} must be a non-negative integer, got {seed!r}")
+    return int(seed)
 
 
 def _check_number(name, value, positive):
@@ -354,7 +402,7 @@ def preset_parameters(name, groups, **overrides):
         Unknown preset, ``N`` not in the preset, or a bad override.
     """
     preset = get_preset(name)
-    if groups not in preset.groups:
+    if isinstance(groups, bool) or not isinstance(groups, (int, np.integer)) or groups not in preset.groups:
         raise ParameterError(
             f"preset {name!r} defines N in {{{', '.join(map(str, preset.groups))}}}, got N={groups}"
         )
@@ -388,6 +436,12 @@ def parse_overrides(items):
         does not convert.
     """
     fields = SimulationParameters.__dataclass_fields__
+    if isinstance(items, str):  # one "field=value", not a sequence of characters
+        items = [items]
+    try:
+        items = list(items)
+    except TypeError:
+        raise ParameterError(f"overrides must be a list of FIELD=VALUE strings, got {items!r}") from None
     out = {}
     for item in items:
         key, sep, text = str(item).partition("=")
@@ -420,7 +474,7 @@ def get_preset(name):
     """Return :data:`PRESETS` ``[name]``; raise :class:`ParameterError` naming the known ones."""
     try:
         return PRESETS[name]
-    except KeyError:
+    except (KeyError, TypeError):
         raise ParameterError(f"unknown preset {name!r}; known presets: {', '.join(PRESETS)}") from None
 
 
@@ -517,7 +571,7 @@ def default_layout(groups, redundancy, time_limit=10.0, seed=0):
     -------
     Layout
     """
-    key = (int(groups), int(redundancy))
+    key = check_size(groups, redundancy)
     if key not in _LAYOUT_CACHE:
         from .generators import sidon
 
@@ -606,6 +660,15 @@ class _TrajectoryPool:
     def extend(self, count):
         if self.strategy == "ckpt":
             return
+        # Draw in blocks of about a million entries: the float and argsort temporaries of
+        # one large draw would take 16 bytes per entry on top of the pool itself.
+        block = max(1, 2**20 // self.groups)
+        while count > block:
+            self._extend(block)
+            count -= block
+        self._extend(count)
+
+    def _extend(self, count):
         perms = np.argsort(self._rng.random((count, self.groups)), axis=1)
         if self.strategy == "rep":
             self.wipe = np.concatenate([self.wipe, _rep_wipe_indices(perms, self.groups, self.redundancy)])
@@ -657,12 +720,20 @@ def trace_failures(trace, groups, strategy, redundancy, layout=None, time_scale=
     strategy : str
     redundancy : int
     layout : Layout or None
-        SPARe layout (required for ``"spare"``).
+        SPARe layout of ``N`` groups and redundancy ``r`` (``None``: :func:`default_layout`).
     time_scale : float
-        Seconds per trace second (``< 1`` compresses the trace).
+        Seconds per trace second (``< 1`` compresses the trace), finite and ``> 0``.
     placement_seed : int or None
         Place the traced nodes on random distinct groups with this seed instead of
         group ``i`` for the ``i``-th node to appear.
+
+    Raises
+    ------
+    TraceError
+        ``trace`` is not a :class:`~spare_opt.trace.FaultTrace`.
+    ParameterError
+        Unknown strategy, ``N`` or ``r`` out of range, a layout of the wrong shape, a
+        bad ``time_scale``.
 
     Returns
     -------
@@ -677,6 +748,11 @@ def trace_failures(trace, groups, strategy, redundancy, layout=None, time_scale=
         ``outside_cluster`` (node index >= N), ``already_down`` (group already failed
         in the epoch), ``ignored_by_reader`` (irregular starts).
     """
+    _check_trace(trace)
+    redundancy = _check_strategy(strategy, redundancy, groups)
+    if strategy == "spare":
+        layout = _check_layout(layout, groups, redundancy)
+    time_scale = _check_time_scale(time_scale)
     mapping = trace.node_groups(groups, seed=placement_seed)
     counts = {"fault_starts": int(trace.n_starts), "used": 0, "outside_cluster": 0, "already_down": 0,
               "ignored_by_reader": 0, "failure_events": 0}
@@ -754,6 +830,8 @@ def trace_mtbf_seconds(trace, time_scale=1.0):
     TraceError
         The trace has no usable ``fault_start``.
     """
+    _check_trace(trace)
+    time_scale = _check_time_scale(time_scale)
     starts = np.count_nonzero(trace.is_start & ~trace.ignored)
     if starts == 0:
         raise TraceError(f"{trace.source}: no fault_start event to replay")
@@ -886,7 +964,11 @@ def simulate(params, strategy, redundancy=1, checkpoint_period_seconds=None, see
     ------
     ParameterError
         Unknown strategy, ``r`` out of range, a layout of the wrong shape, a
-        non-positive checkpoint period.
+        non-positive checkpoint period, ``seed`` not a non-negative integer, or (without
+        a trace) more than :data:`MAX_EXPECTED_FAILURES` failures expected before the
+        wall-time cap ``max_wall_factor * T0``.
+    TraceError
+        ``trace`` is not a :class:`~spare_opt.trace.FaultTrace`.
 
     Notes
     -----
@@ -896,6 +978,11 @@ def simulate(params, strategy, redundancy=1, checkpoint_period_seconds=None, see
     if not isinstance(params, SimulationParameters):
         raise ParameterError(f"params must be SimulationParameters, got {type(params).__name__}")
     redundancy = _check_strategy(strategy, redundancy, params.groups)
+    seed = _check_seed(seed)
+    if trace is None:
+        _check_event_budget(params)
+    else:
+        _check_trace(trace)
     if strategy == "spare":
         layout = _check_layout(layout, params.groups, redundancy)
     pool = _TrajectoryPool(strategy, params.groups, redundancy, seed, layout)
@@ -915,10 +1002,8 @@ def simulate(params, strategy, redundancy=1, checkpoint_period_seconds=None, see
 
 def _run_trace(params, strategy, redundancy, period, seed, layout, trace, placement_seed=None):
     from . import _simulate_kernels as K
-    from .trace import FaultTrace
 
-    if not isinstance(trace, FaultTrace):
-        raise TraceError(f"trace must be a FaultTrace (spare_opt.read_fault_trace), got {type(trace).__name__}")
+    _check_trace(trace)
     times, stacks, wipes, counts = trace_failures(trace, params.groups, strategy, redundancy, layout,
                                                   params.trace_time_scale, placement_seed)
     f, i = _pack(params, strategy, redundancy, period, seed, trace_mode=True)
@@ -929,6 +1014,18 @@ def _run_trace(params, strategy, redundancy, period, seed, layout, trace, placem
     result.trace = dict(counts, source=trace.source,
                         placement="first appearance" if placement_seed is None else f"random, seed {placement_seed}")
     return result
+
+
+def _check_time_scale(time_scale):
+    _check_number("time_scale", time_scale, positive=True)
+    return float(time_scale)
+
+
+def _check_trace(trace):
+    from .trace import FaultTrace
+
+    if not isinstance(trace, FaultTrace):
+        raise TraceError(f"trace must be a FaultTrace (spare_opt.read_fault_trace), got {type(trace).__name__}")
 
 
 def _check_layout(layout, groups, redundancy):
@@ -982,6 +1079,9 @@ def summarise(results):
     """
     from scipy import stats
 
+    results = list(results)
+    if not results or not all(isinstance(r, SimulationResult) for r in results):
+        raise ParameterError("summarise needs a non-empty list of SimulationResult")
     out = {"runs": len(results), "unfinished": sum(not r.finished for r in results)}
     keys = ("ttt_ratio", "ttt_seconds", "availability", "restarts", "masked_failures", "mean_stack_number",
             "rework_seconds", "checkpoint_seconds")

@@ -30,6 +30,7 @@ References
 """
 
 import math
+import sys
 
 import numpy as np
 
@@ -137,7 +138,20 @@ def mu(groups, redundancy):
     424.2
     """
     groups, redundancy = check_size(groups, redundancy)
-    return math.gamma(1.0 / redundancy) / redundancy * groups ** (1.0 - 1.0 / redundancy)
+    too_large = ParameterError(f"N = {groups if groups < 10**20 else f'a {len(str(groups))}-digit number'}, "
+                               f"r = {redundancy if redundancy < 10**20 else '...'}: mu overflows a float")
+    try:
+        inverse = 1.0 / redundancy
+        try:
+            power = groups ** (1.0 - inverse)
+        except OverflowError:  # N beyond the float range: the power through logarithms
+            exponent = (1.0 - inverse) * math.log(groups)
+            if exponent > _MAX_LOG_FLOAT:
+                raise too_large from None
+            power = math.exp(exponent)
+        return math.gamma(inverse) / redundancy * power
+    except OverflowError:
+        raise too_large from None
 
 
 def sbar_lower_bound(groups, redundancy):
@@ -176,9 +190,36 @@ def sbar_lower_bound(groups, redundancy):
     groups, redundancy = check_size(groups, redundancy)
     terms = int(math.floor(mu(groups, redundancy)))
     terms = max(1, min(terms, groups - 1)) if groups > 1 else 1
-    k = np.arange(terms, dtype=np.int64)
-    c = -(-groups // (groups - k))
-    return float(c.mean())
+    return _sum_ceil_ratios(groups, groups - terms + 1) / terms
+
+
+def _sum_ceil_ratios(n, low):
+    """``sum_{m=low}^{n} ceil(n / m)`` = ``sum_{k=0}^{n-low} c(k)``, in exact integer arithmetic.
+
+    ``ceil(n / m) = floor((n - 1) / m) + 1`` takes each value on a block of consecutive
+    ``m`` (the divisor-block trick), so the sum costs one step per distinct value,
+    at most ``min(n / low, 2 sqrt(n)) + 1``, instead of one per term: ``N`` may be far
+    larger than an array can hold.
+    """
+    top = n - 1
+    total = n - low + 1  # the "+ 1" of every term
+    m = low
+    steps = 0
+    while m <= n and top // m > 0:
+        value = top // m
+        last = min(n, top // value)  # the largest m' with floor(top / m') == value
+        total += value * (last - m + 1)
+        m = last + 1
+        steps += 1
+        if steps > _MAX_BLOCKS:
+            raise ParameterError(f"N = {n} is too large for the exact Sbar sum")
+    return total
+
+
+#: ``log`` of the largest float.
+_MAX_LOG_FLOAT = math.log(sys.float_info.max) - 1.0
+#: Divisor blocks :func:`_sum_ceil_ratios` walks at most (well under a second).
+_MAX_BLOCKS = 1_000_000
 
 
 def r_star(groups):
@@ -244,7 +285,12 @@ def checkpoint_period(save_seconds, restart_seconds, mtbf_seconds):
     t_s = _time("save_seconds", save_seconds, positive=True)
     t_r = _time("restart_seconds", restart_seconds)
     t_f = _time("mtbf_seconds", mtbf_seconds, positive=True)
-    return t_s + math.sqrt(t_s * t_s + 2.0 * t_s * (t_f + t_r))
+    period = t_s + math.sqrt(t_s * t_s + 2.0 * t_s * (t_f + t_r))
+    if not math.isfinite(period):  # the product overflowed: factor it
+        period = t_s + math.sqrt(2.0 * t_s) * math.sqrt(0.5 * t_s + t_f + t_r)
+    if not math.isfinite(period):
+        raise ParameterError(f"checkpoint period overflows for T_s = {t_s}, T_r = {t_r}, T_f = {t_f} seconds")
+    return period
 
 
 def availability(mtbf_unmasked_seconds, save_seconds, restart_seconds):

@@ -21,6 +21,8 @@ from . import theory
 from .errors import ParameterError
 from .simulate import (
     SimulationParameters,
+    _check_event_budget,
+    _check_strategy,
     _TrajectoryPool,
     _run_pool,
     default_layout,
@@ -88,7 +90,17 @@ def mean_failures_to_wipeout(params, strategy, redundancy, layout=None, samples=
     Returns
     -------
     float
+
+    Raises
+    ------
+    ParameterError
+        Unknown strategy, ``r`` out of range, ``samples`` not a positive integer.
     """
+    if not isinstance(params, SimulationParameters):
+        raise ParameterError(f"params must be SimulationParameters, got {type(params).__name__}")
+    redundancy = _check_strategy(strategy, redundancy, params.groups)
+    if isinstance(samples, bool) or not isinstance(samples, (int, np.integer)) or samples < 1:
+        raise ParameterError(f"samples must be a positive integer, got {samples!r}")
     if strategy == "spare" and layout is None:
         layout = default_layout(params.groups, redundancy)
     pool = _TrajectoryPool(strategy, params.groups, redundancy, seed, layout)
@@ -185,7 +197,10 @@ def _finite(value):
 
 
 def _check_redundancies(name, values, groups, minimum):
-    values = tuple(values)
+    try:
+        values = tuple(dict.fromkeys(values))  # a repeated r would only repeat its curve point
+    except TypeError:
+        raise ParameterError(f"{name} must be a sequence of integers, got {values!r}") from None
     if not values:
         raise ParameterError(f"{name} is empty")
     for r in values:
@@ -255,9 +270,17 @@ def tune(params, seeds=10, rep_redundancies=(2, 3, 4, 5, 6), spare_redundancies=
     n = params.groups
     reps = _check_redundancies("rep redundancies", rep_redundancies, n, 1)
     spares = _check_redundancies("spare redundancies", spare_redundancies, n, 2)
-    factors = tuple(float(f) for f in period_factors)
-    if not factors or any(not math.isfinite(f) or f <= 0 for f in factors):
-        raise ParameterError(f"period factors must be positive numbers, got {period_factors!r}")
+    try:
+        factors = tuple(period_factors)
+    except TypeError:
+        raise ParameterError(f"period factors must be a sequence of numbers, got {period_factors!r}") from None
+    if not factors or any(isinstance(f, bool) or not isinstance(f, (int, float, np.integer, np.floating))
+                          or not math.isfinite(f) or f <= 0 for f in factors):
+        raise ParameterError(f"period factors must be positive finite numbers, got {period_factors!r}")
+    factors = tuple(float(f) for f in factors)
+    if not isinstance(include_ckpt, (bool, np.bool_)):
+        raise ParameterError(f"include_ckpt must be a bool, got {include_ckpt!r}")
+    _check_event_budget(params)
 
     # ---------------------------------------------------------------- the task list
     configs = []  # (strategy, r, periods, stacks, offsets)
@@ -329,7 +352,8 @@ def _run_tasks(tasks, workers, progress):
         return out
     import os
 
-    workers = workers or os.cpu_count() or 1
+    # No more processes than tasks: idle workers would only cost their start-up.
+    workers = min(workers or os.cpu_count() or 1, total)
     out = [None] * total
     with ProcessPoolExecutor(max_workers=workers) as pool:
         # submit in order, collect in order: the result never depends on the workers
@@ -399,6 +423,9 @@ def plot_tune(results, path, force=False, title=None):
     OutputExistsError
         ``path`` exists and ``force`` is false.
     """
+    results = list(results)
+    if not results or not all(isinstance(result, TuneResult) for result in results):
+        raise ParameterError("plot_tune needs a non-empty list of TuneResult")
     try:
         import matplotlib
 
