@@ -38,6 +38,7 @@ import numpy as np
 from . import theory
 from .errors import ParameterError, SolverError, SpareError
 from .plan import lower_bound, normalise_groups
+from .planner import _certified_stack_number as _least_stack_number
 
 __all__ = [
     "EXACT_WORST_CASE_MAX_GROUPS",
@@ -95,7 +96,7 @@ def least_stack_number(layout, failed):
     A b-matching problem solved as a maximum flow (source -> shard type, capacity 1;
     shard type -> live holder, capacity 1; group -> sink, capacity ``S``) with
     ``scipy.sparse.csgraph.maximum_flow`` (Dinic), and binary search on ``S`` between
-    ``c(k)`` and ``r``.  The certificate is the source side of a minimum cut at
+    ``c(k)`` and ``r``: the free search of :func:`spare_opt.plan_reorder`, same network.  The certificate is the source side of a minimum cut at
     ``S* - 1``: by max-flow/min-cut, ``|T| > (S* - 1) |L(T)|`` (Hall's theorem in its
     deficiency form).  This is the reference used by the analysis tools; the online
     controller and the exact planner are tested against the same definition.
@@ -106,85 +107,6 @@ def least_stack_number(layout, failed):
     alive = np.ones(n, dtype=bool)
     alive[failed] = False
     return _least_stack_number(stacks, alive)
-
-
-def _least_stack_number(stacks, alive):
-    n, r = stacks.shape
-    covered = np.zeros(n, dtype=bool)
-    covered[stacks[alive].ravel()] = True
-    if not covered.all():
-        return None, np.flatnonzero(~covered).astype(np.int32), np.zeros(0, dtype=np.int32)
-    live = int(alive.sum())
-    low = lower_bound(n, n - live)
-    high = r
-    graph = _FlowGraph(stacks, alive)
-    # Most failure sets meet the lower bound: test it first.
-    if graph.feasible(low):
-        best = low
-    else:
-        low += 1
-        while low < high:
-            mid = (low + high) // 2
-            if graph.feasible(mid):
-                high = mid
-            else:
-                low = mid + 1
-        best = high
-    if best == 1:
-        return 1, np.arange(n, dtype=np.int32), np.flatnonzero(alive).astype(np.int32)
-    types, holders = graph.hall_certificate(best - 1)
-    return best, types, holders
-
-
-class _FlowGraph:
-    """Flow network of the b-matching: 0 = source, 1..N shard types, N+1..2N groups, 2N+1 sink."""
-
-    def __init__(self, stacks, alive):
-        from scipy.sparse import csr_array
-
-        n, r = stacks.shape
-        self.n = n
-        live_groups = np.flatnonzero(alive)
-        types_of_live = stacks[live_groups].ravel().astype(np.int64)
-        holder_of_edge = np.repeat(live_groups, r).astype(np.int64)
-        self.sink = 2 * n + 1
-        rows = np.concatenate([np.zeros(n, np.int64), 1 + types_of_live, 1 + n + live_groups])
-        cols = np.concatenate([1 + np.arange(n), 1 + n + holder_of_edge, np.full(live_groups.size, self.sink)])
-        self._rows, self._cols = rows, cols
-        self._group_edges = slice(n + types_of_live.size, rows.size)
-        self._csr_array = csr_array
-        self.live_groups = live_groups
-
-    def _capacity(self, stack_number):
-        data = np.ones(self._rows.size, dtype=np.int32)
-        data[self._group_edges] = stack_number
-        size = self.sink + 1
-        return self._csr_array((data, (self._rows, self._cols)), shape=(size, size))
-
-    def _flow(self, stack_number):
-        from scipy.sparse.csgraph import maximum_flow
-
-        capacity = self._capacity(stack_number)
-        return capacity, maximum_flow(capacity, 0, self.sink, method="dinic")
-
-    def feasible(self, stack_number):
-        return self._flow(stack_number)[1].flow_value == self.n
-
-    def hall_certificate(self, stack_number):
-        """Source side of a minimum cut at ``stack_number`` (which must be infeasible)."""
-        from scipy.sparse.csgraph import breadth_first_order
-
-        capacity, result = self._flow(stack_number)
-        residual = (capacity - result.flow).tocsr()
-        residual.data[residual.data < 0] = 0
-        residual.eliminate_zeros()
-        reached = breadth_first_order(residual, 0, directed=True, return_predecessors=False)
-        reached = np.asarray(reached)
-        types = np.sort(reached[(reached >= 1) & (reached <= self.n)] - 1).astype(np.int32)
-        holders = np.sort(reached[(reached > self.n) & (reached < self.sink)] - self.n - 1).astype(np.int32)
-        if not types.size > stack_number * holders.size:
-            raise SolverError("internal error: the minimum cut is not a Hall violator")
-        return types, holders
 
 
 # ====================================================================== guarantees
@@ -398,6 +320,10 @@ def worst_case_stack_number(layout, failed_count, method="auto", time_limit=10.0
         result = _worst_case_cp_sat(layout, k, time_limit, seed, workers)
     else:
         result = _worst_case_local_search(layout, k, seed, iterations, time_limit)
+    if k == 1 and r >= 2 and result.stack_number == c and not result.exact:
+        # One failure never needs more than c(1) = 2 layers (worst_case_after_one_failure),
+        # so the local search's value is the exact worst case here.
+        result.exact, result.status, result.upper_bound = True, "optimal", c
     result.seconds = time.perf_counter() - start
     result.wipeout_reachable = reachable
     return result

@@ -278,6 +278,27 @@ def least_stack_number(layout, failed):
     return int(network.least_stack_number(lower_bound(n, failed.size), r))
 
 
+def _certified_stack_number(stacks, alive):
+    """``S*`` of the live groups ``alive`` (bool, (N,)) with a Hall's-condition certificate.
+
+    Returns ``(S*, T, H(T))``: on a masked set ``T`` is a set of shard types with
+    ``|T| > (S* - 1) |H(T)|`` (all types and all live groups when ``S* = 1``); on a
+    wipe-out ``(None, lost types, empty)``.  Used by :mod:`spare_opt.analysis`.
+    """
+    n, r = stacks.shape
+    covered = np.zeros(n, dtype=bool)
+    covered[stacks[alive].ravel()] = True
+    if not covered.all():
+        return None, np.flatnonzero(~covered).astype(np.int32), np.zeros(0, dtype=np.int32)
+    live = np.flatnonzero(alive).astype(np.int32)
+    network = _CoverNetwork(stacks, live)
+    best = int(network.least_stack_number(lower_bound(n, n - live.size), r))
+    if best == 1:
+        return 1, np.arange(n, dtype=np.int32), live
+    types, holders = network.hall_violator(best - 1)
+    return best, types, holders
+
+
 # ---------------------------------------------------------------- validation
 def _check_layout(layout):
     from .layout import Layout
@@ -396,6 +417,31 @@ class _CoverNetwork:
         )).astype(np.int32)
         data = np.ones(indices.size, dtype=np.int32)
         return sp.csr_matrix((data, indices, indptr), shape=(2 * n + 2, 2 * n + 2))
+
+    def hall_violator(self, s):
+        """Shard types ``T`` and their live holders ``H(T)`` with ``|T| > s |H(T)|``.
+
+        The shard-type and group nodes on the source side of a minimum cut of the
+        network with capacity ``s`` per group: by max-flow/min-cut such a set exists
+        exactly when ``s`` is infeasible (Hall's theorem in its deficiency form).
+        Requires ``s`` to be infeasible.
+        """
+        from scipy.sparse.csgraph import breadth_first_order
+
+        if self._capacity_graph is None:
+            self._capacity_graph = self._build_capacity_graph()
+        graph = self._capacity_graph
+        graph.data[-self.live.size:] = s
+        result = maximum_flow(graph, 0, 2 * self.n + 1)
+        residual = (graph - result.flow).tocsr()
+        residual.data[residual.data < 0] = 0
+        residual.eliminate_zeros()
+        reached = np.asarray(breadth_first_order(residual, 0, directed=True, return_predecessors=False))
+        types = np.sort(reached[(reached >= 1) & (reached <= self.n)] - 1).astype(np.int32)
+        holders = np.sort(reached[(reached > self.n) & (reached <= 2 * self.n)] - self.n - 1).astype(np.int32)
+        if not types.size > s * holders.size:
+            raise SolverError("internal error: the minimum cut is not a Hall violator")
+        return types, holders
 
     def least_stack_number(self, lowest, highest):
         """The least feasible ``S`` in ``[lowest, highest]``; ``highest`` must be feasible."""
