@@ -3,20 +3,10 @@
 import click
 
 from spare_opt.simulate import PRESETS, parse_overrides
-from spare_opt.tune import plot_tune, tune_preset
+from spare_opt._plotting import require_matplotlib
+from spare_opt.tune import PAPER_TABLE, plot_tune, tune_preset
 
 from .options import check_output_path, echo_json, force_option, json_option, progress_enabled, quiet_option
-
-#: The paper's table (Lee et al., ICML 2026, Sec. 6), printed beside ours for paper-600k.
-PAPER_TABLE = {
-    200: {"rep": 6.07, "rep_availability": 0.6174, "spare": 2.92, "spare_r": 9, "spare_availability": 0.8700,
-          "gain": 0.519},
-    600: {"rep": 4.27, "rep_availability": 0.7989, "spare": 2.49, "spare_r": 8, "spare_availability": 0.9390,
-          "gain": 0.417},
-    1000: {"rep": 3.88, "rep_availability": 0.8441, "spare": 2.34, "spare_r": 9, "spare_availability": 0.9654,
-           "gain": 0.396},
-}
-
 
 @click.command("tune")
 @click.option("--preset", default="paper-600k", show_default=True, type=click.Choice(sorted(PRESETS)),
@@ -47,10 +37,7 @@ def command(preset, groups, seeds, workers, settings, plot_path, as_json, force,
     overrides = parse_overrides(settings)
     if plot_path is not None:
         check_output_path(plot_path, force)
-        try:
-            import matplotlib  # noqa: F401  (fail before the long work)
-        except ImportError:
-            raise click.ClickException("plotting needs matplotlib: pip install 'spare-opt[plot]'") from None
+        require_matplotlib()  # before the long work, not after it
     if groups is not None and groups not in PRESETS[preset].groups:
         raise click.BadParameter(
             f"preset {preset} defines N in {{{', '.join(map(str, PRESETS[preset].groups))}}}, got {groups}",

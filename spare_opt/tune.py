@@ -32,6 +32,7 @@ from .simulate import (
 )
 
 __all__ = [
+    "PAPER_TABLE",
     "closed_form_period",
     "closed_form",
     "mean_failures_to_wipeout",
@@ -40,6 +41,17 @@ __all__ = [
     "tune_preset",
     "plot_tune",
 ]
+
+#: The paper's time-to-train table (Lee et al., ICML 2026, Sec. 6; ``docs/reproduction.md``):
+#: best TTT/T0, availability (fractions) and best r per N, Rep+CKPT (best at r = 3) and SPARe+CKPT.
+PAPER_TABLE = {
+    200: {"rep": 6.07, "rep_availability": 0.6174, "spare": 2.92, "spare_r": 9, "spare_availability": 0.8700,
+          "gain": 0.519},
+    600: {"rep": 4.27, "rep_availability": 0.7989, "spare": 2.49, "spare_r": 8, "spare_availability": 0.9390,
+          "gain": 0.417},
+    1000: {"rep": 3.88, "rep_availability": 0.8441, "spare": 2.34, "spare_r": 9, "spare_availability": 0.9654,
+           "gain": 0.396},
+}
 
 #: Seed of the failure orders used to estimate ``T_f`` for the period grid (kept apart
 #: from the seeds of the runs).
@@ -418,7 +430,7 @@ def plot_tune(results, path, force=False, title=None):
 
     Raises
     ------
-    ParameterError
+    SpareError
         matplotlib is not installed (``pip install 'spare-opt[plot]'``).
     OutputExistsError
         ``path`` exists and ``force`` is false.
@@ -426,18 +438,10 @@ def plot_tune(results, path, force=False, title=None):
     results = list(results)
     if not results or not all(isinstance(result, TuneResult) for result in results):
         raise ParameterError("plot_tune needs a non-empty list of TuneResult")
-    try:
-        import matplotlib
+    from ._plotting import _figure, _save
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        raise ParameterError("plotting needs matplotlib: pip install 'spare-opt[plot]'") from None
-    import io
-
-    from ._io import write_atomic
-
-    fig, axes = plt.subplots(1, len(results), figsize=(4.2 * len(results), 3.6), squeeze=False)
+    figure = _figure(4.2 * len(results), 3.6)
+    axes = figure.subplots(1, len(results), squeeze=False)
     for ax, result in zip(axes[0], results):
         for strategy, colour, label in (("rep", "tab:red", "Rep+CKPT"), ("spare", "tab:blue", "SPARe+CKPT")):
             entry = result.strategies.get(strategy)
@@ -458,9 +462,5 @@ def plot_tune(results, path, force=False, title=None):
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
     if title:
-        fig.suptitle(title, fontsize=9)
-    fig.tight_layout()
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=110)
-    plt.close(fig)
-    return write_atomic(path, buffer.getvalue(), force=force)
+        figure.suptitle(title, fontsize=9)
+    return _save(figure, path, force)
