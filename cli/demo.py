@@ -6,6 +6,8 @@ from spare_opt.demo import DEFAULT_OUT, run_demo
 
 from .options import echo_json, force_option, json_option
 
+__all__ = ["command"]
+
 
 @click.command("demo")
 @click.option("--out", "out_dir", default=DEFAULT_OUT, show_default=True, metavar="DIR",

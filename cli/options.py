@@ -1,12 +1,15 @@
 """Options, parameter types and helpers shared by the ``spare-opt`` commands."""
 
 import json
+import os
 import re
+import sys
 
 import click
 
 from spare_opt import Layout
 from spare_opt._io import json_default
+from spare_opt.errors import SpareError
 
 __all__ = [
     "json_option",
@@ -19,6 +22,7 @@ __all__ = [
     "echo_json",
     "parse_group_list",
     "check_output_path",
+    "progress_enabled",
 ]
 
 
@@ -50,8 +54,6 @@ def check_output_path(path, force):
     :class:`OutputUnwritable` when ``path`` is empty, is a folder, or its folder does
     not exist (so that a long solve is not thrown away at the end).
     """
-    import os
-
     if path is None:
         return
     text = os.fspath(path)
@@ -73,8 +75,6 @@ def _load_layout(ctx, param, value):
         return None
     # A missing or broken layout file is not a usage mistake: report it as one
     # "Error:" line (exit 1) rather than click's usage block.
-    from spare_opt.errors import SpareError
-
     try:
         return Layout.load(value)
     except SpareError as exc:
@@ -95,6 +95,9 @@ quiet_option = click.option("--quiet", "-q", is_flag=True, help="No progress bar
 def echo_json(obj):
     """Print ``obj`` as indented JSON (numpy scalars and arrays converted)."""
     click.echo(json.dumps(obj, indent=2, default=json_default))
+
+
+_GROUP_ID = re.compile(r"[+-]?[0-9]+", re.ASCII)
 
 
 def parse_group_list(text):
@@ -125,13 +128,8 @@ def parse_group_list(text):
     return values
 
 
-_GROUP_ID = re.compile(r"[+-]?[0-9]+", re.ASCII)
-
-
 def progress_enabled(quiet):
     """Progress bars go to stderr, only on a terminal and without ``--quiet``."""
-    import sys
-
     return not quiet and sys.stderr.isatty()
 
 

@@ -7,6 +7,8 @@ from spare_opt.trace import read_fault_trace
 
 from .options import echo_json, json_option, layout_argument, progress_enabled, quiet_option
 
+__all__ = ["command"]
+
 
 @click.command("replay")
 @layout_argument

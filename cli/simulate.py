@@ -1,10 +1,22 @@
 """`spare-opt simulate`: time-to-train of one strategy, r and checkpoint period over several seeds."""
 
+import math
+
 import click
 
-from spare_opt.simulate import PRESETS, STRATEGIES, parse_overrides, preset_parameters, simulate, summarise
+from spare_opt.simulate import (
+    PRESETS,
+    STRATEGIES,
+    default_redundancy,
+    parse_overrides,
+    preset_parameters,
+    simulate,
+    summarise,
+)
 
 from .options import echo_json, json_option, progress_enabled, quiet_option
+
+__all__ = ["command"]
 
 
 def _positive_period(ctx, param, value):
@@ -47,7 +59,6 @@ def command(preset, groups, strategy, redundancy, ckpt_period, seeds, trace_path
     seeds of TTT/T0 (T0: the fault-free time), availability, restarts, masked
     failures, mean stack number S, rework and checkpoint time.
     """
-    from spare_opt import theory
     from spare_opt.layout import Layout
 
     if groups is None:
@@ -59,7 +70,7 @@ def command(preset, groups, strategy, redundancy, ckpt_period, seeds, trace_path
         overrides["trace_time_scale"] = trace_time_scale
     params = preset_parameters(preset, groups, **overrides)
     if redundancy is None:
-        redundancy = {"ckpt": 1, "rep": 3, "spare": theory.r_star(groups)}[strategy]
+        redundancy = default_redundancy(strategy, groups)
     layout = Layout.load(layout_path) if layout_path is not None else None
     trace = None
     if trace_path is not None:
@@ -95,8 +106,6 @@ def command(preset, groups, strategy, redundancy, ckpt_period, seeds, trace_path
 
 
 def _finite(value):
-    import math
-
     if isinstance(value, float) and not math.isfinite(value):
         return None
     if isinstance(value, dict):

@@ -1,5 +1,6 @@
 """``spare-opt sweep``: Monte-Carlo and closed forms over a range of r and layout methods."""
 
+import math
 import sys
 
 import click
@@ -27,8 +28,6 @@ def _methods(ctx, param, value):
 
 def _finite(ctx, param, value):
     # click's FloatRange lets nan and inf through ("nan > 0" is False, not an error).
-    import math
-
     if value is not None and not math.isfinite(value):
         raise click.BadParameter(f"must be a finite number, got {value}")
     return value

@@ -2,11 +2,14 @@
 
 import click
 
-from spare_opt.simulate import PRESETS, parse_overrides
 from spare_opt._plotting import require_matplotlib
+from spare_opt.simulate import PRESETS, parse_overrides
 from spare_opt.tune import PAPER_TABLE, plot_tune, tune_preset
 
 from .options import check_output_path, echo_json, force_option, json_option, progress_enabled, quiet_option
+
+__all__ = ["command"]
+
 
 @click.command("tune")
 @click.option("--preset", default="paper-600k", show_default=True, type=click.Choice(sorted(PRESETS)),
@@ -89,7 +92,7 @@ def format_table(results, preset, show_paper=True):
         paper = PAPER_TABLE.get(result.groups) if preset == "paper-600k" and show_paper else None
         if paper:
             lines.append(
-                f"{'paper':>5}  {paper['rep']:>15.2f}  {3:>5d}  {paper['rep_availability']:>9.2%}  "
+                f"{'paper':>5}  {paper['rep']:>15.2f}  {paper['rep_r']:>5d}  {paper['rep_availability']:>9.2%}  "
                 f"{paper['spare']:>12.2f}  {paper['spare_r']:>7d}  {paper['spare_availability']:>11.2%}  "
                 f"{paper['gain']:>6.1%}"
             )

@@ -21,6 +21,7 @@ from .errors import (
     LayoutError,
     LayoutFileError,
     OutputExistsError,
+    OutputWriteError,
     ParameterError,
     SolverError,
     SpareError,
@@ -61,5 +62,6 @@ __all__ = [
     "FailureSetError",
     "TraceError",
     "OutputExistsError",
+    "OutputWriteError",
     "SolverError",
 ]

@@ -21,6 +21,11 @@ def as_path(value, error=ParameterError, what="path"):
     what : str
         How the path is called in the message (``"layout file"``...).
 
+    Returns
+    -------
+    pathlib.Path
+        ``value`` as a path (``bytes`` decoded with :func:`os.fsdecode`).
+
     Raises
     ------
     error
@@ -149,6 +154,16 @@ def _current_umask():
 
 def json_default(value):
     """``json.dumps(default=...)`` hook: numpy scalars and arrays as Python numbers and lists.
+
+    Parameters
+    ----------
+    value : object
+        A value ``json.dumps`` cannot serialise by itself.
+
+    Returns
+    -------
+    int, float, bool, str or list
+        ``value.item()`` for a numpy scalar, ``value.tolist()`` for an array.
 
     Raises
     ------

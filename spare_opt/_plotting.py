@@ -20,6 +20,10 @@ MISSING_MATPLOTLIB = "plotting needs matplotlib: pip install 'spare-opt[plot]'"
 def require_matplotlib():
     """Raise :class:`SpareError` now if matplotlib is missing (call before long work).
 
+    Returns
+    -------
+    None
+
     Raises
     ------
     SpareError

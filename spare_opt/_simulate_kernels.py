@@ -8,7 +8,7 @@ compiled code on disk for later processes when the folder is writable).
 Layout of the parameter arrays
 ------------------------------
 ``fparams`` (float64) and ``iparams`` (int64) are indexed by the ``F_*`` and ``I_*``
-constants below; :func:`spare_opt.simulate._pack_parameters` fills them.  The kernel
+constants below; :func:`spare_opt.simulate._pack` fills them.  The kernel
 returns a float64 array indexed by the ``R_*`` constants.
 """
 

@@ -81,7 +81,7 @@ def least_stack_number(layout, failed):
     hall_types : numpy.ndarray of int32
         On a masked set, a set ``T`` of shard types with ``|T| > (S* - 1) * |L(T)|``
         where ``L(T)`` are the live holders of ``T``: the proof that ``S* - 1`` layers do
-        not suffice (``T`` is all shard types when ``S* = 1``... no failures).  On a
+        not suffice (when ``S* = 1``, all shard types and all live groups).  On a
         wipe-out, the lost shard types.
     hall_holders : numpy.ndarray of int32
         ``L(T)``, the live holders of ``hall_types`` (empty on a wipe-out).
@@ -90,14 +90,16 @@ def least_stack_number(layout, failed):
     ------
     FailureSetError
         A group id is out of range, repeated or not an integer.
+    ParameterError
+        ``layout`` is not a :class:`~spare_opt.layout.Layout`.
 
     Notes
     -----
     A b-matching problem solved as a maximum flow (source -> shard type, capacity 1;
     shard type -> live holder, capacity 1; group -> sink, capacity ``S``) with
     ``scipy.sparse.csgraph.maximum_flow`` (Dinic), and binary search on ``S`` between
-    ``c(k)`` and ``r``: the free search of :func:`spare_opt.plan_reorder`, same network.  The certificate is the source side of a minimum cut at
-    ``S* - 1``: by max-flow/min-cut, ``|T| > (S* - 1) |L(T)|`` (Hall's theorem in its
+    ``c(k)`` and ``r``: the free search of :func:`spare_opt.plan_reorder`, same network.
+    The certificate is the source side of a minimum cut at ``S* - 1``: by max-flow/min-cut, ``|T| > (S* - 1) |L(T)|`` (Hall's theorem in its
     deficiency form).  This is the reference used by the analysis tools; the online
     controller and the exact planner are tested against the same definition.
     """
@@ -124,6 +126,11 @@ def min_wipeout_set(layout):
     groups : numpy.ndarray of int32, shape (r,)
         Its holders, sorted.
 
+    Raises
+    ------
+    ParameterError
+        ``layout`` is not a :class:`~spare_opt.layout.Layout`.
+
     Notes
     -----
     A wipe-out means some shard type ``t`` has no live holder, so every wipe-out set
@@ -149,6 +156,11 @@ def worst_case_after_one_failure(layout):
         ``stack_number`` (``S*``, or ``None`` when one failure wipes out, i.e. ``r = 1``),
         ``group`` (a failed group attaining it: 0), ``status`` (``"masked"`` /
         ``"wipe-out"``) and ``proof`` (one sentence).
+
+    Raises
+    ------
+    ParameterError
+        ``layout`` is not a :class:`~spare_opt.layout.Layout`.
 
     Notes
     -----
@@ -343,6 +355,13 @@ def worst_case_profile(layout, max_failed=None, **kwargs):
     Returns
     -------
     list of WorstCase
+        One per ``k = 1 .. max_failed``, in order.
+
+    Raises
+    ------
+    ParameterError
+        ``layout`` is not a :class:`~spare_opt.layout.Layout`, ``max_failed`` is not an
+        integer in ``[0, N]``, or any error of :func:`worst_case_stack_number`.
     """
     n, r = _check_layout(layout).stacks.shape
     if max_failed is None:

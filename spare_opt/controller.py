@@ -42,7 +42,7 @@ class ReorderController:
 
     See Also
     --------
-    spare_opt.plan_reorder : the exact planner (Hopcroft-Karp checks and min-cost flow).
+    spare_opt.plan_reorder : the exact planner (maximum-flow checks and min-cost flow).
     stack_number_trajectory : the stack numbers of a whole failure sequence in one call.
 
     Notes
@@ -381,7 +381,7 @@ def _holder_table(layout):
 
 
 def _fault_free_state(stacks, holder_groups, holder_layers):
-    """Packed fault-free state ``(tables, rows, scalars)`` of :func:`_controller_kernels.fail_packed`."""
+    """Packed fault-free state ``(tables, rows, scalars)`` of :func:`spare_opt._controller_kernels.fail_packed`."""
     n, r = stacks.shape
     tables = np.zeros((_k.TABLES, n, r), dtype=np.int32)
     tables[_k.TABLE_STACKS] = stacks

@@ -47,7 +47,8 @@ DEFAULT_TRACE_SEED = 0
 DEFAULT_TRACE_NAME = "failures-N400-seed0.json"
 #: Where the real trace sits relative to a checkout's parent layout (``<root>/../shared/...``).
 REAL_TRACE_RELATIVE = Path("..") / "shared" / "data" / "infinitehbd-trace" / "fault_trace.json"
-#: Root of the source checkout when running from one (editable install); ``None`` otherwise.
+#: Folder above the package: the source checkout when it holds ``pyproject.toml``
+#: (editable install); :func:`find_real_trace` checks that before using it.
 _SOURCE_ROOT = Path(__file__).resolve().parent.parent
 #: Seed of the random node placement replayed for comparison.
 PLACEMENT_SEED = 0
@@ -146,7 +147,7 @@ def find_real_trace(cwd=None, environ=None):
     if environ.get("SPARE_TRACE"):
         candidates.append(("SPARE_TRACE", Path(environ["SPARE_TRACE"])))
     candidates.append(("current folder", cwd / REAL_TRACE_RELATIVE))
-    if _SOURCE_ROOT is not None and (_SOURCE_ROOT / "pyproject.toml").is_file():
+    if (_SOURCE_ROOT / "pyproject.toml").is_file():
         candidates.append(("source checkout", _SOURCE_ROOT / REAL_TRACE_RELATIVE))
     for label, path in candidates:
         if path.is_file():
@@ -178,6 +179,11 @@ def load_default_trace():
     Returns
     -------
     FaultTrace
+
+    Raises
+    ------
+    TraceError
+        The packaged data file exists but cannot be read or parsed.
     """
     packaged = resources.files("spare_opt").joinpath("data", DEFAULT_TRACE_NAME)
     if packaged.is_file():

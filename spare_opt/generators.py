@@ -25,10 +25,11 @@ from ._constructions import candidate_sets, canonical_offsets, modular_lambda
 from .errors import ParameterError, SolverError
 from .layout import Layout, check_size
 
-__all__ = ["consecutive", "sidon", "block", "random_latin", "generate", "METHODS"]
+__all__ = ["consecutive", "sidon", "block", "random_latin", "generate", "METHODS", "DEFAULT_TIME_LIMIT"]
 
 METHODS = ("sidon", "consecutive", "block", "random")
 
+#: Default wall-clock budget of the Sidon search, in seconds.
 DEFAULT_TIME_LIMIT = 10.0
 # Largest layout built, N * r stack entries (512 MiB as int32): beyond it the stacks,
 # the holder index and the lambda computation would not fit a usual machine's memory.
@@ -333,7 +334,7 @@ def sidon(groups, redundancy, time_limit=DEFAULT_TIME_LIMIT, seed=0, workers=1):
             ``"fallback"``: no Sidon set exists (counting bound or CP-SAT proof),
             ``lambda`` was minimised.
         ``lambda``, ``lambda_lower_bound``, ``lambda_proved_optimal``
-            The overlap (checked equal to :meth:`Layout.overlap`), a proven lower
+            The overlap (checked equal to :meth:`~spare_opt.layout.Layout.overlap`), a proven lower
             bound (``ceil(r(r-1)/(N-1))``, 2 when no Sidon set exists), and whether
             ``lambda`` is proved minimal over all circulant layouts with these ``N``
             and ``r`` (the bound then equals ``lambda``).
@@ -734,9 +735,9 @@ def generate(method, groups, redundancy, seed=0, time_limit=DEFAULT_TIME_LIMIT):
     groups, redundancy : int
         ``N`` and ``r``.
     seed : int, default 0
-        Used by ``"sidon"`` and ``"random"``.
+        Used by ``"sidon"`` and ``"random"`` (ignored, unchecked, by the others).
     time_limit : float, default 10.0
-        Seconds, used by ``"sidon"``.
+        Seconds, used by ``"sidon"`` (ignored, unchecked, by the others).
 
     Returns
     -------
@@ -746,6 +747,8 @@ def generate(method, groups, redundancy, seed=0, time_limit=DEFAULT_TIME_LIMIT):
     ------
     ParameterError
         Unknown method, or the errors of the chosen generator.
+    SolverError
+        From :func:`sidon` or :func:`random_latin` (internal errors).
     """
     if method == "sidon":
         return sidon(groups, redundancy, time_limit=time_limit, seed=seed)

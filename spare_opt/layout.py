@@ -29,6 +29,18 @@ LAYOUT_VERSION = 1
 def check_size(groups, redundancy):
     """Check a cluster size ``N`` and redundancy ``r``; return them as Python ints.
 
+    Parameters
+    ----------
+    groups : int
+        Number of DP groups ``N``.
+    redundancy : int
+        Redundancy ``r``: shard types held by each group.
+
+    Returns
+    -------
+    (int, int)
+        ``(N, r)`` as Python ints.
+
     Raises
     ------
     ParameterError

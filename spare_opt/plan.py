@@ -18,9 +18,28 @@ WIPE_OUT = "wipe-out"
 
 
 def lower_bound(groups, failed_count):
-    """The stack-number lower bound ``c(k) = ceil(N / (N - k))`` (paper, Sec. 4).
+    """The stack-number lower bound ``c(k) = ceil(N / (N - k))``.
 
-    Returns ``None`` when every group has failed (``k = N``).
+    Parameters
+    ----------
+    groups : int
+        Number of DP groups ``N``.
+    failed_count : int
+        Number of failed groups ``k``, ``0 <= k``.
+
+    Returns
+    -------
+    int or None
+        ``c(k)``; ``None`` when every group has failed (``k >= N``).
+
+    Notes
+    -----
+    No argument checks (it is on the controller's hot path); the validated public form
+    is :func:`spare_opt.theory.stack_lower_bound`.
+
+    References
+    ----------
+    Lee et al., ICML 2026, arXiv:2603.00357, Sec. 4 (``c(k)``).
     """
     if failed_count >= groups:
         return None
@@ -29,6 +48,20 @@ def lower_bound(groups, failed_count):
 
 def normalise_groups(groups, n, what="failed groups"):
     """Validate a collection of group ids against ``N`` and return it as a sorted int32 array.
+
+    Parameters
+    ----------
+    groups : iterable of int
+        Group ids (Python or numpy integers, or a 1-D integer array).
+    n : int
+        Number of DP groups ``N``: valid ids are ``[0, N)``.
+    what : str, default "failed groups"
+        What the ids are, for error messages.
+
+    Returns
+    -------
+    numpy.ndarray of int32, shape (k,)
+        The ids, sorted ascending.
 
     Raises
     ------
@@ -159,6 +192,18 @@ def check_plan(layout, plan, previous_order=None):
     layout : Layout
     plan : Plan
     previous_order : numpy.ndarray of int, shape (N, r), optional
+        The stack orders before the failure, to check ``moves`` against.
+
+    Returns
+    -------
+    bool
+        ``True`` when every check passes.
+
+    Raises
+    ------
+    AssertionError
+        The plan breaks one of the checks above (the message names which).  The
+        checks are ``assert`` statements: a test helper, skipped under ``python -O``.
     """
     n, r = layout.stacks.shape
     alive = np.ones(n, dtype=bool)
@@ -169,7 +214,7 @@ def check_plan(layout, plan, previous_order=None):
     assert plan.lower_bound == lower_bound(n, len(plan.failed)), "lower_bound is not c(k)"
     if lost.size:
         assert plan.status == WIPE_OUT and plan.stack_number is None
-        return
+        return True
     assert plan.status == MASKED
     s = plan.stack_number
     assert s is not None and plan.lower_bound <= s <= r, f"S*={s} outside [c(k), r]"

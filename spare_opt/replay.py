@@ -234,7 +234,7 @@ def replay_trace(layout, trace, exact=False, progress=None, check=False, placeme
         Check every plan with :func:`spare_opt.check_plan` (slower; for tests).
     placement_seed : int, optional
         Place nodes on random distinct groups with this seed instead of in order of
-        first appearance (:meth:`FaultTrace.node_groups`).
+        first appearance (:meth:`~spare_opt.trace.FaultTrace.node_groups`).
 
     Returns
     -------
@@ -251,7 +251,7 @@ def replay_trace(layout, trace, exact=False, progress=None, check=False, placeme
     Rules, in time order, one instant (all events with equal ``event_time``) at a time:
 
     * nodes are mapped to groups in order of first appearance (or at random with
-      ``placement_seed``; :meth:`FaultTrace.node_groups`); nodes beyond ``N`` are
+      ``placement_seed``; :meth:`~spare_opt.trace.FaultTrace.node_groups`); nodes beyond ``N`` are
       skipped and reported;
     * events the reader flagged as irregular (``FaultTrace.ignored``) do nothing;
     * a ``fault_start`` whose group is live fails it; a ``fault_start`` whose group

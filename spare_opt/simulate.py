@@ -77,6 +77,7 @@ __all__ = [
     "simulate",
     "simulate_seeds",
     "summarise",
+    "default_redundancy",
     "default_layout",
     "rep_wipe_index",
     "trace_failures",
@@ -471,7 +472,22 @@ def parse_overrides(items):
 
 
 def get_preset(name):
-    """Return :data:`PRESETS` ``[name]``; raise :class:`ParameterError` naming the known ones."""
+    """The preset called ``name``.
+
+    Parameters
+    ----------
+    name : str
+        A key of :data:`PRESETS`.
+
+    Returns
+    -------
+    Preset
+
+    Raises
+    ------
+    ParameterError
+        ``name`` is not a known preset (the message lists the known ones).
+    """
     try:
         return PRESETS[name]
     except (KeyError, TypeError):
@@ -553,6 +569,47 @@ class SimulationResult:
 
 
 # ----------------------------------------------------------------------------- layouts
+#: Replication degree of the paper's best Rep+CKPT configuration (Sec. 6).
+DEFAULT_REP_REDUNDANCY = 3
+
+
+def default_redundancy(strategy, groups):
+    """The redundancy a strategy runs with when none is given.
+
+    Parameters
+    ----------
+    strategy : {"ckpt", "rep", "spare"}
+    groups : int
+        Number of DP groups ``N``.
+
+    Returns
+    -------
+    int
+        1 for ``"ckpt"``; 3 for ``"rep"`` (the paper's best replication degree);
+        ``r* = floor(log2 N + 0.833)`` for ``"spare"``
+        (:func:`spare_opt.theory.r_star`).
+
+    Raises
+    ------
+    ParameterError
+        Unknown strategy, or (``"spare"``) ``N`` is not a positive integer.
+
+    References
+    ----------
+    Lee et al., ICML 2026, arXiv:2603.00357, Sec. 5 (``r*``) and Sec. 6 (Rep+CKPT is
+    best at ``r = 3``).
+    """
+    if strategy not in STRATEGIES:
+        raise ParameterError(f"strategy must be one of {', '.join(STRATEGIES)}, got {strategy!r}")
+    if strategy == "ckpt":
+        return 1
+    if strategy == "rep":
+        return DEFAULT_REP_REDUNDANCY
+    from .theory import r_star
+
+    return r_star(groups)
+
+
 _LAYOUT_CACHE = {}
 
 
@@ -570,6 +627,16 @@ def default_layout(groups, redundancy, time_limit=10.0, seed=0):
     Returns
     -------
     Layout
+
+    Raises
+    ------
+    ParameterError
+        ``N`` or ``r`` out of range (:func:`spare_opt.layout.check_size`).
+
+    Notes
+    -----
+    The cache is keyed by ``(N, r)`` only: ``time_limit`` and ``seed`` apply to the
+    first call for a given ``(N, r)`` in the process, later calls return that layout.
     """
     key = check_size(groups, redundancy)
     if key not in _LAYOUT_CACHE:
@@ -705,8 +772,9 @@ class _TrajectoryPool:
 def trace_failures(trace, groups, strategy, redundancy, layout=None, time_scale=1.0, placement_seed=None):
     """Failure times and outcomes of a fault-trace replay (restart at each wipe-out).
 
-    Each non-ignored ``fault_start`` whose node maps to a group (node index ``i`` ->
-    group ``i``, :meth:`spare_opt.trace.FaultTrace.node_groups`) fails that group;
+    Each non-ignored ``fault_start`` whose node maps to a group (the ``i``-th node to
+    appear -> group ``i``, or a random placement with ``placement_seed``;
+    :meth:`spare_opt.trace.FaultTrace.node_groups`) fails that group;
     starts at the same instant fail together (one failure event); a start for a group
     already down in the current restart epoch is skipped; a wipe-out
     brings every group back (``fault_end`` events are ignored: failed groups do not
@@ -727,14 +795,6 @@ def trace_failures(trace, groups, strategy, redundancy, layout=None, time_scale=
         Place the traced nodes on random distinct groups with this seed instead of
         group ``i`` for the ``i``-th node to appear.
 
-    Raises
-    ------
-    TraceError
-        ``trace`` is not a :class:`~spare_opt.trace.FaultTrace`.
-    ParameterError
-        Unknown strategy, ``N`` or ``r`` out of range, a layout of the wrong shape, a
-        bad ``time_scale``.
-
     Returns
     -------
     times_seconds : numpy.ndarray of float64, shape (F,)
@@ -747,6 +807,14 @@ def trace_failures(trace, groups, strategy, redundancy, layout=None, time_scale=
         ``fault_starts``, ``used`` (group failures applied), ``failure_events``,
         ``outside_cluster`` (node index >= N), ``already_down`` (group already failed
         in the epoch), ``ignored_by_reader`` (irregular starts).
+
+    Raises
+    ------
+    TraceError
+        ``trace`` is not a :class:`~spare_opt.trace.FaultTrace`.
+    ParameterError
+        Unknown strategy, ``N`` or ``r`` out of range, a layout of the wrong shape, a
+        bad ``time_scale``.
     """
     _check_trace(trace)
     redundancy = _check_strategy(strategy, redundancy, groups)
@@ -825,10 +893,25 @@ def trace_mtbf_seconds(trace, time_scale=1.0):
     The span from time 0 to the last event divided by the number of non-ignored
     starts; used for the default checkpoint period of a trace replay.
 
+    Parameters
+    ----------
+    trace : spare_opt.trace.FaultTrace
+    time_scale : float, default 1.0
+        Seconds per trace second (``< 1`` compresses the trace), finite and ``> 0``.
+
+    Returns
+    -------
+    float
+        Mean time between usable fault starts, in seconds (``days * 86400 *
+        time_scale``).
+
     Raises
     ------
     TraceError
-        The trace has no usable ``fault_start``.
+        ``trace`` is not a :class:`~spare_opt.trace.FaultTrace`, or it has no usable
+        ``fault_start``.
+    ParameterError
+        ``time_scale`` is not a finite number ``> 0``.
     """
     _check_trace(trace)
     time_scale = _check_time_scale(time_scale)
@@ -1051,9 +1134,26 @@ def simulate_seeds(params, strategy, redundancy=1, checkpoint_period_seconds=Non
                    trace=None, first_seed=0):
     """Run :func:`simulate` for seeds ``first_seed .. first_seed + seeds - 1``.
 
+    Parameters
+    ----------
+    params, strategy, redundancy, checkpoint_period_seconds, layout, trace
+        As for :func:`simulate`.
+    seeds : int, default 10
+        Number of runs, ``>= 1``.
+    first_seed : int, default 0
+        Seed of the first run.
+
     Returns
     -------
     list of SimulationResult
+        One result per seed, in seed order.
+
+    Raises
+    ------
+    ParameterError
+        ``seeds`` is not a positive integer, or any error of :func:`simulate`.
+    TraceError
+        As for :func:`simulate`.
     """
     if isinstance(seeds, bool) or not isinstance(seeds, (int, np.integer)) or seeds < 1:
         raise ParameterError(f"seeds must be a positive integer, got {seeds!r}")
@@ -1075,7 +1175,14 @@ def summarise(results):
         For ``ttt_ratio``, ``availability``, ``restarts``, ``masked_failures``,
         ``mean_stack_number``, ``rework_seconds``, ``checkpoint_seconds``,
         ``ttt_seconds``: ``{"mean", "ci95": [low, high]}`` (Student t interval over
-        seeds); plus ``runs`` and ``unfinished``.  Unfinished runs have ``inf`` time.
+        seeds); plus ``runs`` and ``unfinished``.  Unfinished runs have ``inf`` time
+        (their figures then get a zero-width interval ``[mean, mean]``, as do single
+        runs).
+
+    Raises
+    ------
+    ParameterError
+        ``results`` is empty or holds something other than :class:`SimulationResult`.
     """
     from scipy import stats
 

@@ -45,12 +45,12 @@ __all__ = [
 #: The paper's time-to-train table (Lee et al., ICML 2026, Sec. 6; ``docs/reproduction.md``):
 #: best TTT/T0, availability (fractions) and best r per N, Rep+CKPT (best at r = 3) and SPARe+CKPT.
 PAPER_TABLE = {
-    200: {"rep": 6.07, "rep_availability": 0.6174, "spare": 2.92, "spare_r": 9, "spare_availability": 0.8700,
-          "gain": 0.519},
-    600: {"rep": 4.27, "rep_availability": 0.7989, "spare": 2.49, "spare_r": 8, "spare_availability": 0.9390,
-          "gain": 0.417},
-    1000: {"rep": 3.88, "rep_availability": 0.8441, "spare": 2.34, "spare_r": 9, "spare_availability": 0.9654,
-           "gain": 0.396},
+    200: {"rep": 6.07, "rep_r": 3, "rep_availability": 0.6174, "spare": 2.92, "spare_r": 9,
+          "spare_availability": 0.8700, "gain": 0.519},
+    600: {"rep": 4.27, "rep_r": 3, "rep_availability": 0.7989, "spare": 2.49, "spare_r": 8,
+          "spare_availability": 0.9390, "gain": 0.417},
+    1000: {"rep": 3.88, "rep_r": 3, "rep_availability": 0.8441, "spare": 2.34, "spare_r": 9,
+           "spare_availability": 0.9654, "gain": 0.396},
 }
 
 #: Seed of the failure orders used to estimate ``T_f`` for the period grid (kept apart
@@ -75,7 +75,13 @@ def closed_form_period(params, mean_failures):
     Returns
     -------
     float
-        Seconds.
+        ``T_c*`` in seconds.
+
+    Raises
+    ------
+    ParameterError
+        ``T_f = mean_failures * m`` is not a finite number ``> 0``, or ``T_c*`` overflows
+        (:func:`spare_opt.theory.checkpoint_period`).
 
     References
     ----------
@@ -98,10 +104,13 @@ def mean_failures_to_wipeout(params, strategy, redundancy, layout=None, samples=
     samples : int
         Random failure orders.
     seed : int
+        Seed of the random failure orders (``numpy.random.SeedSequence([seed, 1])``).
 
     Returns
     -------
     float
+        Mean 1-based index, in failures, of the failure that causes the wipe-out
+        (1.0 for ``"ckpt"``: every failure is a global restart).
 
     Raises
     ------
@@ -428,8 +437,15 @@ def plot_tune(results, path, force=False, title=None):
         Overwrite an existing file.
     title : str or None
 
+    Returns
+    -------
+    pathlib.Path
+        The file written.
+
     Raises
     ------
+    ParameterError
+        ``results`` is empty or holds something other than :class:`TuneResult`.
     SpareError
         matplotlib is not installed (``pip install 'spare-opt[plot]'``).
     OutputExistsError

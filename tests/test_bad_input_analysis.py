@@ -19,7 +19,7 @@ from spare_opt import ReorderController, consecutive, stack_number_trajectory, t
 from spare_opt import analysis
 from spare_opt import simulate as sim
 from spare_opt import tune as tuning
-from spare_opt.errors import FailureSetError, ParameterError, SpareError, TraceError
+from spare_opt.errors import FailureSetError, ParameterError, TraceError
 from spare_opt_cli.main import main
 
 
