@@ -39,7 +39,7 @@ State of a controller, all flat arrays (``N`` groups = ``N`` shard types, redund
 """
 
 import numpy as np
-from numba import njit
+from ._jit import kernel
 
 # Rows of ``group_state``.
 ALIVE = 0
@@ -102,7 +102,7 @@ ROWS = GROUP_ROWS + SHARD_ROWS + SCRATCH_ROWS
 _STAMP_LIMIT = 1 << 30
 
 
-@njit(cache=True)
+@kernel
 def _next_stamp(scalars, which, stamps):
     """Advance stamp counter ``scalars[which]``; clear ``stamps`` when it wraps."""
     if scalars[which] >= _STAMP_LIMIT:
@@ -112,7 +112,7 @@ def _next_stamp(scalars, which, stamps):
     return np.int32(scalars[which])
 
 
-@njit(cache=True)
+@kernel
 def _layer_of(stacks, g, t):
     """Layout layer at which group ``g`` holds shard type ``t`` (``O(r)``)."""
     for layer in range(stacks.shape[1]):
@@ -121,7 +121,7 @@ def _layer_of(stacks, g, t):
     return -1
 
 
-@njit(cache=True)
+@kernel
 def _save_row(g, order, group_state, scratch, saved_rows, stamp, row_count):
     """Journal ``order[g]`` the first time this call changes it; return the new row count."""
     if group_state[ROW_STAMP, g] != stamp:
@@ -133,7 +133,7 @@ def _save_row(g, order, group_state, scratch, saved_rows, stamp, row_count):
     return row_count
 
 
-@njit(cache=True)
+@kernel
 def _set_assignment(t, g, layer, stacks, order, pos, group_state, shard_state, scratch, saved_rows,
                     stamp, stack_number, counts):
     """Give shard type ``t`` (layout layer ``layer`` of ``g``) to group ``g``.
@@ -169,7 +169,7 @@ def _set_assignment(t, g, layer, stacks, order, pos, group_state, shard_state, s
     pos[g, _layer_of(stacks, g, other)] = here
 
 
-@njit(cache=True)
+@kernel
 def _place_greedy(t, stacks, holder_groups, holder_layers, order, pos, group_state, shard_state, scratch,
                   saved_rows, stamp, stack_number, counts):
     """Give ``t`` to a live holder with room under ``S``: one that has ``t`` in its top ``S``
@@ -199,7 +199,7 @@ def _place_greedy(t, stacks, holder_groups, holder_layers, order, pos, group_sta
     return True
 
 
-@njit(cache=True)
+@kernel
 def _place_augmenting(t, stacks, holder_groups, holder_layers, order, pos, group_state, shard_state, scalars,
                       scratch, saved_rows, stamp, stack_number, counts):
     """Breadth-first search for an augmenting path ``t -> g1 -> t1 -> g2 -> ... -> gk`` in the
@@ -284,7 +284,7 @@ def _place_augmenting(t, stacks, holder_groups, holder_layers, order, pos, group
     return True
 
 
-@njit(cache=True)
+@kernel
 def fail_groups(stacks, holder_groups, holder_layers, order, pos, group_state, shard_state, scalars, failing,
                 mid_step, scratch, saved_rows, journal):
     """Apply the failure of the live groups ``failing`` (int32 array) and re-plan.
@@ -410,7 +410,7 @@ def fail_groups(stacks, holder_groups, holder_layers, order, pos, group_state, s
     return STATUS_MASKED, stack_number, failed_count, moves, 0, patch_count, scalars[JOURNAL_END]
 
 
-@njit(cache=True)
+@kernel
 def fail_packed(tables, rows, scalars, failing, mid_step, journal):
     """:func:`fail_groups` on the packed ``tables`` and ``rows`` (see ``TABLES`` and ``ROWS``)."""
     return fail_groups(
@@ -420,7 +420,7 @@ def fail_packed(tables, rows, scalars, failing, mid_step, journal):
     )
 
 
-@njit(cache=True)
+@kernel
 def _write_journal(journal, scalars, scratch, saved_rows, shard_count, row_count):
     """Append the undo record of one call (see the module docstring)."""
     r = saved_rows.shape[1]
@@ -442,7 +442,7 @@ def _write_journal(journal, scalars, scratch, saved_rows, shard_count, row_count
     scalars[JOURNAL_END] = at + 1
 
 
-@njit(cache=True)
+@kernel
 def undo_journal(journal, stop, end, assignment, order):
     """Undo the records in ``journal[stop:end]`` on ``assignment`` and ``order``, newest first."""
     r = order.shape[1]
@@ -462,7 +462,7 @@ def undo_journal(journal, stop, end, assignment, order):
         end = start
 
 
-@njit(cache=True)
+@kernel
 def reset_state(stacks, order, pos, group_state, shard_state, scalars):
     """Fault-free state: every group live and computing its layout order, ``S = 1``."""
     n, r = stacks.shape
@@ -478,7 +478,7 @@ def reset_state(stacks, order, pos, group_state, shard_state, scalars):
     scalars[FAILED_COUNT] = 0
 
 
-@njit(cache=True)
+@kernel
 def _run_sequence(stacks, holder_groups, holder_layers, order, pos, group_state, shard_state, scalars,
                   failure_order, scratch, saved_rows, single, stack_numbers, moves, no_journal):
     """Fail ``failure_order`` one group at a time; return the 1-based index of the failure
@@ -495,7 +495,7 @@ def _run_sequence(stacks, holder_groups, holder_layers, order, pos, group_state,
     return -1
 
 
-@njit(cache=True)
+@kernel
 def run_trajectories(tables, rows, scalars, failure_orders, stack_numbers, moves, wipeout_index):
     """Run every row of ``failure_orders`` (T, K) from a fault-free state (packed state, as
     :func:`fail_packed`).

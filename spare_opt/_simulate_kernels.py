@@ -15,7 +15,7 @@ returns a float64 array indexed by the ``R_*`` constants.
 import math
 
 import numpy as np
-from numba import njit
+from ._jit import kernel
 
 # ---------------------------------------------------------------- float parameters
 F_LAYER_COMPUTE = 0      # seconds of compute per stack layer per step
@@ -70,7 +70,7 @@ R_FAILURES = 15          # failures that struck (masked + wipe-outs + absorbed)
 N_RESULTS = 16
 
 
-@njit(cache=True)
+@kernel
 def _jitter(sd):
     if sd <= 0.0:
         return 1.0
@@ -78,14 +78,14 @@ def _jitter(sd):
     return value if value > 0.0 else 0.0
 
 
-@njit(cache=True)
+@kernel
 def _weibull(scale, shape):
     # Inverse transform: X = scale * (-ln U)^(1/k), mean scale * Gamma(1 + 1/k).
     u = np.random.random()
     return scale * (-math.log(1.0 - u)) ** (1.0 / shape)
 
 
-@njit(cache=True)
+@kernel
 def _outcome(strategy, trace_mode, k, epoch, trace_pos, stack_traj, wipe_index, trace_stack, trace_wipe):
     """Outcome of the next failure: (wipe-out?, stack number after it, pool exhausted?)."""
     if trace_mode:
@@ -101,7 +101,7 @@ def _outcome(strategy, trace_mode, k, epoch, trace_pos, stack_traj, wipe_index, 
     return is_wipe, np.int64(stack_traj[epoch, column]), False
 
 
-@njit(cache=True)
+@kernel
 def _next_failure(model, fail_time, k, groups, follow_live, scale, shape, group_scale, epoch_start, cum):
     """Time of the next failure after one at ``fail_time`` (``k`` groups down in the epoch).
 
@@ -123,7 +123,7 @@ def _next_failure(model, fail_time, k, groups, follow_live, scale, shape, group_
     return epoch_start + group_scale * cum ** (1.0 / shape), cum
 
 
-@njit(cache=True)
+@kernel
 def run_kernel(fparams, iparams, stack_traj, wipe_index, trace_times, trace_stack, trace_wipe):
     """Simulate one training run; return the ``R_*`` statistics.
 

@@ -46,7 +46,7 @@ __all__ = [
     "MonteCarloResult",
     "WorstCase",
     "SweepResult",
-    "least_stack_number",
+    "stack_number_certificate",
     "min_wipeout_set",
     "worst_case_after_one_failure",
     "worst_case_stack_number",
@@ -62,7 +62,7 @@ MAX_TRIALS = 10_000_000
 
 
 # ====================================================================== S* with a certificate
-def least_stack_number(layout, failed):
+def stack_number_certificate(layout, failed):
     """The least stack number ``S*`` after a failure set, with a Hall's-condition certificate.
 
     Parameters
@@ -294,7 +294,7 @@ def worst_case_stack_number(layout, failed_count, method="auto", time_limit=10.0
     live holder), the violation ``|T| - (s-1) sum live >= 1`` and redundant counting cuts
     (``|T| <= |L(T)| + |F|``).  Only failed holders of ``T`` are modelled (``|F| <= k``), which
     removes the symmetry of irrelevant failures; a witness is completed to a masked set
-    of size ``k`` and re-evaluated exactly with :func:`least_stack_number`, which
+    of size ``k`` and re-evaluated exactly with :func:`stack_number_certificate`, which
     supplies the certificate.  The first infeasible level proves the worst case.  For
     circulant layouts, rotation symmetry lets ``T`` contain shard type 0.
 

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from spare_opt import Layout, block, consecutive, random_latin, sidon, theory
 from spare_opt.analysis import (
-    least_stack_number,
+    stack_number_certificate,
     min_wipeout_set,
     monte_carlo,
     sweep,
@@ -93,7 +93,7 @@ def test_least_stack_number_matches_brute_force(n, r, seed, data):
     brute = BruteForce(layout)
     k = data.draw(st.integers(0, n))
     failed = data.draw(st.permutations(range(n)))[:k]
-    s, types, holders = least_stack_number(layout, failed)
+    s, types, holders = stack_number_certificate(layout, failed)
     assert s == brute.stack_number(failed)
     if s is None:
         lost = [t for t in range(n) if all(g in failed for g in np.flatnonzero((layout.stacks == t).any(axis=1)))]
@@ -106,9 +106,9 @@ def test_least_stack_number_matches_brute_force(n, r, seed, data):
 def test_least_stack_number_rejects_bad_failure_sets():
     layout = consecutive(8, 2)
     with pytest.raises(FailureSetError):
-        least_stack_number(layout, [1, 1])
+        stack_number_certificate(layout, [1, 1])
     with pytest.raises(FailureSetError):
-        least_stack_number(layout, [8])
+        stack_number_certificate(layout, [8])
 
 
 # ---------------------------------------------------------------- guarantees
@@ -211,7 +211,7 @@ def _reference_trial(layout, seed, trial):
     order = rng.permutation(layout.groups)
     values = [1]
     for k in range(1, layout.groups + 1):
-        s, _types, _holders = least_stack_number(layout, order[:k].tolist())
+        s, _types, _holders = stack_number_certificate(layout, order[:k].tolist())
         if s is None:
             return k - 1, float(np.mean(values))
         values.append(s)

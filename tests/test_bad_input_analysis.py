@@ -122,7 +122,7 @@ def test_checkpoint_period_overflow_is_parameter_error():
     lambda: analysis.worst_case_after_one_failure(np.zeros((3, 2), dtype=int)),
     lambda: analysis.worst_case_stack_number(None, 1),
     lambda: analysis.worst_case_profile(None),
-    lambda: analysis.least_stack_number(None, [0]),
+    lambda: analysis.stack_number_certificate(None, [0]),
 ])
 def test_analysis_non_layout_is_parameter_error(call):
     with pytest.raises(ParameterError, match="Layout"):
