@@ -2,14 +2,14 @@
 
 import json
 import os
-import re
 import sys
 
 import click
 
 from spare_opt import Layout
 from spare_opt._io import json_default
-from spare_opt.errors import SpareError
+from spare_opt.errors import FailureSetError, SpareError
+from spare_opt.plan import parse_group_ids
 
 __all__ = [
     "json_option",
@@ -97,35 +97,12 @@ def echo_json(obj):
     click.echo(json.dumps(obj, indent=2, default=json_default))
 
 
-_GROUP_ID = re.compile(r"[+-]?[0-9]+", re.ASCII)
-
-
 def parse_group_list(text):
-    """Parse ``"3,17,42"`` (commas and/or white space) into a list of ints.
-
-    Ids are ASCII decimal integers (``int()`` would also take ``"1_0"`` and other
-    scripts' digits).  An empty slot between commas (``"1,,2"``, a trailing comma)
-    is refused: it usually means an id went missing.  Range and repeats are checked
-    by the library against the layout.
-
-    Raises
-    ------
-    click.BadParameter
-        ``text`` holds no id, an empty slot between commas, or a token that is not
-        an integer.
-    """
-    if not text.strip():
-        raise click.BadParameter("no group ids given (an empty list); leave the option out for none")
-    values = []
-    for piece in text.split(","):
-        tokens = piece.split()
-        if not tokens:
-            raise click.BadParameter(f"empty group id between commas in {text!r}")
-        for tok in tokens:
-            if not _GROUP_ID.fullmatch(tok):
-                raise click.BadParameter(f"{tok!r} is not an integer group id")
-            values.append(int(tok))
-    return values
+    """Parse ``"3,17,42"`` into ints with :func:`spare_opt.plan.parse_group_ids` (usage error on bad text)."""
+    try:
+        return parse_group_ids(text)
+    except FailureSetError as exc:
+        raise click.BadParameter(str(exc)) from None
 
 
 def progress_enabled(quiet):

@@ -1,10 +1,9 @@
 """``spare-opt plan``: the exact reorder plan for a failure set, from a fault-free state."""
 
-import json
-from pathlib import Path
-
 import click
 
+from spare_opt.errors import FailureSetError
+from spare_opt.plan import read_failure_set
 from spare_opt.planner import plan_reorder
 
 from .options import echo_json, json_option, layout_argument, parse_group_list
@@ -23,44 +22,12 @@ def _fail_option_ids(ctx, param, values):
 
 
 def _fail_file_ids(ctx, param, value):
-    """Group ids from a text file (white space and/or commas) or a JSON list."""
     if value is None:
         return []
-    if not value.strip():
-        raise click.BadParameter("the file name is empty")
-    path = Path(value)
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise click.BadParameter(f"{path} does not exist") from None
-    except IsADirectoryError:
-        raise click.BadParameter(f"{path} is a directory") from None
-    except PermissionError:
-        raise click.BadParameter(f"{path} is not readable (permission denied)") from None
-    except UnicodeDecodeError:
-        raise click.BadParameter(f"{path} is not a text file") from None
-    except (OSError, ValueError) as exc:  # ValueError: a NUL in the name
-        raise click.BadParameter(f"cannot read {path}: {getattr(exc, 'strerror', None) or exc}") from None
-    text = text.strip()
-    if not text:
-        raise click.BadParameter(f"{path} holds no group ids (write [] for an empty failure set)")
-    if text[0] in "[{":
-        try:
-            values = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise click.BadParameter(f"{path}: malformed JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
-        except RecursionError:
-            raise click.BadParameter(f"{path}: malformed JSON (nested too deeply)") from None
-        if not isinstance(values, list):
-            raise click.BadParameter(f"{path}: expected a JSON list of group ids, got a JSON object")
-        for item in values:
-            if isinstance(item, bool) or not isinstance(item, int):
-                raise click.BadParameter(f"{path}: {item!r} is not an integer group id")
-        return values
-    try:
-        return parse_group_list(text)
-    except click.BadParameter as exc:
-        raise click.BadParameter(f"{path}: {exc.message}") from None
+        return read_failure_set(value)
+    except FailureSetError as exc:
+        raise click.BadParameter(str(exc)) from None
 
 
 def _ids_text(ids, shown=SHOWN_IDS):

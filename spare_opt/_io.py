@@ -1,12 +1,14 @@
 """Atomic, no-clobber file writing shared by every writer in spare-opt, and path checks."""
 
+import json
 import os
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 
 from .errors import OutputExistsError, OutputWriteError, ParameterError
 
-__all__ = ["write_atomic", "as_path", "json_default"]
+__all__ = ["write_atomic", "as_path", "json_default", "reading", "read_json_file"]
 
 
 def as_path(value, error=ParameterError, what="path"):
@@ -177,3 +179,73 @@ def json_default(value):
     if isinstance(value, np.ndarray):
         return value.tolist()
     raise TypeError(f"{type(value).__name__} value {value!r} is not JSON-serialisable")
+
+
+def read_json_file(path, error, what, expected="JSON", malformed="malformed JSON"):
+    """Read and parse a JSON file; every failure becomes one ``error`` line naming the file.
+
+    Parameters
+    ----------
+    path : pathlib.Path
+        The file (already checked by :func:`as_path`).
+    error : type
+        The :class:`~spare_opt.errors.SpareError` subclass to raise.
+    what : str
+        How the file is called in messages (``"layout file"``, ``"fault trace"``).
+    expected : str
+        What a text file was expected to be, for the message on binary input.
+    malformed : str
+        How a parse failure is worded.
+
+    Returns
+    -------
+    object
+        The parsed document.
+
+    Raises
+    ------
+    error
+        The file is missing, a folder, unreadable, not UTF-8 text, or not JSON
+        (including JSON nested too deeply for Python's parser).
+    """
+    with reading(path, error, what, expected):
+        text = path.read_text(encoding="utf-8")
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise error(f"{path}: {malformed} ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
+    except RecursionError:
+        raise error(f"{path}: {malformed} (nested too deeply)") from None
+
+
+@contextmanager
+def reading(path, error, what, expected):
+    """Turn the operating-system errors of reading ``path`` into one ``error`` line.
+
+    Parameters
+    ----------
+    path : pathlib.Path
+    error : type
+        The :class:`~spare_opt.errors.SpareError` subclass to raise.
+    what : str
+        How the file is called in messages (``"layout file"``...).
+    expected : str
+        What the file was expected to hold, for the message on non-UTF-8 input.
+
+    Raises
+    ------
+    error
+        The file is missing, a folder, unreadable or not UTF-8 text.
+    """
+    try:
+        yield
+    except FileNotFoundError:
+        raise error(f"{what} {path} does not exist") from None
+    except IsADirectoryError:
+        raise error(f"{what} {path} is a directory") from None
+    except PermissionError:
+        raise error(f"{what} {path} is not readable (permission denied)") from None
+    except UnicodeDecodeError:
+        raise error(f"{path}: not a text file (expected {expected})") from None
+    except OSError as exc:
+        raise error(f"cannot read {what} {path}: {exc.strerror or exc}") from None

@@ -17,7 +17,7 @@ import json
 
 import numpy as np
 
-from ._io import as_path, json_default, write_atomic
+from ._io import as_path, json_default, read_json_file, reading, write_atomic
 from .errors import LayoutError, LayoutFileError, OutputWriteError, ParameterError
 
 __all__ = ["Layout", "LAYOUT_FORMAT", "LAYOUT_VERSION", "check_size"]
@@ -405,26 +405,11 @@ class Layout:
             The stacks break an invariant.
         """
         path = as_path(path, LayoutFileError, "layout file path")
-        try:
-            if path.suffix == ".npz":
-                return cls.from_dict(_read_npz(path), source=str(path))
-            text = path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise LayoutFileError(f"layout file {path} does not exist") from None
-        except IsADirectoryError:
-            raise LayoutFileError(f"layout file {path} is a directory") from None
-        except PermissionError:
-            raise LayoutFileError(f"layout file {path} is not readable (permission denied)") from None
-        except UnicodeDecodeError:
-            raise LayoutFileError(f"{path}: not a text file (expected JSON or .npz)") from None
-        except OSError as exc:
-            raise LayoutFileError(f"cannot read layout file {path}: {exc.strerror or exc}") from None
-        try:
-            doc = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise LayoutFileError(f"{path}: malformed JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
-        except RecursionError:
-            raise LayoutFileError(f"{path}: malformed JSON (nested too deeply)") from None
+        if path.suffix == ".npz":
+            with reading(path, LayoutFileError, "layout file", "JSON or .npz"):
+                header = _read_npz(path)
+            return cls.from_dict(header, source=str(path))
+        doc = read_json_file(path, LayoutFileError, "layout file", expected="JSON or .npz")
         return cls.from_dict(doc, source=str(path))
 
 

@@ -5,13 +5,17 @@ Both the exact planner (:func:`spare_opt.plan_reorder`) and the online controlle
 the one definition of a valid plan that tests hold both to.
 """
 
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from ._io import as_path, read_json_file, reading
 from .errors import FailureSetError
 
-__all__ = ["Plan", "MASKED", "WIPE_OUT", "check_plan", "lower_bound", "normalise_groups"]
+__all__ = [
+    "parse_group_ids",
+    "read_failure_set","Plan", "MASKED", "WIPE_OUT", "check_plan", "lower_bound", "normalise_groups"]
 
 MASKED = "masked"
 WIPE_OUT = "wipe-out"
@@ -103,6 +107,83 @@ def _sorted_unique(array, what):
             raise FailureSetError(f"{what}: group {int(repeated[0])} is listed more than once")
         array = ordered
     return array.astype(np.int32)
+
+
+_GROUP_ID = re.compile(r"[+-]?[0-9]+", re.ASCII)
+
+
+def parse_group_ids(text):
+    """Parse group ids written as ``"3,17,42"`` (commas and/or white space) into ints.
+
+    Ids are ASCII decimal integers (``int()`` would also take ``"1_0"`` and other
+    scripts' digits).  An empty slot between commas (``"1,,2"``, a trailing comma)
+    is refused: it usually means an id went missing.  Range and repeats are checked
+    against a layout by :func:`normalise_groups`.
+
+    Parameters
+    ----------
+    text : str
+
+    Returns
+    -------
+    list of int
+
+    Raises
+    ------
+    FailureSetError
+        ``text`` holds no id, an empty slot between commas, or a token that is not an
+        integer.
+    """
+    if not text.strip():
+        raise FailureSetError("no group ids given (an empty list); leave the option out for none")
+    values = []
+    for piece in text.split(","):
+        tokens = piece.split()
+        if not tokens:
+            raise FailureSetError(f"empty group id between commas in {text!r}")
+        for token in tokens:
+            if not _GROUP_ID.fullmatch(token):
+                raise FailureSetError(f"{token!r} is not an integer group id")
+            values.append(int(token))
+    return values
+
+
+def read_failure_set(path):
+    """Read failed group ids from a file: a JSON list, or ids separated by commas and/or white space.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+
+    Returns
+    -------
+    list of int
+        The ids in file order (``[]`` for a file holding ``[]``); range and repeats
+        are checked against a layout by :func:`normalise_groups`.
+
+    Raises
+    ------
+    FailureSetError
+        The file is missing, unreadable, empty, malformed JSON, a JSON value other than
+        a list of integers, or text with a token that is not an integer.
+    """
+    path = as_path(path, FailureSetError, "failure-set file")
+    with reading(path, FailureSetError, "failure-set file", "a list of group ids"):
+        text = path.read_text(encoding="utf-8").strip()
+    if not text:
+        raise FailureSetError(f"{path} holds no group ids (write [] for an empty failure set)")
+    if text[0] not in "[{":
+        try:
+            return parse_group_ids(text)
+        except FailureSetError as exc:
+            raise FailureSetError(f"{path}: {exc}") from None
+    values = read_json_file(path, FailureSetError, "failure-set file", expected="a list of group ids")
+    if not isinstance(values, list):
+        raise FailureSetError(f"{path}: expected a JSON list of group ids, got a JSON object")
+    for item in values:
+        if isinstance(item, bool) or not isinstance(item, int):
+            raise FailureSetError(f"{path}: {item!r} is not an integer group id")
+    return values
 
 
 @dataclass

@@ -27,7 +27,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ._io import as_path, write_atomic
+from ._io import as_path, read_json_file, write_atomic
 from .errors import ParameterError, TraceError
 
 __all__ = [
@@ -272,24 +272,7 @@ def read_fault_trace(path):
     and the public trace).
     """
     path = as_path(path, TraceError, "fault trace path")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise TraceError(f"fault trace {path} does not exist") from None
-    except IsADirectoryError:
-        raise TraceError(f"fault trace {path} is a directory") from None
-    except PermissionError:
-        raise TraceError(f"fault trace {path} is not readable (permission denied)") from None
-    except UnicodeDecodeError:
-        raise TraceError(f"{path}: not a text file (expected a JSON fault trace)") from None
-    except OSError as exc:
-        raise TraceError(f"cannot read fault trace {path}: {exc.strerror or exc}") from None
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise TraceError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
-    except RecursionError:
-        raise TraceError(f"{path}: not valid JSON (nested too deeply)") from None
+    doc = read_json_file(path, TraceError, "fault trace", expected="a JSON fault trace", malformed="not valid JSON")
     return parse_fault_events(doc, source=str(path))
 
 
