@@ -1,6 +1,5 @@
 """`spare-opt simulate`: time-to-train of one strategy, r and checkpoint period over several seeds."""
 
-import math
 
 import click
 
@@ -13,6 +12,8 @@ from spare_opt.simulate import (
     simulate,
     summarise,
 )
+
+from spare_opt._stats import finite_or_none
 
 from .options import echo_json, json_option, progress_enabled, quiet_option
 
@@ -96,23 +97,13 @@ def command(preset, groups, strategy, redundancy, ckpt_period, seeds, trace_path
             "redundancy": runs[0].redundancy,
             "checkpoint_period_seconds": runs[0].checkpoint_period_seconds,
             "fault_free_seconds": runs[0].fault_free_seconds,
-            "summary": _finite(summary),
+            "summary": finite_or_none(summary),
             "trace": runs[0].trace,
             "parameters": params.to_dict(),
             "runs": [run.to_dict() for run in runs],
         })
         return
     click.echo(_format(preset, strategy, groups, runs, summary))
-
-
-def _finite(value):
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_finite(v) for v in value]
-    return value
 
 
 def _format(preset, strategy, groups, runs, summary):
@@ -131,6 +122,8 @@ def _format(preset, strategy, groups, runs, summary):
     def row(label, key, fmt):
         stat = summary[key]
         low, high = stat["ci95"]
+        if low != low:  # NaN: one seed, or unfinished runs
+            return f"  {label:<22}{fmt.format(stat['mean'])}   (no 95% CI: needs 2 or more finished runs)"
         return f"  {label:<22}{fmt.format(stat['mean'])}   (95% CI {fmt.format(low)} .. {fmt.format(high)})"
 
     lines += [

@@ -38,6 +38,7 @@ import numpy as np
 from . import theory
 from .errors import ParameterError, SolverError, SpareError
 from .plan import lower_bound, normalise_groups
+from ._stats import finite_or_none, mean_ci95
 from .planner import _certified_stack_number as _least_stack_number
 
 __all__ = [
@@ -690,10 +691,10 @@ class MonteCarloResult:
             "trials": self.trials,
             "seed": self.seed,
             "workers": self.workers,
-            "mu": _finite(self.mu),
-            "mu_ci95": [_finite(v) for v in self.mu_ci95],
-            "sbar": _finite(self.sbar),
-            "sbar_ci95": [_finite(v) for v in self.sbar_ci95],
+            "mu": finite_or_none(self.mu),
+            "mu_ci95": [finite_or_none(v) for v in self.mu_ci95],
+            "sbar": finite_or_none(self.sbar),
+            "sbar_ci95": [finite_or_none(v) for v in self.sbar_ci95],
             "seconds": round(self.seconds, 4),
         }
         if per_trial:
@@ -702,8 +703,8 @@ class MonteCarloResult:
         closed = {
             "mu": self.closed_form_mu,
             "sbar": self.closed_form_sbar,
-            "mu_relative_error": _finite(self.mu_relative_error),
-            "sbar_relative_error": _finite(self.sbar_relative_error),
+            "mu_relative_error": finite_or_none(self.mu_relative_error),
+            "sbar_relative_error": finite_or_none(self.sbar_relative_error),
         }
         return {"monte_carlo": monte, "closed_form": closed}
 
@@ -786,8 +787,8 @@ def monte_carlo(layout, trials=200, seed=0, workers=1, progress=None, chunk_size
     last = int(np.flatnonzero(survivors)[-1]) + 1 if survivors.any() else 1
     with np.errstate(invalid="ignore", divide="ignore"):
         stack_mean = stack_sum[:last] / survivors[:last]
-    mu_mean, mu_ci = _mean_ci(masked.astype(np.float64))
-    sbar_mean, sbar_ci = _mean_ci(sbar_per_trial)
+    mu_mean, mu_ci = mean_ci95(masked.astype(np.float64))
+    sbar_mean, sbar_ci = mean_ci95(sbar_per_trial)
     return MonteCarloResult(
         groups=n, redundancy=r, method=layout.method, trials=trials, seed=seed, workers=workers,
         masked=masked, sbar_per_trial=sbar_per_trial,
@@ -837,26 +838,10 @@ def _run_chunk(layout, seed, lo, hi):
     return masked, sbar, stack_sum, survivors
 
 
-def _mean_ci(values):
-    from scipy import stats
-
-    mean = float(values.mean())
-    if values.size < 2:
-        return mean, (math.nan, math.nan)
-    sem = float(values.std(ddof=1)) / math.sqrt(values.size)
-    half = float(stats.t.ppf(0.975, values.size - 1)) * sem
-    return mean, (mean - half, mean + half)
-
-
 def _relative(estimate, reference):
     if reference == 0 or not math.isfinite(reference):
         return math.nan
     return (estimate - reference) / reference
-
-
-def _finite(value):
-    value = float(value)
-    return value if math.isfinite(value) else None
 
 
 def _count(name, value, maximum=None):
@@ -1010,15 +995,15 @@ def sweep(groups, r_min=2, r_max=20, methods=("sidon", "consecutive", "block"), 
                 "overlap": layout.overlap(),
                 "layout_status": layout.metadata.get("solver_status", layout.metadata.get("status")),
                 "mu": result.mu,
-                "mu_ci95": [_finite(v) for v in result.mu_ci95],
+                "mu_ci95": [finite_or_none(v) for v in result.mu_ci95],
                 "sbar": result.sbar,
-                "sbar_ci95": [_finite(v) for v in result.sbar_ci95],
+                "sbar_ci95": [finite_or_none(v) for v in result.sbar_ci95],
                 "closed_form_mu": result.closed_form_mu,
                 "closed_form_sbar": result.closed_form_sbar,
-                "mu_relative_error": _finite(result.mu_relative_error),
-                "sbar_relative_error": _finite(result.sbar_relative_error),
-                "j_closed_form": _finite(theory.normalised_ttt(groups, r, mtbf_seconds, save_seconds, restart_seconds)),
-                "j_monte_carlo": _finite(result.sbar / a_mc) if a_mc > 0 else None,
+                "mu_relative_error": finite_or_none(result.mu_relative_error),
+                "sbar_relative_error": finite_or_none(result.sbar_relative_error),
+                "j_closed_form": finite_or_none(theory.normalised_ttt(groups, r, mtbf_seconds, save_seconds, restart_seconds)),
+                "j_monte_carlo": finite_or_none(result.sbar / a_mc) if a_mc > 0 else None,
                 "seconds": round(result.seconds, 3),
             })
     parameters = {

@@ -56,6 +56,7 @@ from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
+from ._stats import mean_ci95
 from .errors import FailureSetError, ParameterError, TraceError
 from .layout import Layout, check_size
 
@@ -1175,17 +1176,15 @@ def summarise(results):
         For ``ttt_ratio``, ``availability``, ``restarts``, ``masked_failures``,
         ``mean_stack_number``, ``rework_seconds``, ``checkpoint_seconds``,
         ``ttt_seconds``: ``{"mean", "ci95": [low, high]}`` (Student t interval over
-        seeds); plus ``runs`` and ``unfinished``.  Unfinished runs have ``inf`` time
-        (their figures then get a zero-width interval ``[mean, mean]``, as do single
-        runs).
+        seeds); plus ``runs`` and ``unfinished``.  Unfinished runs have ``inf`` time;
+        the interval is ``[nan, nan]`` where it cannot be given (a single run, or an
+        unfinished one).
 
     Raises
     ------
     ParameterError
         ``results`` is empty or holds something other than :class:`SimulationResult`.
     """
-    from scipy import stats
-
     results = list(results)
     if not results or not all(isinstance(r, SimulationResult) for r in results):
         raise ParameterError("summarise needs a non-empty list of SimulationResult")
@@ -1194,13 +1193,6 @@ def summarise(results):
             "rework_seconds", "checkpoint_seconds")
     for key in keys:
         values = np.array([getattr(r, key) for r in results], dtype=float)
-        out[key] = _mean_ci(values, stats)
+        mean, (low, high) = mean_ci95(values)
+        out[key] = {"mean": mean, "ci95": [low, high]}
     return out
-
-
-def _mean_ci(values, stats):
-    mean = float(values.mean())
-    if values.size < 2 or not np.all(np.isfinite(values)):
-        return {"mean": mean, "ci95": [mean, mean]}
-    half = float(stats.t.ppf(0.975, values.size - 1) * values.std(ddof=1) / math.sqrt(values.size))
-    return {"mean": mean, "ci95": [mean - half, mean + half]}

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import theory
+from ._stats import finite_or_none
 from .errors import ParameterError
 from .simulate import (
     SimulationParameters,
@@ -202,19 +203,7 @@ class TuneResult:
         out["gain"] = self.gain
         out["closed_form"] = self.closed_form
         out["parameters"] = self.params.to_dict()
-        return _finite(out)
-
-
-def _finite(value):
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_finite(v) for v in value]
-    if isinstance(value, np.generic):
-        return _finite(value.item())
-    return value
+        return finite_or_none(out)
 
 
 def _check_redundancies(name, values, groups, minimum):
