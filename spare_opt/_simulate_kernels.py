@@ -102,6 +102,26 @@ def _outcome(strategy, trace_mode, k, epoch, trace_pos, stack_traj, wipe_index, 
 
 
 @kernel
+def _record_failure(out, strategy, trace_mode, k, epoch, trace_pos, stack_traj, wipe_index, trace_stack,
+                    trace_wipe, trace_times, next_fail):
+    """Count failure ``k`` of the epoch, look up its outcome and, in trace mode, move to the next trace failure.
+
+    Returns ``(is_wipe, new_stack, need_more, trace_pos, next_fail)``; ``need_more`` also
+    sets ``out[R_NEED_MORE]`` (the caller returns ``out`` at once).
+    """
+    out[R_FAILURES] += 1.0
+    is_wipe, new_stack, need_more = _outcome(strategy, trace_mode, k, epoch, trace_pos, stack_traj,
+                                             wipe_index, trace_stack, trace_wipe)
+    if need_more:
+        out[R_NEED_MORE] = 1.0
+        return is_wipe, new_stack, need_more, trace_pos, next_fail
+    if trace_mode:
+        trace_pos += 1
+        next_fail = trace_times[trace_pos] if trace_pos < trace_times.shape[0] else np.inf
+    return is_wipe, new_stack, need_more, trace_pos, next_fail
+
+
+@kernel
 def _next_failure(model, fail_time, k, groups, follow_live, scale, shape, group_scale, epoch_start, cum):
     """Time of the next failure after one at ``fail_time`` (``k`` groups down in the epoch).
 
@@ -194,16 +214,12 @@ def run_kernel(fparams, iparams, stack_traj, wipe_index, trace_times, trace_stac
         fail_time = 0.0
         while next_fail < end:
             fail_time = next_fail
-            out[R_FAILURES] += 1.0
             k += 1
-            is_wipe, new_stack, need_more = _outcome(strategy, trace_mode, k, epoch, trace_pos, stack_traj,
-                                                     wipe_index, trace_stack, trace_wipe)
+            is_wipe, new_stack, need_more, trace_pos, next_fail = _record_failure(
+                out, strategy, trace_mode, k, epoch, trace_pos, stack_traj, wipe_index, trace_stack, trace_wipe,
+                trace_times, next_fail)
             if need_more:
-                out[R_NEED_MORE] = 1.0
                 return out
-            if trace_mode:
-                trace_pos += 1
-                next_fail = trace_times[trace_pos] if trace_pos < n_trace else np.inf
             if is_wipe:
                 wiped = True
                 break
@@ -246,16 +262,12 @@ def run_kernel(fparams, iparams, stack_traj, wipe_index, trace_times, trace_stac
             save_end = t + t_save * _jitter(sd)
             while next_fail < save_end:
                 fail_time = next_fail
-                out[R_FAILURES] += 1.0
                 k += 1
-                is_wipe, new_stack, need_more = _outcome(strategy, trace_mode, k, epoch, trace_pos, stack_traj,
-                                                         wipe_index, trace_stack, trace_wipe)
+                is_wipe, new_stack, need_more, trace_pos, next_fail = _record_failure(
+                    out, strategy, trace_mode, k, epoch, trace_pos, stack_traj, wipe_index, trace_stack, trace_wipe,
+                    trace_times, next_fail)
                 if need_more:
-                    out[R_NEED_MORE] = 1.0
                     return out
-                if trace_mode:
-                    trace_pos += 1
-                    next_fail = trace_times[trace_pos] if trace_pos < n_trace else np.inf
                 if is_wipe:
                     wiped = True
                     break
@@ -317,9 +329,9 @@ def run_kernel(fparams, iparams, stack_traj, wipe_index, trace_times, trace_stac
             again = False
             while next_fail < restart_end:
                 fail_time = next_fail
-                out[R_FAILURES] += 1.0
                 if not carry:
                     # absorbed: the restart replaces the failed node
+                    out[R_FAILURES] += 1.0
                     out[R_ABSORBED] += 1.0
                     if trace_mode:
                         trace_pos += 1
@@ -329,15 +341,12 @@ def run_kernel(fparams, iparams, stack_traj, wipe_index, trace_times, trace_stac
                     continue
                 # carried: the group stays down; its outcome holds when training resumes
                 k += 1
-                is_wipe, new_stack, need_more = _outcome(strategy, trace_mode, k, epoch, trace_pos, stack_traj,
-                                                         wipe_index, trace_stack, trace_wipe)
+                is_wipe, new_stack, need_more, trace_pos, next_fail = _record_failure(
+                    out, strategy, trace_mode, k, epoch, trace_pos, stack_traj, wipe_index, trace_stack, trace_wipe,
+                    trace_times, next_fail)
                 if need_more:
-                    out[R_NEED_MORE] = 1.0
                     return out
-                if trace_mode:
-                    trace_pos += 1
-                    next_fail = trace_times[trace_pos] if trace_pos < n_trace else np.inf
-                else:
+                if not trace_mode:
                     next_fail, cum = _next_failure(model, fail_time, k, groups, follow_live, scale, shape,
                                                    group_scale, epoch_start, cum)
                 if is_wipe:
