@@ -13,9 +13,9 @@ __all__ = ["command"]
 @click.option("--out", "out_dir", default=DEFAULT_OUT, show_default=True, metavar="DIR",
               help="Output folder (created if needed).")
 @click.option("--trace", "trace_path", default=None, metavar="FILE",
-              help="Replay this fault trace instead of looking for the real one.")
+              help="Replay this fault trace instead of the real one shipped with spare-opt.")
 @click.option("--generated", is_flag=True,
-              help="Replay the generated failure sequence shipped with spare-opt, even if the real trace is found.")
+              help="Replay a generated failure sequence of the same cluster (seed 0) instead of the real trace.")
 @click.option("--exact", is_flag=True, help="Replay with the exact planner instead of the online controller.")
 @force_option
 @json_option
@@ -23,16 +23,15 @@ def command(out_dir, trace_path, generated, exact, force, as_json):
     """Generate a Sidon layout for the traced cluster and replay a fault trace on it.
 
     N = 400 DP groups (the 400 servers of the InfiniteHBD trace), r = r* =
-    floor(log2 N + 0.833) = 9.  The real trace is taken from $SPARE_TRACE, else from
-    ../shared/data/infinitehbd-trace/fault_trace.json (relative to the current
-    folder); without it, a generated failure sequence shipped with spare-opt is
-    replayed.  Writes the layout and a JSON replay report into --out (never
+    floor(log2 N + 0.833) = 9.  The trace is $SPARE_TRACE when set, else the real
+    InfiniteHBD trace shipped with spare-opt (Apache-2.0, arXiv:2502.03885).  Writes the layout and a JSON replay report into --out (never
     overwriting without --force) and prints a summary.
     """
     if trace_path is not None and generated:
         raise click.UsageError("--trace and --generated exclude each other")
-    result = run_demo(out_dir, trace_path=trace_path, force=force, exact=exact, generated=generated)
+    result = run_demo(out_dir, trace_path=trace_path, force=force, planner="exact" if exact else "controller",
+                      generated=generated)
     if as_json:
-        echo_json(result.to_json())
+        echo_json(result.to_dict())
     else:
         click.echo(result.format_text())

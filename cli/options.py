@@ -1,15 +1,15 @@
 """Options, parameter types and helpers shared by the ``spare-opt`` commands."""
 
-import json
+import contextlib
 import os
 import sys
 
 import click
 
 from spare_opt import Layout
-from spare_opt._io import json_default
+from spare_opt._io import dumps_json
 from spare_opt.errors import FailureSetError, SpareError
-from spare_opt.plan import parse_group_ids
+from spare_opt.failure_sets import parse_group_ids
 
 __all__ = [
     "json_option",
@@ -23,6 +23,10 @@ __all__ = [
     "parse_group_list",
     "check_output_path",
     "progress_enabled",
+    "progress_bar",
+    "workers_option",
+    "scheduler_option",
+    "executor_for",
 ]
 
 
@@ -93,8 +97,8 @@ quiet_option = click.option("--quiet", "-q", is_flag=True, help="No progress bar
 
 
 def echo_json(obj):
-    """Print ``obj`` as indented JSON (numpy scalars and arrays converted)."""
-    click.echo(json.dumps(obj, indent=2, default=json_default))
+    """Print ``obj`` as indented JSON with the library's one writer (numpy converted, NaN refused)."""
+    click.echo(dumps_json(obj, indent=2))
 
 
 def parse_group_list(text):
@@ -110,3 +114,78 @@ def progress_enabled(quiet):
     return not quiet and sys.stderr.isatty()
 
 
+
+
+@contextlib.contextmanager
+def progress_bar(quiet, label):
+    """A ``progress(done, total)`` callback drawing a click progress bar on stderr, or ``None``.
+
+    The bar appears on the first call (when the total is known), only on a terminal and
+    without ``--quiet``.
+    """
+    if not progress_enabled(quiet):
+        yield None
+        return
+    bar = None
+
+    def progress(done, total):
+        nonlocal bar
+        if bar is None:
+            bar = click.progressbar(length=total, label=label, file=sys.stderr)
+            bar.__enter__()
+        bar.update(done - bar.pos)
+
+    try:
+        yield progress
+    finally:
+        if bar is not None:
+            bar.__exit__(None, None, None)
+
+
+def _workers(ctx, param, value):
+    if value == 0 or value < -1:
+        raise click.BadParameter(f"must be a positive integer or -1 (every CPU), got {value}")
+    return value
+
+
+workers_option = click.option(
+    "--workers", type=int, default=1, show_default=True, metavar="W", callback=_workers,
+    help="Processes on this machine (-1: every CPU).  Results do not depend on it.")
+scheduler_option = click.option(
+    "--scheduler", default=None, metavar="ADDRESS",
+    help="Run on a Dask distributed cluster: its scheduler address (tcp://host:8786), or 'local' to start "
+         "a local cluster of --workers processes.  Needs the 'dask' extra; results do not depend on it.")
+
+
+@contextlib.contextmanager
+def executor_for(scheduler, workers):
+    """The ``concurrent.futures.Executor`` of a Dask cluster for ``--scheduler``, or ``None`` without it.
+
+    ``"local"`` starts a ``distributed.LocalCluster`` of ``workers`` single-threaded
+    worker processes (every CPU for ``-1``) and stops it afterwards; an address connects
+    to a running scheduler.  See ``docs/scaling.md``.
+    """
+    if scheduler is None:
+        yield None
+        return
+    try:
+        from distributed import Client, LocalCluster
+    except ImportError:
+        raise click.ClickException("--scheduler needs Dask: pip install 'spare-opt[dask]'") from None
+    cluster = None
+    try:
+        if scheduler == "local":
+            count = (os.cpu_count() or 1) if workers == -1 else workers
+            cluster = LocalCluster(n_workers=count, threads_per_worker=1, processes=True,
+                                   dashboard_address=None)
+            client = Client(cluster)
+        else:
+            client = Client(scheduler, timeout="10s")
+    except OSError as exc:
+        raise click.ClickException(f"cannot reach the Dask scheduler {scheduler}: {exc}") from None
+    try:
+        yield client.get_executor()
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()

@@ -3,7 +3,7 @@
 import click
 
 from spare_opt.errors import FailureSetError
-from spare_opt.plan import read_failure_set
+from spare_opt.failure_sets import read_failure_set
 from spare_opt.planner import plan_reorder
 
 from .options import echo_json, json_option, layout_argument, parse_group_list
@@ -74,7 +74,7 @@ def command(layout, fail_lists, fail_file, as_json):
     """
     plan = plan_reorder(layout, list(fail_lists) + list(fail_file))
     if as_json:
-        echo_json(plan.to_json())
+        echo_json(plan.to_dict())
         return
     n, r = layout.groups, layout.redundancy
     click.echo(f"layout: N = {n} DP groups, redundancy r = {r}, method {layout.method}")

@@ -5,7 +5,7 @@ import click
 from spare_opt.replay import replay_trace
 from spare_opt.trace import read_fault_trace
 
-from .options import echo_json, json_option, layout_argument, progress_enabled, quiet_option
+from .options import echo_json, json_option, layout_argument, progress_bar, quiet_option
 
 __all__ = ["command"]
 
@@ -37,12 +37,10 @@ def command(layout, trace_path, exact, placement_seed, show_rows, as_json, quiet
     See docs/replay.md.
     """
     trace = read_fault_trace(trace_path)
-    if progress_enabled(quiet) and not as_json:
-        with click.progressbar(length=trace.n_events, label="replaying", file=click.get_text_stream("stderr")) as bar:
-            result = replay_trace(layout, trace, exact=exact, progress=bar.update, placement_seed=placement_seed)
-    else:
-        result = replay_trace(layout, trace, exact=exact, placement_seed=placement_seed)
+    with progress_bar(quiet, "replaying") as progress:
+        result = replay_trace(layout, trace, planner="exact" if exact else "controller", progress=progress,
+                              placement_seed=placement_seed)
     if as_json:
-        echo_json(result.to_json(rows=True))
+        echo_json(result.to_dict(rows=True))
     else:
         click.echo(result.format_text(rows=show_rows))

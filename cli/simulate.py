@@ -3,19 +3,20 @@
 
 import click
 
-from spare_opt.simulate import (
-    PRESETS,
-    STRATEGIES,
-    default_redundancy,
-    parse_overrides,
-    preset_parameters,
-    simulate,
-    summarise,
-)
+from spare_opt.parameters import PRESETS, STRATEGIES, parse_overrides, preset_parameters
+from spare_opt.simulate import default_redundancy, simulate_seeds, summarise
 
 from spare_opt._stats import finite_or_none
 
-from .options import echo_json, json_option, progress_enabled, quiet_option
+from .options import (
+    echo_json,
+    executor_for,
+    json_option,
+    progress_bar,
+    quiet_option,
+    scheduler_option,
+    workers_option,
+)
 
 __all__ = ["command"]
 
@@ -48,10 +49,12 @@ def _positive_period(ctx, param, value):
               help="SPARe layout file (default: a Sidon layout for N and r).")
 @click.option("--set", "settings", multiple=True, metavar="FIELD=VALUE",
               help="Change a simulation parameter, e.g. --set steps=20000 (repeatable).")
+@workers_option
+@scheduler_option
 @json_option
 @quiet_option
 def command(preset, groups, strategy, redundancy, ckpt_period, seeds, trace_path, trace_time_scale,
-            placement_seed, layout_path, settings, as_json, quiet):
+            placement_seed, layout_path, settings, workers, scheduler, as_json, quiet):
     """Simulate training runs and report the time-to-train.
 
     Discrete-event simulation of the preset's training run under failures: checkpointing
@@ -78,16 +81,10 @@ def command(preset, groups, strategy, redundancy, ckpt_period, seeds, trace_path
         from spare_opt.trace import read_fault_trace
 
         trace = read_fault_trace(trace_path)
-    runs = []
-    if progress_enabled(quiet) and not as_json:
-        with click.progressbar(range(seeds), label="simulating", file=click.get_text_stream("stderr")) as bar:
-            for seed in bar:
-                runs.append(simulate(params, strategy, redundancy, ckpt_period, seed=seed, layout=layout,
-                                     trace=trace, placement_seed=placement_seed))
-    else:
-        for seed in range(seeds):
-            runs.append(simulate(params, strategy, redundancy, ckpt_period, seed=seed, layout=layout, trace=trace,
-                                 placement_seed=placement_seed))
+    with executor_for(scheduler, workers) as executor, progress_bar(quiet, "simulating") as progress:
+        runs = simulate_seeds(params, strategy, redundancy, seeds=seeds, checkpoint_period_seconds=ckpt_period,
+                              layout=layout, trace=trace, placement_seed=placement_seed, workers=workers,
+                              executor=executor, progress=progress)
     summary = summarise(runs)
     if as_json:
         echo_json({

@@ -1,15 +1,26 @@
 """``spare-opt sweep``: Monte-Carlo and closed forms over a range of r and layout methods."""
 
 import math
-import sys
 
 import click
 
 from spare_opt import theory
-from spare_opt.analysis import MAX_TRIALS, sweep
 from spare_opt.generators import METHODS
+from spare_opt.monte_carlo import MAX_TRIALS, sweep
+from spare_opt.parameters import PAPER
 
-from .options import check_output_path, echo_json, force_option, json_option, progress_enabled, quiet_option, seed_option
+from .options import (
+    check_output_path,
+    echo_json,
+    executor_for,
+    force_option,
+    json_option,
+    progress_bar,
+    quiet_option,
+    scheduler_option,
+    seed_option,
+    workers_option,
+)
 
 __all__ = ["command"]
 
@@ -56,16 +67,16 @@ def _percent(value):
 @click.option("--trials", type=click.IntRange(min=1, max=MAX_TRIALS), default=200, show_default=True, metavar="K",
               help="Monte-Carlo failure orders per (method, r); the same orders for every method.")
 @seed_option
-@click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True, metavar="W",
-              help="Processes for the Monte-Carlo; results do not depend on it.")
+@workers_option
+@scheduler_option
 @click.option("--mtbf", "mtbf_minutes", type=click.FloatRange(min=0, min_open=True), callback=_finite,
-              default=theory.PAPER_MTBF_SECONDS / 60, show_default=True, metavar="MIN",
+              default=PAPER["system_mtbf_seconds"] / 60, show_default=True, metavar="MIN",
               help="System MTBF m in minutes, for J.")
 @click.option("--restart", "restart_minutes", type=click.FloatRange(min=0), callback=_finite,
-              default=theory.PAPER_RESTART_SECONDS / 60, show_default=True, metavar="MIN",
+              default=PAPER["restart_seconds"] / 60, show_default=True, metavar="MIN",
               help="Global restart time T_r in minutes, for J.")
 @click.option("--save", "save_seconds", type=click.FloatRange(min=0, min_open=True), callback=_finite,
-              default=theory.PAPER_SAVE_SECONDS, show_default=True, metavar="SEC",
+              default=PAPER["save_seconds"], show_default=True, metavar="SEC",
               help="Checkpoint save time T_s in seconds, for J.")
 @click.option("--time-limit", type=click.FloatRange(min=0, min_open=True), callback=_finite, default=10.0,
               show_default=True,
@@ -75,7 +86,7 @@ def _percent(value):
 @force_option
 @json_option
 @quiet_option
-def command(groups, r_min, r_max, methods, trials, seed, workers, mtbf_minutes, restart_minutes, save_seconds,
+def command(groups, r_min, r_max, methods, trials, seed, workers, scheduler, mtbf_minutes, restart_minutes, save_seconds,
             time_limit, plot_path, force, as_json, quiet):
     """Compare layout methods over r: Monte-Carlo mu and Sbar, closed forms, and J.
 
@@ -98,28 +109,22 @@ def command(groups, r_min, r_max, methods, trials, seed, workers, mtbf_minutes, 
         from spare_opt._plotting import require_matplotlib
 
         require_matplotlib()  # before the long work, not after it
-    kwargs = dict(r_min=r_min, r_max=r_max, methods=methods, trials=trials, seed=seed, workers=workers,
-                  mtbf_seconds=mtbf_minutes * 60, save_seconds=save_seconds, restart_seconds=restart_minutes * 60,
-                  time_limit=time_limit)
-    if progress_enabled(quiet):
-        # Upper bound on the work; skipped combinations just leave the bar short.
-        total = trials * len(methods) * max(0, r_max - r_min + 1)
-        with click.progressbar(length=total, label="sweep trials", file=sys.stderr) as bar:
-            result = sweep(groups, progress=bar.update, **kwargs)
-    else:
-        result = sweep(groups, **kwargs)
+    with executor_for(scheduler, workers) as executor, progress_bar(quiet, "sweep trials") as progress:
+        result = sweep(groups, r_min=r_min, r_max=r_max, methods=methods, trials=trials, seed=seed, workers=workers,
+                       executor=executor, system_mtbf_seconds=mtbf_minutes * 60, save_seconds=save_seconds,
+                       restart_seconds=restart_minutes * 60, time_limit=time_limit, progress=progress)
     written = None
     if plot_path is not None:
         from spare_opt._plotting import plot_sweep
 
         written = plot_sweep(result, plot_path, force=force)
     if as_json:
-        doc = result.to_json()
+        doc = result.to_dict()
         doc["plot"] = None if written is None else str(written)
         echo_json(doc)
         return
     p = result.parameters
-    click.echo(f"N = {groups}, {trials} trials per point, seed {seed}; J with m = {p['mtbf_seconds'] / 60:g} min, "
+    click.echo(f"N = {groups}, {trials} trials per point, seed {seed}; J with m = {p['system_mtbf_seconds'] / 60:g} min, "
                f"T_r = {p['restart_seconds'] / 60:g} min, T_s = {p['save_seconds']:g} s")
     header = (f"{'method':<12} {'r':>3} {'lam':>3} {'mu MC':>8} {'95% CI':>17} {'mu cf':>7} {'err':>7} "
               f"{'Sbar MC':>7} {'95% CI':>15} {'Sbar cf':>7} {'err':>6} {'J MC':>6} {'J cf':>6}")

@@ -3,10 +3,20 @@
 import click
 
 from spare_opt._plotting import require_matplotlib
-from spare_opt.simulate import PRESETS, parse_overrides
-from spare_opt.tune import PAPER_TABLE, plot_tune, tune_preset
+from spare_opt.parameters import PAPER_TABLE, PRESETS, parse_overrides
+from spare_opt.tune import plot_tune, tune_preset
 
-from .options import check_output_path, echo_json, force_option, json_option, progress_enabled, quiet_option
+from .options import (
+    check_output_path,
+    echo_json,
+    executor_for,
+    force_option,
+    json_option,
+    progress_bar,
+    quiet_option,
+    scheduler_option,
+    workers_option,
+)
 
 __all__ = ["command"]
 
@@ -17,8 +27,8 @@ __all__ = ["command"]
 @click.option("--groups", "-N", type=int, default=None, help="One N of the preset (default: all of them).")
 @click.option("--seeds", type=click.IntRange(min=1), default=10, show_default=True,
               help="Runs per configuration (seeds 0..K-1, the same for every configuration).")
-@click.option("--workers", type=click.IntRange(min=1), default=None,
-              help="Processes (default: the number of CPUs).  Results do not depend on it.")
+@workers_option
+@scheduler_option
 @click.option("--set", "settings", multiple=True, metavar="FIELD=VALUE",
               help="Change a simulation parameter, e.g. --set failure_model=system-renewal (repeatable).")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None, metavar="FILE.png",
@@ -26,7 +36,7 @@ __all__ = ["command"]
 @json_option
 @force_option
 @quiet_option
-def command(preset, groups, seeds, workers, settings, plot_path, as_json, force, quiet):
+def command(preset, groups, seeds, workers, scheduler, settings, plot_path, as_json, force, quiet):
     """Tune r and the checkpoint period by simulation: Rep+CKPT against SPARe+CKPT.
 
     For each N, every r of the preset's sweep runs at seven checkpoint periods around
@@ -46,25 +56,9 @@ def command(preset, groups, seeds, workers, settings, plot_path, as_json, force,
             f"preset {preset} defines N in {{{', '.join(map(str, PRESETS[preset].groups))}}}, got {groups}",
             param_hint="--groups",
         )
-    if progress_enabled(quiet):
-        bar = None
-        stderr = click.get_text_stream("stderr")
-
-        def progress(done, total):
-            nonlocal bar
-            if bar is None:
-                bar = click.progressbar(length=total, label="simulating", file=stderr)
-                bar.__enter__()
-            bar.update(done - bar.pos)
-
-        try:
-            results = tune_preset(preset, groups=groups, seeds=seeds, workers=workers, progress=progress,
-                                  **overrides)
-        finally:
-            if bar is not None:
-                bar.__exit__(None, None, None)
-    else:
-        results = tune_preset(preset, groups=groups, seeds=seeds, workers=workers, **overrides)
+    with executor_for(scheduler, workers) as executor, progress_bar(quiet, "simulating") as progress:
+        results = tune_preset(preset, groups=groups, seeds=seeds, workers=workers, executor=executor,
+                              progress=progress, **overrides)
     if plot_path is not None:
         written = plot_tune(results, plot_path, force=force,
                             title=f"{preset}: best TTT/T0 over T_c, mean of {seeds} seeds, 95% CI")

@@ -1,15 +1,12 @@
 """``spare-opt validate``: guarantees, worst cases and Monte-Carlo estimates of a layout."""
 
-import sys
-
 import click
 
 from spare_opt import theory
-from spare_opt.analysis import (
+from spare_opt.monte_carlo import MAX_TRIALS, monte_carlo
+from spare_opt.worst_case import (
     EXACT_WORST_CASE_MAX_GROUPS,
-    MAX_TRIALS,
-    min_wipeout_set,
-    monte_carlo,
+    min_wipe_out_set,
     worst_case_after_one_failure,
     worst_case_profile,
 )
@@ -17,12 +14,15 @@ from spare_opt.analysis import (
 from .options import (
     check_output_path,
     echo_json,
+    executor_for,
     force_option,
     json_option,
     layout_argument,
-    progress_enabled,
+    progress_bar,
     quiet_option,
+    scheduler_option,
     seed_option,
+    workers_option,
 )
 
 __all__ = ["command"]
@@ -52,8 +52,8 @@ def _interval(pair, digits):
 @click.option("--trials", type=click.IntRange(min=0, max=MAX_TRIALS), default=200, show_default=True, metavar="K",
               help="Monte-Carlo failure orders (0 skips the Monte-Carlo).")
 @seed_option
-@click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True, metavar="W",
-              help="Processes for the Monte-Carlo; results do not depend on it.")
+@workers_option
+@scheduler_option
 @click.option("--worst-k", "worst_k", type=click.IntRange(min=0), default=None, metavar="K",
               help="Worst-case S* for failure sets of size 1..K  [default: r-1, the sizes always masked].")
 @click.option("--time-limit", type=click.FloatRange(min=0, min_open=True), default=10.0, show_default=True,
@@ -63,7 +63,7 @@ def _interval(pair, digits):
 @force_option
 @json_option
 @quiet_option
-def command(layout, trials, seed, workers, worst_k, time_limit, plot_path, force, as_json, quiet):
+def command(layout, trials, seed, workers, scheduler, worst_k, time_limit, plot_path, force, as_json, quiet):
     """Check a layout: invariants, guarantees, worst cases and Monte-Carlo endurance.
 
     \b
@@ -93,16 +93,14 @@ def command(layout, trials, seed, workers, worst_k, time_limit, plot_path, force
     if worst_k is not None and worst_k > n:
         raise click.BadParameter(f"must be at most N = {n}", param_hint="--worst-k")
     overlap = layout.overlap()
-    shard, wipeout_set = min_wipeout_set(layout)
+    shard, wipe_out_set = min_wipe_out_set(layout)
     after_one = worst_case_after_one_failure(layout)
     profile = worst_case_profile(layout, max_failed=worst_k, time_limit=time_limit, seed=seed)
     result = None
     if trials:
-        if progress_enabled(quiet):
-            with click.progressbar(length=trials, label="Monte-Carlo trials", file=sys.stderr) as bar:
-                result = monte_carlo(layout, trials=trials, seed=seed, workers=workers, progress=bar.update)
-        else:
-            result = monte_carlo(layout, trials=trials, seed=seed, workers=workers)
+        with executor_for(scheduler, workers) as executor, progress_bar(quiet, "Monte-Carlo trials") as progress:
+            result = monte_carlo(layout, trials=trials, seed=seed, workers=workers, executor=executor,
+                                 progress=progress)
     written = None
     if plot_path is not None:
         from spare_opt._plotting import plot_monte_carlo
@@ -117,17 +115,17 @@ def command(layout, trials, seed, workers, worst_k, time_limit, plot_path, force
             "invariants": "ok",
             "guaranteed_tolerance": r - 1,
             "worst_case": {
-                "min_wipeout_set": [int(g) for g in wipeout_set],
-                "min_wipeout_shard_type": shard,
+                "min_wipe_out_set": [int(g) for g in wipe_out_set],
+                "min_wipe_out_shard_type": shard,
                 "after_one_failure": after_one,
-                "by_failed_count": [w.to_json() for w in profile],
+                "by_failed_count": [w.to_dict() for w in profile],
             },
             "monte_carlo": None,
             "closed_form": closed,
             "plot": None if written is None else str(written),
         }
         if result is not None:
-            doc.update(result.to_json())
+            doc.update(result.to_dict())
         echo_json(doc)
         return
 
@@ -135,7 +133,7 @@ def command(layout, trials, seed, workers, worst_k, time_limit, plot_path, force
     click.echo("invariants:    ok (distinct rows, every layer a permutation, every shard type held r times)")
     click.echo(f"guaranteed:    every set of up to r-1 = {r - 1} failed groups is masked")
     click.echo(f"wipe-out:      smallest failure sets have r = {r} groups, e.g. the holders of shard type {shard}: "
-               f"{_groups_text(wipeout_set)}")
+               f"{_groups_text(wipe_out_set)}")
     if after_one["stack_number"] is None:
         click.echo("after 1 fail:  wipe-out (r = 1)")
     else:
@@ -151,7 +149,7 @@ def command(layout, trials, seed, workers, worst_k, time_limit, plot_path, force
     if result is None:
         click.echo(f"closed forms:  mu = {closed['mu']:.1f}, Sbar >= {closed['sbar']:.3f} (Monte-Carlo skipped: --trials 0)")
     else:
-        doc = result.to_json()
+        doc = result.to_dict()
         mc, cf = doc["monte_carlo"], doc["closed_form"]
         click.echo(f"Monte-Carlo:   {result.trials} random failure orders, seed {result.seed}, "
                    f"{result.workers} worker(s), {result.seconds:.2f} s")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from .errors import OutputExistsError, OutputWriteError, ParameterError
 
-__all__ = ["write_atomic", "as_path", "json_default", "reading", "read_json_file"]
+__all__ = ["write_atomic", "as_path", "json_default", "dumps_json", "reading", "read_json_file"]
 
 
 def as_path(value, error=ParameterError, what="path"):
@@ -179,6 +179,38 @@ def json_default(value):
     if isinstance(value, np.ndarray):
         return value.tolist()
     raise TypeError(f"{type(value).__name__} value {value!r} is not JSON-serialisable")
+
+
+def dumps_json(document, *, indent=2):
+    """The one JSON writer of spare-opt: ``document`` as JSON text, refusing NaN and infinity.
+
+    JSON has no NaN or infinity (``json.dumps`` would write the non-standard ``NaN`` and
+    ``Infinity``); result classes put ``None`` where a number cannot be given
+    (their ``to_dict()``), so a non-finite number reaching this writer is a bug.
+
+    Parameters
+    ----------
+    document : object
+        A JSON-ready document; numpy scalars and arrays are converted (:func:`json_default`).
+    indent : int or None, default 2
+
+    Returns
+    -------
+    str
+
+    Raises
+    ------
+    SpareError
+        The document holds a NaN or infinite number.
+    """
+    from .errors import SpareError
+
+    try:
+        return json.dumps(document, indent=indent, default=json_default, allow_nan=False)
+    except ValueError as exc:
+        if "JSON compliant" not in str(exc):
+            raise
+        raise SpareError("internal error: a result holds a NaN or infinite number, which JSON cannot hold") from None
 
 
 def read_json_file(path, error, what, expected="JSON", malformed="malformed JSON"):

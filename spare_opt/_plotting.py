@@ -153,6 +153,6 @@ def plot_sweep(result, path, force=False):
         axis.legend(fontsize=8)
     p = result.parameters
     figure.suptitle(f"N = {result.groups}: {p['trials']} random failure orders per point (seed {p['seed']}); "
-                    f"J with m = {p['mtbf_seconds'] / 60:g} min, T_r = {p['restart_seconds'] / 60:g} min, "
+                    f"J with m = {p['system_mtbf_seconds'] / 60:g} min, T_r = {p['restart_seconds'] / 60:g} min, "
                     f"T_s = {p['save_seconds']:g} s; 95% CIs")
     return _save(figure, path, force)

@@ -18,8 +18,10 @@ on-disk cache) on their first call.
 import numpy as np
 
 from . import _controller_kernels as _k
-from .errors import FailureSetError, ParameterError
-from .plan import MASKED, WIPE_OUT, Plan, normalise_groups
+from . import _validation as check
+from .errors import FailureSetError
+from .failure_sets import normalise_groups
+from .plan import MASKED, WIPE_OUT, Plan
 
 __all__ = ["ReorderController", "stack_number_trajectory", "stack_number_trajectories"]
 
@@ -37,7 +39,7 @@ class ReorderController:
 
     Raises
     ------
-    ParameterError
+    ParameterTypeError
         ``layout`` is not a :class:`~spare_opt.layout.Layout`.
 
     See Also
@@ -110,11 +112,7 @@ class ReorderController:
     """
 
     def __init__(self, layout):
-        from .layout import Layout
-
-        if not isinstance(layout, Layout):
-            raise ParameterError(f"ReorderController needs a Layout, got {type(layout).__name__}")
-        self._layout = layout
+        self._layout = check.layout(layout)
         self._tables = None
         self._single = np.zeros(1, dtype=np.int32)
         self.restart()
@@ -216,7 +214,7 @@ class ReorderController:
         FailureSetError
             A group id is not an integer, out of range, repeated, or already failed; or
             the controller has wiped out and :meth:`restart` was not called.
-        ParameterError
+        ParameterTypeError
             ``mid_step`` is not a bool.
         """
         if self._wiped:
@@ -224,8 +222,7 @@ class ReorderController:
                 "the controller has wiped out (a shard type lost every holder): "
                 "call restart() before failing more groups"
             )
-        if not isinstance(mid_step, (bool, np.bool_)):
-            raise ParameterError(f"mid_step must be a bool, got {mid_step!r}")
+        mid_step = check.flag("mid_step", mid_step)
         n = self._stacks.shape[0]
         if isinstance(groups, np.ndarray) and groups.ndim != 1:
             if groups.ndim == 0:  # a numpy scalar wrapped in an array: treat it as the scalar
@@ -274,7 +271,7 @@ class ReorderController:
         return _lazy_plan(MASKED, stack_number, bound, _EMPTY, moves, patch, _LAZY, source)
 
 
-def stack_number_trajectory(layout, failure_order, return_moves=False):
+def stack_number_trajectory(layout, failure_order, *, return_moves=False):
     """Stack numbers along one failure sequence, computed in one compiled loop.
 
     Groups fail one at a time in the given order from a fault-free start; the
@@ -296,7 +293,7 @@ def stack_number_trajectory(layout, failure_order, return_moves=False):
         (``stack_numbers[0] = 1``).  If failure number ``j`` (1-based) wipes out, the
         length is ``j`` (``k = 0 .. j-1``: ``j - 1`` failures were masked); otherwise it
         is ``K + 1``.
-    wipeout_index : int
+    wipe_out_index : int
         ``j``, the 1-based index of the failure that wiped out, or -1.
     moves : numpy.ndarray of int32, shape (len(stack_numbers) - 1,)
         Only with ``return_moves``: ``moves[k]`` for failure ``k + 1``.  A failure with no
@@ -304,16 +301,17 @@ def stack_number_trajectory(layout, failure_order, return_moves=False):
 
     Raises
     ------
-    ParameterError
-        ``layout`` is not a Layout.
+    ParameterTypeError
+        ``layout`` is not a Layout, or ``return_moves`` is not a bool.
     FailureSetError
         ``failure_order`` is not a 1-D sequence of distinct group ids in range.
     """
     state = _TrajectoryState(layout)
+    return_moves = check.flag("return_moves", return_moves)
     orders = _check_failure_orders(failure_order, layout.groups, ndim=1)[None, :]
-    stack_numbers, wipeout_index, moves = state.run(orders)
-    length = orders.shape[1] + 1 if wipeout_index[0] < 0 else int(wipeout_index[0])
-    result = stack_numbers[0, :length].copy(), int(wipeout_index[0])
+    stack_numbers, wipe_out_index, moves = state.run(orders)
+    length = orders.shape[1] + 1 if wipe_out_index[0] < 0 else int(wipe_out_index[0])
+    result = stack_numbers[0, :length].copy(), int(wipe_out_index[0])
     if return_moves:
         return result + (moves[0, :length - 1].copy(),)
     return result
@@ -332,14 +330,14 @@ def stack_number_trajectories(layout, failure_orders):
     -------
     stack_numbers : numpy.ndarray of int32, shape (T, K + 1)
         Row ``i`` as :func:`stack_number_trajectory` would return it, padded with -1.
-    wipeout_index : numpy.ndarray of int64, shape (T,)
+    wipe_out_index : numpy.ndarray of int64, shape (T,)
         Per trial, the 1-based index of the failure that wiped out, or -1.
     moves : numpy.ndarray of int32, shape (T, K)
         Moves of every masked failure, padded with -1.
 
     Raises
     ------
-    ParameterError
+    ParameterTypeError
         ``layout`` is not a Layout.
     FailureSetError
         ``failure_orders`` is not 2-D or a row is not a sequence of distinct group ids.
@@ -429,19 +427,16 @@ class _TrajectoryState:
     """Controller arrays for the compiled sequence kernels (no journal kept)."""
 
     def __init__(self, layout):
-        from .layout import Layout
-
-        if not isinstance(layout, Layout):
-            raise ParameterError(f"expected a Layout, got {type(layout).__name__}")
+        check.layout(layout)
         self.tables, self.rows, self.scalars = _fault_free_state(layout.stacks, *_holder_table(layout))
 
     def run(self, orders):
         trials, length = orders.shape
         stack_numbers = np.full((trials, length + 1), -1, dtype=np.int32)
         moves = np.full((trials, length), -1, dtype=np.int32)
-        wipeout_index = np.full(trials, -1, dtype=np.int64)
-        _k.run_trajectories(self.tables, self.rows, self.scalars, orders, stack_numbers, moves, wipeout_index)
-        return stack_numbers, wipeout_index, moves
+        wipe_out_index = np.full(trials, -1, dtype=np.int64)
+        _k.run_trajectories(self.tables, self.rows, self.scalars, orders, stack_numbers, moves, wipe_out_index)
+        return stack_numbers, wipe_out_index, moves
 
 
 class _History:
@@ -501,7 +496,7 @@ _new_plan = object.__new__
 class _LazyPlan(Plan):
     """A :class:`Plan` whose ``failed``, ``assignment`` and ``order`` are built on first access.
 
-    Behaves as a Plan in every respect (``isinstance``, attributes, ``to_json``,
+    Behaves as a Plan in every respect (``isinstance``, attributes, ``to_dict``, ``==``,
     ``dataclasses.replace``); the values are those at the time of the call that made it.
     Pickling or copying yields a plain, fully materialised :class:`Plan`.
     """

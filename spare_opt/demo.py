@@ -3,24 +3,24 @@
 ``spare-opt demo`` (and :func:`run_demo`) takes ``N = 400`` DP groups (the size of the
 cluster of the InfiniteHBD trace), the closed-form optimal redundancy
 ``r* = floor(log2 N + 0.833)`` (9), generates a Sidon layout, writes it, replays a
-fault trace on it and writes the replay report:
+fault trace on it and writes the replay report.  The trace is, in this order:
 
-* the real InfiniteHBD trace when it is found (``$SPARE_TRACE``, then
-  ``../shared/data/infinitehbd-trace/fault_trace.json`` relative to the current
-  folder, then relative to the source checkout);
-* otherwise the generated failure sequence shipped in the package
-  (``spare_opt/data/failures-N400-seed0.json``, also in ``instances/``), written by
-  ``instances/make_instances.py`` from :func:`default_trace_document`.
+* the one given (``trace_path``), or ``$SPARE_TRACE`` when it names a file;
+* the real InfiniteHBD trace shipped in the package (``spare_opt/data/infinitehbd/``,
+  Apache-2.0, source named in ``SOURCE.md`` beside it);
+* with ``generated=True``, a generated trace of the same cluster
+  (:func:`default_trace_document`, the file ``instances/failures-N400-seed0.json``).
 """
 
-import json
 import os
 import time
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
-from ._io import as_path, json_default, write_atomic
+from . import _validation as check
+from ._results import Result
+from ._io import as_path, dumps_json, write_atomic
 from .errors import LayoutFileError, OutputExistsError, OutputWriteError, ParameterError, SpareError
 from .trace import parse_fault_events, read_fault_trace, synthetic_fault_trace
 
@@ -28,36 +28,27 @@ __all__ = [
     "DEMO_GROUPS",
     "DEFAULT_OUT",
     "DEFAULT_TRACE_SEED",
-    "DEFAULT_TRACE_NAME",
-    "REAL_TRACE_RELATIVE",
     "DemoResult",
     "run_demo",
-    "find_real_trace",
+    "find_trace",
+    "packaged_trace_path",
     "default_trace_document",
-    "load_default_trace",
 ]
 
 #: Size of the traced cluster (InfiniteHBD: 400 GPU servers), one node per DP group.
 DEMO_GROUPS = 400
 #: Default output folder of the demo (relative to the current folder).
 DEFAULT_OUT = "spare-demo"
-#: Seed of the generated failure sequence shipped with the package.
+#: Seed of the generated failure sequence (``generated=True``).
 DEFAULT_TRACE_SEED = 0
-#: File name of that sequence inside ``spare_opt/data/`` and ``instances/``.
-DEFAULT_TRACE_NAME = "failures-N400-seed0.json"
-#: Where the real trace sits relative to a checkout's parent layout (``<root>/../shared/...``).
-REAL_TRACE_RELATIVE = Path("..") / "shared" / "data" / "infinitehbd-trace" / "fault_trace.json"
-#: Folder above the package: the source checkout when it holds ``pyproject.toml``
-#: (editable install); :func:`find_real_trace` checks that before using it.
-_SOURCE_ROOT = Path(__file__).resolve().parent.parent
 #: Seed of the random node placement replayed for comparison.
 PLACEMENT_SEED = 0
 #: Time limit of the Sidon search (seconds); r(r-1) = 72 << N - 1 = 399, so it is found at once.
 SIDON_TIME_LIMIT = 5.0
 
 
-@dataclass
-class DemoResult:
+@dataclass(eq=False)
+class DemoResult(Result):
     """What :func:`run_demo` did.
 
     Attributes
@@ -88,12 +79,12 @@ class DemoResult:
     files: dict
     notes: list = field(default_factory=list)
 
-    def to_json(self):
+    def to_dict(self):
         """dict: the demo summary (layout, trace, replay summary, files, notes), JSON-ready."""
         return {
             "layout": self.layout_info,
             "trace": self.trace_info,
-            "replay": self.replay.to_json(rows=False),
+            "replay": self.replay.to_dict(rows=False),
             "random_placement": _placement_digest(self.random_placement),
             "files": {key: str(path) for key, path in self.files.items()},
             "notes": list(self.notes),
@@ -119,77 +110,53 @@ class DemoResult:
         return "\n".join(lines)
 
 
-def find_real_trace(cwd=None, environ=None):
-    """Look for the real InfiniteHBD trace.
+def packaged_trace_path():
+    """The real InfiniteHBD fault trace shipped inside the package (``spare_opt/data/infinitehbd/``).
 
-    Candidates, in order: ``$SPARE_TRACE``; ``../shared/data/infinitehbd-trace/
-    fault_trace.json`` relative to ``cwd``; the same relative to the source checkout
-    that holds this package (editable installs only).
+    Returns
+    -------
+    pathlib.Path
+        Path of ``fault_trace.json`` (Apache-2.0; ``SOURCE.md`` beside it names the
+        source, ``LICENSE`` holds the license).
+    """
+    return Path(str(resources.files("spare_opt").joinpath("data", "infinitehbd", "fault_trace.json")))
+
+
+def find_trace(environ=None):
+    """The trace the demo replays when none is given: ``$SPARE_TRACE``, else the packaged real trace.
 
     Parameters
     ----------
-    cwd : path, optional
-        Folder for the relative candidate (default: the current folder).
     environ : mapping, optional
         Environment (default: ``os.environ``).
 
     Returns
     -------
-    path : pathlib.Path or None
-        The first candidate that is a file.
+    path : pathlib.Path
     notes : list of str
-        One line per candidate that was named but not found.
+        One line when ``$SPARE_TRACE`` is set but is not a file.
     """
     environ = os.environ if environ is None else environ
-    cwd = Path.cwd() if cwd is None else Path(cwd)
     notes = []
-    candidates = []
     if environ.get("SPARE_TRACE"):
-        candidates.append(("SPARE_TRACE", Path(environ["SPARE_TRACE"])))
-    candidates.append(("current folder", cwd / REAL_TRACE_RELATIVE))
-    if (_SOURCE_ROOT / "pyproject.toml").is_file():
-        candidates.append(("source checkout", _SOURCE_ROOT / REAL_TRACE_RELATIVE))
-    for label, path in candidates:
+        path = Path(environ["SPARE_TRACE"])
         if path.is_file():
             return path.resolve(), notes
-        if label == "SPARE_TRACE":
-            notes.append(f"SPARE_TRACE={path} is not a file: looked further")
-    return None, notes
+        notes.append(f"SPARE_TRACE={path} is not a file: replaying the packaged InfiniteHBD trace")
+    return packaged_trace_path(), notes
 
 
 def default_trace_document():
-    """The generated failure sequence of the demo, rebuilt from its seed.
+    """The generated failure sequence of the demo (``generated=True``), rebuilt from its seed.
 
     Returns
     -------
     dict
         ``synthetic_fault_trace(nodes=400, seed=0)``: a ``spare-failure-trace``
         document; ``instances/make_instances.py`` writes it to
-        ``instances/failures-N400-seed0.json`` and ``spare_opt/data/``.
+        ``instances/failures-N400-seed0.json``.
     """
     return synthetic_fault_trace(nodes=DEMO_GROUPS, seed=DEFAULT_TRACE_SEED)
-
-
-def load_default_trace():
-    """Read the generated failure sequence shipped inside the package.
-
-    Falls back to rebuilding it from its seed (same events) if the data file is
-    missing from the installation.
-
-    Returns
-    -------
-    FaultTrace
-
-    Raises
-    ------
-    TraceError
-        The packaged data file exists but cannot be read or parsed.
-    """
-    packaged = resources.files("spare_opt").joinpath("data", DEFAULT_TRACE_NAME)
-    if packaged.is_file():
-        with resources.as_file(packaged) as path:
-            return read_fault_trace(path)
-    return parse_fault_events(default_trace_document(), source=f"<generated: seed {DEFAULT_TRACE_SEED}>")
 
 
 def _layout_info(layout, seconds):
@@ -208,8 +175,8 @@ def _layout_info(layout, seconds):
     }
 
 
-def run_demo(out_dir=DEFAULT_OUT, trace_path=None, force=False, exact=False, generated=False,
-             time_limit=SIDON_TIME_LIMIT, progress=None, cwd=None, environ=None):
+def run_demo(out_dir=DEFAULT_OUT, *, trace_path=None, force=False, planner="controller", generated=False,
+             time_limit=SIDON_TIME_LIMIT, progress=None, environ=None):
     """Run the demo: Sidon layout for ``N = 400``, ``r = r*``, and a fault-trace replay.
 
     Parameters
@@ -217,19 +184,20 @@ def run_demo(out_dir=DEFAULT_OUT, trace_path=None, force=False, exact=False, gen
     out_dir : path, default ``"spare-demo"``
         Output folder, created if needed.
     trace_path : path, optional
-        Replay this trace instead of looking for the real one.
+        Replay this trace instead of ``$SPARE_TRACE`` or the packaged real trace.
     force : bool, default False
         Overwrite existing output files.
-    exact : bool, default False
-        Replay with the exact planner instead of the online controller.
+    planner : {"controller", "exact"}, default "controller"
+        Reorder engine of the replay (:func:`spare_opt.replay_trace`).
     generated : bool, default False
-        Replay the shipped generated failure sequence even if the real trace is found.
+        Replay the generated failure sequence (:func:`default_trace_document`) instead
+        of the real trace.
     time_limit : float, default 5.0
         Time limit of the Sidon search (seconds).
     progress : callable, optional
-        Passed to :func:`spare_opt.replay_trace`.
-    cwd, environ : optional
-        Passed to :func:`find_real_trace` (tests).
+        ``progress(done, total)``, passed to :func:`spare_opt.replay_trace`.
+    environ : mapping, optional
+        Passed to :func:`find_trace` (tests).
 
     Returns
     -------
@@ -239,8 +207,8 @@ def run_demo(out_dir=DEFAULT_OUT, trace_path=None, force=False, exact=False, gen
     ------
     OutputExistsError
         An output file exists and ``force`` is false (checked before any work).
-    ParameterError
-        ``out_dir`` is empty or not a path.
+    ParameterTypeError, ParameterError
+        ``out_dir`` is empty or not a path, or another argument is bad.
     OutputWriteError
         ``out_dir`` exists and is not a folder (checked before any work).
     SpareError
@@ -260,6 +228,8 @@ def run_demo(out_dir=DEFAULT_OUT, trace_path=None, force=False, exact=False, gen
     from .replay import replay_trace
     from .theory import r_star
 
+    force = check.flag("force", force)
+    generated = check.flag("generated", generated)
     groups = DEMO_GROUPS
     redundancy = r_star(groups)
     out_dir = as_path(out_dir, ParameterError, "demo output folder")
@@ -276,24 +246,20 @@ def run_demo(out_dir=DEFAULT_OUT, trace_path=None, force=False, exact=False, gen
     if trace_path is not None:
         trace = read_fault_trace(trace_path)
         kind = "real" if trace.format == "infinitehbd" else "generated"
+    elif generated:
+        trace = parse_fault_events(default_trace_document(), source=f"<generated: seed {DEFAULT_TRACE_SEED}>")
+        kind = "generated"
     else:
-        found = None
-        if not generated:
-            found, notes = find_real_trace(cwd=cwd, environ=environ)
-        if found is not None:
-            trace, kind = read_fault_trace(found), "real"
-        else:
-            if not generated:
-                notes.append("real InfiniteHBD trace not found (set SPARE_TRACE to its path): "
-                             "replaying the generated failure sequence shipped with spare-opt")
-            trace, kind = load_default_trace(), "generated"
+        found, notes = find_trace(environ=environ)
+        trace = read_fault_trace(found)
+        kind = "real" if trace.format == "infinitehbd" else "generated"
 
     started = time.perf_counter()
     layout = sidon(groups, redundancy, time_limit=time_limit, seed=0)
     layout_info = _layout_info(layout, time.perf_counter() - started)
 
-    result = replay_trace(layout, trace, exact=exact, progress=progress)
-    random_placement = replay_trace(layout, trace, exact=exact, placement_seed=PLACEMENT_SEED)
+    result = replay_trace(layout, trace, planner=planner, progress=progress)
+    random_placement = replay_trace(layout, trace, planner=planner, placement_seed=PLACEMENT_SEED)
     trace_info = {"kind": kind, "path": trace.source, **trace.summary()}
     trace_info.pop("source", None)
 
@@ -302,13 +268,13 @@ def run_demo(out_dir=DEFAULT_OUT, trace_path=None, force=False, exact=False, gen
         "version": 1,
         "layout": {key: value for key, value in layout_info.items() if key != "metadata"},
         "trace": trace_info,
-        "replay": result.to_json(rows=True),
+        "replay": result.to_dict(rows=True),
         "random_placement": _placement_digest(random_placement),
     }
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
         layout.save(layout_path, force=force)
-        write_atomic(report_path, json.dumps(report, indent=1, default=json_default) + "\n", force=force)
+        write_atomic(report_path, dumps_json(report, indent=1) + "\n", force=force)
     except (OSError, LayoutFileError) as exc:
         if isinstance(exc, (OutputExistsError, OutputWriteError)):
             raise

@@ -1,17 +1,28 @@
 """Exception hierarchy of spare-opt.
 
-Every error the library raises on bad input is a :class:`SpareError`; the CLI turns
-these into one-line messages and a non-zero exit.  Subclasses also derive from the
-closest built-in type (``ValueError``, ``FileExistsError``...) so that generic handlers
-keep working.
+Every error the library raises on bad input or failed work is a :class:`SpareError`;
+the CLI turns these into one-line messages and a non-zero exit.  Subclasses also derive
+from the closest built-in type so that generic handlers keep working:
+
+* an argument of the wrong *type* (a float where an integer is needed, a path where a
+  :class:`~spare_opt.Layout` is needed) raises :class:`ParameterTypeError`, a
+  ``TypeError``;
+* a *value* out of range raises :class:`ParameterError` or a more specific
+  ``ValueError`` subclass (:class:`LayoutError`, :class:`FailureSetError`,
+  :class:`PlanError`);
+* files that cannot be read or written raise :class:`LayoutFileError`,
+  :class:`TraceError`, :class:`OutputExistsError` or :class:`OutputWriteError`;
+* a solver that ends without a usable answer raises :class:`SolverError`.
 """
 
 __all__ = [
     "SpareError",
+    "ParameterTypeError",
     "ParameterError",
     "LayoutError",
     "LayoutFileError",
     "FailureSetError",
+    "PlanError",
     "TraceError",
     "OutputExistsError",
     "OutputWriteError",
@@ -23,8 +34,12 @@ class SpareError(Exception):
     """Base class of every error raised by spare-opt on bad input or failed work."""
 
 
+class ParameterTypeError(SpareError, TypeError):
+    """An argument has the wrong type (for example ``trials=1.5`` or a path where a Layout is needed)."""
+
+
 class ParameterError(SpareError, ValueError):
-    """A numeric argument is out of range (for example ``N < 1`` or ``r > N``)."""
+    """A numeric or named argument is out of range (for example ``N < 1`` or ``r > N``)."""
 
 
 class LayoutError(SpareError, ValueError):
@@ -42,6 +57,10 @@ class FailureSetError(SpareError, ValueError):
     """A failure set names a group id that is out of range, repeated or not an integer."""
 
 
+class PlanError(SpareError, ValueError):
+    """A reorder plan breaks a rule of a valid plan (:func:`spare_opt.check_plan` names the first)."""
+
+
 class TraceError(SpareError):
     """A fault-trace file is missing, unreadable or malformed beyond repair."""
 
@@ -55,4 +74,4 @@ class OutputWriteError(SpareError, OSError):
 
 
 class SolverError(SpareError):
-    """A solver (CP-SAT, flow) ended without a usable answer."""
+    """A solver (CP-SAT, flow) ended without a usable answer, or was given an invalid model."""

@@ -15,13 +15,14 @@ permutation of ``0..N-1`` (a Latin rectangle), so every shard type has ``r`` hol
 * :func:`random_latin` - ``r`` random permutation layers with distinct entries per row.
 """
 
-import math
 import time
 from dataclasses import dataclass
 
 import numpy as np
 
 from ._constructions import candidate_sets, canonical_offsets, modular_lambda
+from . import _validation as check
+from ._parallel import resolve_workers
 from .errors import ParameterError, SolverError
 from .layout import Layout, check_size
 
@@ -54,14 +55,6 @@ STATUS_FALLBACK = "fallback"
 
 
 # ------------------------------------------------------------ argument checks
-def _check_time_limit(time_limit):
-    if isinstance(time_limit, bool) or not isinstance(time_limit, (int, float, np.integer, np.floating)):
-        raise ParameterError(f"time limit must be a number of seconds, got {time_limit!r}")
-    if not math.isfinite(time_limit) or time_limit <= 0:
-        raise ParameterError(f"time limit must be a positive number of seconds, got {time_limit!r}")
-    return float(time_limit)
-
-
 def _check_layout_size(groups, redundancy):
     """``check_size``, plus a refusal of layouts too large to hold in memory."""
     n, r = check_size(groups, redundancy)
@@ -71,14 +64,6 @@ def _check_layout_size(groups, redundancy):
             f"above the limit of {MAX_LAYOUT_ENTRIES:,} (512 MiB); choose a smaller N or r"
         )
     return n, r
-
-
-def _check_int(name, value, minimum):
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise ParameterError(f"{name} must be an integer, got {value!r}")
-    if value < minimum:
-        raise ParameterError(f"{name} must be >= {minimum}, got {value}")
-    return int(value)
 
 
 def _circulant(groups, offsets, method, metadata):
@@ -110,8 +95,10 @@ def consecutive(groups, redundancy):
 
     Raises
     ------
+    ParameterTypeError
+        ``N`` or ``r`` is not an integer (the same for every generator).
     ParameterError
-        ``N`` or ``r`` not an integer, ``N < 1``, ``r < 1``, ``r > N``, or
+        ``N < 1``, ``r < 1``, ``r > N``, or
         ``N r > MAX_LAYOUT_ENTRIES`` (``2^27``: the layout would not fit in memory;
         the same for every generator).
 
@@ -176,7 +163,7 @@ def block(groups, redundancy):
     return layout
 
 
-def random_latin(groups, redundancy, seed=0):
+def random_latin(groups, redundancy, *, seed=0):
     """Random Latin-rectangle layout: ``r`` random permutation layers, distinct entries per row.
 
     Parameters
@@ -195,8 +182,10 @@ def random_latin(groups, redundancy, seed=0):
 
     Raises
     ------
+    ParameterTypeError
+        ``N``, ``r`` or ``seed`` is not an integer.
     ParameterError
-        Bad sizes, a seed that is not a non-negative integer, or ``N r^2`` above
+        Bad sizes, a negative seed, or ``N r^2`` above
         ``MAX_RANDOM_WORK`` (``5e9``, a few minutes of work: use :func:`sidon`).
     SolverError
         Only if the repair below fails on an instance too large for the exact
@@ -216,7 +205,7 @@ def random_latin(groups, redundancy, seed=0):
     """
     start = time.perf_counter()
     groups, redundancy = _check_layout_size(groups, redundancy)
-    seed = _check_int("seed", seed, minimum=0)
+    seed = check.seed(seed)
     if groups * redundancy ** 2 > MAX_RANDOM_WORK:
         raise ParameterError(
             f"random layout: N r^2 = {groups * redundancy ** 2:.3g} is above the work limit "
@@ -292,7 +281,7 @@ class _SolveResult:
     wall_seconds: float
 
 
-def sidon(groups, redundancy, time_limit=DEFAULT_TIME_LIMIT, seed=0, workers=1):
+def sidon(groups, redundancy, *, time_limit=DEFAULT_TIME_LIMIT, seed=0, workers=1):
     """Circulant layout whose offsets form a Sidon set (modular Golomb ruler) mod ``N``.
 
     Finds offsets ``0 = o_0 < ... < o_{r-1} < N`` with all differences ``o_i - o_j``
@@ -319,8 +308,9 @@ def sidon(groups, redundancy, time_limit=DEFAULT_TIME_LIMIT, seed=0, workers=1):
         Non-negative.  CP-SAT ``random_seed`` (taken mod ``2^31``) and seed of the
         greedy heuristic and the local search.
     workers : int, default 1
-        CP-SAT ``num_workers``.  With more than one worker ``interleave_search`` is
-        switched on, which keeps the search deterministic.
+        CP-SAT ``num_workers`` (threads); ``-1`` for every CPU (``docs/api.md``).  With
+        more than one worker ``interleave_search`` is switched on, which keeps the
+        search deterministic.
 
     Returns
     -------
@@ -345,9 +335,12 @@ def sidon(groups, redundancy, time_limit=DEFAULT_TIME_LIMIT, seed=0, workers=1):
 
     Raises
     ------
+    ParameterTypeError
+        ``N``, ``r``, ``seed`` or ``workers`` is not an integer, or the time limit is
+        not a number.
     ParameterError
-        Bad sizes, a non-positive or non-finite time limit, a seed that is not a
-        non-negative integer, or ``workers < 1``.
+        Bad sizes, a non-positive or non-finite time limit, a negative seed, or
+        ``workers`` below 1 other than -1.
     SolverError
         CP-SAT rejected the model, or a result failed verification (internal error).
 
@@ -379,9 +372,9 @@ def sidon(groups, redundancy, time_limit=DEFAULT_TIME_LIMIT, seed=0, workers=1):
     CSPLib problem 006 (Golomb rulers).  Lee et al., ICML 2026, Sec. 3.
     """
     groups, redundancy = _check_layout_size(groups, redundancy)
-    time_limit = _check_time_limit(time_limit)
-    seed = _check_int("seed", seed, minimum=0)
-    workers = _check_int("workers", workers, minimum=1)
+    time_limit = check.seconds("time limit", time_limit)
+    seed = check.seed(seed)
+    workers = resolve_workers(workers)
     start = time.perf_counter()
     metadata = {
         "seed": seed,
@@ -725,7 +718,7 @@ def _solve_model(model, offsets, groups, deadline, seed, workers):
 
 
 # -------------------------------------------------------------------- dispatch
-def generate(method, groups, redundancy, seed=0, time_limit=DEFAULT_TIME_LIMIT):
+def generate(method, groups, redundancy, *, seed=0, time_limit=DEFAULT_TIME_LIMIT):
     """Generate a layout by method name.
 
     Parameters
@@ -745,17 +738,16 @@ def generate(method, groups, redundancy, seed=0, time_limit=DEFAULT_TIME_LIMIT):
 
     Raises
     ------
-    ParameterError
+    ParameterTypeError, ParameterError
         Unknown method, or the errors of the chosen generator.
     SolverError
         From :func:`sidon` or :func:`random_latin` (internal errors).
     """
+    check.choice("layout method", method, METHODS)
     if method == "sidon":
         return sidon(groups, redundancy, time_limit=time_limit, seed=seed)
     if method == "consecutive":
         return consecutive(groups, redundancy)
     if method == "block":
         return block(groups, redundancy)
-    if method == "random":
-        return random_latin(groups, redundancy, seed=seed)
-    raise ParameterError(f"unknown layout method {method!r}; choose one of {', '.join(METHODS)}")
+    return random_latin(groups, redundancy, seed=seed)

@@ -17,6 +17,7 @@ import json
 
 import numpy as np
 
+from . import _validation as check
 from ._io import as_path, json_default, read_json_file, reading, write_atomic
 from .errors import LayoutError, LayoutFileError, OutputWriteError, ParameterError
 
@@ -43,17 +44,13 @@ def check_size(groups, redundancy):
 
     Raises
     ------
+    ParameterTypeError
+        ``N`` or ``r`` is not an integer.
     ParameterError
-        ``N`` or ``r`` is not an integer, ``N < 1``, ``r < 1`` or ``r > N``.
+        ``N < 1``, ``r < 1`` or ``r > N``.
     """
-    for name, value in (("groups N", groups), ("redundancy r", redundancy)):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-            raise ParameterError(f"{name} must be an integer, got {value!r}")
-    groups, redundancy = int(groups), int(redundancy)
-    if groups < 1:
-        raise ParameterError(f"groups N must be >= 1, got {groups}")
-    if redundancy < 1:
-        raise ParameterError(f"redundancy r must be >= 1, got {redundancy}")
+    groups = check.integer("groups N", groups, minimum=1)
+    redundancy = check.integer("redundancy r", redundancy, minimum=1)
     if redundancy > groups:
         raise ParameterError(f"redundancy r must be <= N (a group holds r distinct shard types), got r={redundancy} > N={groups}")
     return groups, redundancy
@@ -300,7 +297,7 @@ class Layout:
             "metadata": self.metadata,
         }
 
-    def save(self, path, force=False):
+    def save(self, path, *, force=False):
         """Write the layout atomically to ``path`` (``.npz`` for NumPy, JSON otherwise).
 
         Parameters

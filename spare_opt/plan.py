@@ -2,20 +2,18 @@
 
 Both the exact planner (:func:`spare_opt.plan_reorder`) and the online controller
 (:class:`spare_opt.ReorderController`) return a :class:`Plan`; :func:`check_plan` is
-the one definition of a valid plan that tests hold both to.
+the one definition of a valid plan that tests hold both to (:func:`is_valid_plan` is
+its yes/no form).
 """
 
-import re
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from ._io import as_path, read_json_file, reading
-from .errors import FailureSetError
+from ._results import Result
+from .errors import PlanError
 
-__all__ = [
-    "parse_group_ids",
-    "read_failure_set","Plan", "MASKED", "WIPE_OUT", "check_plan", "lower_bound", "normalise_groups"]
+__all__ = ["Plan", "MASKED", "WIPE_OUT", "check_plan", "is_valid_plan", "lower_bound"]
 
 MASKED = "masked"
 WIPE_OUT = "wipe-out"
@@ -50,144 +48,8 @@ def lower_bound(groups, failed_count):
     return -(-groups // (groups - failed_count))
 
 
-def normalise_groups(groups, n, what="failed groups"):
-    """Validate a collection of group ids against ``N`` and return it as a sorted int32 array.
-
-    Parameters
-    ----------
-    groups : iterable of int
-        Group ids (Python or numpy integers, or a 1-D integer array).
-    n : int
-        Number of DP groups ``N``: valid ids are ``[0, N)``.
-    what : str, default "failed groups"
-        What the ids are, for error messages.
-
-    Returns
-    -------
-    numpy.ndarray of int32, shape (k,)
-        The ids, sorted ascending.
-
-    Raises
-    ------
-    FailureSetError
-        ``groups`` is not a collection (``None``, a bare number, a string), or a value
-        is not an integer, is outside ``[0, N)``, or is repeated.
-    """
-    if isinstance(groups, (str, bytes)):
-        raise FailureSetError(f"{what}: expected an iterable of integer group ids, got the string {groups!r}")
-    if isinstance(groups, np.ndarray) and groups.ndim > 1:
-        raise FailureSetError(f"{what}: expected a 1-D iterable of group ids, got an array of shape {groups.shape}")
-    if isinstance(groups, np.ndarray) and groups.ndim == 1 and groups.dtype.kind in "iu":
-        # Fast path for integer arrays (the controller's and replay's calls).
-        outside = groups[(groups < 0) | (groups >= n)]
-        if outside.size:
-            raise FailureSetError(f"{what}: group {int(outside[0])} is out of range [0, {n})")
-        return _sorted_unique(groups.astype(np.int64), what)
-    try:
-        values = list(groups)
-    except TypeError:
-        raise FailureSetError(
-            f"{what}: expected an iterable of integer group ids, got {type(groups).__name__}"
-        ) from None
-    for value in values:
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-            raise FailureSetError(f"{what}: {value!r} is not an integer group id")
-        # Range check on Python ints first: ids beyond int64 would overflow numpy.
-        if not 0 <= int(value) < n:
-            raise FailureSetError(f"{what}: group {int(value)} is out of range [0, {n})")
-    return _sorted_unique(np.asarray(values, dtype=np.int64), what)
-
-
-def _sorted_unique(array, what):
-    """Sorted int32 copy of in-range int64 ids; FailureSetError on a repeated id."""
-    if array.size:
-        ordered = np.sort(array)
-        repeated = ordered[1:][ordered[1:] == ordered[:-1]]
-        if repeated.size:
-            raise FailureSetError(f"{what}: group {int(repeated[0])} is listed more than once")
-        array = ordered
-    return array.astype(np.int32)
-
-
-_GROUP_ID = re.compile(r"[+-]?[0-9]+", re.ASCII)
-
-
-def parse_group_ids(text):
-    """Parse group ids written as ``"3,17,42"`` (commas and/or white space) into ints.
-
-    Ids are ASCII decimal integers (``int()`` would also take ``"1_0"`` and other
-    scripts' digits).  An empty slot between commas (``"1,,2"``, a trailing comma)
-    is refused: it usually means an id went missing.  Range and repeats are checked
-    against a layout by :func:`normalise_groups`.
-
-    Parameters
-    ----------
-    text : str
-
-    Returns
-    -------
-    list of int
-
-    Raises
-    ------
-    FailureSetError
-        ``text`` holds no id, an empty slot between commas, or a token that is not an
-        integer.
-    """
-    if not text.strip():
-        raise FailureSetError("no group ids given (an empty list); leave the option out for none")
-    values = []
-    for piece in text.split(","):
-        tokens = piece.split()
-        if not tokens:
-            raise FailureSetError(f"empty group id between commas in {text!r}")
-        for token in tokens:
-            if not _GROUP_ID.fullmatch(token):
-                raise FailureSetError(f"{token!r} is not an integer group id")
-            values.append(int(token))
-    return values
-
-
-def read_failure_set(path):
-    """Read failed group ids from a file: a JSON list, or ids separated by commas and/or white space.
-
-    Parameters
-    ----------
-    path : str or os.PathLike
-
-    Returns
-    -------
-    list of int
-        The ids in file order (``[]`` for a file holding ``[]``); range and repeats
-        are checked against a layout by :func:`normalise_groups`.
-
-    Raises
-    ------
-    FailureSetError
-        The file is missing, unreadable, empty, malformed JSON, a JSON value other than
-        a list of integers, or text with a token that is not an integer.
-    """
-    path = as_path(path, FailureSetError, "failure-set file")
-    with reading(path, FailureSetError, "failure-set file", "a list of group ids"):
-        text = path.read_text(encoding="utf-8").strip()
-    if not text:
-        raise FailureSetError(f"{path} holds no group ids (write [] for an empty failure set)")
-    if text[0] not in "[{":
-        try:
-            return parse_group_ids(text)
-        except FailureSetError as exc:
-            raise FailureSetError(f"{path}: {exc}") from None
-    values = read_json_file(path, FailureSetError, "failure-set file", expected="a list of group ids")
-    if not isinstance(values, list):
-        raise FailureSetError(f"{path}: expected a JSON list of group ids, got a JSON object")
-    for item in values:
-        if isinstance(item, bool) or not isinstance(item, int):
-            raise FailureSetError(f"{path}: {item!r} is not an integer group id")
-    return values
-
-
-@dataclass
-class Plan:
+@dataclass(eq=False)
+class Plan(Result):
     """A reorder plan for one failure set (spare-model.md, "A step, and the online reorder").
 
     Attributes
@@ -218,6 +80,11 @@ class Plan:
         Patch compute of the current step: for each live group, the shard types it
         must compute now because only groups that failed mid-step produced them.
         Empty when nothing failed mid-step.
+
+    Notes
+    -----
+    Plans compare by value (``==`` compares the arrays element-wise), whichever planner
+    made them.
     """
 
     status: str
@@ -235,7 +102,7 @@ class Plan:
         """bool: whether the failure set is masked (no wipe-out)."""
         return self.status == MASKED
 
-    def to_json(self):
+    def to_dict(self):
         """The plan as a JSON-ready dict with exactly the keys of the attributes above.
 
         ``order`` rows of failed groups become ``null``; ``patch`` keys are group ids
@@ -258,15 +125,17 @@ class Plan:
 
 
 def check_plan(layout, plan, previous_order=None):
-    """Check that ``plan`` is a valid plan for ``layout``; raise ``AssertionError`` if not.
+    """Check that ``plan`` is a valid plan for ``layout``; raise :class:`PlanError` naming the first violation.
 
-    Checks every shard type is contributed by exactly one live holder, no live group
-    is given more than ``S*`` shard types, ``S* >= c(k)``, every order row is a
+    Checks, in order: ``lost_shards`` is exactly the set of shard types with no live
+    holder, ``lower_bound`` is ``c(k)``; on a wipe-out, the status and ``S* = None``;
+    otherwise every shard type is contributed by exactly one live holder, no live group
+    is given more than ``S*`` shard types, ``c(k) <= S* <= r``, every order row is a
     permutation of the layout row with the assigned types in its top ``S*`` layers,
-    and (given ``previous_order``) that ``moves`` counts the assigned types outside
-    their group's previous top ``S*``.  On a wipe-out, checks ``lost_shards`` is
-    exactly the set of shard types with no live holder.  Optimality is not checked
-    here: tests compare against brute force and the exact planner.
+    failed rows are ``-1``, (given ``previous_order``) ``moves`` counts the assigned
+    types outside their group's previous top ``S*``, and patch work goes to the live
+    group that contributes it.  Optimality is not checked here: tests compare against
+    brute force and the exact planner.
 
     Parameters
     ----------
@@ -277,47 +146,89 @@ def check_plan(layout, plan, previous_order=None):
 
     Returns
     -------
-    bool
-        ``True`` when every check passes.
+    None
 
     Raises
     ------
-    AssertionError
-        The plan breaks one of the checks above (the message names which).  The
-        checks are ``assert`` statements: a test helper, skipped under ``python -O``.
+    ParameterTypeError
+        ``layout`` is not a Layout or ``plan`` is not a Plan.
+    PlanError
+        The plan breaks one of the rules above; the message names the first.  The checks
+        are plain ``if`` statements, so they also run under ``python -O``.
+
+    See Also
+    --------
+    is_valid_plan : the same checks, as a bool.
     """
+    from . import _validation as check
+
+    check.layout(layout)
+    check.instance("plan", plan, Plan)
     n, r = layout.stacks.shape
+    failed = np.asarray(plan.failed)
+    if failed.ndim != 1 or (failed.size and (failed.min() < 0 or failed.max() >= n)):
+        raise PlanError(f"failed must be a 1-D array of group ids in [0, {n})")
     alive = np.ones(n, dtype=bool)
-    alive[plan.failed] = False
+    alive[failed] = False
     holder_alive = alive[layout.holders()[1]].reshape(n, r)
     lost = np.flatnonzero(~holder_alive.any(axis=1))
-    assert np.array_equal(np.sort(plan.lost_shards), lost), "lost_shards differ from shard types with no live holder"
-    assert plan.lower_bound == lower_bound(n, len(plan.failed)), "lower_bound is not c(k)"
+    _require(np.array_equal(np.sort(np.asarray(plan.lost_shards)), lost),
+             "lost_shards differ from the shard types with no live holder")
+    _require(plan.lower_bound == lower_bound(n, len(failed)),
+             f"lower_bound is {plan.lower_bound}, not c(k) = {lower_bound(n, len(failed))}")
     if lost.size:
-        assert plan.status == WIPE_OUT and plan.stack_number is None
-        return True
-    assert plan.status == MASKED
+        _require(plan.status == WIPE_OUT, f"status is {plan.status!r} but shard types have no live holder")
+        _require(plan.stack_number is None, "a wipe-out plan must have stack_number None")
+        return
+    _require(plan.status == MASKED, f"status is {plan.status!r} but every shard type has a live holder")
     s = plan.stack_number
-    assert s is not None and plan.lower_bound <= s <= r, f"S*={s} outside [c(k), r]"
+    _require(s is not None and plan.lower_bound <= s <= r, f"S* = {s} is outside [c(k), r] = [{plan.lower_bound}, {r}]")
     assignment = np.asarray(plan.assignment)
-    assert assignment.shape == (n,)
-    assert np.all(alive[assignment]), "a shard type is assigned to a failed group"
+    _require(assignment.shape == (n,), f"assignment has shape {assignment.shape}, expected ({n},)")
+    _require(assignment.min() >= 0 and assignment.max() < n, "assignment names a group outside [0, N)")
+    _require(np.all(alive[assignment]), f"shard type {int(np.argmin(alive[assignment]))} is assigned to a failed group")
     load = np.bincount(assignment, minlength=n)
-    assert load.max() <= s, f"a group is given {load.max()} shard types, above S*={s}"
+    _require(load.max() <= s, f"group {int(load.argmax())} is given {int(load.max())} shard types, above S* = {s}")
     order = np.asarray(plan.order)
-    assert order.shape == (n, r)
-    assert np.all(order[~alive] == -1), "failed groups must have order rows of -1"
+    _require(order.shape == (n, r), f"order has shape {order.shape}, expected {(n, r)}")
+    _require(np.all(order[~alive] == -1), "failed groups must have order rows of -1")
     live_rows = np.flatnonzero(alive)
-    assert np.array_equal(np.sort(order[live_rows], axis=1), np.sort(layout.stacks[live_rows], axis=1)), (
-        "an order row is not a permutation of the group's stack"
-    )
+    same = np.all(np.sort(order[live_rows], axis=1) == np.sort(layout.stacks[live_rows], axis=1), axis=1)
+    _require(same.all(), f"order row of group {int(live_rows[np.argmin(same)]) if same.size else -1} "
+                         "is not a permutation of its stack")
     top = order[assignment, :s]
-    assert np.all((top == np.arange(n)[:, None]).any(axis=1)), "an assigned shard type is outside its group's top S*"
+    inside = (top == np.arange(n)[:, None]).any(axis=1)
+    _require(inside.all(), f"shard type {int(np.argmin(inside))} is outside the top S* of its contributing group")
     if previous_order is not None:
         prev_top = np.asarray(previous_order)[assignment, :s]
         outside = int((~(prev_top == np.arange(n)[:, None]).any(axis=1)).sum())
-        assert plan.moves == outside, f"moves={plan.moves} but {outside} assigned types were outside the old top S*"
+        _require(plan.moves == outside, f"moves = {plan.moves} but {outside} assigned types were outside the old top S*")
     for g, types in plan.patch.items():
-        assert alive[g], "patch work given to a failed group"
-        assert all(assignment[t] == g for t in types), "patch work given to a group that does not contribute it"
+        _require(0 <= g < n and alive[g], f"patch work given to group {g}, which is not live")
+        wrong = [t for t in types if assignment[t] != g]
+        _require(not wrong, f"patch work for shard type {wrong[0] if wrong else -1} given to group {g}, "
+                            "which does not contribute it")
+
+
+def is_valid_plan(layout, plan, previous_order=None):
+    """Whether ``plan`` passes :func:`check_plan` (same arguments).
+
+    Returns
+    -------
+    bool
+
+    Raises
+    ------
+    ParameterTypeError
+        ``layout`` is not a Layout or ``plan`` is not a Plan.
+    """
+    try:
+        check_plan(layout, plan, previous_order)
+    except PlanError:
+        return False
     return True
+
+
+def _require(condition, message):
+    if not condition:
+        raise PlanError(message)

@@ -22,13 +22,15 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import maximum_flow
 
-from .errors import FailureSetError, LayoutError, ParameterError, SolverError
-from .plan import MASKED, WIPE_OUT, Plan, lower_bound, normalise_groups
+from . import _validation as check
+from .errors import FailureSetError, LayoutError, SolverError
+from .failure_sets import normalise_groups
+from .plan import MASKED, WIPE_OUT, Plan, lower_bound
 
-__all__ = ["plan_reorder", "least_stack_number"]
+__all__ = ["plan_reorder", "least_stack_number", "stack_number_certificate"]
 
 
-def plan_reorder(layout, failed, order=None, stack_number=1, mid_step=()):
+def plan_reorder(layout, failed, *, order=None, stack_number=1, mid_step=()):
     """Plan the reorder after a set of DP groups has failed.
 
     Parameters
@@ -97,9 +99,11 @@ def plan_reorder(layout, failed, order=None, stack_number=1, mid_step=()):
         ``failed`` or ``mid_step`` is not a collection of group ids, or an id is not
         an integer, out of range or repeated, or ``mid_step`` names a group not in
         ``failed``.
-    ParameterError
+    ParameterTypeError
         ``layout`` is not a :class:`~spare_opt.layout.Layout`, or ``stack_number`` is
-        not an integer in ``[1, r]``.
+        not an integer.
+    ParameterError
+        ``stack_number`` is not in ``[1, r]``.
     LayoutError
         ``order`` does not have shape ``(N, r)``, is not integer, or a live group's
         row is not a permutation of its stack.
@@ -171,7 +175,7 @@ def plan_reorder(layout, failed, order=None, stack_number=1, mid_step=()):
        Fault-Tolerant LLM Pretraining Systems with 100k+ GPUs", ICML 2026,
        arXiv:2603.00357, Sec. 4.
     """
-    stacks = _check_layout(layout).stacks
+    stacks = check.layout(layout).stacks
     n, r = stacks.shape
     failed = normalise_groups(failed, n)
     mid_step = normalise_groups(mid_step, n, what="mid-step failures")
@@ -244,7 +248,7 @@ def least_stack_number(layout, failed):
     FailureSetError
         ``failed`` is not a collection of group ids, or an id is not an integer, out
         of range or repeated.
-    ParameterError
+    ParameterTypeError
         ``layout`` is not a :class:`~spare_opt.layout.Layout`.
 
     Examples
@@ -267,7 +271,7 @@ def least_stack_number(layout, failed):
     .. [2] L. R. Ford and D. R. Fulkerson, "Maximal flow through a network",
        Canadian J. Math. 8 (1956).
     """
-    stacks = _check_layout(layout).stacks
+    stacks = check.layout(layout).stacks
     n, r = stacks.shape
     failed = normalise_groups(failed, n)
     alive = np.ones(n, dtype=bool)
@@ -278,12 +282,62 @@ def least_stack_number(layout, failed):
     return int(network.least_stack_number(lower_bound(n, failed.size), r))
 
 
+def stack_number_certificate(layout, failed):
+    """The least stack number ``S*`` after a failure set, with a Hall's-condition certificate.
+
+    Parameters
+    ----------
+    layout : Layout
+        The stack layout (``N`` groups, redundancy ``r``).
+    failed : iterable of int
+        Failed group ids in ``[0, N)``, no repeats.
+
+    Returns
+    -------
+    stack_number : int or None
+        ``S*``: the least number of layers such that every shard type can be given to one
+        live holder with no live group given more than ``S*`` types; ``None`` on a
+        wipe-out (some shard type has no live holder).
+    hall_types : numpy.ndarray of int32
+        On a masked set, a set ``T`` of shard types with ``|T| > (S* - 1) * |L(T)|``
+        where ``L(T)`` are the live holders of ``T``: the proof that ``S* - 1`` layers do
+        not suffice (when ``S* = 1``, all shard types and all live groups).  On a
+        wipe-out, the lost shard types.
+    hall_holders : numpy.ndarray of int32
+        ``L(T)``, the live holders of ``hall_types`` (empty on a wipe-out).
+
+    Raises
+    ------
+    FailureSetError
+        A group id is out of range, repeated or not an integer.
+    ParameterTypeError
+        ``layout`` is not a :class:`~spare_opt.layout.Layout`.
+
+    Notes
+    -----
+    A b-matching problem solved as a maximum flow (source -> shard type, capacity 1;
+    shard type -> live holder, capacity 1; group -> sink, capacity ``S``) with
+    ``scipy.sparse.csgraph.maximum_flow`` (Dinic), and binary search on ``S`` between
+    ``c(k)`` and ``r``: the free search of :func:`spare_opt.plan_reorder`, same network.
+    The certificate is the source side of a minimum cut at ``S* - 1``: by max-flow/min-cut, ``|T| > (S* - 1) |L(T)|`` (Hall's theorem in its
+    deficiency form).  This is the reference used by the analysis tools; the online
+    controller and the exact planner are tested against the same definition.
+    """
+    stacks = check.layout(layout).stacks
+    n, r = stacks.shape
+    failed = normalise_groups(failed, n)
+    alive = np.ones(n, dtype=bool)
+    alive[failed] = False
+    return _certified_stack_number(stacks, alive)
+
+
 def _certified_stack_number(stacks, alive):
     """``S*`` of the live groups ``alive`` (bool, (N,)) with a Hall's-condition certificate.
 
     Returns ``(S*, T, H(T))``: on a masked set ``T`` is a set of shard types with
     ``|T| > (S* - 1) |H(T)|`` (all types and all live groups when ``S* = 1``); on a
-    wipe-out ``(None, lost types, empty)``.  Used by :mod:`spare_opt.analysis`.
+    wipe-out ``(None, lost types, empty)``.  Used by :func:`stack_number_certificate`
+    and :mod:`spare_opt.worst_case`.
     """
     n, r = stacks.shape
     covered = np.zeros(n, dtype=bool)
@@ -300,20 +354,8 @@ def _certified_stack_number(stacks, alive):
 
 
 # ---------------------------------------------------------------- validation
-def _check_layout(layout):
-    from .layout import Layout
-
-    if not isinstance(layout, Layout):
-        raise ParameterError(f"layout must be a Layout, got {type(layout).__name__}")
-    return layout
-
-
 def _check_stack_number(stack_number, r):
-    if isinstance(stack_number, bool) or not isinstance(stack_number, (int, np.integer)):
-        raise ParameterError(f"stack number S must be an integer, got {stack_number!r}")
-    if not 1 <= stack_number <= r:
-        raise ParameterError(f"stack number S must be in [1, r={r}], got {stack_number}")
-    return int(stack_number)
+    return check.integer("stack number S", stack_number, minimum=1, maximum=r)
 
 
 def _check_order(order, stacks, alive):

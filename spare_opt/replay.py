@@ -10,20 +10,27 @@ events.
 """
 
 import time
+import warnings
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import numpy as np
 
-from .errors import ParameterError
+from . import _validation as check
+from ._results import Result
 from .plan import MASKED, WIPE_OUT, check_plan
+from .trace import FaultTrace, trace_instants
 
 __all__ = [
+    "PLANNERS",
     "ReplayRow",
     "ReplayResult",
     "replay_trace",
     "ROW_STATUSES",
 ]
+
+#: Reorder engines a replay can take its decisions from.
+PLANNERS = ("controller", "exact")
 
 #: Irregular-event messages, wipe-out days... printed by :meth:`ReplayResult.format_text` (JSON has all).
 SHOWN_IRREGULAR = 20
@@ -84,13 +91,13 @@ class ReplayRow(NamedTuple):
     batch: int
     moves: int
 
-    def to_json(self):
+    def to_dict(self):
         """dict: the row with plain Python values."""
         return {key: getattr(self, key) for key in self._fields}
 
 
-@dataclass(frozen=True)
-class ReplayResult:
+@dataclass(frozen=True, eq=False)
+class ReplayResult(Result):
     """Outcome of :func:`replay_trace`.
 
     Attributes
@@ -109,11 +116,11 @@ class ReplayResult:
     def __getitem__(self, key):
         return self.summary[key]
 
-    def to_json(self, rows=False):
+    def to_dict(self, rows=False):
         """The summary as a JSON-ready dict, with the per-event rows under ``"rows"`` when asked."""
         doc = dict(self.summary)
         if rows:
-            doc["rows"] = [row.to_json() for row in self.rows]
+            doc["rows"] = [row.to_dict() for row in self.rows]
         return doc
 
     def format_text(self, rows=False):
@@ -214,7 +221,8 @@ class _ExactEngine:
         self.stack_number = 1
 
 
-def replay_trace(layout, trace, exact=False, progress=None, check=False, placement_seed=None):
+def replay_trace(layout, trace, *, planner="controller", progress=None, check_plans=False, placement_seed=None,
+                 exact=None):
     """Replay a fault trace on a layout (paper semantics, ``docs/replay.md``).
 
     Parameters
@@ -223,18 +231,20 @@ def replay_trace(layout, trace, exact=False, progress=None, check=False, placeme
         The stack layout of ``N`` DP groups.
     trace : FaultTrace
         From :func:`spare_opt.read_fault_trace`.
-    exact : bool, default False
-        Take each decision from the exact planner :func:`spare_opt.plan_reorder`
-        instead of the online :class:`spare_opt.ReorderController`.  Both give the
-        same status and least stack number ``S*``; only the moves may differ.
+    planner : {"controller", "exact"}, default "controller"
+        Where each reorder decision comes from: the online
+        :class:`spare_opt.ReorderController` or the exact planner
+        :func:`spare_opt.plan_reorder`.  Both give the same status and least stack
+        number ``S*``; only the moves may differ.
     progress : callable, optional
-        Called as ``progress(n)`` after each instant with the number of events just
-        processed (``click.progressbar(...).update`` fits).
-    check : bool, default False
+        ``progress(done, total)`` in events, after each instant.
+    check_plans : bool, default False
         Check every plan with :func:`spare_opt.check_plan` (slower; for tests).
     placement_seed : int, optional
         Place nodes on random distinct groups with this seed instead of in order of
         first appearance (:meth:`~spare_opt.trace.FaultTrace.node_groups`).
+    exact : bool, optional
+        Deprecated: ``exact=True`` is ``planner="exact"``.
 
     Returns
     -------
@@ -242,13 +252,20 @@ def replay_trace(layout, trace, exact=False, progress=None, check=False, placeme
 
     Raises
     ------
-    ParameterError
+    ParameterTypeError
         ``layout`` or ``trace`` has the wrong type, ``progress`` is not callable, or
-        ``placement_seed`` is not a non-negative integer.
+        ``placement_seed`` is not an integer.
+    ParameterError
+        Unknown ``planner``, or a negative ``placement_seed``.
+    PlanError
+        With ``check_plans``, a plan breaks a rule of :func:`spare_opt.check_plan`.
 
     Notes
     -----
-    Rules, in time order, one instant (all events with equal ``event_time``) at a time:
+    Rules, in time order, one instant (all events with equal ``event_time``) at a time;
+    the instants and their failing groups come from
+    :func:`spare_opt.trace.trace_instants`, the same step as the trace-driven
+    simulation:
 
     * nodes are mapped to groups in order of first appearance (or at random with
       ``placement_seed``; :meth:`~spare_opt.trace.FaultTrace.node_groups`); nodes beyond ``N`` are
@@ -271,26 +288,25 @@ def replay_trace(layout, trace, exact=False, progress=None, check=False, placeme
     Lee et al., "SPARe", ICML 2026, arXiv:2603.00357, Sec. 3-4 (reorder, restart)
     and Sec. 6 (failed groups never rejoin before a restart).
     """
-    from .layout import Layout
-    from .trace import FaultTrace
-
-    if not isinstance(layout, Layout):
-        raise ParameterError(f"layout must be a Layout, got {type(layout).__name__}")
-    if not isinstance(trace, FaultTrace):
-        raise ParameterError(f"trace must be a FaultTrace, got {type(trace).__name__}")
-    if progress is not None and not callable(progress):
-        raise ParameterError(f"progress must be a callable or None, got {type(progress).__name__}")
+    check.layout(layout)
+    check.instance("trace", trace, FaultTrace, " (spare_opt.read_fault_trace)")
+    check.callback("progress", progress)
+    check_plans = check.flag("check_plans", check_plans)
+    if exact is not None:
+        warnings.warn("replay_trace(exact=...) is deprecated; use planner='exact'", DeprecationWarning, stacklevel=2)
+        planner = "exact" if check.flag("exact", exact) else "controller"
+    planner = check.choice("planner", planner, PLANNERS)
     started = time.perf_counter()
     n = layout.groups
-    engine = _ExactEngine(layout) if exact else _ControllerEngine(layout)
-    node_group = trace.node_groups(n, seed=placement_seed)
+    engine = _ExactEngine(layout) if planner == "exact" else _ControllerEngine(layout)
+    instants, node_group = trace_instants(trace, n, placement_seed=placement_seed)
     times = trace.times_days
     count = trace.n_events
 
     alive = np.ones(n, dtype=bool)
     failed_now = 0
     stack_number = 1
-    order = None if not check else layout.stacks
+    order = layout.stacks if check_plans else None
     rows = []
     batches = masked = masked_batches = wipe_outs = already_out = 0
     total_moves = max_failed = 0
@@ -301,13 +317,13 @@ def replay_trace(layout, trace, exact=False, progress=None, check=False, placeme
     area = 0.0
     t_prev = float(times[0]) if count else 0.0
 
-    bounds = np.concatenate(([0], np.flatnonzero(np.diff(times)) + 1, [count])) if count else np.zeros(1, dtype=np.int64)
-    for a, b in zip(bounds[:-1], bounds[1:]):
-        now = float(times[a])
+    for instant in instants:
+        a, b, now = instant.start, instant.stop, instant.time_days
         area += stack_number * (now - t_prev)
         t_prev = now
+        fresh = instant.failing[alive[instant.failing]]
+        fresh_events = set(instant.failing_events[alive[instant.failing]].tolist())
         statuses = []
-        new_groups = []
         for k in range(a, b):
             group = int(node_group[trace.node[k]])
             if trace.ignored[k]:
@@ -316,21 +332,20 @@ def replay_trace(layout, trace, exact=False, progress=None, check=False, placeme
                 statuses.append("end")
             elif group < 0:
                 statuses.append("skipped")
-            elif not alive[group]:
+            elif k in fresh_events:
+                statuses.append(None)  # decided by the batch plan
+            else:
                 statuses.append("already-out")
                 already_out += 1
-            else:
-                alive[group] = False
-                new_groups.append(group)
-                statuses.append(None)  # decided by the batch plan
         batch, moves, outcome = -1, 0, None
-        if new_groups:
+        if fresh.size:
+            alive[fresh] = False
             batch = batches
             batches += 1
-            plan = engine.fail(new_groups)
-            if check:
+            plan = engine.fail(fresh)
+            if check_plans:
                 check_plan(layout, plan, previous_order=None if plan.status != MASKED else order)
-            failed_now += len(new_groups)
+            failed_now += int(fresh.size)
             max_failed = max(max_failed, failed_now)
             if plan.status == WIPE_OUT:
                 outcome = WIPE_OUT
@@ -342,17 +357,17 @@ def replay_trace(layout, trace, exact=False, progress=None, check=False, placeme
                 alive[:] = True
                 failed_now = 0
                 stack_number = 1
-                order = None if not check else layout.stacks
+                order = layout.stacks if check_plans else None
             else:
                 outcome = MASKED
-                masked += len(new_groups)
-                masked_in_epoch += len(new_groups)
+                masked += int(fresh.size)
+                masked_in_epoch += int(fresh.size)
                 masked_batches += 1
                 moves = int(plan.moves)
                 total_moves += moves
                 stack_number = int(plan.stack_number)
                 max_stack = max(max_stack, stack_number)
-                order = plan.order if check else None
+                order = plan.order if check_plans else None
         for k, status in zip(range(a, b), statuses):
             node = int(trace.node[k])
             rows.append(
@@ -372,7 +387,7 @@ def replay_trace(layout, trace, exact=False, progress=None, check=False, placeme
                 )
             )
         if progress is not None:
-            progress(int(b - a))
+            progress(b, count)
 
     first, last = trace.span_days
     span = last - first

@@ -32,10 +32,11 @@ References
 import math
 import sys
 
-import numpy as np
 
+from . import _validation as check
 from .errors import ParameterError
 from .layout import check_size
+from .parameters import PAPER_MTBF_SECONDS, PAPER_RESTART_SECONDS, PAPER_SAVE_SECONDS
 from .plan import lower_bound
 
 __all__ = [
@@ -51,12 +52,6 @@ __all__ = [
     "normalised_ttt",
 ]
 
-#: System MTBF ``m`` of the paper's evaluation: 5 minutes (spare-model.md).
-PAPER_MTBF_SECONDS = 5 * 60.0
-#: Global restart time ``T_r`` of the paper's evaluation: 60 minutes.
-PAPER_RESTART_SECONDS = 60 * 60.0
-#: Checkpoint save time ``T_s`` of the paper's evaluation: 60 seconds.
-PAPER_SAVE_SECONDS = 60.0
 
 
 def stack_lower_bound(groups, failed):
@@ -77,8 +72,10 @@ def stack_lower_bound(groups, failed):
 
     Raises
     ------
+    ParameterTypeError
+        ``N`` or ``k`` is not an integer.
     ParameterError
-        ``N`` is not a positive integer, or ``k`` is not an integer in ``[0, N)``.
+        ``N < 1``, or ``k`` is not in ``[0, N)``.
 
     References
     ----------
@@ -89,10 +86,8 @@ def stack_lower_bound(groups, failed):
     >>> stack_lower_bound(600, 0), stack_lower_bound(600, 300), stack_lower_bound(600, 301)
     (1, 2, 3)
     """
-    groups = _positive_int("groups N", groups)
-    failed = _int("failed groups k", failed)
-    if not 0 <= failed < groups:
-        raise ParameterError(f"failed groups k must be in [0, N) = [0, {groups}), got {failed}")
+    groups = check.integer("groups N", groups, minimum=1)
+    failed = check.integer("failed groups k", failed, minimum=0, maximum=groups - 1)
     return lower_bound(groups, failed)
 
 
@@ -237,8 +232,10 @@ def r_star(groups):
 
     Raises
     ------
+    ParameterTypeError
+        ``N`` is not an integer.
     ParameterError
-        ``N`` is not a positive integer.
+        ``N < 1``.
 
     References
     ----------
@@ -249,11 +246,11 @@ def r_star(groups):
     >>> r_star(200), r_star(600), r_star(1000)
     (8, 10, 10)
     """
-    groups = _positive_int("groups N", groups)
+    groups = check.integer("groups N", groups, minimum=1)
     return max(1, min(groups, int(math.floor(math.log2(groups) + 0.833))))
 
 
-def checkpoint_period(save_seconds, restart_seconds, mtbf_seconds):
+def checkpoint_period(save_seconds, restart_seconds, unmasked_mtbf_seconds):
     """Optimal checkpoint period ``T_c* = T_s + sqrt(T_s^2 + 2 T_s (T_f + T_r))``.
 
     Parameters
@@ -262,9 +259,10 @@ def checkpoint_period(save_seconds, restart_seconds, mtbf_seconds):
         Checkpoint save time ``T_s`` in seconds, ``> 0``.
     restart_seconds : float
         Global restart time ``T_r`` in seconds, ``>= 0``.
-    mtbf_seconds : float
-        Mean time between *unmasked* failures ``T_f`` in seconds, ``> 0`` (with SPARe,
-        the mean time between wipe-outs ``mu * m``).
+    unmasked_mtbf_seconds : float
+        Mean time between *unmasked* failures ``T_f`` in seconds, ``> 0``: every failure
+        for checkpointing alone, the wipe-outs for SPARe (``mu * m``, ``m`` the system
+        MTBF).
 
     Returns
     -------
@@ -273,8 +271,10 @@ def checkpoint_period(save_seconds, restart_seconds, mtbf_seconds):
 
     Raises
     ------
+    ParameterTypeError
+        A time is not a number.
     ParameterError
-        A time is not a finite number in range.
+        A time is not finite or out of range, or ``T_c*`` overflows.
 
     References
     ----------
@@ -282,9 +282,9 @@ def checkpoint_period(save_seconds, restart_seconds, mtbf_seconds):
     correction; the form above is the one used in spare-model.md for Lee et al.,
     ICML 2026, Sec. 5.
     """
-    t_s = _time("save_seconds", save_seconds, positive=True)
-    t_r = _time("restart_seconds", restart_seconds)
-    t_f = _time("mtbf_seconds", mtbf_seconds, positive=True)
+    t_s = check.seconds("save_seconds", save_seconds)
+    t_r = check.seconds("restart_seconds", restart_seconds, positive=False)
+    t_f = check.seconds("unmasked_mtbf_seconds", unmasked_mtbf_seconds)
     period = t_s + math.sqrt(t_s * t_s + 2.0 * t_s * (t_f + t_r))
     if not math.isfinite(period):  # the product overflowed: factor it
         period = t_s + math.sqrt(2.0 * t_s) * math.sqrt(0.5 * t_s + t_f + t_r)
@@ -293,20 +293,21 @@ def checkpoint_period(save_seconds, restart_seconds, mtbf_seconds):
     return period
 
 
-def availability(mtbf_unmasked_seconds, save_seconds, restart_seconds):
+def availability(save_seconds, restart_seconds, unmasked_mtbf_seconds):
     """Availability ``A*(M)`` under optimal checkpointing (first-order Young/Daly waste).
 
     ``A*(M) = 1 - T_s / T_c - (T_c / 2 + T_r) / M`` at ``T_c = T_c*``
-    (:func:`checkpoint_period` with ``T_f = M``), clipped to ``[0, 1]``.
+    (:func:`checkpoint_period` with ``T_f = M``), clipped to ``[0, 1]``.  The times come
+    in the same order as for :func:`checkpoint_period`.
 
     Parameters
     ----------
-    mtbf_unmasked_seconds : float
-        Mean time between unmasked failures ``M`` in seconds, ``> 0`` (``inf`` gives 1).
     save_seconds : float
         Checkpoint save time ``T_s`` in seconds, ``> 0``.
     restart_seconds : float
         Global restart time ``T_r`` in seconds, ``>= 0``.
+    unmasked_mtbf_seconds : float
+        Mean time between unmasked failures ``M`` in seconds, ``> 0`` (``inf`` gives 1).
 
     Returns
     -------
@@ -315,8 +316,10 @@ def availability(mtbf_unmasked_seconds, save_seconds, restart_seconds):
 
     Raises
     ------
+    ParameterTypeError
+        A time is not a number.
     ParameterError
-        A time is not a number in range.
+        A time is NaN or out of range.
 
     Notes
     -----
@@ -331,9 +334,9 @@ def availability(mtbf_unmasked_seconds, save_seconds, restart_seconds):
     ----------
     Young, CACM 17(9), 1974; Daly, FGCS 22(3), 2006; Lee et al., ICML 2026, Sec. 5.
     """
-    t_s = _time("save_seconds", save_seconds, positive=True)
-    t_r = _time("restart_seconds", restart_seconds)
-    m = _time("mtbf_unmasked_seconds", mtbf_unmasked_seconds, positive=True, allow_inf=True)
+    t_s = check.seconds("save_seconds", save_seconds)
+    t_r = check.seconds("restart_seconds", restart_seconds, positive=False)
+    m = check.seconds("unmasked_mtbf_seconds", unmasked_mtbf_seconds, allow_inf=True)
     if math.isinf(m):
         return 1.0
     t_c = checkpoint_period(t_s, t_r, m)
@@ -341,7 +344,7 @@ def availability(mtbf_unmasked_seconds, save_seconds, restart_seconds):
     return min(1.0, max(0.0, 1.0 - waste))
 
 
-def normalised_ttt(groups, redundancy, mtbf_seconds=PAPER_MTBF_SECONDS,
+def normalised_ttt(groups, redundancy, *, system_mtbf_seconds=PAPER_MTBF_SECONDS,
                    save_seconds=PAPER_SAVE_SECONDS, restart_seconds=PAPER_RESTART_SECONDS):
     """Normalised time-to-train ``J(r) = Sbar(N, r) / A*(mu(N, r) * m)``.
 
@@ -351,7 +354,7 @@ def normalised_ttt(groups, redundancy, mtbf_seconds=PAPER_MTBF_SECONDS,
         Number of DP groups ``N >= 1``.
     redundancy : int
         Redundancy ``r``, ``1 <= r <= N``.
-    mtbf_seconds : float, default 300
+    system_mtbf_seconds : float, default 300
         System MTBF ``m`` in seconds (one failure of any group every ``m`` on average).
     save_seconds : float, default 60
         Checkpoint save time ``T_s`` in seconds.
@@ -366,8 +369,8 @@ def normalised_ttt(groups, redundancy, mtbf_seconds=PAPER_MTBF_SECONDS,
 
     Raises
     ------
-    ParameterError
-        An argument is out of range.
+    ParameterTypeError, ParameterError
+        An argument of the wrong type or out of range.
 
     Notes
     -----
@@ -378,32 +381,7 @@ def normalised_ttt(groups, redundancy, mtbf_seconds=PAPER_MTBF_SECONDS,
     ----------
     Lee et al., ICML 2026, Sec. 5.
     """
-    m = _time("mtbf_seconds", mtbf_seconds, positive=True)
-    a = availability(mu(groups, redundancy) * m, save_seconds, restart_seconds)
+    m = check.seconds("system_mtbf_seconds", system_mtbf_seconds)
+    a = availability(save_seconds, restart_seconds, mu(groups, redundancy) * m)
     s = sbar_lower_bound(groups, redundancy)
     return math.inf if a == 0.0 else s / a
-
-
-# ------------------------------------------------------------------ helpers
-def _int(name, value):
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise ParameterError(f"{name} must be an integer, got {value!r}")
-    return int(value)
-
-
-def _positive_int(name, value):
-    value = _int(name, value)
-    if value < 1:
-        raise ParameterError(f"{name} must be >= 1, got {value}")
-    return value
-
-
-def _time(name, value, positive=False, allow_inf=False):
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise ParameterError(f"{name} must be a number of seconds, got {value!r}")
-    value = float(value)
-    if math.isnan(value) or (math.isinf(value) and not allow_inf):
-        raise ParameterError(f"{name} must be finite, got {value}")
-    if value < 0 or (positive and value == 0):
-        raise ParameterError(f"{name} must be {'> 0' if positive else '>= 0'} seconds, got {value}")
-    return value

@@ -27,17 +27,20 @@ from typing import NamedTuple
 
 import numpy as np
 
+from . import _validation as check
 from ._io import as_path, read_json_file, write_atomic
 from .errors import ParameterError, TraceError
 
 __all__ = [
     "FaultTrace",
+    "Instant",
     "IrregularEvent",
     "IRREGULAR_KINDS",
     "TRACE_FORMAT",
     "TRACE_VERSION",
     "read_fault_trace",
     "parse_fault_events",
+    "trace_instants",
     "synthetic_fault_trace",
     "write_fault_trace",
 ]
@@ -167,7 +170,7 @@ class FaultTrace:
             counts[event.kind] += 1
         return counts
 
-    def node_groups(self, groups, seed=None):
+    def node_groups(self, groups, *, seed=None):
         """Map nodes to DP groups for a cluster of ``groups`` groups.
 
         By default node index ``i`` (order of first appearance) becomes group ``i``,
@@ -190,9 +193,10 @@ class FaultTrace:
 
         Raises
         ------
+        ParameterTypeError
+            ``groups`` or ``seed`` is not an integer.
         ParameterError
-            ``groups`` is not a positive integer or ``seed`` is not a non-negative
-            integer.
+            ``groups < 1`` or ``seed < 0``.
 
         Notes
         -----
@@ -202,10 +206,9 @@ class FaultTrace:
         failures bunched on the same windows (``docs/replay.md`` shows the effect on
         the InfiniteHBD trace).  A random placement removes that artefact.
         """
-        if isinstance(groups, bool) or not isinstance(groups, (int, np.integer)) or groups < 1:
-            raise ParameterError(f"groups N must be a positive integer, got {groups!r}")
-        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0):
-            raise ParameterError(f"placement seed must be a non-negative integer or None, got {seed!r}")
+        groups = check.count("groups N", groups)
+        if seed is not None:
+            seed = check.seed(seed, "placement seed")
         mapping = np.full(self.n_nodes, -1, dtype=np.int32)
         placed = min(self.n_nodes, int(groups))
         if seed is None:
@@ -232,6 +235,83 @@ class FaultTrace:
                 {"file_index": e.file_index, "kind": e.kind, "message": e.message} for e in self.irregular
             ],
         }
+
+
+# ----------------------------------------------------------------------------- instants
+class Instant(NamedTuple):
+    """The events of a trace at one instant, mapped to DP groups (see :func:`trace_instants`).
+
+    Attributes
+    ----------
+    time_days : float
+        The instant (days).
+    start, stop : int
+        The events of the instant are ``start .. stop - 1`` in the time-sorted trace.
+    failing : numpy.ndarray of int32
+        The groups that the instant's usable ``fault_start`` events fail, each once, in
+        event order.
+    failing_events : numpy.ndarray of int64
+        For each group of ``failing``, the index of the event that fails it.
+    """
+
+    time_days: float
+    start: int
+    stop: int
+    failing: np.ndarray
+    failing_events: np.ndarray
+
+
+def trace_instants(trace, groups, *, placement_seed=None):
+    """A trace as a sequence of instants, each with the DP groups its fault starts fail.
+
+    The one trace-to-failure-batches step shared by :func:`spare_opt.replay_trace` and
+    the trace-driven simulation (:func:`spare_opt.simulate.trace_failures`): nodes map
+    to groups by :meth:`FaultTrace.node_groups`; events at the same time form one
+    instant (one reorder decision); a ``fault_start`` is *usable* when the reader did
+    not ignore it and its node maps to a group; several usable starts on one group at
+    one instant fail it once.  Whether a group is already down is the caller's state.
+
+    Parameters
+    ----------
+    trace : FaultTrace
+    groups : int
+        Number of DP groups ``N``.
+    placement_seed : int, optional
+        Random node placement (:meth:`FaultTrace.node_groups`).
+
+    Returns
+    -------
+    instants : list of Instant
+        Every distinct event time, in time order (instants with no usable start
+        included, with empty ``failing``).
+    node_group : numpy.ndarray of int32, shape (n_nodes,)
+        The group of each node, ``-1`` for nodes beyond ``N``.
+
+    Raises
+    ------
+    ParameterTypeError
+        ``trace`` is not a :class:`FaultTrace`, ``groups`` or ``placement_seed`` is not
+        an integer.
+    ParameterError
+        ``groups < 1`` or a negative ``placement_seed``.
+    """
+    check.instance("trace", trace, FaultTrace, " (spare_opt.read_fault_trace)")
+    node_group = trace.node_groups(groups, seed=placement_seed)
+    count = trace.n_events
+    times = trace.times_days
+    if count == 0:
+        return [], node_group
+    event_group = node_group[trace.node]
+    usable = trace.is_start & ~trace.ignored & (event_group >= 0)
+    bounds = np.concatenate(([0], np.flatnonzero(np.diff(times)) + 1, [count]))
+    instants = []
+    for start, stop in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
+        events = start + np.flatnonzero(usable[start:stop])
+        failing, first = np.unique(event_group[events], return_index=True)
+        keep = np.sort(first)  # event order, each group once
+        instants.append(Instant(float(times[start]), start, stop, event_group[events[keep]].astype(np.int32),
+                                events[keep].astype(np.int64)))
+    return instants, node_group
 
 
 # ----------------------------------------------------------------------------- reading

@@ -12,123 +12,45 @@ not depend on the number of workers.
 """
 
 import math
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from . import _validation as check
 from . import theory
-from ._stats import finite_or_none
-from .errors import ParameterError
-from .simulate import (
-    SimulationParameters,
-    _check_event_budget,
-    _check_strategy,
-    _TrajectoryPool,
-    _run_pool,
+from ._parallel import run_tasks
+from ._results import Result
+from ._runs import (
+    FailurePool,
+    check_event_budget,
+    check_params,
+    closed_form_period,
     default_layout,
+    mean_failures_to_wipe_out,
+    run_synthetic,
+)
+from ._stats import finite_or_none
+from .parameters import (
+    DEFAULT_PERIOD_FACTORS,
+    DEFAULT_REP_REDUNDANCIES,
+    DEFAULT_SPARE_REDUNDANCIES,
+    PAPER_TABLE,
+    SimulationParameters,
     get_preset,
     preset_parameters,
-    summarise,
 )
+from .simulate import summarise
 
 __all__ = [
     "PAPER_TABLE",
     "closed_form_period",
     "closed_form",
-    "mean_failures_to_wipeout",
+    "mean_failures_to_wipe_out",
     "TuneResult",
     "tune",
     "tune_preset",
     "plot_tune",
 ]
-
-#: The paper's time-to-train table (Lee et al., ICML 2026, Sec. 6; ``docs/reproduction.md``):
-#: best TTT/T0, availability (fractions) and best r per N, Rep+CKPT (best at r = 3) and SPARe+CKPT.
-PAPER_TABLE = {
-    200: {"rep": 6.07, "rep_r": 3, "rep_availability": 0.6174, "spare": 2.92, "spare_r": 9,
-          "spare_availability": 0.8700, "gain": 0.519},
-    600: {"rep": 4.27, "rep_r": 3, "rep_availability": 0.7989, "spare": 2.49, "spare_r": 8,
-          "spare_availability": 0.9390, "gain": 0.417},
-    1000: {"rep": 3.88, "rep_r": 3, "rep_availability": 0.8441, "spare": 2.34, "spare_r": 9,
-           "spare_availability": 0.9654, "gain": 0.396},
-}
-
-#: Seed of the failure orders used to estimate ``T_f`` for the period grid (kept apart
-#: from the seeds of the runs).
-_GRID_SEED = 1_000_003
-
-
-def closed_form_period(params, mean_failures):
-    """Young/Daly checkpoint period for a strategy that survives ``mean_failures`` failures.
-
-    ``T_f = mean_failures * m`` (``m`` the system MTBF) is the mean time between
-    unmasked failures; ``T_c* = T_s + sqrt(T_s^2 + 2 T_s (T_f + T_r))``
-    (:func:`spare_opt.theory.checkpoint_period`).
-
-    Parameters
-    ----------
-    params : SimulationParameters
-    mean_failures : float
-        Mean number of failures up to and including the wipe-out (1 for
-        checkpointing alone, ``mu + 1`` for SPARe).
-
-    Returns
-    -------
-    float
-        ``T_c*`` in seconds.
-
-    Raises
-    ------
-    ParameterError
-        ``T_f = mean_failures * m`` is not a finite number ``> 0``, or ``T_c*`` overflows
-        (:func:`spare_opt.theory.checkpoint_period`).
-
-    References
-    ----------
-    Young (1974); Daly (2006); Lee et al., ICML 2026, Sec. 5.
-    """
-    return theory.checkpoint_period(params.save_seconds, params.restart_seconds,
-                                    float(mean_failures) * params.mtbf_seconds)
-
-
-def mean_failures_to_wipeout(params, strategy, redundancy, layout=None, samples=64, seed=_GRID_SEED):
-    """Monte-Carlo mean of the 1-based failure index that wipes a strategy out.
-
-    Parameters
-    ----------
-    params : SimulationParameters
-    strategy : {"ckpt", "rep", "spare"}
-    redundancy : int
-    layout : Layout or None
-        SPARe layout (default: :func:`spare_opt.simulate.default_layout`).
-    samples : int
-        Random failure orders.
-    seed : int
-        Seed of the random failure orders (``numpy.random.SeedSequence([seed, 1])``).
-
-    Returns
-    -------
-    float
-        Mean 1-based index, in failures, of the failure that causes the wipe-out
-        (1.0 for ``"ckpt"``: every failure is a global restart).
-
-    Raises
-    ------
-    ParameterError
-        Unknown strategy, ``r`` out of range, ``samples`` not a positive integer.
-    """
-    if not isinstance(params, SimulationParameters):
-        raise ParameterError(f"params must be SimulationParameters, got {type(params).__name__}")
-    redundancy = _check_strategy(strategy, redundancy, params.groups)
-    if isinstance(samples, bool) or not isinstance(samples, (int, np.integer)) or samples < 1:
-        raise ParameterError(f"samples must be a positive integer, got {samples!r}")
-    if strategy == "spare" and layout is None:
-        layout = default_layout(params.groups, redundancy)
-    pool = _TrajectoryPool(strategy, params.groups, redundancy, seed, layout)
-    if strategy != "ckpt":
-        pool.extend(samples)
-    return pool.mean_failures_to_wipeout()
 
 
 def closed_form(params):
@@ -150,24 +72,26 @@ def closed_form(params):
     ----------
     Lee et al., ICML 2026, Sec. 5.
     """
+    check_params(params)
     r = theory.r_star(params.groups)
     if r < 2:
         return {"r_star": r, "mu": 0.0, "period_seconds": closed_form_period(params, 1.0),
                 "availability": None, "ttt_ratio": None}
     mu = theory.mu(params.groups, r)
-    t_f = (mu + 1.0) * params.mtbf_seconds
+    t_f = (mu + 1.0) * params.system_mtbf_seconds
     return {
         "r_star": r,
         "mu": mu,
         "period_seconds": theory.checkpoint_period(params.save_seconds, params.restart_seconds, t_f),
-        "availability": theory.availability(t_f, params.save_seconds, params.restart_seconds),
-        "ttt_ratio": theory.normalised_ttt(params.groups, r, params.mtbf_seconds, params.save_seconds,
-                                           params.restart_seconds),
+        "availability": theory.availability(params.save_seconds, params.restart_seconds, t_f),
+        "ttt_ratio": theory.normalised_ttt(params.groups, r, system_mtbf_seconds=params.system_mtbf_seconds,
+                                           save_seconds=params.save_seconds,
+                                           restart_seconds=params.restart_seconds),
     }
 
 
-@dataclass
-class TuneResult:
+@dataclass(eq=False)
+class TuneResult(Result):
     """Simulation search over ``r`` and ``T_c`` for one cluster size.
 
     Attributes
@@ -206,34 +130,15 @@ class TuneResult:
         return finite_or_none(out)
 
 
-def _check_redundancies(name, values, groups, minimum):
-    try:
-        values = tuple(dict.fromkeys(values))  # a repeated r would only repeat its curve point
-    except TypeError:
-        raise ParameterError(f"{name} must be a sequence of integers, got {values!r}") from None
-    if not values:
-        raise ParameterError(f"{name} is empty")
-    for r in values:
-        if isinstance(r, bool) or not isinstance(r, (int, np.integer)) or r < minimum or r > groups:
-            raise ParameterError(f"{name}: r must be an integer in [{minimum}, N={groups}], got {r!r}")
-    return tuple(int(r) for r in values)
+def _task(params, strategy, redundancy, seed, periods, layout):
+    """One task: every checkpoint period of one (strategy, r, seed), on one failure pool."""
+    pool = FailurePool(strategy, params.groups, redundancy, seed, layout)
+    return [run_synthetic(params, strategy, redundancy, period, seed, pool) for period in periods]
 
 
-def _task(args):
-    """One process-pool task: every checkpoint period of one (strategy, r, seed)."""
-    params, strategy, redundancy, seed, periods, stacks, offsets = args
-    layout = None
-    if strategy == "spare":
-        from .layout import Layout
-
-        layout = Layout(stacks, method="sidon", offsets=offsets)
-    pool = _TrajectoryPool(strategy, params.groups, redundancy, seed, layout)
-    return [_run_pool(params, strategy, redundancy, period, seed, pool) for period in periods]
-
-
-def tune(params, seeds=10, rep_redundancies=(2, 3, 4, 5, 6), spare_redundancies=tuple(range(2, 15)),
-         period_factors=(0.5, 0.7, 1.0, 1.4, 2.0), include_ckpt=True, workers=None, progress=None,
-         layout_time_limit=2.0):
+def tune(params, *, seeds=10, rep_redundancies=DEFAULT_REP_REDUNDANCIES,
+         spare_redundancies=DEFAULT_SPARE_REDUNDANCIES, period_factors=DEFAULT_PERIOD_FACTORS, include_ckpt=True,
+         workers=1, executor=None, progress=None, layout_time_limit=2.0):
     """Search ``r`` and ``T_c`` by simulation for replication and SPARe; return the best of each.
 
     For each strategy and ``r``, the checkpoint periods tried are ``period_factors``
@@ -245,73 +150,65 @@ def tune(params, seeds=10, rep_redundancies=(2, 3, 4, 5, 6), spare_redundancies=
     Parameters
     ----------
     params : SimulationParameters
-    seeds : int
+    seeds : int, default 10
         Runs per configuration (>= 1; >= 2 for confidence intervals).
     rep_redundancies, spare_redundancies : sequence of int
-        The ``r`` values swept (``r >= 1`` for replication, ``r >= 2`` for SPARe).
+        The ``r`` values swept (``r >= 1`` for replication, ``r >= 2`` for SPARe);
+        defaults :data:`~spare_opt.parameters.DEFAULT_REP_REDUNDANCIES` and
+        :data:`~spare_opt.parameters.DEFAULT_SPARE_REDUNDANCIES`.
     period_factors : sequence of float
-        Multiples of ``T_c*`` tried.
-    include_ckpt : bool
+        Multiples of ``T_c*`` tried (default
+        :data:`~spare_opt.parameters.DEFAULT_PERIOD_FACTORS`, as the presets).
+    include_ckpt : bool, default True
         Also run checkpointing alone (at its ``T_c*`` only).
-    workers : int or None
-        Processes (``None``: ``os.cpu_count()``; ``1``: run in this process).
+    workers : int, default 1
+        Processes (``-1``: every CPU); 1 runs in this process.
+    executor : concurrent.futures.Executor, optional
+        Run the tasks on this executor instead (a Dask cluster, ``docs/scaling.md``).
     progress : callable or None
-        Called as ``progress(done, total)`` after each task (one task = all periods of
-        one strategy, ``r`` and seed).
-    layout_time_limit : float
+        ``progress(done, total)`` after each task (one task = all periods of one
+        strategy, ``r`` and seed).
+    layout_time_limit : float, default 2.0
         Seconds for each Sidon layout search.
 
     Returns
     -------
     TuneResult
+        The same whatever ``workers`` or ``executor`` runs it.
 
     Raises
     ------
-    ParameterError
-        Bad seeds, redundancies, factors or workers.
+    ParameterTypeError, ParameterError
+        Bad seeds, redundancies, factors, workers or executor.
     """
-    if not isinstance(params, SimulationParameters):
-        raise ParameterError(f"params must be SimulationParameters, got {type(params).__name__}")
-    if isinstance(seeds, bool) or not isinstance(seeds, (int, np.integer)) or seeds < 1:
-        raise ParameterError(f"seeds must be a positive integer, got {seeds!r}")
-    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, (int, np.integer))
-                                or workers < 1):
-        raise ParameterError(f"workers must be a positive integer, got {workers!r}")
+    check_params(params)
+    seeds = check.count("seeds", seeds)
     n = params.groups
-    reps = _check_redundancies("rep redundancies", rep_redundancies, n, 1)
-    spares = _check_redundancies("spare redundancies", spare_redundancies, n, 2)
-    try:
-        factors = tuple(period_factors)
-    except TypeError:
-        raise ParameterError(f"period factors must be a sequence of numbers, got {period_factors!r}") from None
-    if not factors or any(isinstance(f, bool) or not isinstance(f, (int, float, np.integer, np.floating))
-                          or not math.isfinite(f) or f <= 0 for f in factors):
-        raise ParameterError(f"period factors must be positive finite numbers, got {period_factors!r}")
-    factors = tuple(float(f) for f in factors)
-    if not isinstance(include_ckpt, (bool, np.bool_)):
-        raise ParameterError(f"include_ckpt must be a bool, got {include_ckpt!r}")
-    _check_event_budget(params)
+    reps = check.integers("rep redundancies", rep_redundancies, minimum=1, maximum=n)
+    spares = check.integers("spare redundancies", spare_redundancies, minimum=2, maximum=n)
+    factors = check.numbers_("period factors", period_factors, above=0.0)
+    include_ckpt = check.flag("include_ckpt", include_ckpt)
+    check_event_budget(params)
 
     # ---------------------------------------------------------------- the task list
-    configs = []  # (strategy, r, periods, stacks, offsets)
+    configs = []  # (strategy, r, periods, layout)
     if include_ckpt:
-        configs.append(("ckpt", 1, (closed_form_period(params, 1.0),), None, None))
+        configs.append(("ckpt", 1, (closed_form_period(params, 1.0),), None))
     for r in reps:
-        t_c = closed_form_period(params, mean_failures_to_wipeout(params, "rep", r))
-        configs.append(("rep", r, tuple(t_c * f for f in factors), None, None))
+        t_c = closed_form_period(params, mean_failures_to_wipe_out(params, "rep", r))
+        configs.append(("rep", r, tuple(t_c * f for f in factors), None))
     for r in spares:
         layout = default_layout(n, r, time_limit=layout_time_limit)
-        t_c = closed_form_period(params, mean_failures_to_wipeout(params, "spare", r, layout))
-        configs.append(("spare", r, tuple(t_c * f for f in factors), np.asarray(layout.stacks),
-                        layout.offsets))
-    tasks = [(params, strategy, r, seed, periods, stacks, offsets)
-             for strategy, r, periods, stacks, offsets in configs for seed in range(seeds)]
-    results = _run_tasks(tasks, workers, progress)
+        t_c = closed_form_period(params, mean_failures_to_wipe_out(params, "spare", r, layout))
+        configs.append(("spare", r, tuple(t_c * f for f in factors), layout))
+    tasks = [(params, strategy, r, seed, periods, layout)
+             for strategy, r, periods, layout in configs for seed in range(seeds)]
+    results = run_tasks(_task, tasks, workers=workers, executor=executor, progress=progress)
 
     # ---------------------------------------------------------------- summaries
     strategies = {}
     position = 0
-    for strategy, r, periods, _, _ in configs:
+    for strategy, r, periods, _ in configs:
         runs = results[position:position + seeds]
         position += seeds
         entry = strategies.setdefault(strategy, {"curve": []})
@@ -351,40 +248,16 @@ def tune(params, seeds=10, rep_redundancies=(2, 3, 4, 5, 6), spare_redundancies=
                       closed_form=closed_form(params))
 
 
-def _run_tasks(tasks, workers, progress):
-    total = len(tasks)
-    if workers == 1 or total <= 1:
-        out = []
-        for i, task in enumerate(tasks):
-            out.append(_task(task))
-            if progress is not None:
-                progress(i + 1, total)
-        return out
-    import os
-
-    # No more processes than tasks: idle workers would only cost their start-up.
-    workers = min(workers or os.cpu_count() or 1, total)
-    out = [None] * total
-    with ProcessPoolExecutor(max_workers=workers) as pool:
-        # submit in order, collect in order: the result never depends on the workers
-        futures = [pool.submit(_task, task) for task in tasks]
-        for i, future in enumerate(futures):
-            out[i] = future.result()
-            if progress is not None:
-                progress(i + 1, total)
-    return out
-
-
-def tune_preset(name, groups=None, seeds=10, workers=None, progress=None, **overrides):
+def tune_preset(name, groups=None, *, seeds=10, workers=1, executor=None, progress=None, **overrides):
     """Run :func:`tune` for a preset: one cluster size or all of the preset's.
 
     Parameters
     ----------
     name : str
-        Preset name (:data:`spare_opt.simulate.PRESETS`).
+        Preset name (:data:`spare_opt.parameters.PRESETS`).
     groups : int or None
         One ``N`` of the preset; ``None``: every ``N`` of the preset.
-    seeds, workers, progress
+    seeds, workers, executor, progress
         As in :func:`tune`; ``progress(done, total)`` counts over all sizes.
     **overrides
         :class:`SimulationParameters` fields to change.
@@ -396,10 +269,11 @@ def tune_preset(name, groups=None, seeds=10, workers=None, progress=None, **over
 
     Raises
     ------
-    ParameterError
+    ParameterTypeError, ParameterError
         Unknown preset, ``N`` not in the preset, or a bad argument.
     """
     preset = get_preset(name)
+    check.callback("progress", progress)
     sizes = preset.groups if groups is None else (groups,)
     all_params = [preset_parameters(name, n, **overrides) for n in sizes]
     results = []
@@ -410,11 +284,12 @@ def tune_preset(name, groups=None, seeds=10, workers=None, progress=None, **over
 
         results.append(tune(params, seeds=seeds, rep_redundancies=preset.rep_redundancies,
                             spare_redundancies=preset.spare_redundancies,
-                            period_factors=preset.period_factors, workers=workers, progress=relay))
+                            period_factors=preset.period_factors, workers=workers, executor=executor,
+                            progress=relay))
     return results
 
 
-def plot_tune(results, path, force=False, title=None):
+def plot_tune(results, path, *, force=False, title=None):
     """Figure of the best ``TTT/T0`` against ``r`` for replication and SPARe (one panel per ``N``).
 
     Parameters
@@ -433,16 +308,18 @@ def plot_tune(results, path, force=False, title=None):
 
     Raises
     ------
+    ParameterTypeError
+        ``results`` holds something other than :class:`TuneResult`.
     ParameterError
-        ``results`` is empty or holds something other than :class:`TuneResult`.
+        ``results`` is empty.
     SpareError
         matplotlib is not installed (``pip install 'spare-opt[plot]'``).
     OutputExistsError
         ``path`` exists and ``force`` is false.
     """
-    results = list(results)
-    if not results or not all(isinstance(result, TuneResult) for result in results):
-        raise ParameterError("plot_tune needs a non-empty list of TuneResult")
+    results = check.sequence("results", results)
+    for result in results:
+        check.instance("results: each item", result, TuneResult)
     from ._plotting import _figure, _save
 
     figure = _figure(4.2 * len(results), 3.6)

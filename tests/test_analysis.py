@@ -15,9 +15,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from spare_opt import Layout, block, consecutive, random_latin, sidon, theory
-from spare_opt.analysis import (
+from spare_opt import (
     stack_number_certificate,
-    min_wipeout_set,
+    min_wipe_out_set,
     monte_carlo,
     sweep,
     worst_case_after_one_failure,
@@ -113,9 +113,9 @@ def test_least_stack_number_rejects_bad_failure_sets():
 
 # ---------------------------------------------------------------- guarantees
 @pytest.mark.parametrize("layout", small_layouts(), ids=lambda lay: f"{lay.method}-{lay.groups}-{lay.redundancy}")
-def test_min_wipeout_set_is_smallest(layout):
+def test_min_wipe_out_set_is_smallest(layout):
     brute = BruteForce(layout)
-    shard, groups = min_wipeout_set(layout)
+    shard, groups = min_wipe_out_set(layout)
     assert groups.size == layout.redundancy
     assert brute.stack_number(groups) is None
     assert all((layout.stacks[g] == shard).any() for g in groups)
@@ -146,7 +146,7 @@ def test_exact_worst_case_matches_brute_force(layout):
         expected = brute.worst_case(k)
         assert result.exact
         assert result.stack_number == expected, f"k={k}"
-        assert result.wipeout_reachable == (k >= r)
+        assert result.wipe_out_reachable == (k >= r)
         if expected is None:
             assert result.status == "no-masked-set"
             continue
@@ -195,7 +195,7 @@ def test_worst_case_profile_and_arguments():
     layout = sidon(13, 4, time_limit=5)
     profile = worst_case_profile(layout)
     assert [w.failed_count for w in profile] == [1, 2, 3]
-    assert all(w.exact and not w.wipeout_reachable for w in profile)
+    assert all(w.exact and not w.wipe_out_reachable for w in profile)
     with pytest.raises(ParameterError):
         worst_case_stack_number(layout, 14)
     with pytest.raises(ParameterError):
@@ -255,12 +255,12 @@ def test_monte_carlo_confidence_intervals_and_json():
     assert result.sbar_ci95[0] < result.sbar < result.sbar_ci95[1]
     assert result.closed_form_mu == pytest.approx(theory.mu(61, 5))
     assert result.mu_relative_error == pytest.approx((result.closed_form_mu - result.mu) / result.mu)
-    doc = result.to_json()
+    doc = result.to_dict()
     for key in ("mu", "mu_ci95", "sbar", "sbar_ci95"):
         assert key in doc["monte_carlo"]
     assert doc["closed_form"]["sbar"] == pytest.approx(theory.sbar_lower_bound(61, 5))
     single = monte_carlo(layout, trials=1, seed=0)
-    assert math.isnan(single.mu_ci95[0]) and single.to_json()["monte_carlo"]["mu_ci95"] == [None, None]
+    assert math.isnan(single.mu_ci95[0]) and single.to_dict()["monte_carlo"]["mu_ci95"] == [None, None]
 
 
 @pytest.mark.parametrize("kwargs", [{"trials": 0}, {"seed": -1}, {"workers": 0}, {"chunk_size": 0}, {"trials": 2.5}])
@@ -272,13 +272,13 @@ def test_monte_carlo_bad_arguments(kwargs):
 # ---------------------------------------------------------------- sweep
 def test_sweep_rows_skips_and_common_orders():
     result = sweep(10, r_min=2, r_max=4, methods=("consecutive", "block"), trials=8, seed=2, time_limit=2,
-                   mtbf_seconds=1e6)
+                   system_mtbf_seconds=1e6)
     got = {(row["method"], row["redundancy"]) for row in result.rows}
     assert got == {("consecutive", 2), ("consecutive", 3), ("consecutive", 4), ("block", 2)}
     assert {(s["method"], s["redundancy"]) for s in result.skipped} == {("block", 3), ("block", 4)}
     assert all("does not divide" in s["reason"] for s in result.skipped)
     row = result.rows[0]
-    assert row["j_closed_form"] == pytest.approx(theory.normalised_ttt(10, 2, mtbf_seconds=1e6))
+    assert row["j_closed_form"] == pytest.approx(theory.normalised_ttt(10, 2, system_mtbf_seconds=1e6))
     a_mc = theory.availability(row["mu"] * 1e6, 60, 3600)
     assert row["j_monte_carlo"] == pytest.approx(row["sbar"] / a_mc)
     direct = monte_carlo(consecutive(10, 3), trials=8, seed=2)

@@ -36,7 +36,7 @@ from spare_opt.demo import run_demo
 from spare_opt.errors import OutputWriteError
 from spare_opt.generators import MAX_LAYOUT_ENTRIES, generate
 from spare_opt.planner import least_stack_number
-from spare_opt.plan import normalise_groups
+from spare_opt.failure_sets import normalise_groups
 from spare_opt.replay import SHOWN_IRREGULAR
 from spare_opt.trace import parse_fault_events, synthetic_fault_trace, write_fault_trace
 from spare_opt_cli.main import main

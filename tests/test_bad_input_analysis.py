@@ -118,7 +118,7 @@ def test_checkpoint_period_overflow_is_parameter_error():
 # ---------------------------------------------------------------- analysis
 @pytest.mark.parametrize("call", [
     lambda: analysis.monte_carlo(None, trials=1),
-    lambda: analysis.min_wipeout_set("layout.json"),
+    lambda: analysis.min_wipe_out_set("layout.json"),
     lambda: analysis.worst_case_after_one_failure(np.zeros((3, 2), dtype=int)),
     lambda: analysis.worst_case_stack_number(None, 1),
     lambda: analysis.worst_case_profile(None),
@@ -336,9 +336,9 @@ def test_default_layout_bad_sizes_are_parameter_errors():
 
 def test_trajectory_pool_blocks_do_not_change_the_draw():
     # The pool now draws permutations in bounded blocks; the stream must be unchanged.
-    whole = sim._TrajectoryPool("rep", 200, 3, seed=5)
+    whole = sim.FailurePool("rep", 200, 3, seed=5)
     whole._extend(6000)
-    blocked = sim._TrajectoryPool("rep", 200, 3, seed=5)
+    blocked = sim.FailurePool("rep", 200, 3, seed=5)
     blocked.extend(6000)  # 2**20 // 200 = 5242 rows a block: two blocks
     assert np.array_equal(whole.wipe, blocked.wipe)
 
@@ -370,10 +370,10 @@ def test_tune_duplicate_redundancies_give_one_curve_point():
     (("rep", 0), {}),
     (("rep", 2), {"samples": 0}),
 ])
-def test_mean_failures_to_wipeout_bad_strategy_r_samples(args, kwargs):
+def test_mean_failures_to_wipe_out_bad_strategy_r_samples(args, kwargs):
     # r = 0 used to raise ZeroDivisionError; "foo" a misleading "expected a Layout".
     with pytest.raises(ParameterError):
-        tuning.mean_failures_to_wipeout(sim.SimulationParameters(groups=7, steps=30), *args, **kwargs)
+        tuning.mean_failures_to_wipe_out(sim.SimulationParameters(groups=7, steps=30), *args, **kwargs)
 
 
 def test_plot_tune_empty_results_is_parameter_error(tmp_path):

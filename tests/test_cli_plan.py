@@ -69,7 +69,7 @@ def test_json_has_exactly_the_plan_keys(layout, layout_path):
     result = _run(layout_path, "--fail", "3,17", "--json")
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
-    assert doc == plan_reorder(layout, [3, 17]).to_json()
+    assert doc == plan_reorder(layout, [3, 17]).to_dict()
     assert list(doc) == ["status", "stack_number", "lower_bound", "failed", "lost_shards", "assignment", "order", "moves", "patch"]
     assert set(doc) == set(Plan.__dataclass_fields__)
 
@@ -86,7 +86,7 @@ def test_fail_file_text_or_json_joins_fail(tmp_path, layout, layout_path, conten
     file.write_text(content)
     result = _run(layout_path, "--fail", "30", "--fail-file", str(file), "--json")
     assert result.exit_code == 0, result.output
-    assert json.loads(result.stdout) == plan_reorder(layout, [5, 9, 12, 30]).to_json()
+    assert json.loads(result.stdout) == plan_reorder(layout, [5, 9, 12, 30]).to_dict()
 
 
 def test_wipe_out_text(layout_path):

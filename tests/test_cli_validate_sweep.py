@@ -8,7 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 from spare_opt import consecutive, sidon, theory
-from spare_opt.analysis import min_wipeout_set, monte_carlo, sweep
+from spare_opt import min_wipe_out_set, monte_carlo, sweep
 from spare_opt_cli.main import main
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -39,7 +39,7 @@ def test_validate_text_reports_guarantees_and_estimates(layout, layout_path):
     out = result.stdout
     assert "N = 13, r = 4, lambda = 1" in out
     assert "every set of up to r-1 = 3 failed groups is masked" in out
-    _shard, groups = min_wipeout_set(layout)
+    _shard, groups = min_wipe_out_set(layout)
     assert ", ".join(str(g) for g in groups) in out
     assert "worst-case S* = 2" in out
     assert "exact, CP-SAT" in out
@@ -59,7 +59,7 @@ def test_validate_json_has_the_documented_keys_and_matches_the_library(layout, l
     assert doc["monte_carlo"]["sbar_ci95"] == pytest.approx(list(expected.sbar_ci95))
     assert doc["closed_form"]["mu"] == pytest.approx(theory.mu(13, 4))
     assert doc["closed_form"]["sbar"] == pytest.approx(theory.sbar_lower_bound(13, 4))
-    assert doc["worst_case"]["min_wipeout_set"] == min_wipeout_set(layout)[1].tolist()
+    assert doc["worst_case"]["min_wipe_out_set"] == min_wipe_out_set(layout)[1].tolist()
     assert [w["failed_count"] for w in doc["worst_case"]["by_failed_count"]] == [1, 2, 3]
     assert all(w["exact"] for w in doc["worst_case"]["by_failed_count"])
     assert doc["guaranteed_tolerance"] == 3
@@ -157,7 +157,7 @@ def test_sweep_time_options_change_j():
     doc = json.loads(_run(*SWEEP_ARGS, "--json", "--mtbf", "600", "--restart", "30", "--save", "30").stdout)
     row = doc["rows"][-1]
     assert row["j_closed_form"] == pytest.approx(
-        theory.normalised_ttt(12, row["redundancy"], mtbf_seconds=36000, save_seconds=30,
+        theory.normalised_ttt(12, row["redundancy"], system_mtbf_seconds=36000, save_seconds=30,
                               restart_seconds=1800))
 
 

@@ -257,10 +257,10 @@ def test_lazy_plans_keep_the_state_of_their_call():
         assert np.array_equal(plan.failed, failed)
         assert np.array_equal(plan.assignment, assignment)
         assert np.array_equal(plan.order, order)
-        assert plan.to_json()["order"] is not None
+        assert plan.to_dict()["order"] is not None
     copied = pickle.loads(pickle.dumps(plans[0]))
     assert type(copied) is Plan and repr(plans[0]).startswith("Plan(")
-    assert copied.to_json() == plans[0].to_json()
+    assert copied.to_dict() == plans[0].to_dict()
 
 
 def test_views_are_read_only():

@@ -208,7 +208,7 @@ def test_block_wipe_out_loses_the_block():
     layout = Layout(block_stacks(6, 3))
     plan = plan_reorder(layout, [3, 4, 5])
     assert plan.status == WIPE_OUT and plan.lost_shards.tolist() == [3, 4, 5]
-    assert plan.to_json()["order"] is None
+    assert plan.to_dict()["order"] is None
 
 
 def test_mid_step_patch_goes_to_the_new_holder():
@@ -227,7 +227,7 @@ def test_plans_are_deterministic():
     layout = Layout(random_latin_stacks(40, 4, rng))
     failed = rng.choice(40, 12, replace=False).tolist()
     first, second = plan_reorder(layout, failed), plan_reorder(layout, failed)
-    assert first.to_json() == second.to_json()
+    assert first.to_dict() == second.to_dict()
 
 
 # ------------------------------------------------------------ bad input

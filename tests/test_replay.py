@@ -263,9 +263,9 @@ def test_to_json_progress_and_bad_arguments():
     seen = []
     result = replay_trace(layout, trace, progress=seen.append)
     assert sum(seen) == trace.n_events and len(seen) == 3  # one call per instant
-    doc = json.loads(json.dumps(result.to_json()))
+    doc = json.loads(json.dumps(result.to_dict()))
     assert "rows" not in doc and doc["faults"] == 3
-    doc = json.loads(json.dumps(result.to_json(rows=True)))
+    doc = json.loads(json.dumps(result.to_dict(rows=True)))
     assert len(doc["rows"]) == 4
     assert set(doc["rows"][0]) == {"index", "time_days", "node", "node_id", "group", "kind", "fault_class",
                                    "status", "stack_number", "failed_groups", "batch", "moves"}

@@ -15,24 +15,24 @@ from spare_opt.errors import FailureSetError, ParameterError, TraceError
 from spare_opt.simulate import (
     PRESETS,
     SimulationParameters,
-    _rep_wipe_indices,
+    _rep_wipe_out_indices,
     allreduce_seconds,
     fault_free_seconds,
     parse_overrides,
     preset_parameters,
-    rep_wipe_index,
+    rep_wipe_out_index,
     simulate,
     summarise,
     trace_failures,
 )
 from spare_opt.trace import parse_fault_events, read_fault_trace
 
-QUIET = dict(mtbf_seconds=1e18)  # no failure in any reasonable run
+QUIET = dict(system_mtbf_seconds=1e18)  # no failure in any reasonable run
 
 
 def small(**fields):
     base = dict(groups=24, steps=300, layer_compute_seconds=10.0, allreduce_seconds=1.0, restart_seconds=200.0,
-                save_seconds=5.0, mtbf_seconds=40.0, weibull_shape=0.78, jitter_sd=0.05)
+                save_seconds=5.0, system_mtbf_seconds=40.0, weibull_shape=0.78, jitter_sd=0.05)
     base.update(fields)
     return SimulationParameters(**base)
 
@@ -80,7 +80,7 @@ def test_ckpt_only_with_huge_mtbf_and_jitter_is_close_to_t0():
     seed=st.integers(0, 2**31),
 )
 def test_wall_time_accounting_identity(strategy, r, model, policy, live, mtbf, period, seed):
-    params = small(mtbf_seconds=mtbf, failure_model=model, restart_failures=policy, rate_follows_live=live,
+    params = small(system_mtbf_seconds=mtbf, failure_model=model, restart_failures=policy, rate_follows_live=live,
                    max_wall_factor=30.0)
     result = simulate(params, strategy, r, period, seed=seed)
     assert accounted(result) == pytest.approx(result.wall_seconds, rel=1e-9, abs=1e-6)
@@ -97,7 +97,7 @@ def test_wall_time_accounting_identity(strategy, r, model, policy, live, mtbf, p
 
 
 def test_useful_time_counts_exactly_the_kept_steps_without_jitter():
-    params = small(jitter_sd=0.0, mtbf_seconds=60.0)
+    params = small(jitter_sd=0.0, system_mtbf_seconds=60.0)
     result = simulate(params, "rep", 3, 200.0, seed=5)
     assert result.restarts > 0 and result.rework_seconds > 0
     per_step = 3 * params.layer_compute_seconds + params.allreduce_seconds
@@ -115,10 +115,10 @@ def test_same_seed_same_result_other_seed_differs():
 
 
 def test_result_json_round_trip_and_summary():
-    params = small(max_wall_factor=2.0, mtbf_seconds=1.0)
+    params = small(max_wall_factor=2.0, system_mtbf_seconds=1.0)
     runs = [simulate(params, "ckpt", 1, 50.0, seed=s) for s in range(3)]
     assert all(not run.finished for run in runs)
-    doc = json.loads(runs[0].to_json())
+    doc = json.loads(runs[0].to_dict())
     assert doc["ttt_seconds"] is None and doc["finished"] is False
     summary = summarise(runs)
     assert summary["unfinished"] == 3 and math.isinf(summary["ttt_ratio"]["mean"])
@@ -140,26 +140,26 @@ def _brute_rep_wipe(order, n, r):
 
 
 @given(n=st.integers(2, 30), r=st.integers(1, 6), seed=st.integers(0, 2**31))
-def test_rep_wipe_index_matches_brute_force(n, r, seed):
+def test_rep_wipe_out_index_matches_brute_force(n, r, seed):
     r = min(r, n)
     rng = np.random.default_rng(seed)
     perms = np.argsort(rng.random((3, n)), axis=1)
-    vectorised = _rep_wipe_indices(perms, n, r)
+    vectorised = _rep_wipe_out_indices(perms, n, r)
     for row, order in enumerate(perms):
         expected = _brute_rep_wipe(order, n, r)
-        assert rep_wipe_index(order, n, r) == expected
+        assert rep_wipe_out_index(order, n, r) == expected
         assert vectorised[row] == expected
-    assert rep_wipe_index([0], max(n, 2) * 2, 2) == -1
+    assert rep_wipe_out_index([0], max(n, 2) * 2, 2) == -1
     with pytest.raises(FailureSetError):
-        rep_wipe_index([0, 0], n + 1, 1)
+        rep_wipe_out_index([0, 0], n + 1, 1)
     with pytest.raises(FailureSetError):
-        rep_wipe_index([n], n, 1)
+        rep_wipe_out_index([n], n, 1)
 
 
 def test_rep_masks_and_ckpt_restarts_on_every_failure():
-    params = small(mtbf_seconds=50.0)
+    params = small(system_mtbf_seconds=50.0)
     rep = simulate(params, "rep", 4, 200.0, seed=2)
-    ckpt = simulate(small(mtbf_seconds=300.0, restart_failures="absorb", failure_model="system-renewal"),
+    ckpt = simulate(small(system_mtbf_seconds=300.0, restart_failures="absorb", failure_model="system-renewal"),
                     "ckpt", 1, 30.0, seed=2)
     assert rep.masked_failures > 0 and rep.mean_stack_number == 4
     assert ckpt.finished and ckpt.restarts > 0 and ckpt.absorbed_failures > 0
@@ -207,7 +207,7 @@ def test_group_clocks_are_sorted_weibull_samples():
 
 
 def test_rate_following_live_groups_lengthens_the_time_between_failures():
-    common = dict(failure_model="system-renewal", restart_failures="absorb", mtbf_seconds=20.0, steps=600)
+    common = dict(failure_model="system-renewal", restart_failures="absorb", system_mtbf_seconds=20.0, steps=600)
     follow = [simulate(small(rate_follows_live=True, **common), "spare", 4, 200.0, seed=s) for s in range(6)]
     fixed = [simulate(small(rate_follows_live=False, **common), "spare", 4, 200.0, seed=s) for s in range(6)]
     rate = lambda runs: sum(r.failures for r in runs) / sum(r.wall_seconds for r in runs)  # noqa: E731
@@ -273,7 +273,7 @@ def test_presets_and_parameter_errors():
     with pytest.raises(ParameterError, match="defines N"):
         preset_parameters("paper-600k", 500)
     with pytest.raises(ParameterError):
-        small(mtbf_seconds=-1.0)
+        small(system_mtbf_seconds=-1.0)
     with pytest.raises(ParameterError):
         small(failure_model="poisson")
     with pytest.raises(ParameterError):

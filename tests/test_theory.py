@@ -108,7 +108,7 @@ def test_normalised_ttt_matches_its_parts_and_is_least_near_r_star():
         lambda: theory.checkpoint_period(60, 3600, float("nan")),
         lambda: theory.availability(-5, 60, 3600),
         lambda: theory.availability(100, "60", 3600),
-        lambda: theory.normalised_ttt(600, 10, mtbf_seconds=0),
+        lambda: theory.normalised_ttt(600, 10, system_mtbf_seconds=0),
     ],
 )
 def test_bad_arguments_raise_parameter_error(call):

@@ -7,12 +7,12 @@ import pytest
 from spare_opt import theory
 from spare_opt.errors import OutputExistsError, ParameterError
 from spare_opt.simulate import SimulationParameters, preset_parameters
-from spare_opt.tune import closed_form, closed_form_period, mean_failures_to_wipeout, plot_tune, tune
+from spare_opt.tune import closed_form, closed_form_period, mean_failures_to_wipe_out, plot_tune, tune
 
 
 def tiny(**fields):
     base = dict(groups=20, steps=200, layer_compute_seconds=10.0, allreduce_seconds=1.0, restart_seconds=150.0,
-                save_seconds=5.0, mtbf_seconds=30.0)
+                save_seconds=5.0, system_mtbf_seconds=30.0)
     base.update(fields)
     return SimulationParameters(**base)
 
@@ -32,12 +32,12 @@ def test_closed_forms_follow_the_paper():
     assert 0 < form["availability"] < 1 and form["ttt_ratio"] > 1
 
 
-def test_mean_failures_to_wipeout_grows_with_r():
+def test_mean_failures_to_wipe_out_grows_with_r():
     params = tiny(groups=60)
-    assert mean_failures_to_wipeout(params, "ckpt", 1) == 1.0
-    rep = [mean_failures_to_wipeout(params, "rep", r) for r in (2, 3, 6)]
+    assert mean_failures_to_wipe_out(params, "ckpt", 1) == 1.0
+    rep = [mean_failures_to_wipe_out(params, "rep", r) for r in (2, 3, 6)]
     assert rep == sorted(rep) and rep[0] > 1
-    assert mean_failures_to_wipeout(params, "spare", 5) > mean_failures_to_wipeout(params, "spare", 2)
+    assert mean_failures_to_wipe_out(params, "spare", 5) > mean_failures_to_wipe_out(params, "spare", 2)
 
 
 def test_tune_picks_the_minimum_and_does_not_depend_on_workers():

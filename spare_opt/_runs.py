@@ -1,0 +1,568 @@
+"""The machinery of simulated runs, shared by :mod:`spare_opt.simulate` and :mod:`spare_opt.tune` (private).
+
+* checks of a run's arguments (strategy and redundancy, checkpoint period, event budget);
+* the default layout and redundancy of each strategy;
+* :class:`FailurePool`: per-restart-epoch failure outcomes drawn from one seed;
+* running the numba event loop (:mod:`spare_opt._simulate_kernels`) on a pool or on
+  precomputed failure events, and turning its statistics into a :class:`SimulationResult`;
+* the Young/Daly checkpoint period of a strategy (:func:`closed_form_period`) and the
+  mean number of failures to a wipe-out it needs (:func:`mean_failures_to_wipe_out`).
+
+Public names here are re-exported by :mod:`spare_opt.simulate` and :mod:`spare_opt.tune`.
+"""
+
+import math
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from . import _validation as check
+from . import theory
+from ._results import Result
+from ._stats import finite_or_none
+from .errors import FailureSetError, ParameterError
+from .layout import check_size
+from .parameters import STRATEGIES, SimulationParameters, fault_free_seconds
+
+__all__ = [
+    "MAX_EXPECTED_FAILURES",
+    "DEFAULT_REP_REDUNDANCY",
+    "SimulationResult",
+    "FailurePool",
+    "check_event_budget",
+    "check_strategy",
+    "check_period",
+    "check_params",
+    "default_redundancy",
+    "default_layout",
+    "rep_wipe_out_index",
+    "closed_form_period",
+    "mean_failures_to_wipe_out",
+    "run_synthetic",
+    "run_events",
+]
+
+#: Most failures a synthetic run may expect before its wall-time cap
+#: (``max_wall_factor * T0 / system_mtbf_seconds``): every restart epoch keeps its failure
+#: outcomes in memory, so beyond this a hopeless run would exhaust memory or time.
+MAX_EXPECTED_FAILURES = 5 * 10**7
+#: Seed of the failure orders used to estimate ``T_f`` for the default checkpoint period
+#: (kept apart from the seeds of the runs).
+GRID_SEED = 1_000_003
+
+
+# ----------------------------------------------------------------------------- checks
+def check_params(params):
+    """``params`` if it is a :class:`SimulationParameters`; :class:`ParameterTypeError` otherwise."""
+    return check.instance("params", params, SimulationParameters)
+
+
+def check_event_budget(params):
+    """Refuse synthetic runs that could need more than :data:`MAX_EXPECTED_FAILURES` failures."""
+    expected = params.max_wall_factor * fault_free_seconds(params) / params.system_mtbf_seconds
+    if expected > MAX_EXPECTED_FAILURES:
+        raise ParameterError(
+            f"a run could need about {expected:.3g} failures before its wall-time cap "
+            f"(max_wall_factor * T0 / system_mtbf_seconds; at most {MAX_EXPECTED_FAILURES:.0e}): lower "
+            "max_wall_factor, steps or layer_compute_seconds, or raise system_mtbf_seconds"
+        )
+
+
+def check_strategy(strategy, redundancy, groups):
+    """The redundancy a strategy runs with: 1 for ``"ckpt"``, ``r`` checked otherwise.
+
+    Raises
+    ------
+    ParameterTypeError
+        ``strategy`` is not a string or ``redundancy`` is not an integer.
+    ParameterError
+        Unknown strategy, ``r`` outside ``[1, N]``, or ``r < 2`` for SPARe.
+    """
+    check.choice("strategy", strategy, STRATEGIES)
+    if strategy == "ckpt":
+        return 1
+    _, redundancy = check_size(groups, redundancy)
+    if strategy == "spare" and redundancy < 2:
+        raise ParameterError("SPARe needs redundancy r >= 2 (r = 1 is checkpointing alone)")
+    return redundancy
+
+
+def check_period(period):
+    """A checkpoint period as a finite number of seconds ``> 0``."""
+    return check.seconds("checkpoint period", period)
+
+
+def check_layout(layout, groups, redundancy):
+    """The SPARe layout of a run: ``layout`` checked against ``N`` and ``r``, or :func:`default_layout`."""
+    if layout is None:
+        return default_layout(groups, redundancy)
+    check.layout(layout)
+    if layout.groups != groups or layout.redundancy != redundancy:
+        raise ParameterError(
+            f"layout has N={layout.groups}, r={layout.redundancy}; the run needs N={groups}, r={redundancy}"
+        )
+    return layout
+
+
+# ----------------------------------------------------------------------------- result
+@dataclass(eq=False)
+class SimulationResult(Result):
+    """The outcome of one simulated run.
+
+    Attributes
+    ----------
+    strategy : str
+        ``"ckpt"``, ``"rep"`` or ``"spare"``.
+    groups, redundancy : int
+        ``N`` and ``r`` (``r = 1`` for ``"ckpt"``).
+    checkpoint_period_seconds : float
+        ``T_c``: seconds of progress between checkpoints.
+    seed : int
+    finished : bool
+        False when the run hit ``max_wall_factor * T0`` before its last step.
+    ttt_seconds : float
+        Time-to-train (wall clock); ``inf`` when unfinished.
+    fault_free_seconds : float
+        ``T0``.
+    ttt_ratio : float
+        ``TTT / T0``.
+    availability : float
+        ``(useful + overhead) / wall``.
+    useful_seconds, overhead_seconds, rework_seconds, restart_seconds, checkpoint_seconds : float
+        The time accounting (module docstring); they sum to ``wall_seconds``.
+    wall_seconds : float
+        Wall time simulated (equals ``ttt_seconds`` when finished).
+    restarts, masked_failures, absorbed_failures, failures, checkpoints : int
+        Global restarts (wipe-outs), failures masked, failures during restarts that
+        the restart absorbed, every failure, checkpoints completed.
+    mean_stack_number : float
+        Mean ``S`` over executed steps (``r`` for replication, 1 for checkpointing).
+    steps_executed : int
+        Steps run, including rolled-back ones.
+    trace : dict or None
+        Trace replay only: what was used and skipped (:func:`trace_failures`).
+    """
+
+    strategy: str
+    groups: int
+    redundancy: int
+    checkpoint_period_seconds: float
+    seed: int
+    finished: bool
+    ttt_seconds: float
+    fault_free_seconds: float
+    ttt_ratio: float
+    availability: float
+    useful_seconds: float
+    overhead_seconds: float
+    rework_seconds: float
+    restart_seconds: float
+    checkpoint_seconds: float
+    wall_seconds: float
+    restarts: int
+    masked_failures: int
+    absorbed_failures: int
+    failures: int
+    checkpoints: int
+    mean_stack_number: float
+    steps_executed: int
+    trace: dict = None
+
+    def to_dict(self):
+        """dict: the fields, JSON-ready (``inf`` and NaN become ``None``)."""
+        return finite_or_none(asdict(self))
+
+
+
+# ----------------------------------------------------------------------------- layouts
+#: Replication degree of the paper's best Rep+CKPT configuration (Sec. 6).
+DEFAULT_REP_REDUNDANCY = 3
+
+
+def default_redundancy(strategy, groups):
+    """The redundancy a strategy runs with when none is given.
+
+    Parameters
+    ----------
+    strategy : {"ckpt", "rep", "spare"}
+    groups : int
+        Number of DP groups ``N``.
+
+    Returns
+    -------
+    int
+        1 for ``"ckpt"``; 3 for ``"rep"`` (the paper's best replication degree);
+        ``r* = floor(log2 N + 0.833)`` for ``"spare"``
+        (:func:`spare_opt.theory.r_star`).
+
+    Raises
+    ------
+    ParameterError
+        Unknown strategy, or (``"spare"``) ``N`` is not a positive integer.
+
+    References
+    ----------
+    Lee et al., ICML 2026, arXiv:2603.00357, Sec. 5 (``r*``) and Sec. 6 (Rep+CKPT is
+    best at ``r = 3``).
+    """
+    check.choice("strategy", strategy, STRATEGIES)
+    if strategy == "ckpt":
+        return 1
+    if strategy == "rep":
+        return DEFAULT_REP_REDUNDANCY
+    return theory.r_star(groups)
+
+
+_LAYOUT_CACHE = {}
+
+
+def default_layout(groups, redundancy, *, time_limit=10.0, seed=0):
+    """The layout SPARe runs with by default: a Sidon circulant layout (cached).
+
+    Parameters
+    ----------
+    groups, redundancy : int
+        ``N`` and ``r``.
+    time_limit : float, default 10.0
+        Seconds for the offset search (:func:`spare_opt.sidon`).
+    seed : int, default 0
+
+    Returns
+    -------
+    Layout
+
+    Raises
+    ------
+    ParameterTypeError, ParameterError
+        ``N``, ``r``, ``time_limit`` or ``seed`` of the wrong type or out of range.
+
+    Notes
+    -----
+    The cache is keyed by every argument, so a different ``time_limit`` or ``seed``
+    gets its own layout (a search cut short by its time limit may end elsewhere).
+    """
+    key = (*check_size(groups, redundancy), check.seconds("time_limit", time_limit), check.seed(seed))
+    if key not in _LAYOUT_CACHE:
+        from .generators import sidon
+
+        _LAYOUT_CACHE[key] = sidon(key[0], key[1], time_limit=key[2], seed=key[3])
+    return _LAYOUT_CACHE[key]
+
+
+# ----------------------------------------------------------------------------- failure pools
+def rep_wipe_out_index(failure_order, groups, redundancy):
+    """Failure that wipes out replication of degree ``r`` (1-based), for one failure order.
+
+    Replica sets: group ``g`` belongs to set ``g mod (N // r)`` (``N // r`` sets of
+    ``r`` or more groups).  The wipe-out is the first failure after which some set has
+    no live member.
+
+    Parameters
+    ----------
+    failure_order : array_like of int, shape (K,)
+        Distinct groups in the order they fail.
+    groups, redundancy : int
+
+    Returns
+    -------
+    int
+        1-based index in ``failure_order``, or ``-1`` if no set is wiped out.
+
+    Raises
+    ------
+    ParameterTypeError, ParameterError
+        Bad ``N`` or ``r``.
+    FailureSetError
+        ``failure_order`` repeats a group or names one outside ``[0, N)``.
+    """
+    groups, redundancy = check_size(groups, redundancy)
+    order = np.asarray(failure_order)
+    if order.ndim != 1 or (order.size and not np.issubdtype(order.dtype, np.integer)):
+        raise FailureSetError("failure order must be a 1-D sequence of integer group ids")
+    if order.size and (order.min() < 0 or order.max() >= groups or np.unique(order).size != order.size):
+        raise FailureSetError(f"failure order must hold distinct group ids in [0, {groups})")
+    n_sets = groups // redundancy
+    sets = order % n_sets
+    set_size = np.bincount(np.arange(groups) % n_sets, minlength=n_sets)
+    lost = np.zeros(n_sets, dtype=np.int64)
+    # cumulative count of losses per set at each failure
+    for i, s in enumerate(sets):
+        lost[s] += 1
+        if lost[s] == set_size[s]:
+            return i + 1
+    return -1
+
+
+def _rep_wipe_out_indices(perms, groups, redundancy):
+    """Vectorised :func:`rep_wipe_out_index` over the rows of ``perms`` (full permutations)."""
+    n_sets = groups // redundancy
+    e = perms.shape[0]
+    position = np.empty_like(perms)
+    rows = np.arange(e)[:, None]
+    position[rows, perms] = np.arange(groups)[None, :]
+    set_of = np.arange(groups) % n_sets
+    last = np.full((e, n_sets), -1, dtype=np.int64)
+    np.maximum.at(last, (np.repeat(np.arange(e), groups), np.tile(set_of, e)), position.ravel())
+    return (last.min(axis=1) + 1).astype(np.int32)
+
+
+class FailurePool:
+    """Per-epoch failure outcomes drawn from one seed, extended on demand.
+
+    Epoch ``e`` uses the ``e``-th random permutation of the groups drawn from
+    ``SeedSequence([seed, 1])``, so extending the pool never changes earlier epochs:
+    a run is the same whatever the pool size it ends up needing.
+    """
+
+    def __init__(self, strategy, groups, redundancy, seed, layout=None):
+        self.strategy = strategy
+        self.groups = groups
+        self.redundancy = redundancy
+        self.layout = layout
+        self._rng = np.random.default_rng(np.random.SeedSequence([int(seed), 1]))
+        self.stack = np.zeros((0, 1), dtype=np.int16)
+        self.wipe = np.zeros(0, dtype=np.int32)
+        if strategy == "rep":
+            self.stack = np.full((1, 1), redundancy, dtype=np.int16)
+        elif strategy == "ckpt":
+            self.stack = np.ones((1, 1), dtype=np.int16)
+
+    def extend(self, count):
+        if self.strategy == "ckpt":
+            return
+        # Draw in blocks of about a million entries: the float and argsort temporaries of
+        # one large draw would take 16 bytes per entry on top of the pool itself.
+        block = max(1, 2**20 // self.groups)
+        while count > block:
+            self._extend(block)
+            count -= block
+        self._extend(count)
+
+    def _extend(self, count):
+        perms = np.argsort(self._rng.random((count, self.groups)), axis=1)
+        if self.strategy == "rep":
+            self.wipe = np.concatenate([self.wipe, _rep_wipe_out_indices(perms, self.groups, self.redundancy)])
+            return
+        from .controller import stack_number_trajectories
+
+        stacks, wipes, _ = stack_number_trajectories(self.layout, perms)
+        stacks = np.asarray(stacks)
+        wipes = np.asarray(wipes, dtype=np.int32)
+        # rows are padded with -1 after the wipe-out: repeat the last stack number
+        # (the kernel never reads past the wipe-out, this only keeps the pool tidy)
+        block = np.maximum.accumulate(np.where(stacks < 0, 0, stacks), axis=1).astype(np.int16)
+        # keep only the columns up to the latest wipe-out (the rest is never read)
+        width = max(self.stack.shape[1], int(wipes.max(initial=0)) + 1)
+        if width < block.shape[1]:
+            block = block[:, :width]
+        if self.stack.shape[1] < width:
+            pad = np.repeat(self.stack[:, -1:], width - self.stack.shape[1], axis=1)
+            self.stack = np.concatenate([self.stack, pad], axis=1)
+        self.stack = np.concatenate([self.stack, block])
+        self.wipe = np.concatenate([self.wipe, wipes])
+
+    def mean_failures_to_wipe_out(self):
+        """Mean 1-based wipe index over the pool (``1`` for checkpointing)."""
+        if self.strategy == "ckpt":
+            return 1.0
+        if self.wipe.size == 0:
+            self.extend(32)
+        valid = self.wipe[self.wipe > 0]
+        return float(valid.mean()) if valid.size else float(self.groups)
+
+
+# ----------------------------------------------------------------------------- checkpoint period
+def closed_form_period(params, mean_failures):
+    """Young/Daly checkpoint period for a strategy that survives ``mean_failures`` failures.
+
+    ``T_f = mean_failures * m`` (``m`` the system MTBF) is the mean time between
+    unmasked failures (``unmasked_mtbf_seconds``); ``T_c* = T_s + sqrt(T_s^2 + 2 T_s (T_f + T_r))``
+    (:func:`spare_opt.theory.checkpoint_period`).
+
+    Parameters
+    ----------
+    params : SimulationParameters
+    mean_failures : float
+        Mean number of failures up to and including the wipe-out (1 for
+        checkpointing alone, ``mu + 1`` for SPARe).
+
+    Returns
+    -------
+    float
+        ``T_c*`` in seconds.
+
+    Raises
+    ------
+    ParameterError
+        ``T_f = mean_failures * m`` is not a finite number ``> 0``, or ``T_c*`` overflows
+        (:func:`spare_opt.theory.checkpoint_period`).
+
+    References
+    ----------
+    Young (1974); Daly (2006); Lee et al., ICML 2026, Sec. 5.
+    """
+    return theory.checkpoint_period(params.save_seconds, params.restart_seconds,
+                                    float(mean_failures) * params.system_mtbf_seconds)
+
+
+def mean_failures_to_wipe_out(params, strategy, redundancy, layout=None, *, samples=64, seed=GRID_SEED):
+    """Monte-Carlo mean of the 1-based failure index that wipes a strategy out.
+
+    Parameters
+    ----------
+    params : SimulationParameters
+    strategy : {"ckpt", "rep", "spare"}
+    redundancy : int
+    layout : Layout or None
+        SPARe layout (default: :func:`default_layout`).
+    samples : int, default 64
+        Random failure orders.
+    seed : int
+        Seed of the random failure orders (``numpy.random.SeedSequence([seed, 1])``).
+
+    Returns
+    -------
+    float
+        Mean 1-based index, in failures, of the failure that causes the wipe-out
+        (1.0 for ``"ckpt"``: every failure is a global restart).
+
+    Raises
+    ------
+    ParameterTypeError
+        ``params`` is not SimulationParameters, or ``samples`` or ``seed`` is not an integer.
+    ParameterError
+        Unknown strategy, ``r`` out of range, ``samples`` below 1.
+    """
+    check_params(params)
+    redundancy = check_strategy(strategy, redundancy, params.groups)
+    samples = check.count("samples", samples)
+    seed = check.seed(seed)
+    if strategy == "spare":
+        layout = check_layout(layout, params.groups, redundancy)
+    pool = FailurePool(strategy, params.groups, redundancy, seed, layout)
+    if strategy != "ckpt":
+        pool.extend(samples)
+    return pool.mean_failures_to_wipe_out()
+
+
+def default_period(params, strategy, redundancy, layout=None, unmasked_basis=None):
+    """The Young/Daly period of a run: :func:`closed_form_period` at the strategy's mean failures to wipe-out.
+
+    ``unmasked_basis`` replaces ``params`` for the failure rate (a trace's own MTBF).
+    """
+    basis = params if unmasked_basis is None else unmasked_basis
+    return closed_form_period(basis, mean_failures_to_wipe_out(basis, strategy, redundancy, layout))
+
+
+# ----------------------------------------------------------------------------- running the kernel
+def _pack(params, strategy, redundancy, period, seed, trace_mode):
+    from . import _simulate_kernels as K
+
+    f = np.zeros(K.N_FPARAMS)
+    f[K.F_LAYER_COMPUTE] = params.layer_compute_seconds
+    f[K.F_ALLREDUCE] = params.allreduce_seconds
+    f[K.F_SHRINK] = params.shrink_seconds
+    f[K.F_CONTROLLER] = params.controller_seconds
+    f[K.F_RESTART] = params.restart_seconds
+    f[K.F_SAVE] = params.save_seconds
+    f[K.F_PERIOD] = period
+    f[K.F_MTBF] = params.system_mtbf_seconds
+    f[K.F_SHAPE] = params.weibull_shape
+    f[K.F_JITTER] = params.jitter_sd
+    f[K.F_MAX_WALL] = params.max_wall_factor * fault_free_seconds(params)
+    f[K.F_PATCH_LAYERS] = params.patch_layers
+    i = np.zeros(K.N_IPARAMS, dtype=np.int64)
+    i[K.I_STEPS] = params.steps
+    i[K.I_GROUPS] = params.groups
+    i[K.I_STRATEGY] = {"ckpt": K.STRATEGY_CKPT, "rep": K.STRATEGY_REP, "spare": K.STRATEGY_SPARE}[strategy]
+    i[K.I_RATE_FOLLOWS_LIVE] = 1 if params.rate_follows_live else 0
+    i[K.I_CARRY] = 1 if (params.restart_failures == "carry" or trace_mode) else 0
+    i[K.I_SEED] = int(np.random.SeedSequence([int(seed), 2]).generate_state(1)[0])
+    i[K.I_TRACE] = 1 if trace_mode else 0
+    i[K.I_FAILURE_MODEL] = K.MODEL_GROUP_CLOCKS if params.failure_model == "group-clocks" else K.MODEL_SYSTEM_RENEWAL
+    return f, i
+
+
+def _result(raw, params, strategy, redundancy, period, seed):
+    from . import _simulate_kernels as K
+
+    t0 = fault_free_seconds(params)
+    wall = float(raw[K.R_WALL])
+    finished = bool(raw[K.R_FINISHED] == 1.0)
+    ttt = wall if finished else math.inf
+    kept = float(raw[K.R_USEFUL] + raw[K.R_OVERHEAD])
+    executed = int(raw[K.R_STEPS_EXECUTED])
+    return SimulationResult(
+        strategy=strategy,
+        groups=params.groups,
+        redundancy=int(redundancy),
+        checkpoint_period_seconds=float(period),
+        seed=int(seed),
+        finished=finished,
+        ttt_seconds=ttt,
+        fault_free_seconds=t0,
+        ttt_ratio=ttt / t0,
+        availability=kept / wall if wall > 0 else 1.0,
+        useful_seconds=float(raw[K.R_USEFUL]),
+        overhead_seconds=float(raw[K.R_OVERHEAD]),
+        rework_seconds=float(raw[K.R_REWORK]),
+        restart_seconds=float(raw[K.R_RESTART]),
+        checkpoint_seconds=float(raw[K.R_CHECKPOINT]),
+        wall_seconds=wall,
+        restarts=int(raw[K.R_RESTARTS]),
+        masked_failures=int(raw[K.R_MASKED]),
+        absorbed_failures=int(raw[K.R_ABSORBED]),
+        failures=int(raw[K.R_FAILURES]),
+        checkpoints=int(raw[K.R_CHECKPOINTS]),
+        mean_stack_number=float(raw[K.R_STACK_STEPS]) / executed if executed else 1.0,
+        steps_executed=executed,
+    )
+
+
+def run_synthetic(params, strategy, redundancy, period, seed, pool):
+    """One run on a synthetic failure process (Weibull clocks), growing ``pool`` as needed.
+
+    Arguments are checked by the caller; ``pool`` is a :class:`FailurePool` of the same
+    strategy, ``N``, ``r`` and ``seed``.  Returns a :class:`SimulationResult`.
+    """
+    from . import _simulate_kernels as K
+
+    f, i = _pack(params, strategy, redundancy, period, seed, trace_mode=False)
+    empty_f = np.zeros(0)
+    empty_i16 = np.zeros(0, dtype=np.int16)
+    empty_i8 = np.zeros(0, dtype=np.int8)
+    if strategy != "ckpt" and pool.wipe.size == 0:
+        pool.extend(16)
+    while True:
+        raw = K.run_kernel(f, i, pool.stack, pool.wipe, empty_f, empty_i16, empty_i8)
+        if raw[K.R_NEED_MORE] == 0.0:
+            return _result(raw, params, strategy, redundancy, period, seed)
+        pool.extend(max(16, pool.wipe.size))
+
+
+
+def run_events(params, strategy, redundancy, period, seed, times_seconds, stack_numbers, wipe_outs):
+    """One run whose failures are given: at ``times_seconds[i]`` a failure event with its outcome.
+
+    Parameters
+    ----------
+    params : SimulationParameters
+    strategy, redundancy, period, seed
+        As for :func:`run_synthetic` (checked by the caller).
+    times_seconds : numpy.ndarray of float64, shape (F,)
+        Sorted times of the failure events.
+    stack_numbers : numpy.ndarray of int16, shape (F,)
+        Stack number after each event when it is masked.
+    wipe_outs : numpy.ndarray of int8, shape (F,)
+        1 where the event is a wipe-out.
+
+    Returns
+    -------
+    SimulationResult
+    """
+    from . import _simulate_kernels as K
+
+    f, i = _pack(params, strategy, redundancy, period, seed, trace_mode=True)
+    rep_stack = np.full((1, 1), redundancy if strategy == "rep" else 1, dtype=np.int16)
+    raw = K.run_kernel(f, i, rep_stack, np.zeros(0, dtype=np.int32), times_seconds, stack_numbers, wipe_outs)
+    return _result(raw, params, strategy, redundancy, period, seed)

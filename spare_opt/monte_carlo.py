@@ -1,0 +1,405 @@
+"""Monte-Carlo endurance and overhead of a stack layout, and sweeps over ``r`` and layout methods.
+
+* :func:`monte_carlo` runs uniformly random failure orders through the online
+  controller (:func:`spare_opt.stack_number_trajectories`) until the first wipe-out and
+  estimates ``mu`` (failures masked) and ``Sbar`` (mean stack number) with 95%
+  confidence intervals, beside the closed forms of :mod:`spare_opt.theory`.
+* :func:`sweep` repeats it over a range of ``r`` and layout methods and adds the
+  normalised time-to-train ``J``.
+
+Both split their trials into seeded chunks (:mod:`spare_opt._parallel`), so the numbers
+are the same run serially, on ``workers`` processes, or on any
+``concurrent.futures.Executor`` (a Dask cluster: ``docs/scaling.md``).
+
+References
+----------
+.. [1] Lee et al., "SPARe: Stacked Parallelism with Adaptive Reordering for
+   Fault-Tolerant LLM Pretraining Systems with 100k+ GPUs", ICML 2026,
+   arXiv:2603.00357, Sec. 4-5.
+"""
+
+import math
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import _validation as check
+from . import theory
+from ._parallel import resolve_workers, run_tasks
+from ._results import Result
+from ._stats import finite_or_none, mean_ci95
+from .errors import ParameterError, SpareError
+from .layout import check_size
+from .parameters import PAPER
+
+__all__ = ["MAX_TRIALS", "MonteCarloResult", "SweepResult", "monte_carlo", "sweep"]
+
+#: Most Monte-Carlo trials :func:`monte_carlo` accepts (the per-trial results stay in memory).
+MAX_TRIALS = 10_000_000
+
+
+# ====================================================================== Monte-Carlo
+@dataclass(eq=False)
+class MonteCarloResult(Result):
+    """Monte-Carlo endurance and overhead of a layout under uniformly random failures.
+
+    Attributes
+    ----------
+    groups, redundancy : int
+        ``N`` and ``r``.
+    method : str
+        The layout's method.
+    trials : int
+        Number of independent failure orders.
+    seed : int
+        Root seed: trial ``i`` uses ``numpy.random.SeedSequence(seed, spawn_key=(i,))``.
+    workers : int
+        Processes asked for (results do not depend on it, nor on an executor).
+    masked : numpy.ndarray of int64, shape (trials,)
+        Failures masked before the first wipe-out, per trial.
+    sbar_per_trial : numpy.ndarray of float64, shape (trials,)
+        Mean stack number over ``k = 0 .. masked`` (``S = 1`` at ``k = 0``), per trial.
+    mu, sbar : float
+        Means over trials.
+    mu_ci95, sbar_ci95 : tuple of float
+        95% confidence intervals (Student t); ``(nan, nan)`` for one trial.
+    closed_form_mu, closed_form_sbar : float
+        :func:`spare_opt.theory.mu` and :func:`spare_opt.theory.sbar_lower_bound`.
+    stack_mean_by_k : numpy.ndarray of float64
+        Mean ``S*`` after ``k`` failures over the trials still masked at ``k``
+        (``nan`` where none is).
+    survivors_by_k : numpy.ndarray of int64
+        Trials still masked after ``k`` failures.
+    seconds : float
+        Wall-clock time.
+    """
+
+    groups: int
+    redundancy: int
+    method: str
+    trials: int
+    seed: int
+    workers: int
+    masked: np.ndarray
+    sbar_per_trial: np.ndarray
+    mu: float
+    mu_ci95: tuple
+    sbar: float
+    sbar_ci95: tuple
+    closed_form_mu: float
+    closed_form_sbar: float
+    stack_mean_by_k: np.ndarray = field(repr=False)
+    survivors_by_k: np.ndarray = field(repr=False)
+    seconds: float = 0.0
+
+    @property
+    def mu_relative_error(self):
+        """float: ``(closed form - Monte-Carlo) / Monte-Carlo`` for ``mu``."""
+        return _relative(self.closed_form_mu, self.mu)
+
+    @property
+    def sbar_relative_error(self):
+        """float: ``(closed form - Monte-Carlo) / Monte-Carlo`` for ``Sbar``."""
+        return _relative(self.closed_form_sbar, self.sbar)
+
+    def to_dict(self, per_trial=False):
+        """JSON-ready nested dict: ``monte_carlo`` and ``closed_form`` objects.
+
+        Parameters
+        ----------
+        per_trial : bool, default False
+            Include the per-trial arrays.
+        """
+        monte = {
+            "trials": self.trials,
+            "seed": self.seed,
+            "workers": self.workers,
+            "mu": finite_or_none(self.mu),
+            "mu_ci95": [finite_or_none(v) for v in self.mu_ci95],
+            "sbar": finite_or_none(self.sbar),
+            "sbar_ci95": [finite_or_none(v) for v in self.sbar_ci95],
+            "seconds": round(self.seconds, 4),
+        }
+        if per_trial:
+            monte["masked"] = [int(v) for v in self.masked]
+            monte["sbar_per_trial"] = [float(v) for v in self.sbar_per_trial]
+        closed = {
+            "mu": finite_or_none(self.closed_form_mu),
+            "sbar": finite_or_none(self.closed_form_sbar),
+            "mu_relative_error": finite_or_none(self.mu_relative_error),
+            "sbar_relative_error": finite_or_none(self.sbar_relative_error),
+        }
+        return {"monte_carlo": monte, "closed_form": closed}
+
+
+def monte_carlo(layout, *, trials=200, seed=0, workers=1, executor=None, progress=None, chunk_size=None):
+    """Estimate ``mu`` and ``Sbar`` by running random failure orders through the controller.
+
+    Each trial draws a uniformly random order of the ``N`` groups (failures without
+    replacement) and feeds it to the online controller until the first wipe-out
+    (:func:`spare_opt.stack_number_trajectories`, one compiled call per chunk of
+    trials).  ``mu`` is the number of failures masked before it; ``Sbar`` is the mean
+    stack number over ``k = 0 .. mu`` failures (``S = 1`` at ``k = 0``), i.e. the
+    time-weighted mean when failures arrive at a constant rate.
+
+    Parameters
+    ----------
+    layout : Layout
+    trials : int, default 200
+        Number of failure orders, ``1 <= trials <= MAX_TRIALS`` (ten million).
+    seed : int, default 0
+        Root seed (``>= 0``).  Trial ``i`` draws its order from
+        ``SeedSequence(seed, spawn_key=(i,))``, so results are identical for any
+        ``workers``, ``executor`` and ``chunk_size``.
+    workers : int, default 1
+        Processes (``-1``: every CPU); 1 runs in this process.
+    executor : concurrent.futures.Executor, optional
+        Run the chunks on this executor instead (for example a Dask cluster's
+        ``Client.get_executor()``); ``workers`` is then ignored.
+    progress : callable, optional
+        ``progress(done, total)`` in trials, after each chunk.
+    chunk_size : int, optional
+        Trials per task; default splits the work into about 8 chunks per worker.
+
+    Returns
+    -------
+    MonteCarloResult
+
+    Raises
+    ------
+    ParameterTypeError
+        ``layout`` is not a Layout; ``trials``, ``seed``, ``workers`` or ``chunk_size``
+        is not an integer; ``executor`` is not an Executor; ``progress`` is not callable.
+    ParameterError
+        ``trials``, ``seed``, ``workers`` or ``chunk_size`` out of range.
+
+    Examples
+    --------
+    >>> from spare_opt import monte_carlo, sidon
+    >>> result = monte_carlo(sidon(100, 6), trials=50, seed=1)
+    >>> round(result.mu), result.sbar > 2
+    (47, True)
+
+    Notes
+    -----
+    The 95% intervals are ``mean +- t(0.975, n-1) s / sqrt(n)`` (``scipy.stats.t``);
+    trials are independent, so the central limit theorem applies to both means.
+    """
+    n, r = check.layout(layout).stacks.shape
+    # The per-trial results are kept in memory (16 bytes a trial): refuse absurd counts
+    # before allocating anything rather than exhausting memory.
+    trials = check.count("trials", trials, maximum=MAX_TRIALS)
+    processes = resolve_workers(workers)
+    seed = check.seed(seed)
+    if chunk_size is None:
+        # About 8 chunks per worker, each at most ~4 million order entries.
+        chunk_size = max(1, min(250, 4_000_000 // n, math.ceil(trials / (8 * processes))))
+    chunk_size = check.count("chunk_size", chunk_size)
+    bounds = [(lo, min(trials, lo + chunk_size)) for lo in range(0, trials, chunk_size)]
+
+    started = time.perf_counter()
+    parts = run_tasks(_run_chunk, [(layout, seed, lo, hi) for lo, hi in bounds], workers=workers,
+                      executor=executor, progress=progress, weights=[hi - lo for lo, hi in bounds],
+                      warm_up=lambda: _run_chunk(layout, seed, 0, 1))
+    masked = np.concatenate([p[0] for p in parts])
+    sbar_per_trial = np.concatenate([p[1] for p in parts])
+    stack_sum = np.sum([p[2] for p in parts], axis=0)
+    survivors = np.sum([p[3] for p in parts], axis=0)
+    last = int(np.flatnonzero(survivors)[-1]) + 1 if survivors.any() else 1
+    with np.errstate(invalid="ignore", divide="ignore"):
+        stack_mean = stack_sum[:last] / survivors[:last]
+    mu_mean, mu_ci = mean_ci95(masked.astype(np.float64))
+    sbar_mean, sbar_ci = mean_ci95(sbar_per_trial)
+    return MonteCarloResult(
+        groups=n, redundancy=r, method=layout.method, trials=trials, seed=seed, workers=processes,
+        masked=masked, sbar_per_trial=sbar_per_trial,
+        mu=mu_mean, mu_ci95=mu_ci, sbar=sbar_mean, sbar_ci95=sbar_ci,
+        closed_form_mu=theory.mu(n, r), closed_form_sbar=theory.sbar_lower_bound(n, r),
+        stack_mean_by_k=stack_mean, survivors_by_k=survivors[:last].astype(np.int64),
+        seconds=time.perf_counter() - started,
+    )
+
+
+def _run_chunk(layout, seed, lo, hi):
+    """Trials ``lo .. hi-1``: masked counts, per-trial Sbar, and S sums / counts by ``k``."""
+    from .controller import stack_number_trajectories, stack_number_trajectory
+
+    n, r = layout.stacks.shape
+    # Wipe-outs come after about mu failures: run a prefix of each random order in one
+    # compiled call, and rerun the rare trial that outlives it on its whole order.
+    prefix = min(n, int(3 * theory.mu(n, r)) + 10 * r + 100)
+    orders = np.empty((hi - lo, n), dtype=np.int32)
+    for i in range(lo, hi):
+        rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(i,)))
+        orders[i - lo] = rng.permutation(n)
+    trajectories, wipeout, _moves = stack_number_trajectories(layout, orders[:, :prefix])
+    masked = np.empty(hi - lo, dtype=np.int64)
+    sbar = np.empty(hi - lo, dtype=np.float64)
+    stack_sum = np.zeros(n + 1, dtype=np.int64)
+    survivors = np.zeros(n + 1, dtype=np.int64)
+    for row in range(hi - lo):
+        if wipeout[row] > 0:
+            stack_numbers = trajectories[row, :wipeout[row]]
+        else:
+            stack_numbers, _index = stack_number_trajectory(layout, orders[row])
+        # stack_numbers[k] = S* after k failures for the masked states k = 0 .. j-1;
+        # failure j wipes out, so j - 1 failures were masked.
+        states = stack_numbers.size
+        masked[row] = states - 1
+        sbar[row] = stack_numbers.mean()
+        stack_sum[:states] += stack_numbers
+        survivors[:states] += 1
+    return masked, sbar, stack_sum, survivors
+
+
+def _relative(estimate, reference):
+    if reference == 0 or not math.isfinite(reference):
+        return math.nan
+    return (estimate - reference) / reference
+
+
+# ====================================================================== sweep
+@dataclass(eq=False)
+class SweepResult(Result):
+    """Monte-Carlo and closed forms over a range of ``r`` and layout methods.
+
+    Attributes
+    ----------
+    groups : int
+        ``N``.
+    rows : list of dict
+        One per (method, r) evaluated, keys ``method``, ``redundancy``, ``overlap``
+        (lambda), ``layout_status``, ``mu``, ``mu_ci95``, ``sbar``, ``sbar_ci95``,
+        ``closed_form_mu``, ``closed_form_sbar``, ``mu_relative_error``,
+        ``sbar_relative_error``, ``j_closed_form``, ``j_monte_carlo``, ``seconds``.
+    skipped : list of dict
+        ``method``, ``redundancy``, ``reason`` for each (method, r) not evaluated.
+    parameters : dict
+        The arguments (trials, seed, times in seconds...).
+    """
+
+    groups: int
+    rows: list
+    skipped: list
+    parameters: dict
+
+    def to_dict(self):
+        """JSON-ready dict: ``groups``, ``parameters``, ``rows``, ``skipped``."""
+        return finite_or_none({"groups": self.groups, "parameters": self.parameters, "rows": self.rows,
+                               "skipped": self.skipped})
+
+
+def sweep(groups, *, r_min=2, r_max=20, methods=("sidon", "consecutive", "block"), trials=200, seed=0,
+          workers=1, executor=None, system_mtbf_seconds=PAPER["system_mtbf_seconds"],
+          save_seconds=PAPER["save_seconds"], restart_seconds=PAPER["restart_seconds"], time_limit=10.0,
+          progress=None):
+    """Compare layout methods over a range of redundancies by Monte-Carlo and closed forms.
+
+    Parameters
+    ----------
+    groups : int
+        ``N``.
+    r_min, r_max : int, default 2, 20
+        Redundancies ``r_min .. r_max`` (inclusive), ``1 <= r_min <= r_max <= N``.
+    methods : sequence of str
+        Layout methods of :func:`spare_opt.generators.generate`.  ``block`` is skipped
+        where ``r`` does not divide ``N``; every skip is listed with its reason.
+    trials, seed, workers, executor
+        As in :func:`monte_carlo`; every (method, r) uses the same ``seed``, so methods
+        are compared on the same failure orders (common random numbers).
+    system_mtbf_seconds : float, default 300
+        System MTBF ``m`` for ``J`` (paper: 5 min).
+    save_seconds : float, default 60
+        Checkpoint save time ``T_s`` (paper: 60 s).
+    restart_seconds : float, default 3600
+        Global restart time ``T_r`` (paper: 60 min).
+    time_limit : float, default 10.0
+        Seconds per layout for the Sidon generator.
+    progress : callable, optional
+        ``progress(done, total)`` in trials over the whole sweep.
+
+    Returns
+    -------
+    SweepResult
+
+    Raises
+    ------
+    ParameterTypeError
+        A size, count or seed that is not an integer; a time that is not a number;
+        ``methods`` that is not a sequence of names.
+    ParameterError
+        A size, method or time is out of range.
+
+    Notes
+    -----
+    ``j_closed_form`` is :func:`spare_opt.theory.normalised_ttt`; ``j_monte_carlo`` puts
+    the Monte-Carlo ``Sbar`` and ``mu`` in the same formula:
+    ``Sbar_MC / A*(mu_MC * m)``.
+    """
+    from .generators import METHODS, generate
+
+    r_min = check.integer("r_min", r_min, minimum=1)
+    r_max = check.integer("r_max", r_max, minimum=1)
+    groups, _ = check_size(groups, r_max)
+    if r_min > r_max:
+        raise ParameterError(f"need r_min <= r_max, got r_min={r_min}, r_max={r_max}")
+    if isinstance(methods, str):  # "sidon,block": a single string would otherwise be split into letters
+        methods = methods.split(",")
+    methods = [m.strip() if isinstance(m, str) else m for m in check.sequence("methods", methods)]
+    for method in methods:
+        check.choice("layout method", method, METHODS)
+    methods = list(dict.fromkeys(methods))  # a repeated method would only repeat its rows
+    system_mtbf_seconds = check.seconds("system_mtbf_seconds", system_mtbf_seconds)
+    save_seconds = check.seconds("save_seconds", save_seconds)
+    restart_seconds = check.seconds("restart_seconds", restart_seconds, positive=False)
+    time_limit = check.seconds("time_limit", time_limit)
+    # Checked here too so that a sweep whose every combination is skipped still refuses them.
+    trials = check.count("trials", trials, maximum=MAX_TRIALS)
+    resolve_workers(workers)
+    seed = check.seed(seed)
+    check.callback("progress", progress)
+    combinations = [(method, r) for method in methods for r in range(r_min, r_max + 1)]
+    total = trials * len(combinations)
+    rows, skipped = [], []
+    for index, (method, r) in enumerate(combinations):
+        done_before = index * trials
+        relay = None if progress is None else (lambda done, _total, base=done_before: progress(base + done, total))
+        if method == "block" and groups % r:
+            skipped.append({"method": method, "redundancy": r, "reason": f"r = {r} does not divide N = {groups}"})
+            continue
+        try:
+            layout = generate(method, groups, r, seed=seed, time_limit=time_limit)
+        except SpareError as exc:
+            skipped.append({"method": method, "redundancy": r, "reason": str(exc)})
+            continue
+        result = monte_carlo(layout, trials=trials, seed=seed, workers=workers, executor=executor, progress=relay)
+        a_mc = (theory.availability(save_seconds, restart_seconds, result.mu * system_mtbf_seconds)
+                if result.mu > 0 else 0.0)
+        j_closed = theory.normalised_ttt(groups, r, system_mtbf_seconds=system_mtbf_seconds,
+                                         save_seconds=save_seconds, restart_seconds=restart_seconds)
+        rows.append({
+            "method": method,
+            "redundancy": r,
+            "overlap": layout.overlap(),
+            "layout_status": layout.metadata.get("solver_status", layout.metadata.get("status")),
+            "mu": result.mu,
+            "mu_ci95": list(result.mu_ci95),
+            "sbar": result.sbar,
+            "sbar_ci95": list(result.sbar_ci95),
+            "closed_form_mu": result.closed_form_mu,
+            "closed_form_sbar": result.closed_form_sbar,
+            "mu_relative_error": result.mu_relative_error,
+            "sbar_relative_error": result.sbar_relative_error,
+            "j_closed_form": j_closed,
+            "j_monte_carlo": result.sbar / a_mc if a_mc > 0 else None,
+            "seconds": round(result.seconds, 3),
+        })
+    if progress is not None and total:
+        progress(total, total)
+    parameters = {
+        "r_min": r_min, "r_max": r_max, "methods": methods, "trials": trials, "seed": seed,
+        "system_mtbf_seconds": system_mtbf_seconds, "save_seconds": save_seconds,
+        "restart_seconds": restart_seconds, "time_limit": time_limit,
+    }
+    return SweepResult(groups=groups, rows=rows, skipped=skipped, parameters=parameters)
