@@ -21,8 +21,8 @@ from . import theory
 from ._results import Result
 from ._stats import finite_or_none
 from .errors import FailureSetError, ParameterError
-from .layout import check_size
 from .parameters import STRATEGIES, SimulationParameters, fault_free_seconds
+from .layout import check_layout, check_size
 
 __all__ = [
     "MAX_EXPECTED_FAILURES",
@@ -33,6 +33,7 @@ __all__ = [
     "check_strategy",
     "check_period",
     "check_params",
+    "check_run_layout",
     "default_redundancy",
     "default_layout",
     "rep_wipe_out_index",
@@ -92,11 +93,11 @@ def check_period(period):
     return check.seconds("checkpoint period", period)
 
 
-def check_layout(layout, groups, redundancy):
+def check_run_layout(layout, groups, redundancy):
     """The SPARe layout of a run: ``layout`` checked against ``N`` and ``r``, or :func:`default_layout`."""
     if layout is None:
         return default_layout(groups, redundancy)
-    check.layout(layout)
+    check_layout(layout)
     if layout.groups != groups or layout.redundancy != redundancy:
         raise ParameterError(
             f"layout has N={layout.groups}, r={layout.redundancy}; the run needs N={groups}, r={redundancy}"
@@ -438,7 +439,7 @@ def mean_failures_to_wipe_out(params, strategy, redundancy, layout=None, *, samp
     samples = check.count("samples", samples)
     seed = check.seed(seed)
     if strategy == "spare":
-        layout = check_layout(layout, params.groups, redundancy)
+        layout = check_run_layout(layout, params.groups, redundancy)
     pool = FailurePool(strategy, params.groups, redundancy, seed, layout)
     if strategy != "ckpt":
         pool.extend(samples)

@@ -12,6 +12,10 @@ mistake gets the same message everywhere.  The rule (``docs/api.md``):
 
 Every check returns the value converted to a plain Python type (``int``, ``float``,
 ``bool``), so that numpy scalars never leak into JSON output.
+
+This module imports nothing of spare-opt but its errors, so that every module can use
+it; the type check of one of the project's own classes lives beside the class
+(:func:`spare_opt.layout.check_layout`).
 """
 
 import math
@@ -31,7 +35,6 @@ __all__ = [
     "flag",
     "choice",
     "instance",
-    "layout",
     "callback",
     "integers",
     "numbers_",
@@ -180,13 +183,6 @@ def instance(name, value, kind, hint=""):
     if not isinstance(value, kind):
         raise ParameterTypeError(f"{name} must be a {kind.__name__}{hint}, got {type(value).__name__}")
     return value
-
-
-def layout(value, name="layout"):
-    """``value`` if it is a :class:`~spare_opt.Layout`; :class:`ParameterTypeError` otherwise."""
-    from .layout import Layout
-
-    return instance(name, value, Layout, " (spare_opt.Layout.load or a generator)")
 
 
 def callback(name, value):

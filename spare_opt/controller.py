@@ -22,6 +22,7 @@ from . import _validation as check
 from .errors import FailureSetError
 from .failure_sets import normalise_groups
 from .plan import MASKED, WIPE_OUT, Plan
+from .layout import check_layout
 
 __all__ = ["ReorderController", "stack_number_trajectory", "stack_number_trajectories"]
 
@@ -112,7 +113,7 @@ class ReorderController:
     """
 
     def __init__(self, layout):
-        self._layout = check.layout(layout)
+        self._layout = check_layout(layout)
         self._tables = None
         self._single = np.zeros(1, dtype=np.int32)
         self.restart()
@@ -427,7 +428,7 @@ class _TrajectoryState:
     """Controller arrays for the compiled sequence kernels (no journal kept)."""
 
     def __init__(self, layout):
-        check.layout(layout)
+        check_layout(layout)
         self.tables, self.rows, self.scalars = _fault_free_state(layout.stacks, *_holder_table(layout))
 
     def run(self, orders):

@@ -370,6 +370,15 @@ def sidon(groups, redundancy, *, time_limit=DEFAULT_TIME_LIMIT, seed=0, workers=
     ----------
     J. Singer (1938); R. C. Bose (1942); see :mod:`spare_opt._constructions`.
     CSPLib problem 006 (Golomb rulers).  Lee et al., ICML 2026, Sec. 3.
+
+    Examples
+    --------
+    >>> from spare_opt import sidon
+    >>> layout = sidon(600, 8, seed=0)
+    >>> layout.offsets, layout.overlap(), layout.metadata["solver_status"]
+    ((0, 6, 7, 9, 26, 37, 41, 51), 1, 'optimal')
+    >>> layout.metadata["construction"]
+    'Bose set, q = 11, mod 120, a divisor of N'
     """
     groups, redundancy = _check_layout_size(groups, redundancy)
     time_limit = check.seconds("time limit", time_limit)

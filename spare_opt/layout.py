@@ -21,7 +21,7 @@ from . import _validation as check
 from ._io import as_path, json_default, read_json_file, reading, write_atomic
 from .errors import LayoutError, LayoutFileError, OutputWriteError, ParameterError
 
-__all__ = ["Layout", "LAYOUT_FORMAT", "LAYOUT_VERSION", "check_size"]
+__all__ = ["Layout", "LAYOUT_FORMAT", "LAYOUT_VERSION", "check_size", "check_layout"]
 
 LAYOUT_FORMAT = "spare-layout"
 LAYOUT_VERSION = 1
@@ -54,6 +54,17 @@ def check_size(groups, redundancy):
     if redundancy > groups:
         raise ParameterError(f"redundancy r must be <= N (a group holds r distinct shard types), got r={redundancy} > N={groups}")
     return groups, redundancy
+
+
+def check_layout(value, name="layout"):
+    """``value`` if it is a :class:`Layout`.
+
+    Raises
+    ------
+    ParameterTypeError
+        ``value`` is anything else (a path, an array...): load or generate a layout first.
+    """
+    return check.instance(name, value, Layout, " (spare_opt.Layout.load or a generator such as spare_opt.sidon)")
 
 
 def _check_offsets(offsets, groups):
@@ -99,6 +110,23 @@ class Layout:
     -----
     Validation is vectorised: ``O(N r log N)`` time, no Python loop over groups, so
     ``N = 100,000`` layouts validate in well under a second.
+
+    Examples
+    --------
+    The circulant layout of ``N = 7`` groups with offsets ``{0, 1, 3}`` (a Sidon set mod 7:
+    two groups share at most one shard type):
+
+    >>> import numpy as np
+    >>> from spare_opt import Layout
+    >>> layout = Layout((np.arange(7)[:, None] + [0, 1, 3]) % 7, method="sidon", offsets=[0, 1, 3])
+    >>> layout
+    Layout(groups=7, redundancy=3, method='sidon')
+    >>> layout.stacks[:2].tolist(), layout.overlap()
+    ([[0, 1, 3], [1, 2, 4]], 1)
+    >>> Layout([[0, 1], [0, 1]])
+    Traceback (most recent call last):
+    ...
+    spare_opt.errors.LayoutError: layer 0 is not a permutation of 0..1: shard type 0 appears 2 times and shard type 1 is missing
     """
 
     def __init__(self, stacks, method="custom", offsets=None, metadata=None):

@@ -30,8 +30,8 @@ from ._parallel import resolve_workers, run_tasks
 from ._results import Result
 from ._stats import finite_or_none, mean_ci95
 from .errors import ParameterError, SpareError
-from .layout import check_size
 from .parameters import PAPER
+from .layout import check_layout, check_size
 
 __all__ = ["MAX_TRIALS", "MonteCarloResult", "SweepResult", "monte_carlo", "sweep"]
 
@@ -186,7 +186,7 @@ def monte_carlo(layout, *, trials=200, seed=0, workers=1, executor=None, progres
     The 95% intervals are ``mean +- t(0.975, n-1) s / sqrt(n)`` (``scipy.stats.t``);
     trials are independent, so the central limit theorem applies to both means.
     """
-    n, r = check.layout(layout).stacks.shape
+    n, r = check_layout(layout).stacks.shape
     # The per-trial results are kept in memory (16 bytes a trial): refuse absurd counts
     # before allocating anything rather than exhausting memory.
     trials = check.count("trials", trials, maximum=MAX_TRIALS)

@@ -161,8 +161,9 @@ def check_plan(layout, plan, previous_order=None):
     is_valid_plan : the same checks, as a bool.
     """
     from . import _validation as check
+    from .layout import check_layout
 
-    check.layout(layout)
+    check_layout(layout)
     check.instance("plan", plan, Plan)
     n, r = layout.stacks.shape
     failed = np.asarray(plan.failed)

@@ -26,6 +26,7 @@ from . import _validation as check
 from .errors import FailureSetError, LayoutError, SolverError
 from .failure_sets import normalise_groups
 from .plan import MASKED, WIPE_OUT, Plan, lower_bound
+from .layout import check_layout
 
 __all__ = ["plan_reorder", "least_stack_number", "stack_number_certificate"]
 
@@ -162,6 +163,23 @@ def plan_reorder(layout, failed, *, order=None, stack_number=1, mid_step=()):
     >>> plan.assignment.tolist()
     [0, 1, 1, 3, 4]
 
+    Examples
+    --------
+    Group 2 of the 7-group Sidon layout fails between steps: every live group now
+    computes two layers, and shard type 2 goes to group 1, which already has it in its
+    top two layers (no move):
+
+    >>> import numpy as np
+    >>> from spare_opt import Layout, plan_reorder
+    >>> layout = Layout((np.arange(7)[:, None] + [0, 1, 3]) % 7, offsets=[0, 1, 3])
+    >>> plan = plan_reorder(layout, [2])
+    >>> plan.status, plan.stack_number, plan.lower_bound, plan.moves
+    ('masked', 2, 2, 0)
+    >>> plan.assignment.tolist()
+    [0, 1, 1, 3, 4, 5, 6]
+    >>> plan_reorder(layout, [3, 5, 6]).status  # the holders of shard type 6: a wipe-out
+    'wipe-out'
+
     References
     ----------
     .. [1] P. Hall, "On representatives of subsets", J. London Math. Soc. 10 (1935).
@@ -175,7 +193,7 @@ def plan_reorder(layout, failed, *, order=None, stack_number=1, mid_step=()):
        Fault-Tolerant LLM Pretraining Systems with 100k+ GPUs", ICML 2026,
        arXiv:2603.00357, Sec. 4.
     """
-    stacks = check.layout(layout).stacks
+    stacks = check_layout(layout).stacks
     n, r = stacks.shape
     failed = normalise_groups(failed, n)
     mid_step = normalise_groups(mid_step, n, what="mid-step failures")
@@ -271,7 +289,7 @@ def least_stack_number(layout, failed):
     .. [2] L. R. Ford and D. R. Fulkerson, "Maximal flow through a network",
        Canadian J. Math. 8 (1956).
     """
-    stacks = check.layout(layout).stacks
+    stacks = check_layout(layout).stacks
     n, r = stacks.shape
     failed = normalise_groups(failed, n)
     alive = np.ones(n, dtype=bool)
@@ -323,7 +341,7 @@ def stack_number_certificate(layout, failed):
     deficiency form).  This is the reference used by the analysis tools; the online
     controller and the exact planner are tested against the same definition.
     """
-    stacks = check.layout(layout).stacks
+    stacks = check_layout(layout).stacks
     n, r = stacks.shape
     failed = normalise_groups(failed, n)
     alive = np.ones(n, dtype=bool)

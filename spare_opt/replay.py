@@ -20,6 +20,7 @@ from . import _validation as check
 from ._results import Result
 from .plan import MASKED, WIPE_OUT, check_plan
 from .trace import FaultTrace, trace_instants
+from .layout import check_layout
 
 __all__ = [
     "PLANNERS",
@@ -288,7 +289,7 @@ def replay_trace(layout, trace, *, planner="controller", progress=None, check_pl
     Lee et al., "SPARe", ICML 2026, arXiv:2603.00357, Sec. 3-4 (reorder, restart)
     and Sec. 6 (failed groups never rejoin before a restart).
     """
-    check.layout(layout)
+    check_layout(layout)
     check.instance("trace", trace, FaultTrace, " (spare_opt.read_fault_trace)")
     check.callback("progress", progress)
     check_plans = check.flag("check_plans", check_plans)

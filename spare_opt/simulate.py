@@ -63,7 +63,7 @@ from ._runs import (
     FailurePool,
     SimulationResult,
     check_event_budget,
-    check_layout,
+    check_run_layout,
     check_params,
     check_period,
     check_strategy,
@@ -156,7 +156,7 @@ def simulate(params, strategy, redundancy=None, *, checkpoint_period_seconds=Non
     else:
         check.instance("trace", trace, FaultTrace, " (spare_opt.read_fault_trace)")
     if strategy == "spare":
-        layout = check_layout(layout, params.groups, redundancy)
+        layout = check_run_layout(layout, params.groups, redundancy)
     period = _period(params, strategy, redundancy, layout, trace, checkpoint_period_seconds)
     if trace is None:
         pool = FailurePool(strategy, params.groups, redundancy, seed, layout)
@@ -208,7 +208,7 @@ def simulate_seeds(params, strategy, redundancy=None, *, seeds=10, first_seed=0,
         redundancy = default_redundancy(strategy, params.groups)
     redundancy = check_strategy(strategy, redundancy, params.groups)
     if strategy == "spare":
-        layout = check_layout(layout, params.groups, redundancy)
+        layout = check_run_layout(layout, params.groups, redundancy)
     if trace is not None:
         check.instance("trace", trace, FaultTrace, " (spare_opt.read_fault_trace)")
     # The period does not depend on the seed: fix it once rather than in every task.
@@ -324,7 +324,7 @@ def trace_failures(trace, groups, strategy, redundancy, *, layout=None, time_sca
     check.instance("trace", trace, FaultTrace, " (spare_opt.read_fault_trace)")
     redundancy = check_strategy(strategy, redundancy, groups)
     if strategy == "spare":
-        layout = check_layout(layout, groups, redundancy)
+        layout = check_run_layout(layout, groups, redundancy)
     time_scale = check.number("time_scale", time_scale, above=0.0)
     instants, node_group = trace_instants(trace, groups, placement_seed=placement_seed)
     starts = trace.is_start

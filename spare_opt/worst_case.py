@@ -28,6 +28,7 @@ from ._results import Result
 from .errors import SolverError
 from .plan import lower_bound
 from .planner import _certified_stack_number
+from .layout import check_layout
 
 __all__ = [
     "EXACT_WORST_CASE_MAX_GROUPS",
@@ -73,7 +74,7 @@ def min_wipe_out_set(layout):
     sets, all of size ``r``.  Hence the guaranteed tolerance: every set of up to
     ``r - 1`` failed groups is masked, and no layout can guarantee more.
     """
-    indptr, groups = check.layout(layout).holders()
+    indptr, groups = check_layout(layout).holders()
     return 0, np.sort(groups[indptr[0]:indptr[1]]).astype(np.int32)
 
 
@@ -106,7 +107,7 @@ def worst_case_after_one_failure(layout):
     ``|T| >= 2`` (and ``|L(T)| >= r - 1 >= 1`` for ``|T| = 1``).  So the maximum over
     groups is the same for every layout, and every group attains it.
     """
-    n, r = check.layout(layout).stacks.shape
+    n, r = check_layout(layout).stacks.shape
     if r == 1:
         return {"stack_number": None, "group": 0, "status": "wipe-out",
                 "proof": "r = 1: each shard type has one holder, so any failure loses its types"}
@@ -245,7 +246,7 @@ def worst_case_stack_number(layout, failed_count, *, method="auto", time_limit=1
     the current Hall certificate ``T`` (which raises ``|T| / |L(T)|``) while bringing back a
     failed group outside ``L(T)``; it keeps the best set found (a lower bound).
     """
-    n, r = check.layout(layout).stacks.shape
+    n, r = check_layout(layout).stacks.shape
     k = check.integer("failed count k", failed_count, minimum=0, maximum=n)
     method = check.choice("method", method, WORST_CASE_METHODS)
     time_limit = check.seconds("time_limit", time_limit)
@@ -303,7 +304,7 @@ def worst_case_profile(layout, *, max_failed=None, **kwargs):
         ``max_failed`` is not in ``[0, N]``, or any error of
         :func:`worst_case_stack_number`.
     """
-    n, r = check.layout(layout).stacks.shape
+    n, r = check_layout(layout).stacks.shape
     max_failed = r - 1 if max_failed is None else check.integer("max_failed", max_failed, minimum=0, maximum=n)
     return [worst_case_stack_number(layout, k, **kwargs) for k in range(1, max_failed + 1)]
 
