@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from spare_opt import Layout
+from spare_opt import MAX_SPLIT_ENTRIES, Layout
 from spare_opt._io import dumps_json
 from spare_opt.errors import FailureSetError, SpareError
 from spare_opt.failure_sets import parse_group_ids
@@ -26,6 +26,7 @@ __all__ = [
     "progress_bar",
     "workers_option",
     "scheduler_option",
+    "micro_batches_option",
     "executor_for",
 ]
 
@@ -140,6 +141,19 @@ def progress_bar(quiet, label):
     finally:
         if bar is not None:
             bar.__exit__(None, None, None)
+
+
+def _micro_batches(ctx, param, value):
+    if value < 1:
+        raise click.BadParameter(f"must be a positive integer, got {value}")
+    return value
+
+
+micro_batches_option = click.option(
+    "--micro-batches", "micro_batches", type=int, default=1, show_default=True, metavar="M", callback=_micro_batches,
+    help="Micro-batches per shard type (fractional stacking): the work of a failed group is spread in "
+         "units of 1/M of a shard, so the step cost is L*/M instead of a whole number of layers.  1 is the "
+         f"paper's model.  N M is limited to {MAX_SPLIT_ENTRIES:,}.")
 
 
 def _workers(ctx, param, value):

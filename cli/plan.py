@@ -4,9 +4,10 @@ import click
 
 from spare_opt.errors import FailureSetError
 from spare_opt.failure_sets import read_failure_set
+from spare_opt.plan import lower_bound
 from spare_opt.planner import plan_reorder
 
-from .options import echo_json, json_option, layout_argument, parse_group_list
+from .options import echo_json, json_option, layout_argument, micro_batches_option, parse_group_list
 
 __all__ = ["command"]
 
@@ -60,8 +61,9 @@ def _row_text(row, top):
     callback=_fail_file_ids,
     help="A file of failed group ids: a JSON list, or ids separated by commas and/or white space.",
 )
+@micro_batches_option
 @json_option
-def command(layout, fail_lists, fail_file, as_json):
+def command(layout, fail_lists, fail_file, micro_batches, as_json):
     """Plan the reorder after the given DP groups fail, starting from a fault-free state.
 
     Every live group computes the top S = 1 layer of the LAYOUT's stacks before the
@@ -70,9 +72,15 @@ def command(layout, fail_lists, fail_file, as_json):
     orders, and the fewest moves into the top S* layers.  --fail and --fail-file are
     combined; a group listed twice is an error.
 
-    Example: spare-opt plan layout.json --fail 3,17,42
+    With --micro-batches M, each shard type is M micro-batches and the plan spreads them
+    over the live holders: the load L* (the most micro-batches one group computes) is
+    the least possible, the step cost is L*/M layers, and the fewest micro-batches
+    change group (moves).  --json then adds the split: for each shard type, the group
+    computing each of its micro-batches.
+
+    Example: spare-opt plan layout.json --fail 3,17,42 --micro-batches 8
     """
-    plan = plan_reorder(layout, list(fail_lists) + list(fail_file))
+    plan = plan_reorder(layout, list(fail_lists) + list(fail_file), micro_batches=micro_batches)
     if as_json:
         echo_json(plan.to_dict())
         return
@@ -86,12 +94,25 @@ def command(layout, fail_lists, fail_file, as_json):
         click.echo(f"lower bound c(k): {bound}")
         return
     top = plan.stack_number
+    m = plan.micro_batches
+    live = n - plan.failed.size
     click.echo("status: masked")
-    click.echo(f"stack number S*: {top} (lower bound c(k) = {plan.lower_bound})")
-    click.echo(f"moves: {plan.moves} shard types brought into their group's top {top} layers")
+    if m == 1:
+        click.echo(f"stack number S*: {top} (lower bound c(k) = {plan.lower_bound})")
+    else:
+        click.echo(f"stack number: {top} (the most shard types one group computes part of; "
+                   f"c(k) = {plan.lower_bound})")
+    click.echo(f"load L*: {plan.load} of M = {m} micro-batches per group "
+               f"(lower bound ceil(M N / (N - k)) = {lower_bound(n, plan.failed.size, m)})")
+    click.echo(f"step cost L*/M: {plan.step_cost:.4g} layers (physical limit N / (N - k) = {n / live:.4g})")
+    if m == 1:
+        click.echo(f"moves: {plan.moves} shard types brought into their group's top {top} layers")
+    else:
+        click.echo(f"moves: {plan.moves} micro-batches given to another group")
     patched = sum(len(types) for types in plan.patch.values())
     if patched:
-        click.echo(f"patch compute: {patched} shard types on {len(plan.patch)} groups")
+        unit = "shard types" if m == 1 else "micro-batches"
+        click.echo(f"patch compute: {patched} {unit} on {len(plan.patch)} groups")
     else:
         click.echo("patch compute: none (the failures are applied between steps)")
     alive = plan.order[:, 0] >= 0

@@ -50,7 +50,9 @@ from .layout import (
 )
 from .plan import (
     MASKED,
+    MAX_SPLIT_ENTRIES,
     WIPE_OUT,
+    check_micro_batches,
     check_plan,
     is_valid_plan,
     lower_bound,
@@ -71,11 +73,14 @@ from .generators import (
     sidon,
 )
 from .planner import (
+    least_load,
     least_stack_number,
     plan_reorder,
     stack_number_certificate,
 )
 from .controller import (
+    load_trajectories,
+    load_trajectory,
     ReorderController,
     stack_number_trajectories,
     stack_number_trajectory,
@@ -198,6 +203,8 @@ __all__ = [
     "check_plan",
     "is_valid_plan",
     "lower_bound",
+    "MAX_SPLIT_ENTRIES",
+    "check_micro_batches",
     "normalise_groups",
     "parse_group_ids",
     "read_failure_set",
@@ -210,10 +217,13 @@ __all__ = [
     "DEFAULT_TIME_LIMIT",
     "plan_reorder",
     "least_stack_number",
+    "least_load",
     "stack_number_certificate",
     "ReorderController",
     "stack_number_trajectory",
     "stack_number_trajectories",
+    "load_trajectory",
+    "load_trajectories",
     "EXACT_WORST_CASE_MAX_GROUPS",
     "WORST_CASE_METHODS",
     "WorstCase",

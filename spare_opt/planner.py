@@ -13,6 +13,11 @@ into the computed layers.  It follows the three phases of the SPARe reorder cont
 3. *min-move reorder*: among those b-matchings, one that moves the fewest shard types
    into a group's top ``S*`` layers (min-cost maximum flow), then the new orders.
 
+With ``m > 1`` micro-batches per shard type (fractional stacking, ``docs/planner.md``
+"Micro-batches"), the same three phases run on a network with capacities in
+micro-batches: the least largest load ``L*`` by maximum flows, then a min-cost flow that
+keeps as many micro-batches as possible with their previous contributor.
+
 Graph algorithms come from well-kept libraries: Dinic's maximum flow of
 ``scipy.sparse.csgraph`` for the feasibility tests and the min-cost flow of OR-Tools
 (``ortools.graph.python.min_cost_flow``) for the min-move phase.
@@ -23,15 +28,23 @@ import scipy.sparse as sp
 from scipy.sparse.csgraph import maximum_flow
 
 from . import _validation as check
-from .errors import FailureSetError, LayoutError, SolverError
+from .errors import FailureSetError, LayoutError, ParameterError, PlanError, SolverError
 from .failure_sets import normalise_groups
-from .plan import MASKED, WIPE_OUT, Plan, lower_bound
+from .plan import (
+    MASKED,
+    WIPE_OUT,
+    Plan,
+    _derived_order,
+    _holders_by_layer,
+    check_micro_batches,
+    lower_bound,
+)
 from .layout import check_layout
 
-__all__ = ["plan_reorder", "least_stack_number", "stack_number_certificate"]
+__all__ = ["plan_reorder", "least_stack_number", "least_load", "stack_number_certificate"]
 
 
-def plan_reorder(layout, failed, *, order=None, stack_number=1, mid_step=()):
+def plan_reorder(layout, failed, *, order=None, stack_number=1, mid_step=(), micro_batches=1, split=None):
     """Plan the reorder after a set of DP groups has failed.
 
     Parameters
@@ -51,6 +64,15 @@ def plan_reorder(layout, failed, *, order=None, stack_number=1, mid_step=()):
     mid_step : iterable of int, default ()
         The groups of ``failed`` that failed during the current step, after computing
         it but before its all-reduce.  Empty when the failures happened between steps.
+    micro_batches : int, default 1
+        ``m``, micro-batches per shard type.  ``m = 1`` is the paper's model, planned
+        exactly as described below; ``m > 1`` is described under "Micro-batches".
+    split : array_like of int, shape (N, m), optional
+        Only at ``m > 1``: the previous plan, ``split[t, j]`` the group that computed
+        micro-batch ``j`` of shard type ``t`` (a holder of ``t``, live or failed).
+        Default: the fault-free split, every micro-batch of ``t`` on the group holding
+        ``t`` at layer 0.  At ``m > 1`` the previous plan is ``split`` alone:
+        ``order`` and ``stack_number`` must keep their defaults.
 
     Returns
     -------
@@ -93,6 +115,23 @@ def plan_reorder(layout, failed, *, order=None, stack_number=1, mid_step=()):
             (with the current ``S``) all failed mid-step, given to the type's new
             assignee, which computes it now before the all-reduce.  Empty on a
             wipe-out (global restart).
+        ``micro_batches``, ``load``, ``step_cost``, ``split``
+            ``m``; at ``m = 1``, ``load = S*``, ``step_cost = S*`` and ``split`` is
+            ``assignment[:, None]``.
+
+        **Micro-batches** (``m > 1``): ``load`` is ``L*``, the least largest number of
+        micro-batches one live group computes; ``step_cost = L* / m``; ``split``
+        (int32 ``(N, m)``) gives every micro-batch a live holder of its type, with no
+        group above ``L*`` and the fewest micro-batches whose contributor differs from
+        the previous ``split`` (``moves``).  A micro-batch that keeps a contributor
+        keeps its index ``j``; the others take the free indices in ascending order,
+        given to the new contributors in ascending group order.  ``assignment`` is
+        ``split[:, 0]``; ``stack_number`` is the largest number of distinct types a
+        live group computes part of; ``order`` puts, for each live group, the types it
+        computes part of first, then the others, each in layout order.  ``patch``
+        (only with ``mid_step``) holds every ``(t, j)`` whose previous contributor is
+        in ``failed``: each live group computes only its own micro-batches, so those
+        were not computed by a survivor; they go to their new contributor.
 
     Raises
     ------
@@ -104,16 +143,22 @@ def plan_reorder(layout, failed, *, order=None, stack_number=1, mid_step=()):
         ``layout`` is not a :class:`~spare_opt.layout.Layout`, or ``stack_number`` is
         not an integer.
     ParameterError
-        ``stack_number`` is not in ``[1, r]``.
+        ``stack_number`` is not in ``[1, r]``; ``micro_batches`` is below 1 or ``N m``
+        is above :data:`~spare_opt.plan.MAX_SPLIT_ENTRIES`; ``split`` is given at
+        ``m = 1``, or ``order`` or ``stack_number`` at ``m > 1``.
     LayoutError
         ``order`` does not have shape ``(N, r)``, is not integer, or a live group's
         row is not a permutation of its stack.
+    PlanError
+        ``split`` does not have shape ``(N, m)``, is not integer, or gives a
+        micro-batch to a group that does not hold its type.
     SolverError
         The min-cost flow solver did not return an optimal flow (a bug, not bad input).
 
     See Also
     --------
     least_stack_number : ``S*`` alone, without the min-move phase.
+    least_load : ``L*`` alone.
     spare_opt.plan.check_plan : the definition of a valid plan.
 
     Notes
@@ -143,6 +188,20 @@ def plan_reorder(layout, failed, *, order=None, stack_number=1, mid_step=()):
     exact).  If the current top ``S*`` layers already cover every type, the cover
     (each type to its holder with the smallest layer, then group id) costs 0 and
     the flow is skipped.
+
+    *Micro-batches.*  Capacities become source -> type ``m``, type -> live holder
+    ``m``, group -> sink ``L``; a split with loads at most ``L`` exists iff the flow
+    is ``N m``, so by Hall's theorem ``L* = max_T ceil(m |T| / |H(T)|) >=
+    ceil(m N / (N - k))`` (``T`` = all types) and ``L* <= m r`` unless a type has no
+    live holder.  The search tests ``ceil(m N / (N - k))`` first, then doubles the
+    step until a feasible ``L`` is found and bisects the last gap (feasibility is
+    monotone in ``L``).  Stability: each arc (type ``t``, live holder ``g``) is
+    doubled, cost 0 up to the number of micro-batches of ``t`` that ``g`` computed
+    in the previous split and cost 1 up to ``m``; a min-cost flow at ``L*`` keeps
+    the most micro-batches in place, and its cost is ``moves`` (a cost-1 unit on an
+    arc whose cost-0 twin has room could be swapped for a cheaper flow).  When the
+    previous split is still live and its largest load is ``L*``, it is kept (no
+    flow).
 
     Time: ``O(N r)`` arrays; the flows run in C/C++.  Measured medians (random
     circulant layouts, ``N/10`` random failures, 2 shared cores): 4 ms at
@@ -201,8 +260,16 @@ def plan_reorder(layout, failed, *, order=None, stack_number=1, mid_step=()):
     if outside.size:
         raise FailureSetError(f"mid-step failures: group {int(outside[0])} is not in the failure set")
     current_s = _check_stack_number(stack_number, r)
+    m = check_micro_batches(micro_batches, n)
     alive = np.ones(n, dtype=bool)
     alive[failed] = False
+    if m > 1:
+        if order is not None or current_s != 1:
+            raise ParameterError("at micro_batches > 1 the previous plan is given by split alone: "
+                                 "leave order and stack_number at their defaults")
+        return _plan_micro_batches(layout, failed, alive, mid_step, m, split)
+    if split is not None:
+        raise ParameterError("split is the previous plan at micro_batches > 1; at m = 1 pass order and stack_number")
     current = _check_order(order, stacks, alive)
     bound = lower_bound(n, failed.size)
 
@@ -300,6 +367,72 @@ def least_stack_number(layout, failed):
     return int(network.least_stack_number(lower_bound(n, failed.size), r))
 
 
+def least_load(layout, failed, *, micro_batches=1):
+    """The least load ``L*``: the least largest number of micro-batches one live group computes.
+
+    Only the search of :func:`plan_reorder`: no split, no stability phase.
+
+    Parameters
+    ----------
+    layout : Layout
+    failed : iterable of int
+        The failed groups, ids in ``[0, N)``, each at most once.
+    micro_batches : int, default 1
+        ``m``, micro-batches per shard type.
+
+    Returns
+    -------
+    int or None
+        ``L*`` in ``[ceil(m N / (N - k)), m r]``, the least ``L`` such that every
+        micro-batch can be given to a live holder of its type with no live group given
+        more than ``L``; ``S*`` at ``m = 1``.  ``None`` on a wipe-out.
+
+    Raises
+    ------
+    FailureSetError
+        ``failed`` is not a collection of group ids, or an id is not an integer, out
+        of range or repeated.
+    ParameterTypeError
+        ``layout`` is not a :class:`~spare_opt.layout.Layout` or ``micro_batches``
+        is not an integer.
+    ParameterError
+        ``micro_batches < 1`` or ``N m`` above :data:`~spare_opt.plan.MAX_SPLIT_ENTRIES`.
+
+    Examples
+    --------
+    One failure of the 7-group Sidon layout costs two layers with whole shards and
+    ``9 / 8`` of a layer with 8 micro-batches:
+
+    >>> import numpy as np
+    >>> from spare_opt import Layout
+    >>> layout = Layout((np.arange(7)[:, None] + [0, 1, 3]) % 7, offsets=[0, 1, 3])
+    >>> least_load(layout, [2]), least_load(layout, [2], micro_batches=8)
+    (2, 10)
+
+    Notes
+    -----
+    By Hall's theorem [1]_, ``L* = max_T ceil(m |T| / |H(T)|)`` over sets ``T`` of
+    shard types with live holders ``H(T)``; found by maximum flows [2]_ as in
+    :func:`plan_reorder`.
+
+    References
+    ----------
+    .. [1] P. Hall, "On representatives of subsets", J. London Math. Soc. 10 (1935).
+    .. [2] L. R. Ford and D. R. Fulkerson, "Maximal flow through a network",
+       Canadian J. Math. 8 (1956).
+    """
+    stacks = check_layout(layout).stacks
+    n, r = stacks.shape
+    failed = normalise_groups(failed, n)
+    m = check_micro_batches(micro_batches, n)
+    alive = np.ones(n, dtype=bool)
+    alive[failed] = False
+    if _lost_shard_types(layout, alive).size:
+        return None
+    network = _CoverNetwork(stacks, np.flatnonzero(alive).astype(np.int32), micro_batches=m)
+    return int(network.least_stack_number(lower_bound(n, failed.size, m), m * r))
+
+
 def stack_number_certificate(layout, failed):
     """The least stack number ``S*`` after a failure set, with a Hall's-condition certificate.
 
@@ -371,6 +504,74 @@ def _certified_stack_number(stacks, alive):
     return best, types, holders
 
 
+# ------------------------------------------------------------ micro-batches
+def _plan_micro_batches(layout, failed, alive, mid_step, m, split):
+    """:func:`plan_reorder` at ``m > 1`` (arguments checked, except ``split``)."""
+    stacks = layout.stacks
+    n, r = stacks.shape
+    previous = _check_previous_split(split, stacks, m)
+    bound = lower_bound(n, failed.size)
+    lost = _lost_shard_types(layout, alive)
+    if lost.size:
+        return Plan(status=WIPE_OUT, stack_number=None, lower_bound=bound, failed=failed, lost_shards=lost,
+                    micro_batches=m)
+    live = np.flatnonzero(alive).astype(np.int32)
+    network = _CoverNetwork(stacks, live, micro_batches=m)
+    best = network.least_load(lower_bound(n, failed.size, m), m * r)
+    if alive[previous].all() and np.bincount(previous.ravel(), minlength=n).max() <= best:
+        new_split, moves = previous.copy(), 0  # the previous split is still valid at L*: keep it
+        counts = network.arc_counts(previous, alive)[0]
+    else:
+        new_split, counts, moves = network.stable_split(best, previous, alive)
+    touched = np.zeros((n, r), dtype=bool)
+    used = counts > 0
+    touched[network.groups[used], network.layers[used]] = True
+    patch = {}
+    if mid_step.size:
+        for t, j in np.argwhere(~alive[previous]).tolist():
+            patch.setdefault(int(new_split[t, j]), []).append((t, j))
+    return Plan(
+        status=MASKED,
+        stack_number=int(touched.sum(axis=1).max()),
+        lower_bound=bound,
+        failed=failed,
+        lost_shards=np.zeros(0, dtype=np.int32),
+        assignment=new_split[:, 0].copy(),
+        order=_derived_order(stacks, touched, alive),
+        moves=int(moves),
+        patch=patch,
+        micro_batches=m,
+        load=int(best),
+        step_cost=best / m,
+        split=new_split,
+    )
+
+
+def _check_previous_split(split, stacks, m):
+    """The previous split as int32 (N, m); every entry must be a holder (live or not) of its type."""
+    n = stacks.shape[0]
+    holders = _holders_by_layer(stacks)
+    if split is None:
+        return np.repeat(holders[:, :1], m, axis=1)
+    try:
+        array = np.asarray(split)
+    except (TypeError, ValueError) as exc:
+        raise PlanError(f"split is not a rectangular integer array: {exc}") from None
+    if array.shape != (n, m):
+        raise PlanError(f"split must have shape (N, m) = ({n}, {m}), got {array.shape}")
+    if array.size and not np.issubdtype(array.dtype, np.integer):
+        raise PlanError(f"split must hold integer group ids, got dtype {array.dtype}")
+    outside = (array < 0) | (array >= n)
+    if outside.any():
+        raise PlanError(f"split names group {int(array[outside][0])}, outside [0, {n})")
+    array = array.astype(np.int32)
+    holds = (holders[:, None, :] == array[:, :, None]).any(axis=2)
+    if not holds.all():
+        t, j = np.argwhere(~holds)[0]
+        raise PlanError(f"split gives micro-batch ({t}, {j}) to group {array[t, j]}, which does not hold shard type {t}")
+    return array
+
+
 # ---------------------------------------------------------------- validation
 def _check_stack_number(stack_number, r):
     return check.integer("stack number S", stack_number, minimum=1, maximum=r)
@@ -416,9 +617,10 @@ class _CoverNetwork:
     current order.  Arcs are sorted by (type, group).
     """
 
-    def __init__(self, current, live):
+    def __init__(self, current, live, micro_batches=1):
         n, r = current.shape
         self.n = n
+        self.m = micro_batches
         self.live = live
         types = current[live].ravel()
         groups = np.repeat(live, r)
@@ -458,7 +660,7 @@ class _CoverNetwork:
             self._capacity_graph = self._build_capacity_graph()
         graph = self._capacity_graph
         graph.data[-self.live.size:] = s  # the group -> sink arcs are the last rows
-        return maximum_flow(graph, 0, 2 * self.n + 1).flow_value == self.n
+        return maximum_flow(graph, 0, 2 * self.n + 1).flow_value == self.n * self.m
 
     def _build_capacity_graph(self):
         # Nodes: 0 source, 1 + t shard types, 1 + N + g groups, 2N + 1 sink.  The CSR
@@ -475,7 +677,7 @@ class _CoverNetwork:
             1 + n + self.groups.astype(np.int64),
             np.full(live.size, 2 * n + 1),
         )).astype(np.int32)
-        data = np.ones(indices.size, dtype=np.int32)
+        data = np.full(indices.size, self.m, dtype=np.int32)  # source -> type and type -> group: m
         return sp.csr_matrix((data, indices, indptr), shape=(2 * n + 2, 2 * n + 2))
 
     def hall_violator(self, s):
@@ -515,6 +717,91 @@ class _CoverNetwork:
             else:
                 low = middle + 1
         return high
+
+    def least_load(self, lowest, highest):
+        """The least feasible load in ``[lowest, highest]`` (``highest`` feasible): ``lowest``
+        first, then steps doubling from it until a feasible load, then bisection of the
+        last gap.  ``O(log(L* - lowest))`` maximum flows; one when the bound is met."""
+        if lowest >= highest or self._feasible(lowest):
+            return min(lowest, highest)
+        low, step = lowest + 1, 1  # invariant: every load below low is infeasible
+        while True:
+            probe = min(lowest + step, highest)
+            if probe == highest or self._feasible(probe):
+                high = probe
+                break
+            low = probe + 1
+            step *= 2
+        while low < high:
+            middle = (low + high) // 2
+            if self._feasible(middle):
+                high = middle
+            else:
+                low = middle + 1
+        return high
+
+    def arc_counts(self, split, alive):
+        """Micro-batches per arc in ``split`` (int64, one per arc), counting live contributors only."""
+        entries = split.ravel()
+        types = np.repeat(np.arange(self.n, dtype=np.int64), split.shape[1])
+        live = alive[entries]
+        keys = self.types.astype(np.int64) * self.n + self.groups
+        arcs = np.searchsorted(keys, types[live] * self.n + entries[live])
+        return np.bincount(arcs, minlength=self.types.size), arcs, np.flatnonzero(live)
+
+    def stable_split(self, load, previous, alive):
+        """A split with loads at most ``load`` that keeps the most micro-batches of ``previous``
+        with their contributor (min-cost flow); returns ``(split, counts per arc, moves)``."""
+        from ortools.graph.python import min_cost_flow
+
+        n, m, live = self.n, self.m, self.live
+        counts, arcs, entries = self.arc_counts(previous, alive)
+        sink = 2 * n
+        kept = np.flatnonzero(counts)
+        arc_count = self.types.size
+        tails = np.concatenate((self.types[kept], self.types, n + live)).astype(np.int64)
+        heads = np.concatenate((n + self.groups[kept], n + self.groups, np.full(live.size, sink))).astype(np.int64)
+        capacities = np.concatenate((counts[kept], np.full(arc_count, m, np.int64), np.full(live.size, load, np.int64)))
+        costs = np.concatenate((np.zeros(kept.size, np.int64), np.ones(arc_count, np.int64),
+                                np.zeros(live.size, np.int64)))
+        flow = min_cost_flow.SimpleMinCostFlow()
+        flow.add_arcs_with_capacity_and_unit_cost(tails, heads, capacities.astype(np.int64), costs)
+        supplies = np.zeros(sink + 1, dtype=np.int64)
+        supplies[:n] = m
+        supplies[sink] = -n * m
+        flow.set_nodes_supplies(np.arange(sink + 1), supplies)
+        status = flow.solve()
+        if status != flow.OPTIMAL:
+            raise SolverError(f"min-cost flow ended with status {status} at L*={load} (expected a feasible network)")
+        values = flow.flows(np.arange(kept.size + arc_count))
+        new_counts = values[kept.size:].copy()
+        new_counts[kept] += values[:kept.size]
+        split = self.split_from_counts(new_counts, previous, counts, arcs, entries)
+        moves = int((split != previous).sum())
+        if moves != flow.optimal_cost():
+            raise SolverError(f"internal error: {moves} micro-batches moved, min-cost flow optimum {flow.optimal_cost()}")
+        return split, new_counts, moves
+
+    def split_from_counts(self, new_counts, previous, counts, arcs, entries):
+        """The split with ``new_counts`` micro-batches per arc that keeps the indices ``j`` of
+        ``previous`` where it can; the other indices are filled in ascending order, by
+        contributors in ascending group order."""
+        n, m = self.n, self.m
+        split = np.full(n * m, -1, dtype=np.int32)
+        keep = np.minimum(counts, new_counts)
+        # Live previous entries by (arc, j): the first keep[arc] of each arc stay.
+        by_arc = np.argsort(arcs, kind="stable")  # entries are in (t, j) order already
+        sorted_arcs = arcs[by_arc]
+        starts = np.searchsorted(sorted_arcs, sorted_arcs, side="left")
+        rank = np.arange(sorted_arcs.size) - starts
+        stay = rank < keep[sorted_arcs]
+        split[entries[by_arc[stay]]] = self.groups[sorted_arcs[stay]]
+        free = np.flatnonzero(split < 0)  # ascending (t, j)
+        extra = np.repeat(self.groups, (new_counts - keep).astype(np.int64))  # ascending (t, group)
+        if extra.size != free.size:
+            raise SolverError("internal error: the flow does not give every micro-batch a contributor")
+        split[free] = extra
+        return split.reshape(n, m)
 
     # Phase 3 -----------------------------------------------------------------
     def min_move_assignment(self, s):

@@ -21,6 +21,9 @@ __all__ = [
     "naive_least_stack_number_by_assignment",
     "naive_min_moves",
     "naive_patch_types",
+    "naive_least_load",
+    "naive_least_load_by_split",
+    "naive_min_split_moves",
 ]
 
 
@@ -142,3 +145,79 @@ def naive_patch_types(stacks, failed, mid_step, order, s):
         if all(g in mid for g in producers):
             patch.append(t)
     return patch
+
+
+# ------------------------------------------------------------ micro-batches
+def naive_least_load(stacks, failed, m):
+    """``L* = max over non-empty sets T of ceil(m |T| / |live holders of T|)`` (Hall with capacities).
+
+    Enumerates all ``2^N - 1`` sets: use for ``N <= 12``.  ``None`` on a wipe-out.
+    """
+    n = len(stacks)
+    holders = _live_holders(stacks, failed)
+    if any(not h for h in holders):
+        return None
+    best = 0
+    for size in range(1, n + 1):
+        for subset in itertools.combinations(range(n), size):
+            neighbours = set()
+            for t in subset:
+                neighbours.update(holders[t])
+            best = max(best, math.ceil(m * size / len(neighbours)))
+    return best
+
+
+def _compositions(total, parts):
+    """Every tuple of ``parts`` non-negative integers summing to ``total``."""
+    if parts == 1:
+        yield (total,)
+        return
+    for first in range(total + 1):
+        for rest in _compositions(total - first, parts - 1):
+            yield (first,) + rest
+
+
+def _count_splits(stacks, failed, m):
+    """Every split as counts: per type, how many of its ``m`` micro-batches each live holder computes."""
+    holders = _live_holders(stacks, failed)
+    per_type = [[dict(zip(h, c)) for c in _compositions(m, len(h))] for h in holders]
+    return itertools.product(*per_type)
+
+
+def _loads(n, split_counts):
+    loads = [0] * n
+    for counts in split_counts:
+        for g, c in counts.items():
+            loads[g] += c
+    return loads
+
+
+def naive_least_load_by_split(stacks, failed, m):
+    """``L*`` as the least largest load over every split (tiny ``N`` and ``m`` only)."""
+    if naive_lost_shards(stacks, failed):
+        return None
+    n = len(stacks)
+    return min(max(_loads(n, s)) for s in _count_splits(stacks, failed, m))
+
+
+def naive_min_split_moves(stacks, failed, m, previous_split, load):
+    """Least number of micro-batches whose contributor differs from ``previous_split`` (N, m),
+    over every split with loads at most ``load``; ``None`` when there is none.
+
+    Micro-batches of one type are interchangeable: a split with counts ``c[t][g]`` keeps at
+    most ``sum_g min(c[t][g], previous count)`` micro-batches of ``t`` in place, and that
+    many can always keep their index.
+    """
+    if naive_lost_shards(stacks, failed):
+        return None
+    n = len(stacks)
+    previous = [[int(g) for g in row] for row in previous_split]
+    best = None
+    for split_counts in _count_splits(stacks, failed, m):
+        if max(_loads(n, split_counts)) > load:
+            continue
+        kept = sum(min(c, previous[t].count(g)) for t, counts in enumerate(split_counts) for g, c in counts.items())
+        moves = n * m - kept
+        if best is None or moves < best:
+            best = moves
+    return best

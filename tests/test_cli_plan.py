@@ -70,8 +70,10 @@ def test_json_has_exactly_the_plan_keys(layout, layout_path):
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
     assert doc == plan_reorder(layout, [3, 17]).to_dict()
-    assert list(doc) == ["status", "stack_number", "lower_bound", "failed", "lost_shards", "assignment", "order", "moves", "patch"]
+    assert list(doc) == ["status", "stack_number", "lower_bound", "failed", "lost_shards", "assignment", "order", "moves",
+                         "patch", "micro_batches", "load", "step_cost", "split"]
     assert set(doc) == set(Plan.__dataclass_fields__)
+    assert doc["micro_batches"] == 1 and doc["load"] == doc["stack_number"] and doc["split"] == [[g] for g in doc["assignment"]]
 
 
 def test_no_failure_is_the_fault_free_plan(layout, layout_path):
@@ -155,3 +157,36 @@ def test_plan_runs_on_an_npz_layout(tmp_path):
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
     assert doc["failed"] == [4, 5, 6] and np.array(doc["assignment"]).shape == (30,)
+
+
+# ------------------------------------------------------------- micro-batches
+def test_micro_batches_text_and_json(layout, layout_path):
+    failed = [3, 4, 10, 11, 20]
+    plan = plan_reorder(layout, failed, micro_batches=8)
+    result = _run(layout_path, "--fail", "3,4,10,11,20", "--micro-batches", "8")
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    assert f"load L*: {plan.load} of M = 8 micro-batches per group" in out
+    assert f"step cost L*/M: {plan.load / 8:.4g} layers (physical limit N / (N - k) = {40 / 35:.4g})" in out
+    assert f"moves: {plan.moves} micro-batches" in out
+    assert plan.step_cost < plan_reorder(layout, failed).step_cost
+    doc = json.loads(_run(layout_path, "--fail", "3,4,10,11,20", "--micro-batches", "8", "--json").stdout)
+    assert doc == plan.to_dict()
+    assert doc["micro_batches"] == 8 and doc["step_cost"] == plan.load / 8 and np.array(doc["split"]).shape == (40, 8)
+    whole = _run(layout_path, "--fail", "3,4,10,11,20")
+    assert f"step cost L*/M: {plan_reorder(layout, failed).stack_number} layers" in whole.stdout
+
+
+@pytest.mark.parametrize("value, words, code", [
+    ("0", "must be a positive integer", 2),
+    ("-3", "must be a positive integer", 2),
+    ("1.5", "is not a valid integer", 2),
+    ("eight", "is not a valid integer", 2),
+    ("4000000", "above the limit", 1),  # N m = 160,000,000 > MAX_SPLIT_ENTRIES
+])
+def test_bad_micro_batches_get_one_line(layout_path, value, words, code):
+    result = _run(layout_path, "--micro-batches", value)
+    assert result.exit_code == code
+    assert "Traceback" not in result.output
+    errors = _error_lines(result)
+    assert len(errors) == 1 and words in errors[0], result.stderr
