@@ -11,10 +11,16 @@ compared.  Also reported: the throughput of the compiled whole-sequence loop
 controller at the largest N, and the numba compile time of the first call (cold cache)
 and of loading the cached kernels.
 
+With ``--micro-batches M`` (fractional stacking, issue 9) the same measurements run
+with ``M`` micro-batches per shard type: ``ReorderController(layout, micro_batches=M)``
+against ``plan_reorder(..., micro_batches=M, split=previous)``, comparing the loads
+``L*``; the whole-sequence loop is :func:`spare_opt.load_trajectory`.
+
 Usage::
 
-    python benchmarks/bench_controller.py            # table on stdout
-    python benchmarks/bench_controller.py --json     # JSON document on stdout
+    python benchmarks/bench_controller.py                      # table on stdout
+    python benchmarks/bench_controller.py --json               # JSON document on stdout
+    python benchmarks/bench_controller.py --micro-batches 16   # the m = 16 rows
 """
 
 import argparse
@@ -29,8 +35,8 @@ import tracemalloc
 
 import numpy as np
 
-from spare_opt import Layout, plan_reorder
-from spare_opt.controller import ReorderController, _TrajectoryState, stack_number_trajectory
+from spare_opt import Layout, load_trajectory, plan_reorder
+from spare_opt.controller import ReorderController, _trajectory_state, stack_number_trajectory
 
 # Optimal Golomb rulers (all differences distinct); with max offset < N/2 they are also
 # Sidon sets mod N.
@@ -56,17 +62,37 @@ def percentiles(samples_us):
             "p99_us": float(np.percentile(array, 99)), "samples": int(array.size)}
 
 
-def bench_size(n, r, seed, exact_samples):
+def _exact(layout, failed, m, previous_order, previous_stack, previous_split):
+    """The exact planner on the controller's previous state."""
+    if m == 1:
+        return plan_reorder(layout, failed, order=previous_order, stack_number=previous_stack)
+    return plan_reorder(layout, failed, micro_batches=m, split=previous_split)
+
+
+def _state(controller):
+    """What the exact planner needs of the controller's current plan (copies)."""
+    if controller.micro_batches == 1:
+        return controller.order.copy(), controller.stack_number, None
+    return None, None, controller.split.copy()
+
+
+def _trajectory(layout, sequence, m):
+    if m == 1:
+        return stack_number_trajectory(layout, sequence, return_moves=True)
+    return load_trajectory(layout, sequence, micro_batches=m, return_moves=True)
+
+
+def bench_size(n, r, seed, exact_samples, m=1):
     layout = sidon_layout(n, r)
     rng = np.random.default_rng(seed)
     sequence = rng.permutation(n).tolist()
-    controller = ReorderController(layout)
+    controller = ReorderController(layout, micro_batches=m)
     controller.fail(sequence[-1])  # warm-up (loads the compiled kernels), then restart
     controller.restart()
 
     # Steps (1-based) at which the exact planner is also run; chosen before the run from
     # the expected number of masked failures so they spread over the whole sequence.
-    masked = stack_number_trajectory(layout, sequence)[1] - 1
+    masked = _trajectory(layout, sequence, m)[1] - 1
     exact_steps = set(np.unique(np.linspace(1, masked, num=min(exact_samples, masked)).astype(int)).tolist())
 
     # The controller runs the whole sequence first (nothing else allocates in between, so
@@ -75,45 +101,51 @@ def bench_size(n, r, seed, exact_samples):
     controller_us, samples = [], []
     for step, group in enumerate(sequence, start=1):
         if step in exact_steps:
-            state = (step, controller.order.copy(), controller.stack_number)
+            state = (step,) + _state(controller)
         start = time.perf_counter_ns()
         plan = controller.fail(group)
         controller_us.append((time.perf_counter_ns() - start) / 1e3)
         if plan.status != "masked":
             break
         if step in exact_steps:
-            samples.append(state + (plan.stack_number, plan.moves))
+            samples.append(state + (plan.load, plan.moves))
     exact_us, ratios = [], []
     moves_controller = moves_exact = 0
-    for step, previous_order, previous_stack, stack_number, moves in samples:
+    for step, previous_order, previous_stack, previous_split, load, moves in samples:
         start = time.perf_counter_ns()
-        exact = plan_reorder(layout, sequence[:step], order=previous_order, stack_number=previous_stack)
+        exact = _exact(layout, sequence[:step], m, previous_order, previous_stack, previous_split)
         exact_us.append((time.perf_counter_ns() - start) / 1e3)
-        assert exact.stack_number == stack_number, "controller and exact planner disagree on S*"
+        assert exact.load == load, "controller and exact planner disagree on S* or L*"
         moves_controller += moves
         moves_exact += exact.moves
         if exact.moves:
             ratios.append(moves / exact.moves)
     start = time.perf_counter()
-    stack_numbers, wipeout_index, trajectory_moves = stack_number_trajectory(layout, sequence, return_moves=True)
-    trajectory_s = time.perf_counter() - start  # includes the O(N r) set-up of the state arrays
+    loads, wipeout_index, trajectory_moves = _trajectory(layout, sequence, m)
+    trajectory_s = time.perf_counter() - start  # includes the O(N (r + m)) set-up of the state arrays
     # The compiled loop alone, without the set-up.
-    state = _TrajectoryState(layout)
+    state = _trajectory_state(layout, m)
     orders = np.asarray(sequence, dtype=np.int32)[None, :]
     start = time.perf_counter()
     state.run(orders)
     loop_s = time.perf_counter() - start
-    # The paper's fixed check passes when nothing moves and S stays (it reports > 90%).
-    unchanged = (trajectory_moves == 0) & (np.diff(stack_numbers) == 0)
+    # The paper's fixed check passes when nothing moves and S stays (it reports > 90%);
+    # with micro-batches: when the load does not rise.
+    same_load = np.diff(loads) == 0
+    unchanged = (trajectory_moves == 0) & same_load
     row = {
         "N": n,
         "r": r,
+        "micro_batches": m,
         "masked_failures": int(wipeout_index - 1),
-        "final_stack_number": int(stack_numbers[-1]),
+        "final_stack_number": int(loads[-1]) if m == 1 else None,
+        "final_load": int(loads[-1]),
+        "mean_step_cost": float(np.mean(loads / m)),
         "controller": percentiles(controller_us),
         "trajectory_us_per_failure": trajectory_s / wipeout_index * 1e6,
         "trajectory_loop_us_per_failure": loop_s / wipeout_index * 1e6,
         "fixed_check_fraction": float(unchanged.mean()),
+        "load_unchanged_fraction": float(same_load.mean()),
     }
     if exact_us:
         row["exact"] = percentiles(exact_us)
@@ -129,7 +161,7 @@ def bench_size(n, r, seed, exact_samples):
     return row
 
 
-def moves_by_layout(n, r, seed):
+def moves_by_layout(n, r, seed, m=1):
     """Controller moves vs the min-cost-flow optimum at every step of one failure sequence
     run to wipe-out, for the other layout families (``spare_opt.generators``)."""
     from spare_opt import generators
@@ -138,15 +170,15 @@ def moves_by_layout(n, r, seed):
     for method, layout in (("consecutive", generators.consecutive(n, r)), ("block", generators.block(n, r)),
                            ("random", generators.random_latin(n, r, seed=seed))):
         sequence = np.random.default_rng(seed).permutation(n).tolist()
-        controller = ReorderController(layout)
+        controller = ReorderController(layout, micro_batches=m)
         moves_controller = moves_exact = steps = 0
         for step, group in enumerate(sequence, start=1):
-            previous_order, previous_stack = controller.order.copy(), controller.stack_number
+            previous = _state(controller)
             plan = controller.fail(group)
             if plan.status != "masked":
                 break
-            exact = plan_reorder(layout, sequence[:step], order=previous_order, stack_number=previous_stack)
-            assert exact.stack_number == plan.stack_number, "controller and exact planner disagree on S*"
+            exact = _exact(layout, sequence[:step], m, *previous)
+            assert exact.load == plan.load, "controller and exact planner disagree on S* or L*"
             moves_controller += plan.moves
             moves_exact += exact.moves
             steps += 1
@@ -155,25 +187,38 @@ def moves_by_layout(n, r, seed):
     return result
 
 
-def call_breakdown(n, r, seed):
+def call_breakdown(n, r, seed, m=1):
     """Where the time of one ``fail()`` goes: medians over one failure sequence of (a) a
-    do-nothing numba function taking the same six arguments (the dispatcher's cost of
-    unboxing them), (b) the kernel called directly, (c) the full ``fail()``."""
+    do-nothing numba function taking the same arguments (the dispatcher's cost of
+    unboxing them: six at m = 1, seven at m > 1), (b) the kernel called directly, (c) the
+    full ``fail()``."""
     from numba import njit
 
-    from spare_opt import _controller_kernels as kernels
+    from spare_opt import _controller_kernels, _split_kernels
+
+    kernels = _controller_kernels if m == 1 else _split_kernels
+    kernel = _controller_kernels.fail_packed if m == 1 else _split_kernels.fail_split
 
     @njit
-    def do_nothing(tables, rows, scalars, failing, mid_step, journal):
+    def do_nothing_packed(tables, rows, scalars, failing, mid_step, journal):
         return scalars[0]
+
+    @njit
+    def do_nothing_split(tables, micro, rows, scalars, failing, mid_step, journal):
+        return scalars[0]
+
+    do_nothing = do_nothing_packed if m == 1 else do_nothing_split
 
     layout = sidon_layout(n, r)
     sequence = np.random.default_rng(seed).permutation(n).tolist()
     result = {}
     for label in ("dispatch_only", "kernel_direct", "fail_call"):
-        controller = ReorderController(layout)
+        controller = ReorderController(layout, micro_batches=m)
         controller.fail(sequence[0])
-        state = (controller._tables, controller._rows, controller._scalars)
+        if m == 1:
+            state = (controller._tables, controller._rows, controller._scalars)
+        else:
+            state = (controller._tables, controller._micro, controller._rows, controller._scalars)
         journal = controller._history.journal
         failing = np.zeros(1, dtype=np.int32)
         do_nothing(*state, failing, False, journal)
@@ -185,7 +230,7 @@ def call_breakdown(n, r, seed):
                 do_nothing(*state, failing, False, journal)
             elif label == "kernel_direct":
                 failing[0] = group
-                status = kernels.fail_packed(*state, failing, False, journal)[0]
+                status = kernel(*state, failing, False, journal)[0]
             else:
                 status = controller.fail(group).status
             times.append((time.perf_counter_ns() - start) / 1e3)
@@ -199,39 +244,46 @@ def call_breakdown(n, r, seed):
     return result
 
 
-def peak_memory(n, r, seed):
-    """Peak traced allocations (tracemalloc) of a controller run to wipe-out at (N, r)."""
+def peak_memory(n, r, seed, m=1):
+    """Peak traced allocations (tracemalloc) of a controller run to wipe-out at (N, r, m)."""
     layout = sidon_layout(n, r)
     sequence = np.random.default_rng(seed).permutation(n).tolist()
-    ReorderController(layout).fail(0)  # compile/load outside the traced region
+    ReorderController(layout, micro_batches=m).fail(0)  # compile/load outside the traced region
     tracemalloc.start()
-    controller = ReorderController(layout)
+    controller = ReorderController(layout, micro_batches=m)
+    _, built = tracemalloc.get_traced_memory()
+    failures = 0
     for group in sequence:
+        failures += 1
         if controller.fail(group).status != "masked":
             break
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
-    return {"N": n, "r": r, "peak_mib": peak / 2**20, "bytes_per_entry": peak / (n * r)}
+    entries = n * r if m == 1 else n * (r + m)
+    return {"N": n, "r": r, "micro_batches": m, "failures": failures, "peak_mib": peak / 2**20,
+            "built_mib": built / 2**20, "bytes_per_entry": peak / entries,
+            "entries": "N r" if m == 1 else "N (r + m)"}
 
 
 _COMPILE_SNIPPET = """
-import time, numpy as np
+import sys, time, numpy as np
 from spare_opt import Layout
-from spare_opt.controller import ReorderController, _TrajectoryState, stack_number_trajectory
+from spare_opt.controller import ReorderController, load_trajectory
+m = int(sys.argv[1])
 layout = Layout((np.arange(7)[:, None] + np.array([0, 1, 3])) % 7)
-start = time.perf_counter(); ReorderController(layout).fail(0); first = time.perf_counter() - start
-start = time.perf_counter(); stack_number_trajectory(layout, [0, 1]); trajectory = time.perf_counter() - start
+start = time.perf_counter(); ReorderController(layout, micro_batches=m).fail(0); first = time.perf_counter() - start
+start = time.perf_counter(); load_trajectory(layout, [0, 1], micro_batches=m); trajectory = time.perf_counter() - start
 print(first, trajectory)
 """
 
 
-def compile_times():
+def compile_times(m=1):
     """First-call time of ``fail`` and of the trajectory kernel, cold and from numba's cache."""
     with tempfile.TemporaryDirectory() as cache:
         env = dict(os.environ, NUMBA_CACHE_DIR=cache)
         result = {}
         for label in ("cold", "cached"):
-            out = subprocess.run([sys.executable, "-c", _COMPILE_SNIPPET], env=env, check=True,
+            out = subprocess.run([sys.executable, "-c", _COMPILE_SNIPPET, str(m)], env=env, check=True,
                                  capture_output=True, text=True).stdout.split()
             result[label] = {"fail_s": float(out[0]), "trajectory_s": float(out[1])}
     return result
@@ -264,29 +316,33 @@ def main(argv=None):
                         help="exact-planner calls per size at N >= 50,000 (default 5)")
     parser.add_argument("--moves-n", type=int, default=1000, help="N of the moves comparison on other layouts")
     parser.add_argument("--moves-r", type=int, default=10, help="r of the moves comparison on other layouts")
+    parser.add_argument("--micro-batches", type=int, default=1,
+                        help="micro-batches per shard type m (default 1, the paper's model)")
     args = parser.parse_args(argv)
     sizes = [tuple(int(v) for v in pair.split(":")) for pair in args.sizes.split(",")]
+    m = args.micro_batches
 
     rows = []
     for n, r in sizes:
         samples = 0 if n > args.exact_max_n else (args.exact_samples if n < 50_000 else args.exact_samples_large)
-        rows.append(bench_size(n, r, args.seed, samples))
+        rows.append(bench_size(n, r, args.seed, samples, m))
         print(f"done N={n}", file=sys.stderr)
     largest = max(sizes)
     report = {
         "command": "python benchmarks/bench_controller.py " + " ".join(argv if argv is not None else sys.argv[1:]),
         "machine": machine(),
+        "micro_batches": m,
         "rows": rows,
-        "memory": peak_memory(*largest, args.seed),
-        "moves_by_layout": dict(moves_by_layout(args.moves_n, args.moves_r, args.seed), N=args.moves_n,
+        "memory": peak_memory(*largest, args.seed, m),
+        "moves_by_layout": dict(moves_by_layout(args.moves_n, args.moves_r, args.seed, m), N=args.moves_n,
                                 r=args.moves_r),
-        "call_breakdown": dict(call_breakdown(*min(sizes), args.seed), N=min(sizes)[0], r=min(sizes)[1]),
-        "compile": compile_times(),
+        "call_breakdown": dict(call_breakdown(*min(sizes), args.seed, m), N=min(sizes)[0], r=min(sizes)[1]),
+        "compile": compile_times(m),
     }
     if args.json:
         print(json.dumps(report, indent=1))
         return
-    print(f"machine: {report['machine']['cpu']}, {report['machine']['cores']} cores")
+    print(f"machine: {report['machine']['cpu']}, {report['machine']['cores']} cores; micro-batches m = {m}")
     print("| N | r | masked failures | controller median / mean / p99 (us) | exact median / mean / p99 (us), calls "
           "| speedup (median, mean) | moves / optimum |")
     print("|---|---|---|---|---|---|---|")
@@ -303,12 +359,19 @@ def main(argv=None):
             cells += ["-", "-", "-"]
         print("| " + " | ".join(cells) + " |")
     for row in rows:
-        print(f"N={row['N']:,}: stack_number_trajectory {row['trajectory_us_per_failure']:.2f} us per failure "
-              f"({row['trajectory_loop_us_per_failure']:.2f} us in the compiled loop); fixed check passed "
-              f"(no move, same S) on {100 * row['fixed_check_fraction']:.1f}% of masked failures")
+        if m == 1:
+            print(f"N={row['N']:,}: stack_number_trajectory {row['trajectory_us_per_failure']:.2f} us per failure "
+                  f"({row['trajectory_loop_us_per_failure']:.2f} us in the compiled loop); fixed check passed "
+                  f"(no move, same S) on {100 * row['fixed_check_fraction']:.1f}% of masked failures")
+        else:
+            print(f"N={row['N']:,}: load_trajectory {row['trajectory_us_per_failure']:.2f} us per failure "
+                  f"({row['trajectory_loop_us_per_failure']:.2f} us in the compiled loop); load unchanged on "
+                  f"{100 * row['load_unchanged_fraction']:.1f}% of masked failures; mean step cost L*/m to "
+                  f"wipe-out {row['mean_step_cost']:.4f}")
     memory = report["memory"]
-    print(f"peak memory at N={memory['N']:,}, r={memory['r']}: {memory['peak_mib']:.1f} MiB "
-          f"({memory['bytes_per_entry']:.1f} bytes per stack entry)")
+    print(f"peak memory at N={memory['N']:,}, r={memory['r']}, m={memory['micro_batches']} "
+          f"({memory['failures']:,} failures): {memory['peak_mib']:.1f} MiB, {memory['built_mib']:.1f} MiB "
+          f"after construction ({memory['bytes_per_entry']:.1f} bytes per entry of {memory['entries']})")
     by_layout = report["moves_by_layout"]
     print(f"moves / optimum at every step to wipe-out, N={by_layout['N']:,}, r={by_layout['r']}: " + ", ".join(
         f"{method} {v['controller']} / {v['exact']} = {v['total_ratio']:.3f} ({v['steps']} steps)"

@@ -2,11 +2,22 @@
 :mod:`spare_opt.controller`).
 
 The algorithm is that of :mod:`spare_opt._controller_kernels` (greedy placement, then
-breadth-first augmenting paths, then a certified rise of the bound) on the network with
-capacities in micro-batches: source -> shard type ``m``, shard type -> live holder
-``m`` (never binding: a type has ``m`` micro-batches in all), live group -> sink ``L``.
-The unit placed is one micro-batch.  Orders are not kept: at ``m > 1`` a plan's order
-is derived from its split (:func:`spare_opt.plan._derived_order`).
+augmenting paths, then a certified rise of the bound) on the network with capacities in
+micro-batches: source -> shard type ``m``, shard type -> live holder ``m`` (never
+binding: a type has ``m`` micro-batches in all), live group -> sink ``L``.  The unit
+placed is one micro-batch.  Orders are not kept: at ``m > 1`` a plan's order is derived
+from its split (:func:`spare_opt.plan._derived_order`).
+
+Augmenting paths come from two searches (``docs/benchmarks.md`` shows why both):
+
+* :func:`_place_nearest`, a breadth-first search from the type to place, stopped at the
+  nearest rooms (groups with load below ``L``): cheap when rooms are near, the usual
+  case;
+* :func:`_place_labelled`, the shortest augmenting path algorithm with distance labels
+  kept from call to call, used for the rest of a call once near searches would cost
+  more than one search of the whole graph.  With ``m`` micro-batches per type the last
+  rooms of a load level are often far (on circulant layouts the residual graph is a long
+  ring), and a search per micro-batch would cross the same groups again and again.
 
 Every kernel is ``nopython`` with ``cache=True`` (see :mod:`spare_opt._jit`) and takes
 only NumPy arrays and scalars; nothing compiles at import time.
@@ -26,13 +37,17 @@ micro-batches per type), packed to keep numba's dispatch cheap:
     (the micro-batch ``t m + j`` and its contributor before the call).
 ``rows`` (ROWS, N) int32
     Per group: alive flag, load (micro-batches), number of distinct types it computes
-    part of, BFS visit stamp, BFS parent (type, group, layers), the failure sequence;
-    per type: live holders, call stamp; scratch: BFS queue, displaced types, lost types.
+    part of, the breadth-first search's visit stamp, level and parent, the distance label
+    and current arc of the labelled search, the path being augmented, the failure
+    sequence; per type: live holders, call stamp; scratch: search queue, displaced types,
+    lost types.
 ``scalars`` (SCALARS + r + 1,) int64
-    The load bound ``L``, the stamp counters, the number of failed groups, the journal
-    end, the log length of the current call, the largest number of distinct types a
-    live group computes part of (the plan's stack number) and, from ``HISTOGRAM``, how
-    many live groups compute part of ``0 .. r`` types.
+    The load bound ``L``, the call and visit stamps, the number of failed groups, the
+    journal end, the log length of the current call, the largest number of distinct
+    types a live group computes part of (the plan's stack number), the bound the labels
+    were computed for, the relabels since the last exact relabelling, the size of the
+    last search and, from ``HISTOGRAM``, how many live groups compute part of ``0 .. r``
+    types.
 ``journal`` 1-D int32
     Undo log of the controller (empty: not kept).  Each masked call appends one record
     ``[c, (t m + j, old group) * c, length]``; the caller keeps room for ``2 N m + 3``
@@ -61,18 +76,23 @@ MICRO = 4
 ALIVE = 0
 LOAD = 1
 TOUCHED = 2
-VISIT = 3
-PARENT_SHARD = 4
-PARENT_GROUP = 5
-PARENT_LAYER = 6  # layer of the visited group's row holding the parent type
-PARENT_FROM_LAYER = 7  # layer of the parent group's row holding the parent type
-SEQUENCE = 8
-LIVE_HOLDERS = 9
-TYPE_STAMP = 10
-QUEUE = 11
-DISPLACED = 12
-LOST = 13
-ROWS = 14
+VISIT = 3  # the breadth-first search that last reached the group ...
+LEVEL = 4  # ... its level there ...
+PARENT_GROUP = 5  # ... the group it was reached from (-1 for a root) ...
+PARENT_FROM_LAYER = 6  # ... the layer of that group's row holding the type handed on ...
+PARENT_TO_LAYER = 7  # ... and the layer of its own row holding it (for a root: the root's type)
+DISTANCE = 8  # an estimate of the residual distance to a group with room (labelled search)
+CURRENT = 9  # the current arc (layer * r + holder index) of the labelled search
+PATH_GROUP = 10  # the path being augmented: groups ...
+PATH_FROM_LAYER = 11  # ... the layer of the previous group's row holding the type handed on ...
+PATH_TO_LAYER = 12  # ... and the layer of this group's row holding it
+SEQUENCE = 13
+LIVE_HOLDERS = 14
+TYPE_STAMP = 15
+QUEUE = 16
+DISPLACED = 17
+LOST = 18
+ROWS = 19
 
 # Scalars.
 BOUND = 0
@@ -82,8 +102,11 @@ FAILED_COUNT = 3
 JOURNAL_END = 4
 LOG_COUNT = 5
 WIDEST = 6
-HISTOGRAM = 7
-SCALARS = 7  # plus r + 1 histogram entries
+LABEL_BOUND = 7  # the bound the distance labels were computed for (-1: none)
+RELABELS = 8  # relabels since the last global relabel
+REACHED = 9  # how many groups the last breadth-first search queued (rows[QUEUE, :REACHED])
+HISTOGRAM = 10
+SCALARS = 10  # plus r + 1 histogram entries
 
 # Status codes (as in spare_opt._controller_kernels).
 STATUS_MASKED = 0
@@ -176,21 +199,33 @@ def _pick_entry(u, g, micro, stamp):
 
 
 @kernel
-def _place_augmenting(t, j, tables, micro, rows, scalars, bound, stamp):
-    """Breadth-first search for an augmenting path ``t -> g1 -u1-> g2 -u2-> ... -> gk`` in the
-    residual graph (``g1`` holds ``t``; ``g_i`` computes part of ``u_i`` and ``g_{i+1}``
-    holds it; ``gk`` has load below ``bound``), then shift one micro-batch along every arc:
-    ``(t, j)`` goes to ``g1`` and one micro-batch of ``u_i`` from ``g_i`` to ``g_{i+1}``.
-    The shortest path is found, so the fewest micro-batches change contributor.  Return
-    False when no group with room is reachable: the reached types then violate Hall's
-    condition for capacity ``bound`` (``spare_opt.controller``)."""
+def _unplaced_index(t, micro):
+    """A micro-batch index ``j`` of type ``t`` still to be placed (``split`` -1), or -1."""
+    for j in range(micro.shape[2]):
+        if micro[SPLIT, t, j] == -1:
+            return j
+    return -1
+
+
+@kernel
+def _nearest_rooms(t, tables, rows, scalars, bound, pending):
+    """Breadth-first search of the residual graph from type ``t`` (its live holders are
+    level 0) for groups with load below ``bound`` (rooms).
+
+    Arcs: a group ``g`` that computes part of ``u`` reaches every live holder ``h`` of
+    ``u``.  Groups with load below ``bound`` (rooms) are not expanded; the search stops
+    once it has reached ``pending`` rooms (as many as micro-batches to place: enough
+    targets for the phase when they are near) or the level holding the nearest room is
+    complete (so that far rooms are all reached through every shortest path).  Returns
+    the nearest room's level, or -1 when no room is reachable.
+    """
     stacks = tables[STACKS]
     holder_groups = tables[HOLDER_GROUPS]
-    holder_layers = tables[HOLDER_LAYERS]
     count = tables[COUNT]
     alive = rows[ALIVE]
     load = rows[LOAD]
     visit = rows[VISIT]
+    level = rows[LEVEL]
     queue = rows[QUEUE]
     r = stacks.shape[1]
     if scalars[VISIT_COUNTER] >= _STAMP_LIMIT:
@@ -199,58 +234,282 @@ def _place_augmenting(t, j, tables, micro, rows, scalars, bound, stamp):
     scalars[VISIT_COUNTER] += 1
     mark = np.int32(scalars[VISIT_COUNTER])
     tail = 0
+    nearest = -1
+    rooms = 0
     for i in range(r):
         g = holder_groups[t, i]
         if alive[g] != 0:
             visit[g] = mark
-            rows[PARENT_SHARD, g] = t
+            level[g] = 0
             rows[PARENT_GROUP, g] = -1
-            rows[PARENT_LAYER, g] = holder_layers[t, i]
+            rows[PARENT_TO_LAYER, g] = tables[HOLDER_LAYERS, t, i]
+            if load[g] < bound:
+                nearest = 0
+                rooms += 1
             queue[tail] = g
             tail += 1
     head = 0
-    found = -1
-    while head < tail and found < 0:
-        g = queue[head]
+    while head < tail and nearest < 0:
+        depth = level[queue[head]]
+        # One whole level at a time, so that the level of the nearest room is complete.
+        while head < tail and level[queue[head]] == depth and rooms < pending:
+            g = queue[head]
+            head += 1
+            if load[g] < bound:
+                continue
+            for layer in range(r):
+                if count[g, layer] == 0:
+                    continue
+                u = stacks[g, layer]
+                for i in range(r):
+                    h = holder_groups[u, i]
+                    if alive[h] == 0 or visit[h] == mark:
+                        continue
+                    visit[h] = mark
+                    level[h] = depth + 1
+                    rows[PARENT_GROUP, h] = g
+                    rows[PARENT_FROM_LAYER, h] = layer
+                    rows[PARENT_TO_LAYER, h] = tables[HOLDER_LAYERS, u, i]
+                    queue[tail] = h
+                    tail += 1
+                    if load[h] < bound:
+                        nearest = depth + 1
+                        rooms += 1
+                        if rooms >= pending:
+                            scalars[REACHED] = tail
+                            return nearest
+    scalars[REACHED] = tail
+    return nearest
+
+
+@kernel
+def _place_nearest(t, tables, micro, rows, scalars, bound, stamp):
+    """Place the micro-batches of ``t`` still to be placed along shortest augmenting paths to
+    the nearest rooms: one breadth-first search from the live holders of ``t``, stopped
+    once it has reached as many rooms as micro-batches wait (or the nearest rooms' level
+    is complete), then the tree path to each room reached, nearest first, while it is
+    still residual.  As many go along a path as it carries: the room left in its last
+    group, the micro-batches still waiting, and on every arc the micro-batches the group
+    computes of the type it hands on.
+
+    Returns ``(length of the longest path used, micro-batches placed)``, or ``(-1, 0)``
+    when no room is reachable (a Hall violation, as in :func:`_place_labelled`)."""
+    m = micro.shape[2]
+    waiting = 0
+    for j in range(m):
+        if micro[SPLIT, t, j] == -1:
+            waiting += 1
+    if _nearest_rooms(t, tables, rows, scalars, bound, waiting) < 0:
+        return -1, 0
+    count = tables[COUNT]
+    load = rows[LOAD]
+    longest = 0
+    placed = 0
+    for q in range(scalars[REACHED]):
+        end = rows[QUEUE, q]
+        if load[end] >= bound:
+            continue
+        carried = min(bound - load[end], waiting)
+        depth = rows[LEVEL, end]
+        h = end
+        for k in range(depth, 0, -1):
+            rows[PATH_GROUP, k] = h
+            rows[PATH_FROM_LAYER, k] = rows[PARENT_FROM_LAYER, h]
+            rows[PATH_TO_LAYER, k] = rows[PARENT_TO_LAYER, h]
+            h = rows[PARENT_GROUP, h]
+            carried = min(carried, count[h, rows[PATH_FROM_LAYER, k]])
+        if carried <= 0:
+            continue  # an arc of the tree path was used up by an earlier path
+        rows[PATH_GROUP, 0] = h
+        rows[PATH_TO_LAYER, 0] = rows[PARENT_TO_LAYER, h]
+        for _ in range(carried):
+            _augment_path(t, depth, tables, micro, rows, scalars, stamp)
+        placed += carried
+        waiting -= carried
+        longest = max(longest, depth)
+        if waiting == 0:
+            break
+    return longest, placed
+
+
+@kernel
+def _global_relabel(tables, rows, scalars, bound):
+    """Exact residual distances to the nearest group with room: a breadth-first search
+    backwards from every live group with load below ``bound``.  The arcs into ``h`` come
+    from the groups ``g != h`` that compute part of a type ``h`` holds.  Unreached groups
+    get the label ``N`` (no path)."""
+    stacks = tables[STACKS]
+    holder_groups = tables[HOLDER_GROUPS]
+    holder_layers = tables[HOLDER_LAYERS]
+    count = tables[COUNT]
+    alive = rows[ALIVE]
+    load = rows[LOAD]
+    distance = rows[DISTANCE]
+    queue = rows[QUEUE]
+    n, r = stacks.shape
+    tail = 0
+    for g in range(n):
+        rows[CURRENT, g] = 0
+        if alive[g] != 0 and load[g] < bound:
+            distance[g] = 0
+            queue[tail] = g
+            tail += 1
+        else:
+            distance[g] = n
+    head = 0
+    while head < tail:
+        h = queue[head]
         head += 1
         for layer in range(r):
-            if count[g, layer] == 0:
-                continue
-            u = stacks[g, layer]
+            u = stacks[h, layer]
             for i in range(r):
-                h = holder_groups[u, i]
-                if alive[h] == 0 or visit[h] == mark:
+                g = holder_groups[u, i]
+                if g == h or alive[g] == 0 or distance[g] != n:
                     continue
-                visit[h] = mark
-                rows[PARENT_SHARD, h] = u
-                rows[PARENT_GROUP, h] = g
-                rows[PARENT_LAYER, h] = holder_layers[u, i]
-                rows[PARENT_FROM_LAYER, h] = layer
-                if load[h] < bound:
-                    found = h
-                    break
-                queue[tail] = h
-                tail += 1
-            if found >= 0:
-                break
-    if found < 0:
-        return False
-    load[found] += 1
-    h = found
-    while True:
-        u = rows[PARENT_SHARD, h]
-        g = rows[PARENT_GROUP, h]
-        if g < 0:
-            micro[SPLIT, t, j] = h
-            _add_units(h, rows[PARENT_LAYER, h], 1, count, rows, scalars)
-            break
+                if count[g, holder_layers[u, i]] > 0:
+                    distance[g] = distance[h] + 1
+                    queue[tail] = g
+                    tail += 1
+    scalars[LABEL_BOUND] = bound
+    scalars[RELABELS] = 0
+
+
+@kernel
+def _augment_path(t, depth, tables, micro, rows, scalars, stamp):
+    """Shift one micro-batch along the path ``PATH_GROUP[0 .. depth]``: an unplaced
+    micro-batch of ``t`` goes to the first group, one micro-batch of the type each group
+    hands on to the next; only the last group's load grows."""
+    stacks = tables[STACKS]
+    count = tables[COUNT]
+    for k in range(depth, 0, -1):
+        g = rows[PATH_GROUP, k - 1]
+        h = rows[PATH_GROUP, k]
+        from_layer = rows[PATH_FROM_LAYER, k]
+        u = stacks[g, from_layer]
         jj = _pick_entry(u, g, micro, stamp)
         _log(u, jj, micro, scalars, stamp)
         micro[SPLIT, u, jj] = h
-        _add_units(g, rows[PARENT_FROM_LAYER, h], -1, count, rows, scalars)
-        _add_units(h, rows[PARENT_LAYER, h], 1, count, rows, scalars)
-        h = g
-    return True
+        _add_units(g, from_layer, -1, count, rows, scalars)
+        _add_units(h, rows[PATH_TO_LAYER, k], 1, count, rows, scalars)
+    root = rows[PATH_GROUP, 0]
+    micro[SPLIT, t, _unplaced_index(t, micro)] = root
+    _add_units(root, rows[PATH_TO_LAYER, 0], 1, count, rows, scalars)
+    rows[LOAD, rows[PATH_GROUP, depth]] += 1
+
+
+@kernel
+def _place_labelled(t, tables, micro, rows, scalars, bound, stamp):
+    """Place one micro-batch of ``t`` still to be placed along an augmenting path ``t -> g1
+    -u1-> g2 -u2-> ... -> gk`` of the residual graph (``g1`` a live holder of ``t``;
+    ``g_i`` computes part of ``u_i`` and ``g_{i+1}`` holds it; ``gk`` has load below
+    ``bound``): ``(t, j)`` goes to ``g1`` and one micro-batch of ``u_i`` from ``g_i`` to
+    ``g_{i+1}``.  Returns the path's length in arcs, or -1 when no group with room is
+    reachable: then the groups reachable from ``t`` are full and hold every live holder
+    of the types they reach, so Hall's condition fails for capacity ``bound``
+    (``spare_opt.controller``).
+
+    The shortest augmenting path algorithm of Ahuja and Orlin with distance
+    labels: ``DISTANCE[g]`` estimates the residual distance from ``g`` to a group with
+    room (``N``: none).  The path grows from the holder of ``t`` with the least label
+    along admissible arcs (to a label one lower, through a current-arc pointer); a full
+    group with no admissible arc is relabelled (one more than its least residual
+    neighbour) and the path retreats.  The path found has the length of its root's
+    label, so while the labels are lower bounds on the distances (they are after an
+    exact relabelling, and admissible augmentations keep them so) it is a shortest path:
+    the fewest micro-batches change contributor.
+
+    The labels are kept from call to call while the bound stays, so that those found
+    for one failure guide the next ones; the other searches and placements may leave
+    some of them too high or too low, which costs relabels or a longer path but never a
+    wrong answer: the labels are recomputed exactly (:func:`_global_relabel`, one
+    backward breadth-first search) when the bound changes, after ``N`` relabels (so the
+    search ends), and before any answer that no path exists, which is therefore given
+    only by an exact search.  With exact labels, a root with a finite label has a path
+    along admissible arcs, so the search cannot fail while a path exists.
+
+    References: R. K. Ahuja and J. B. Orlin, "Distance-directed augmenting path
+    algorithms for maximum flow and parametric maximum flow problems", Naval Research
+    Logistics 38 (1991); Ahuja, Magnanti and Orlin, "Network Flows" (1993), Sec. 7.4
+    (the shortest augmenting path algorithm, exact distance labels by a backward
+    breadth-first search).
+    """
+    stacks = tables[STACKS]
+    holder_groups = tables[HOLDER_GROUPS]
+    holder_layers = tables[HOLDER_LAYERS]
+    count = tables[COUNT]
+    alive = rows[ALIVE]
+    load = rows[LOAD]
+    distance = rows[DISTANCE]
+    current = rows[CURRENT]
+    n, r = stacks.shape
+    arcs = r * r
+    exact = False
+    if scalars[LABEL_BOUND] != bound:
+        _global_relabel(tables, rows, scalars, bound)
+        exact = True
+    while True:
+        root = -1
+        root_layer = -1
+        best = n
+        for i in range(r):
+            g = holder_groups[t, i]
+            if alive[g] != 0 and distance[g] < best:
+                best = distance[g]
+                root = g
+                root_layer = holder_layers[t, i]
+        if root < 0:
+            if exact:
+                return -1
+            _global_relabel(tables, rows, scalars, bound)
+            exact = True
+            continue
+        rows[PATH_GROUP, 0] = root
+        rows[PATH_TO_LAYER, 0] = root_layer
+        depth = 0
+        while depth >= 0:
+            g = rows[PATH_GROUP, depth]
+            if load[g] < bound:
+                _augment_path(t, depth, tables, micro, rows, scalars, stamp)
+                return depth
+            advanced = False
+            while current[g] < arcs:
+                arc = current[g]
+                layer = arc // r
+                if count[g, layer] == 0:
+                    current[g] = (layer + 1) * r
+                    continue
+                u = stacks[g, layer]
+                i = arc - layer * r
+                h = holder_groups[u, i]
+                if h != g and alive[h] != 0 and distance[h] == distance[g] - 1:
+                    depth += 1
+                    rows[PATH_GROUP, depth] = h
+                    rows[PATH_FROM_LAYER, depth] = layer
+                    rows[PATH_TO_LAYER, depth] = holder_layers[u, i]
+                    advanced = True
+                    break
+                current[g] = arc + 1
+            if advanced:
+                continue
+            # Relabel g and retreat.
+            lowest = n
+            for layer in range(r):
+                if count[g, layer] == 0:
+                    continue
+                u = stacks[g, layer]
+                for i in range(r):
+                    h = holder_groups[u, i]
+                    if h != g and alive[h] != 0 and distance[h] + 1 < lowest:
+                        lowest = distance[h] + 1
+            distance[g] = lowest
+            current[g] = 0
+            exact = False
+            scalars[RELABELS] += 1
+            depth -= 1
+            if scalars[RELABELS] > n:
+                _global_relabel(tables, rows, scalars, bound)
+                exact = True
+                break
 
 
 @kernel
@@ -330,18 +589,39 @@ def fail_split(tables, micro, rows, scalars, failing, mid_step, journal):
     lowest = (m * n + (n - failed_count) - 1) // (n - failed_count)
     if lowest > bound:
         bound = lowest
+    # Greedy first; loads only grow within a call, so a micro-batch that no holder can
+    # take now waits for an augmenting path or a higher bound.
+    pending = 0
     for d in range(displaced_count):
         t = rows[DISPLACED, d]
         for j in range(m):
-            if micro[SPLIT, t, j] != -1:
+            if micro[SPLIT, t, j] == -1 and not _place_greedy(t, j, tables, micro, rows, scalars, bound):
+                pending += 1
+    deep = False
+    for d in range(displaced_count):
+        t = rows[DISPLACED, d]
+        while pending > 0 and _unplaced_index(t, micro) >= 0:
+            if deep:
+                length = _place_labelled(t, tables, micro, rows, scalars, bound, stamp)
+                placed = 1
+            else:
+                length, placed = _place_nearest(t, tables, micro, rows, scalars, bound, stamp)
+                # The rest of the call goes to the labelled search once more searches like
+                # this one would cost more than one exact relabelling (a search of every
+                # live group): the rooms are far.
+                deep = scalars[REACHED] * (pending - placed) > n - failed_count
+            if length >= 0:
+                pending -= placed
                 continue
-            while True:
-                if _place_greedy(t, j, tables, micro, rows, scalars, bound):
-                    break
-                if _place_augmenting(t, j, tables, micro, rows, scalars, bound, stamp):
-                    break
-                # No augmenting path: Hall's condition fails for capacity L, so L* > L.
-                bound += 1
+            # No augmenting path: Hall's condition fails for capacity L, so L* > L.
+            bound += 1
+            deep = False
+            pending = 0
+            for e in range(displaced_count):
+                v = rows[DISPLACED, e]
+                for j in range(m):
+                    if micro[SPLIT, v, j] == -1 and not _place_greedy(v, j, tables, micro, rows, scalars, bound):
+                        pending += 1
     scalars[BOUND] = bound
 
     moves = 0
@@ -410,6 +690,7 @@ def reset_state(tables, micro, rows, scalars):
     scalars[WIDEST] = 1
     scalars[BOUND] = m
     scalars[FAILED_COUNT] = 0
+    scalars[LABEL_BOUND] = -1  # the distance labels are reset at their first use
 
 
 @kernel

@@ -365,6 +365,31 @@ def test_trajectories_equal_step_by_step_controller(scenario):
         assert many_stacks[row, :single.size].tolist() == stack_number_trajectory(layout, order, micro_batches=m)[0].tolist()
 
 
+@pytest.mark.parametrize("stacks, m, seed, rises", [
+    (circulant_stacks(300, [0, 1, 4, 9, 11]), 16, 0, True),  # ring-like residual graph: far rooms
+    (circulant_stacks(200, range(6)), 16, 1, True),  # consecutive: loads far above the bound
+    (random_latin_stacks(240, 4, np.random.default_rng(2)), 8, 2, False),
+])
+def test_controller_stays_exact_where_rooms_are_far(stacks, m, seed, rises):
+    """Instances large enough for the controller's labelled search (many micro-batches per
+    failure, the last rooms of a load level far away) and for its proofs that the load
+    must rise; checked against the exact planner's L* at every step to wipe-out."""
+    layout = Layout(stacks)
+    controller = ReorderController(layout, micro_batches=m)
+    order = np.random.default_rng(seed).permutation(layout.groups)
+    risen_above_bound = 0
+    for k, group in enumerate(order, start=1):
+        plan = controller.fail(int(group))
+        expected = least_load(layout, order[:k], micro_batches=m)
+        if plan.status == WIPE_OUT:
+            assert expected is None
+            break
+        assert plan.load == expected, k
+        risen_above_bound += plan.load > lower_bound(layout.groups, k, m)
+    assert (risen_above_bound > 0) == rises
+    check_plan(layout, plan)
+
+
 def test_step_cost_falls_with_m_on_a_sidon_layout():
     """Physical limit <= ceil(mN/(N-k))/m <= L*/m <= S* (the m = 1 cost), at every step."""
     layout = generators.sidon(61, 6, time_limit=1.0, seed=0)
