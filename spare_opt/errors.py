@@ -12,7 +12,9 @@ from the closest built-in type so that generic handlers keep working:
   :class:`PlanError`);
 * files that cannot be read or written raise :class:`LayoutFileError`,
   :class:`TraceError`, :class:`OutputExistsError` or :class:`OutputWriteError`;
-* a solver that ends without a usable answer raises :class:`SolverError`.
+* a solver that ends without a usable answer raises :class:`SolverError`;
+* a topology (failure domains) or a node placement that is malformed, in a file or in
+  memory, raises :class:`TopologyError` or :class:`PlacementError`.
 """
 
 __all__ = [
@@ -27,6 +29,8 @@ __all__ = [
     "OutputExistsError",
     "OutputWriteError",
     "SolverError",
+    "TopologyError",
+    "PlacementError",
 ]
 
 
@@ -75,3 +79,11 @@ class OutputWriteError(SpareError, OSError):
 
 class SolverError(SpareError):
     """A solver (CP-SAT, flow) ended without a usable answer, or was given an invalid model."""
+
+
+class TopologyError(SpareError, ValueError):
+    """A topology (failure domains of DP groups) is malformed, in memory or in a ``spare-topology`` file."""
+
+
+class PlacementError(SpareError, ValueError):
+    """A node placement (trace nodes to DP groups or domains) is malformed, in memory or in a file."""
