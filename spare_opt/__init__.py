@@ -16,7 +16,11 @@ Every public name is importable from here; the modules, one per concept:
   numbers); :mod:`spare_opt.simulate` - :func:`simulate`; :mod:`spare_opt.tune` -
   :func:`tune`;
 * :mod:`spare_opt.trace` - fault traces; :mod:`spare_opt.replay` - :func:`replay_trace`;
-  :mod:`spare_opt.demo` - the demo.
+  :mod:`spare_opt.demo` - the demo;
+* :mod:`spare_opt.topology` - :class:`Topology`, failure domains;
+  :mod:`spare_opt.domain_layouts` - :func:`domain_safe` layouts;
+  :mod:`spare_opt.domains` - :func:`domain_report` and :func:`derived_topology`;
+  :mod:`spare_opt.placement` - :class:`Placement` of trace nodes.
 
 Conventions (``docs/api.md``): core inputs positional, options keyword-only; wrong types
 raise :class:`ParameterTypeError`, bad values :class:`ParameterError` (both
@@ -39,6 +43,8 @@ from .errors import (
     PlanError,
     SolverError,
     SpareError,
+    TopologyError,
+    PlacementError,
     TraceError,
 )
 from .layout import (
@@ -70,6 +76,20 @@ from .generators import (
     random_latin,
     sidon,
 )
+from .topology import (
+    TOPOLOGY_FORMAT,
+    TOPOLOGY_VERSION,
+    check_topology,
+    Topology,
+)
+from .domain_layouts import (
+    DOMAIN_METHODS,
+    DOMAIN_STATUSES,
+    conflict_graph,
+    domain_multiplicity,
+    domain_safe,
+    is_domain_safe,
+)
 from .planner import (
     least_stack_number,
     plan_reorder,
@@ -91,6 +111,8 @@ from .worst_case import (
 )
 from .monte_carlo import (
     MAX_TRIALS,
+    domain_monte_carlo,
+    DomainMonteCarloResult,
     monte_carlo,
     MonteCarloResult,
     sweep,
@@ -153,6 +175,18 @@ from .trace import (
     trace_instants,
     write_fault_trace,
 )
+from .placement import (
+    PLACEMENT_FORMAT,
+    PLACEMENT_VERSION,
+    Placement,
+)
+from .domains import (
+    DOMAIN_REPORT_MAX_PAIRS,
+    derived_topology,
+    domain_comparison,
+    domain_report,
+    DomainReport,
+)
 from .replay import (
     PLANNERS,
     ROW_STATUSES,
@@ -187,6 +221,8 @@ __all__ = [
     "OutputExistsError",
     "OutputWriteError",
     "SolverError",
+    "TopologyError",
+    "PlacementError",
     "Layout",
     "LAYOUT_FORMAT",
     "LAYOUT_VERSION",
@@ -208,6 +244,16 @@ __all__ = [
     "generate",
     "METHODS",
     "DEFAULT_TIME_LIMIT",
+    "Topology",
+    "TOPOLOGY_FORMAT",
+    "TOPOLOGY_VERSION",
+    "check_topology",
+    "DOMAIN_METHODS",
+    "DOMAIN_STATUSES",
+    "domain_safe",
+    "domain_multiplicity",
+    "is_domain_safe",
+    "conflict_graph",
     "plan_reorder",
     "least_stack_number",
     "stack_number_certificate",
@@ -226,6 +272,8 @@ __all__ = [
     "SweepResult",
     "monte_carlo",
     "sweep",
+    "DomainMonteCarloResult",
+    "domain_monte_carlo",
     "PAPER",
     "PAPER_TABLE",
     "PAPER_MTBF_SECONDS",
@@ -275,6 +323,14 @@ __all__ = [
     "trace_instants",
     "synthetic_fault_trace",
     "write_fault_trace",
+    "Placement",
+    "PLACEMENT_FORMAT",
+    "PLACEMENT_VERSION",
+    "DOMAIN_REPORT_MAX_PAIRS",
+    "DomainReport",
+    "domain_report",
+    "domain_comparison",
+    "derived_topology",
     "PLANNERS",
     "ReplayRow",
     "ReplayResult",
