@@ -45,6 +45,9 @@ def _positive_period(ctx, param, value):
               help="With --trace: multiply trace times by this factor (< 1 compresses the trace).")
 @click.option("--placement-seed", type=int, default=None, metavar="SEED",
               help="With --trace: place nodes on random distinct groups (default: order of first appearance).")
+@click.option("--placement", "placement_path", default=None, metavar="FILE",
+              help="With --trace: place nodes as this spare-placement file says (docs/formats.md); domain entries "
+                   "use its embedded topology, else the layout's.")
 @click.option("--layout", "layout_path", type=click.Path(dir_okay=False), default=None, metavar="FILE",
               help="SPARe layout file (default: a Sidon layout for N and r).")
 @click.option("--set", "settings", multiple=True, metavar="FIELD=VALUE",
@@ -54,7 +57,7 @@ def _positive_period(ctx, param, value):
 @json_option
 @quiet_option
 def command(preset, groups, strategy, redundancy, ckpt_period, seeds, trace_path, trace_time_scale,
-            placement_seed, layout_path, settings, workers, scheduler, as_json, quiet):
+            placement_seed, placement_path, layout_path, settings, workers, scheduler, as_json, quiet):
     """Simulate training runs and report the time-to-train.
 
     Discrete-event simulation of the preset's training run under failures: checkpointing
@@ -81,9 +84,19 @@ def command(preset, groups, strategy, redundancy, ckpt_period, seeds, trace_path
         from spare_opt.trace import read_fault_trace
 
         trace = read_fault_trace(trace_path)
+    placement = None
+    if placement_path is not None:
+        if trace_path is None:
+            raise click.UsageError("--placement needs --trace")
+        if placement_seed is not None:
+            raise click.UsageError("give --placement or --placement-seed, not both")
+        from spare_opt.placement import Placement
+
+        placement = Placement.load(placement_path).prepared(layout=layout)
     with executor_for(scheduler, workers) as executor, progress_bar(quiet, "simulating") as progress:
         runs = simulate_seeds(params, strategy, redundancy, seeds=seeds, checkpoint_period_seconds=ckpt_period,
-                              layout=layout, trace=trace, placement_seed=placement_seed, workers=workers,
+                              layout=layout, trace=trace, placement_seed=placement_seed, placement=placement,
+                              workers=workers,
                               executor=executor, progress=progress)
     summary = summarise(runs)
     if as_json:
