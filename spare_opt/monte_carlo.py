@@ -325,7 +325,7 @@ class DomainMonteCarloResult(Result):
     mu_events_ci95: tuple
     sbar: float
     sbar_ci95: tuple
-    seconds: float = 0.0
+    seconds: float = field(default=0.0, compare=False)
 
     def to_dict(self, per_trial=False):
         """JSON-ready dict of the figures (and the per-trial arrays with ``per_trial``)."""
