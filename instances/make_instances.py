@@ -2,9 +2,9 @@
 
 Run from anywhere (``python instances/make_instances.py [--force]``); it writes
 
-* ``instances/failures-N400-seed0.json`` and the identical package copy
-  ``spare_opt/data/failures-N400-seed0.json``: the demo's generated failure sequence
-  for the 400-node traced cluster (``spare_opt.demo.default_trace_document``);
+* ``instances/failures-N400-seed0.json``: the demo's generated failure sequence for the
+  400-node traced cluster (``spare_opt.demo.default_trace_document``, what
+  ``spare-opt demo --generated`` replays);
 * ``instances/small/layout-N12-r3-sidon.json``: a 12-group Sidon layout (offsets 0, 1, 3);
 * ``instances/small/layout-N12-r3-consecutive.json``: the consecutive layout (0, 1, 2);
 * ``instances/small/failures-N12-seed1.json``: a generated 30-day sequence for 12 nodes;
@@ -26,7 +26,7 @@ ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
 from spare_opt import Layout  # noqa: E402
-from spare_opt.demo import DEFAULT_TRACE_NAME, default_trace_document  # noqa: E402
+from spare_opt.demo import default_trace_document  # noqa: E402
 from spare_opt.errors import OutputExistsError  # noqa: E402
 from spare_opt.trace import synthetic_fault_trace, write_fault_trace  # noqa: E402
 
@@ -69,8 +69,7 @@ def main(argv=None):
     small.mkdir(exist_ok=True)
     default = default_trace_document()
     jobs = [
-        (HERE / DEFAULT_TRACE_NAME, lambda p: write_fault_trace(default, p, force=args.force)),
-        (ROOT / "spare_opt" / "data" / DEFAULT_TRACE_NAME, lambda p: write_fault_trace(default, p, force=args.force)),
+        (HERE / "failures-N400-seed0.json", lambda p: write_fault_trace(default, p, force=args.force)),
         (small / "layout-N12-r3-sidon.json", lambda p: circulant(SMALL_GROUPS, [0, 1, 3], "sidon").save(p, force=args.force)),
         (small / "layout-N12-r3-consecutive.json",
          lambda p: circulant(SMALL_GROUPS, [0, 1, 2], "consecutive").save(p, force=args.force)),
