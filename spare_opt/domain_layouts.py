@@ -40,6 +40,7 @@ from .generators import (
     DEFAULT_TIME_LIMIT,
     MAX_MODEL_DIFFERENCES,
     _check_layout_size,
+    _cp_sat_import_seconds,
     _solve_difference_model,
     sidon,
 )
@@ -656,7 +657,9 @@ def _rule_offsets(groups, redundancy, rule, deadline, seed, workers, minimise=Tr
             return _sidon_found(found[0], groups, metadata, f"{description}, times {found[1]}", steps)
     steps.append("constructions: none meets the rule")
 
-    # 2. Random starts meeting the rule; CP-SAT for a Sidon set meeting it.
+    # 2. Random starts meeting the rule; CP-SAT for a Sidon set meeting it.  As in
+    # spare_opt.sidon, the one-off import of CP-SAT is not charged to the time limit.
+    deadline += _cp_sat_import_seconds()
     starts = _random_starts(groups, redundancy, rule, rng)
     best, best_overlap = None, None
     if starts:
@@ -820,6 +823,7 @@ def _assignment_route(groups, redundancy, domains, lower, deadline, seed, worker
             f"the assignment route keeps a count per (domain, shard type): {domains.count} domains x N = {groups} "
             f"is above the limit of {_MAX_COUNT_ENTRIES:,}; use fewer levels or method 'circulant'"
         )
+    deadline += _cp_sat_import_seconds()  # not charged to the time limit, as in spare_opt.sidon
     started = time.perf_counter()
     budget = deadline - started
     base = sidon(groups, redundancy, time_limit=max(0.05, budget / 4), seed=seed, workers=workers)
