@@ -351,9 +351,12 @@ def domain_safe(groups, redundancy, topology, *, levels=None, method="auto", tim
         Levels to be safe at; ``None`` for the first level of the topology.
     method : {"auto", "circulant", "assignment"}, default "auto"
         ``"circulant"``: offsets spaced by the largest domain, on an order of the
-        groups in which every domain is an interval (refused when there is none);
-        ``"assignment"``: rows of a Sidon layout assigned to groups by colouring and
-        CP-SAT; ``"auto"``: circulant when possible, else assignment.
+        groups in which every domain is an interval, or, when there is no such
+        order, offsets whose differences avoid every difference of two groups of a
+        common domain (refused when none is found); ``"assignment"``: rows of a
+        Sidon layout assigned to groups by colouring, swaps and CP-SAT; ``"auto"``:
+        circulant when possible (a third of the time for the second kind), else
+        assignment.
     time_limit : float, default 10.0
         Seconds for the searches (constructions are not limited); model building can
         overrun it by a fraction of a second.
@@ -391,7 +394,7 @@ def domain_safe(groups, redundancy, topology, *, levels=None, method="auto", tim
         Topology, the time limit is not a number.
     ParameterError
         Bad sizes, ``N`` different from the topology's, an unknown level or method,
-        ``method="circulant"`` for domains that are not intervals of any order.
+        ``method="circulant"`` when no circulant layout meets the domains.
     SolverError
         CP-SAT rejected a model, or the result failed its verification (a bug).
 
@@ -417,15 +420,19 @@ def domain_safe(groups, redundancy, topology, *, levels=None, method="auto", tim
     Sidon, its spacing changes), spaced sets mod ``N / d`` scaled by ``d`` when ``d``
     divides ``N``, then by CP-SAT: the difference model of :func:`spare_opt.sidon`
     with ``o_{i+m} - o_i >= d`` around the cycle.  Failing that, ``lambda`` is minimised
-    under the spacing (CP-SAT from the best spaced start).
+    under the spacing (CP-SAT from the best spaced start).  For domains that are not
+    intervals (crossing levels, groups in two domains) the same search looks for Sidon
+    offsets whose differences avoid the set ``F`` of differences of two groups of a
+    common domain (the model's difference variables take values outside ``F``).
 
     *Assignment route.*  A Sidon layout (:func:`spare_opt.sidon`) gives the rows; the
     groups are split into *cells* of groups with the same domains (interchangeable);
     rows are assigned to cells, as many as each cell has groups.  The start is an
     equitable colouring of the conflict graph (networkx, Kierstead-Kostochka) when the
-    domains are equal-sized cells and the graph has fewer than ``K`` colours' worth of
-    degree, else a greedy placement of each row in the cell where it meets the
-    fewest holders of its shard types.  CP-SAT then minimises the excess
+    domains are ``K`` equal-sized cells and the graph's maximum degree is below ``K``
+    (then each colour class is a domain-safe cell), else a greedy placement of each
+    row in the cell where it meets the fewest holders of its shard types.
+    Min-conflicts swaps of two rows' cells follow, then CP-SAT minimises the excess
     ``sum max(0, holders of t in D - m)`` over (domain, type) pairs, ``m`` the lower
     bound: on the whole model when small, else on neighbourhoods (large neighbourhood
     search: the cells of conflicting rows plus random cells, the other rows fixed).
@@ -734,6 +741,8 @@ def _interval_route(groups, redundancy, domains, order, lower, deadline, seed, w
     metadata.update(search)
     metadata.update(domain_route="circulant", domain_spacing=width)
     metadata["lambda"] = int(overlap)
+    # The spacing theorem (docs/domains.md): the multiplicity is the window count, the bound.
+    metadata["_claimed_multiplicity"] = lower if domains.count else 0
     return _circulant_layout(groups, offsets, None if identity else position, metadata)
 
 
@@ -750,6 +759,7 @@ def _difference_route(groups, redundancy, domains, deadline, seed, workers, meta
     metadata.update(search)
     metadata.update(domain_route="circulant", domain_forbidden_differences=int(forbidden.sum()))
     metadata["lambda"] = int(overlap)
+    metadata["_claimed_multiplicity"] = 1  # no offset difference is a difference inside a domain
     return _circulant_layout(groups, offsets, None, metadata)
 
 

@@ -225,7 +225,7 @@ def test_placements_in_trace_instants():
 
 
 def test_replay_with_a_placement_fails_whole_domains_and_matches_a_reference():
-    n, r = 16, 3
+    n = 16
     layout = Layout(circulant_stacks(n, [0, 1, 3]))
     racks = Topology.blocks(n, {"rack": 4})
     trace = parse_fault_events(_events([
