@@ -339,3 +339,18 @@ def test_replay_command_resolves_domain_placements_from_the_layout(tmp_path, rac
     assert doc["group_failures"] == 9 and doc["wipe_outs"] == 0 and doc["batches"] == 2
     bare = cli("replay", sidon(96, 4).save(tmp_path / "plain.json"), "--trace", trace, "--placement", place)
     assert bare.exit_code == 1 and "no topology is given" in bare.output
+
+
+def test_simulate_command_takes_a_placement(tmp_path):
+    trace = tmp_path / "trace.json"
+    trace.write_text(json.dumps(_events([("a", 1.0, "fault_start"), ("b", 2.0, "fault_start"),
+                                         ("c", 3.0, "fault_start")])))
+    place = tmp_path / "place.json"
+    Placement({"a": {"rack": "rack-0"}, "b": 9}, topology=Topology.blocks(400, {"rack": 8})).save(place)
+    args = ["simulate", "--preset", "trace-400", "--strategy", "spare", "-r", 9, "--seeds", 1, "--trace", trace,
+            "--ckpt-period", 3000, "--json"]
+    result = cli(*args, "--placement", place)
+    assert result.exit_code == 0, result.output
+    counts = json.loads(result.output)["trace"]
+    assert counts["used"] == 9 and counts["outside_cluster"] == 1 and counts["placement"].startswith("placement")
+    assert "not both" in cli(*args, "--placement", place, "--placement-seed", 1).output
