@@ -22,7 +22,7 @@ from . import _validation as check
 from ._results import Result
 from .domain_layouts import _checked_domains
 from .generators import DEFAULT_TIME_LIMIT, METHODS, generate
-from .monte_carlo import MAX_TRIALS, domain_monte_carlo
+from .montecarlo import MAX_TRIALS, domain_monte_carlo
 from .errors import ParameterError, ParameterTypeError
 from .layout import check_layout
 from .plan import MASKED, WIPE_OUT, lower_bound

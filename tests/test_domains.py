@@ -29,7 +29,7 @@ from spare_opt import (
     trace_instants,
 )
 from spare_opt.domains import _StackNumber
-from spare_opt.monte_carlo import _domain_events
+from spare_opt.montecarlo import _domain_events
 from spare_opt.domain_layouts import _checked_domains
 from spare_opt_cli.main import main
 
