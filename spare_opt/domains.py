@@ -14,7 +14,7 @@ References
 """
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -51,13 +51,13 @@ class DomainReport(Result):
         ``worst_pair``, ``wipe_out_pairs``, ``pairs_total``, ``pairs_evaluated``,
         ``pair_search``.
     seconds : float
-        Wall-clock time.
+        Wall-clock time (not compared by ``==``).
     """
 
     groups: int
     redundancy: int
     levels: dict
-    seconds: float = 0.0
+    seconds: float = field(default=0.0, compare=False)
 
     def to_dict(self):
         """JSON-ready dict: ``groups``, ``redundancy``, ``levels`` (per level as above), ``seconds``."""
