@@ -2,9 +2,9 @@
 
 Run from anywhere (``python instances/make_instances.py [--force]``); it writes
 
-* ``instances/failures-N400-seed0.json`` and the identical package copy
-  ``spare_opt/data/failures-N400-seed0.json``: the demo's generated failure sequence
-  for the 400-node traced cluster (``spare_opt.demo.default_trace_document``);
+* ``instances/failures-N400-seed0.json``: the demo's generated failure sequence for the
+  400-node traced cluster (``spare_opt.demo.default_trace_document``; the package
+  regenerates it from its seed, ``spare-opt demo --generated``);
 * ``instances/small/layout-N12-r3-sidon.json``: a 12-group Sidon layout (offsets 0, 1, 3);
 * ``instances/small/layout-N12-r3-consecutive.json``: the consecutive layout (0, 1, 2);
 * ``instances/small/failures-N12-seed1.json``: a generated 30-day sequence for 12 nodes;
@@ -26,11 +26,13 @@ ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
 from spare_opt import Layout  # noqa: E402
-from spare_opt.demo import DEFAULT_TRACE_NAME, default_trace_document  # noqa: E402
+from spare_opt.demo import default_trace_document  # noqa: E402
 from spare_opt.errors import OutputExistsError  # noqa: E402
 from spare_opt.trace import synthetic_fault_trace, write_fault_trace  # noqa: E402
 
 SMALL_GROUPS = 12
+#: File name of the demo's generated failure sequence.
+DEFAULT_TRACE_NAME = "failures-N400-seed0.json"
 
 
 def circulant(groups, offsets, method):
@@ -70,7 +72,6 @@ def main(argv=None):
     default = default_trace_document()
     jobs = [
         (HERE / DEFAULT_TRACE_NAME, lambda p: write_fault_trace(default, p, force=args.force)),
-        (ROOT / "spare_opt" / "data" / DEFAULT_TRACE_NAME, lambda p: write_fault_trace(default, p, force=args.force)),
         (small / "layout-N12-r3-sidon.json", lambda p: circulant(SMALL_GROUPS, [0, 1, 3], "sidon").save(p, force=args.force)),
         (small / "layout-N12-r3-consecutive.json",
          lambda p: circulant(SMALL_GROUPS, [0, 1, 2], "consecutive").save(p, force=args.force)),
