@@ -86,7 +86,7 @@ def stack_lower_bound(groups, failed):
     >>> stack_lower_bound(600, 0), stack_lower_bound(600, 300), stack_lower_bound(600, 301)
     (1, 2, 3)
     """
-    groups = check.integer("groups N", groups, minimum=1)
+    groups = check.integer("groups N", groups, minimum=1, maximum=check.MAX_GROUPS)
     failed = check.integer("failed groups k", failed, minimum=0, maximum=groups - 1)
     return lower_bound(groups, failed)
 
@@ -246,7 +246,7 @@ def r_star(groups):
     >>> r_star(200), r_star(600), r_star(1000)
     (8, 10, 10)
     """
-    groups = check.integer("groups N", groups, minimum=1)
+    groups = check.integer("groups N", groups, minimum=1, maximum=check.MAX_GROUPS)
     return max(1, min(groups, int(math.floor(math.log2(groups) + 0.833))))
 
 
