@@ -30,7 +30,8 @@ F_SHAPE = 8              # Weibull shape k of the inter-arrival times
 F_JITTER = 9             # standard deviation of the multiplicative jitter
 F_MAX_WALL = 10          # give up (unfinished run) after this many wall seconds
 F_PATCH_LAYERS = 11      # layers of patch compute per masked failure that hits a step
-N_FPARAMS = 12
+F_MAX_FAILURES = 12      # stop (R_CAPPED) after this many failures: the bound of the event loop
+N_FPARAMS = 13
 
 # ------------------------------------------------------------------ int parameters
 I_STEPS = 0              # training steps to complete
@@ -67,7 +68,8 @@ R_EPOCHS_USED = 12       # trajectories consumed (synthetic failures)
 R_NEED_MORE = 13         # 1.0 when the trajectory pool ran out (rerun with more)
 R_CHECKPOINTS = 14       # checkpoints completed
 R_FAILURES = 15          # failures that struck (masked + wipe-outs + absorbed)
-N_RESULTS = 16
+R_CAPPED = 16            # 1.0 when the run stopped at F_MAX_FAILURES failures (the caller refuses it)
+N_RESULTS = 17
 
 
 @kernel
@@ -103,13 +105,18 @@ def _outcome(strategy, trace_mode, k, epoch, trace_pos, stack_traj, wipe_index, 
 
 @kernel
 def _record_failure(out, strategy, trace_mode, k, epoch, trace_pos, stack_traj, wipe_index, trace_stack,
-                    trace_wipe, trace_times, next_fail):
+                    trace_wipe, trace_times, next_fail, max_failures):
     """Count failure ``k`` of the epoch, look up its outcome and, in trace mode, move to the next trace failure.
 
     Returns ``(is_wipe, new_stack, need_more, trace_pos, next_fail)``; ``need_more`` also
-    sets ``out[R_NEED_MORE]`` (the caller returns ``out`` at once).
+    sets ``out[R_NEED_MORE]`` (the caller returns ``out`` at once).  Beyond
+    ``max_failures`` failures it sets ``out[R_CAPPED]`` and returns ``need_more`` too:
+    the event loop always ends.
     """
     out[R_FAILURES] += 1.0
+    if out[R_FAILURES] > max_failures:
+        out[R_CAPPED] = 1.0
+        return False, np.int64(1), True, trace_pos, next_fail
     is_wipe, new_stack, need_more = _outcome(strategy, trace_mode, k, epoch, trace_pos, stack_traj,
                                              wipe_index, trace_stack, trace_wipe)
     if need_more:
@@ -166,6 +173,7 @@ def run_kernel(fparams, iparams, stack_traj, wipe_index, trace_times, trace_stac
     sd = fparams[F_JITTER]
     max_wall = fparams[F_MAX_WALL]
     patch_layers = fparams[F_PATCH_LAYERS]
+    max_failures = fparams[F_MAX_FAILURES]
     steps = iparams[I_STEPS]
     groups = iparams[I_GROUPS]
     strategy = iparams[I_STRATEGY]
@@ -217,7 +225,7 @@ def run_kernel(fparams, iparams, stack_traj, wipe_index, trace_times, trace_stac
             k += 1
             is_wipe, new_stack, need_more, trace_pos, next_fail = _record_failure(
                 out, strategy, trace_mode, k, epoch, trace_pos, stack_traj, wipe_index, trace_stack, trace_wipe,
-                trace_times, next_fail)
+                trace_times, next_fail, max_failures)
             if need_more:
                 return out
             if is_wipe:
@@ -265,7 +273,7 @@ def run_kernel(fparams, iparams, stack_traj, wipe_index, trace_times, trace_stac
                 k += 1
                 is_wipe, new_stack, need_more, trace_pos, next_fail = _record_failure(
                     out, strategy, trace_mode, k, epoch, trace_pos, stack_traj, wipe_index, trace_stack, trace_wipe,
-                    trace_times, next_fail)
+                    trace_times, next_fail, max_failures)
                 if need_more:
                     return out
                 if is_wipe:
@@ -333,6 +341,9 @@ def run_kernel(fparams, iparams, stack_traj, wipe_index, trace_times, trace_stac
                     # absorbed: the restart replaces the failed node
                     out[R_FAILURES] += 1.0
                     out[R_ABSORBED] += 1.0
+                    if out[R_FAILURES] > max_failures:
+                        out[R_CAPPED] = 1.0
+                        return out
                     if trace_mode:
                         trace_pos += 1
                         next_fail = trace_times[trace_pos] if trace_pos < n_trace else np.inf
@@ -343,7 +354,7 @@ def run_kernel(fparams, iparams, stack_traj, wipe_index, trace_times, trace_stac
                 k += 1
                 is_wipe, new_stack, need_more, trace_pos, next_fail = _record_failure(
                     out, strategy, trace_mode, k, epoch, trace_pos, stack_traj, wipe_index, trace_stack, trace_wipe,
-                    trace_times, next_fail)
+                    trace_times, next_fail, max_failures)
                 if need_more:
                     return out
                 if not trace_mode:
