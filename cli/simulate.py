@@ -2,6 +2,7 @@
 
 
 import click
+import numpy as np
 
 from spare_opt.parameters import PRESETS, STRATEGIES, parse_overrides, preset_parameters
 from spare_opt.simulate import default_redundancy, simulate_seeds, summarise
@@ -118,7 +119,7 @@ def command(ctx, preset, groups, strategy, redundancy, ckpt_period, seeds, trace
             "runs": [run.to_dict() for run in runs],
         })
         return
-    click.echo(_format(preset, strategy, groups, runs, summary))
+    click.echo(_format(preset, strategy, groups, runs, summary, params.max_wall_factor))
 
 
 def _refuse_unused_options(ctx, strategy, trace_path, overrides):
@@ -160,22 +161,27 @@ def _refuse_unused_options(ctx, strategy, trace_path, overrides):
                                   "--scheduler local)")
 
 
-def _format(preset, strategy, groups, runs, summary):
+def _format(preset, strategy, groups, runs, summary, max_wall_factor):
     first = runs[0]
     name = {"ckpt": "CKPT only", "rep": f"Rep+CKPT r={first.redundancy}",
             "spare": f"SPARe+CKPT r={first.redundancy}"}[strategy]
+    period = first.checkpoint_period_seconds
     lines = [
-        f"{name}, N={groups}, preset {preset}, T_c={first.checkpoint_period_seconds:.0f} s, "
-        f"{summary['runs']} seeds",
+        f"{name}, N={groups}, preset {preset}, T_c={period:.0f} s, " if period < 1e15 else
+        f"{name}, N={groups}, preset {preset}, T_c={period:.3g} s, ",
         f"T0 (fault-free) = {first.fault_free_seconds / 86400:.2f} days",
     ]
+    lines[0] += f"{summary['runs']} seeds"
     if summary["unfinished"]:
+        # The cap, not wall / T0: a restart under way when the cap passes overshoots it.
         lines.append(f"{summary['unfinished']} of {summary['runs']} runs did not finish within the wall-time cap "
-                     f"(TTT/T0 > {first.wall_seconds / first.fault_free_seconds:.0f})")
+                     f"(TTT/T0 > {max_wall_factor:g})")
 
     def row(label, key, fmt):
         stat = summary[key]
         low, high = stat["ci95"]
+        if not np.isfinite(stat["mean"]):  # unfinished runs: an infinite time-to-train
+            return f"  {label:<22}{'unfinished':>6}   ({stat['ci_note']})"
         if stat["ci_note"] is not None:  # one seed, unfinished runs, too few seeds for the bounds
             return f"  {label:<22}{fmt.format(stat['mean'])}   ({stat['ci_note']})"
         how = " bootstrap" if stat["ci_method"] == "bootstrap" else ""
