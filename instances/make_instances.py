@@ -3,8 +3,8 @@
 Run from anywhere (``python instances/make_instances.py [--force]``); it writes
 
 * ``instances/failures-N400-seed0.json``: the demo's generated failure sequence for the
-  400-node traced cluster (``spare_opt.demo.default_trace_document``; the package
-  regenerates it from its seed, ``spare-opt demo --generated``);
+  400-node traced cluster (``spare_opt.demo.default_trace_document``, what
+  ``spare-opt demo --generated`` replays);
 * ``instances/small/layout-N12-r3-sidon.json``: a 12-group Sidon layout (offsets 0, 1, 3);
 * ``instances/small/layout-N12-r3-consecutive.json``: the consecutive layout (0, 1, 2);
 * ``instances/small/failures-N12-seed1.json``: a generated 30-day sequence for 12 nodes;
@@ -94,7 +94,7 @@ def main(argv=None):
     small.mkdir(exist_ok=True)
     default = default_trace_document()
     jobs = [
-        (HERE / DEFAULT_TRACE_NAME, lambda p: write_fault_trace(default, p, force=args.force)),
+        (HERE / "failures-N400-seed0.json", lambda p: write_fault_trace(default, p, force=args.force)),
         (small / "layout-N12-r3-sidon.json", lambda p: circulant(SMALL_GROUPS, [0, 1, 3], "sidon").save(p, force=args.force)),
         (small / "layout-N12-r3-consecutive.json",
          lambda p: circulant(SMALL_GROUPS, [0, 1, 2], "consecutive").save(p, force=args.force)),

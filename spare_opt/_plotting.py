@@ -57,7 +57,7 @@ def plot_monte_carlo(result, path, force=False):
 
     Parameters
     ----------
-    result : spare_opt.analysis.MonteCarloResult
+    result : spare_opt.MonteCarloResult
     path : str or os.PathLike
         PNG file to write.
     force : bool, default False
@@ -108,7 +108,7 @@ def plot_sweep(result, path, force=False):
 
     Parameters
     ----------
-    result : spare_opt.analysis.SweepResult
+    result : spare_opt.SweepResult
     path : str or os.PathLike
     force : bool, default False
 

@@ -100,9 +100,10 @@ def integer(name, value, *, minimum=None, maximum=None, error=ParameterError):
         raise ParameterTypeError(f"{name} must be an integer, got {_shown(value)}")
     value = int(value)
     if minimum is not None and value < minimum:
-        raise error(f"{name} must be >= {minimum}, got {int_text(value)}")
+        raise error(f"{name} must be >= {int_text(minimum)}, got {int_text(value)}")
     if maximum is not None and value > maximum:
-        raise error(f"{name} must be <= {maximum:,}, got {int_text(value)}")
+        shown = f"{maximum:,}" if abs(maximum) < 10**30 else int_text(maximum)
+        raise error(f"{name} must be <= {shown}, got {int_text(value)}")
     return value
 
 

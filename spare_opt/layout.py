@@ -27,7 +27,7 @@ LAYOUT_FORMAT = "spare-layout"
 LAYOUT_VERSION = 1
 
 
-def check_size(groups, redundancy):
+def check_size(groups, redundancy, *, max_groups=check.MAX_GROUPS):
     """Check a cluster size ``N`` and redundancy ``r``; return them as Python ints.
 
     Parameters
@@ -36,6 +36,9 @@ def check_size(groups, redundancy):
         Number of DP groups ``N``.
     redundancy : int
         Redundancy ``r``: shard types held by each group.
+    max_groups : int or None, default ``2**31 - 1``
+        Largest ``N``: group ids are 32-bit integers in every array of spare-opt.
+        ``None`` for formulas that hold for any ``N`` (:mod:`spare_opt.theory`).
 
     Returns
     -------
@@ -47,12 +50,13 @@ def check_size(groups, redundancy):
     ParameterTypeError
         ``N`` or ``r`` is not an integer.
     ParameterError
-        ``N < 1``, ``N > 2**31 - 1`` (group ids are 32-bit), ``r < 1`` or ``r > N``.
+        ``N < 1``, ``N > max_groups``, ``r < 1`` or ``r > N``.
     """
-    groups = check.integer("groups N", groups, minimum=1, maximum=check.MAX_GROUPS)
+    groups = check.integer("groups N", groups, minimum=1, maximum=max_groups)
     redundancy = check.integer("redundancy r", redundancy, minimum=1)
     if redundancy > groups:
-        raise ParameterError(f"redundancy r must be <= N (a group holds r distinct shard types), got r={redundancy} > N={groups}")
+        raise ParameterError("redundancy r must be <= N (a group holds r distinct shard types), got "
+                             f"r={check.int_text(redundancy)} > N={check.int_text(groups)}")
     return groups, redundancy
 
 

@@ -170,6 +170,9 @@ def test_kind1_cli_options_refuse_a_too_long_integer(tmp_path, l7, args):
     (lambda: Layout(np.zeros((1, 1), dtype=int), offsets=[10**5000]), LayoutError),
     (lambda: preset_parameters("paper-600k", 200, steps=10**5000), ParameterError),
     (lambda: check.number("x", 10**5000), ParameterError),
+    (lambda: spare_opt.theory.mu(10**5000, 2), ParameterError),
+    (lambda: spare_opt.theory.stack_lower_bound(10**5000, 10**5000), ParameterError),
+    (lambda: spare_opt.sweep(7, r_min=10**5000, r_max=3, trials=1), ParameterError),
 ])
 def test_kind1_api_messages_never_convert_a_huge_integer(call, error):
     # Formatting such an int into a message used to raise ValueError (the conversion limit).
@@ -480,10 +483,11 @@ def test_kind7_api_refuses_arguments_the_run_would_ignore():
     trace = parse_fault_events([ev("a", 1.0)])
     with pytest.raises(ParameterError, match="placement_seed"):
         simulate(params, "spare", 9, placement_seed=1)
-    with pytest.raises(ParameterError, match="does not use one"):
-        simulate(params, "rep", 3, layout=consecutive(200, 3))
-    with pytest.raises(ParameterError, match="does nothing with strategy 'ckpt'"):
-        simulate(params, "ckpt", 3)
+    # What a loop over every strategy passes: the run is the one asked for, with a warning.
+    with pytest.warns(UserWarning, match="layout is ignored"):
+        assert simulate(params, "rep", 3, layout=consecutive(200, 3)) == simulate(params, "rep", 3)
+    with pytest.warns(UserWarning, match="redundancy 3 is ignored"):
+        assert simulate(params, "ckpt", 3) == simulate(params, "ckpt")
     with pytest.raises(ParameterError, match="trace_time_scale"):
         simulate(preset_parameters("paper-600k", 200, steps=50, trace_time_scale=0.5), "ckpt")
     with pytest.raises(ParameterError, match="trace_time_scale"):
@@ -559,7 +563,7 @@ def test_kind8_contradictory_csv_rows_are_refused(tmp_path, text, unit, needle):
 
 # ====================================================== also found in the issue
 def test_intervals_of_two_seeds_stay_within_the_possible_range():
-    from spare_opt.simulate import simulate_seeds, summarise
+    from spare_opt.simulation import simulate_seeds, summarise
 
     params = preset_parameters("paper-600k", 200, steps=300)
     summary = summarise(simulate_seeds(params, "spare", 3, seeds=2))

@@ -23,7 +23,7 @@ uniformly random sequence without repetition, the stack-number trajectory of eac
 restart epoch is computed up front from one random permutation
 (:func:`spare_opt.stack_number_trajectories`), and the event loop itself is a numba
 kernel (``spare_opt._simulate_kernels``) over flat arrays.  Parameters and presets
-live in :mod:`spare_opt.parameters`; the machinery shared with :mod:`spare_opt.tune`
+live in :mod:`spare_opt.parameters`; the machinery shared with :mod:`spare_opt.tuning`
 in ``spare_opt._runs``.
 
 Time accounting of a run (all in seconds, wall clock)::
@@ -52,6 +52,7 @@ References
 .. [3] Shou et al., arXiv:2502.03885 (the InfiniteHBD fault trace format).
 """
 
+import warnings
 
 import numpy as np
 
@@ -108,7 +109,7 @@ def simulate(params, strategy, redundancy=None, *, checkpoint_period_seconds=Non
         :func:`default_redundancy` (3 for replication, ``r*`` for SPARe).
     checkpoint_period_seconds : float or None
         ``T_c``, seconds of progress between checkpoints; ``None``: the closed-form
-        ``T_c*`` (:func:`spare_opt.tune.closed_form_period`; for a trace, with the
+        ``T_c*`` (:func:`spare_opt.tuning.closed_form_period`; for a trace, with the
         trace's own system MTBF, :func:`trace_system_mtbf_seconds`).
     seed : int
         Seed of the failure process, the failure order and the jitter.
@@ -135,10 +136,9 @@ def simulate(params, strategy, redundancy=None, *, checkpoint_period_seconds=Non
         non-positive checkpoint period, a negative ``seed``, or (without a trace) more
         than :data:`MAX_EXPECTED_FAILURES` failures expected before the wall-time cap
         ``max_wall_factor * T0``, or a run that draws more than ``MAX_RUN_FAILURES``
-        failures or ``MAX_RUN_EPOCHS`` restarts (the bounds of its loops).  An
-        argument the run would ignore is refused too: ``placement_seed`` or
-        ``params.trace_time_scale != 1`` without a trace, a ``layout`` for a strategy
-        other than ``"spare"``, a ``redundancy`` other than 1 for ``"ckpt"``.
+        failures or ``MAX_RUN_EPOCHS`` restarts (the bounds of its loops); or
+        ``placement_seed`` or ``params.trace_time_scale != 1`` without a trace (the
+        run would ignore them).
     TraceError
         The trace's times overflow a float in seconds (:func:`trace_seconds`), or it
         gives no mean time between failures for the default period.
@@ -150,6 +150,12 @@ def simulate(params, strategy, redundancy=None, *, checkpoint_period_seconds=Non
     >>> run = simulate(params, "spare", 8, seed=0)
     >>> run.finished, 1.0 < run.ttt_ratio < 5.0
     (True, True)
+
+    Warns
+    -----
+    UserWarning
+        A ``layout`` for a strategy other than ``"spare"``, or a ``redundancy`` other
+        than 1 for ``"ckpt"``: ignored (generic code passes them to every strategy).
 
     Notes
     -----
@@ -231,7 +237,16 @@ def simulate_seeds(params, strategy, redundancy=None, *, seeds=10, first_seed=0,
 
 
 def _check_used(params, strategy, redundancy, layout, trace, placement_seed):
-    """Refuse arguments the run would ignore: they describe a run that is not the one simulated."""
+    """Arguments the run would ignore: an error when they describe a trace run that is not
+    happening, a warning when generic code passes them to every strategy.
+
+    ``placement_seed`` and ``params.trace_time_scale != 1`` without a trace describe a
+    trace replay: the numbers would be taken for one, so they are refused.  A
+    ``redundancy`` for ``"ckpt"`` or a ``layout`` for a strategy other than ``"spare"``
+    is what a loop over :data:`~spare_opt.parameters.STRATEGIES` passes to every
+    strategy; the run is exactly the strategy asked for, so a ``UserWarning`` (on stderr)
+    says the argument is ignored.
+    """
     check.choice("strategy", strategy, STRATEGIES)
     if trace is None:
         if placement_seed is not None:
@@ -240,10 +255,11 @@ def _check_used(params, strategy, redundancy, layout, trace, placement_seed):
             raise ParameterError(f"params.trace_time_scale = {params.trace_time_scale:g} applies to trace runs "
                                  "only; without a trace it would do nothing")
     if layout is not None and strategy != "spare":
-        raise ParameterError(f"layout is a SPARe layout; strategy {strategy!r} does not use one")
-    if strategy == "ckpt" and redundancy is not None and not (check.integer("redundancy r", redundancy) == 1):
-        raise ParameterError(f"redundancy {redundancy} does nothing with strategy 'ckpt' (checkpointing alone "
-                             "has r = 1)")
+        warnings.warn(f"layout is ignored: it is a SPARe layout and strategy {strategy!r} does not use one",
+                      UserWarning, stacklevel=3)
+    if strategy == "ckpt" and redundancy is not None and check.integer("redundancy r", redundancy) != 1:
+        warnings.warn(f"redundancy {redundancy} is ignored: checkpointing alone (strategy 'ckpt') has r = 1",
+                      UserWarning, stacklevel=3)
 
 
 def _period(params, strategy, redundancy, layout, trace, checkpoint_period_seconds):

@@ -2,7 +2,7 @@
 
 * :func:`closed_form` - the paper's ``r* = floor(log2 N + 0.833)`` and the Young/Daly
   period ``T_c* = T_s + sqrt(T_s^2 + 2 T_s (T_f + T_r))`` (:mod:`spare_opt.theory`);
-* :func:`tune` - a simulation search (:mod:`spare_opt.simulate`) over ``r`` and ``T_c``
+* :func:`tune` - a simulation search (:mod:`spare_opt.simulation`) over ``r`` and ``T_c``
   for replication and SPARe (and the checkpoint-only baseline) that minimises the mean
   time-to-train over seeds, with 95% confidence intervals; the result is laid out like
   the paper's table (Lee et al., ICML 2026, Sec. 6).
@@ -40,7 +40,7 @@ from .parameters import (
     get_preset,
     preset_parameters,
 )
-from .simulate import summarise
+from .simulation import summarise
 
 __all__ = [
     "PAPER_TABLE",
@@ -105,7 +105,7 @@ class TuneResult(Result):
     strategies : dict
         ``"rep"``, ``"spare"`` (and ``"ckpt"``) to a dict with ``best_ttt_ratio``,
         ``best_ttt_ci95`` (``[nan, nan]`` when no interval can be given, and then
-        ``best_ttt_ci_note`` says why, :func:`spare_opt.simulate.summarise`), ``best_r``, ``best_period_seconds``, ``availability`` (mean at
+        ``best_ttt_ci_note`` says why, :func:`spare_opt.simulation.summarise`), ``best_r``, ``best_period_seconds``, ``availability`` (mean at
         the best configuration), ``mean_stack_number``, ``restarts``, ``unfinished`` and
         ``curve``: per ``r`` the best ``T_c``'s ``ttt_ratio`` (mean), ``ci95``,
         ``availability`` and ``period_seconds``, plus ``periods``: every ``T_c`` tried.
