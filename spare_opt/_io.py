@@ -278,11 +278,13 @@ class _DuplicateKey(Exception):
 
 def _unique_keys(pairs):
     """``object_pairs_hook``: the object as a dict, refusing a key given twice."""
-    result = {}
-    for key, value in pairs:
-        if key in result:
-            raise _DuplicateKey(key)
-        result[key] = value
+    result = dict(pairs)
+    if len(result) != len(pairs):  # rare: find the first key given twice
+        seen = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _DuplicateKey(key)
+            seen.add(key)
     return result
 
 

@@ -514,8 +514,8 @@ def parse_fault_events(doc, source="<memory>"):
         raw.starts.append(is_start)
         raw.ids.append(node_id)
         raw.classes.append(fault_class)
-        raw.where.append(f"event {i}")
-        raw.partner.append(-1)
+    raw.where = None  # JSON events are named by their position: "event 12" (made when needed)
+    raw.partner = [-1] * len(raw.times)
     if cluster_nodes is not None:
         distinct = len(set(raw.ids))
         if distinct > cluster_nodes:
@@ -536,7 +536,10 @@ def _build_trace(raw, *, source, fmt, cluster_nodes=None, metadata=None, node_do
     times = np.asarray(raw.times, dtype=np.float64).reshape(count)
     starts = np.asarray(raw.starts, dtype=bool).reshape(count)
     partner = np.asarray(raw.partner, dtype=np.int64).reshape(count)
-    ids, classes, where = raw.ids, raw.classes, raw.where
+    ids, classes = raw.ids, raw.classes
+
+    def where(i):
+        return f"event {i}" if raw.where is None else raw.where[i]
 
     with np.errstate(over="ignore"):
         span_finite = count == 0 or np.isfinite(times.max() - times.min())
@@ -578,7 +581,7 @@ def _build_trace(raw, *, source, fmt, cluster_nodes=None, metadata=None, node_do
             irregular.append(
                 IrregularEvent(
                     int(position[i]), int(i), "out-of-order",
-                    f"{where[i]}: {'fault_start' if starts[i] else 'fault_end'} at day {float(times[i])} for node "
+                    f"{where(i)}: {'fault_start' if starts[i] else 'fault_end'} at day {float(times[i])} for node "
                     f"{_shown_text(ids[i])} comes after an event at day {float(running_max[i - 1])} in the file: "
                     "sorted into place",
                 )
@@ -593,7 +596,6 @@ def _build_trace(raw, *, source, fmt, cluster_nodes=None, metadata=None, node_do
             continue  # the end of a CSV row whose start was ignored
         node = int(provisional[k])
         file_i = int(order[k])
-        name = _shown_text(names[node])
         if starts_sorted[k]:
             if node in down_since:
                 since_k = down_since[node]
@@ -605,8 +607,8 @@ def _build_trace(raw, *, source, fmt, cluster_nodes=None, metadata=None, node_do
                 irregular.append(
                     IrregularEvent(
                         k, file_i, "start-while-down",
-                        f"{where[file_i]}: fault_start ({classes_sorted[k]}) at day {float(times_sorted[k])} for node "
-                        f"{name}, already down since day {float(times_sorted[since_k])} ({classes_sorted[since_k]}): "
+                        f"{where(file_i)}: fault_start ({classes_sorted[k]}) at day {float(times_sorted[k])} for node "
+                        f"{_shown_text(names[node])}, already down since day {float(times_sorted[since_k])} ({classes_sorted[since_k]}): "
                         f"{what}",
                     )
                 )
@@ -625,8 +627,8 @@ def _build_trace(raw, *, source, fmt, cluster_nodes=None, metadata=None, node_do
                 irregular.append(
                     IrregularEvent(
                         k, file_i, "end-without-start",
-                        f"{where[file_i]}: fault_end ({classes_sorted[k]}) at day {float(times_sorted[k])} for node "
-                        f"{name}, which is not down ({context}): ignored",
+                        f"{where(file_i)}: fault_end ({classes_sorted[k]}) at day {float(times_sorted[k])} for node "
+                        f"{_shown_text(names[node])}, which is not down ({context}): ignored",
                     )
                 )
     irregular.sort(key=lambda e: (e.index, e.kind))
