@@ -623,7 +623,7 @@ class FitResult(Result):
         ``window_minutes``; ``same_instant`` and ``within_window``: events,
         multi-node events and their fraction, node faults in them and their
         fraction, the largest event (``largest_nodes``, ``largest_day``);
-        ``event_sizes``: ``{size: events}`` within the window.
+        ``event_size_counts``: events within the window that take 1, 2, ... nodes.
     nodes_down : dict
         ``mean`` (time-weighted), ``mean_fraction``, ``peak``, ``peak_day``,
         ``fraction_of_time_any_down``.
@@ -850,8 +850,7 @@ def fit_trace(trace, *, nodes=None, window_minutes=DEFAULT_WINDOW_MINUTES, start
         "window_minutes": window_minutes,
         "same_instant": _correlation_summary(instants),
         "within_window": _correlation_summary(events),
-        "event_sizes": {int(size): int(count) for size, count in
-                        zip(*np.unique(events["sizes"], return_counts=True))},
+        "event_size_counts": np.bincount(events["sizes"])[1:].tolist(),
     }
     node_counts = _node_counts(trace, start_mask, cluster["nodes"])
     if repairs["below_resolution"]:
@@ -933,8 +932,11 @@ def _pair_faults(trace, usable):
             node_of.append(node)
             starts.append(float(times[k]))
             ends.append(math.nan)
-        else:
-            ends[opened.pop(node)] = float(times[k])  # the reader guarantees the node is down
+        elif node in opened:
+            ends[opened.pop(node)] = float(times[k])
+        else:  # read_fault_trace flags such an end as ignored; another producer of FaultTrace might not
+            raise TraceError(f"{trace.source}: fault_end at day {float(times[k])} for node {trace.node_ids[node]}, "
+                             "which is not down, is not flagged as ignored")
     return np.asarray(node_of, dtype=np.int64), np.asarray(starts), np.asarray(ends)
 
 
@@ -1002,8 +1004,11 @@ def _dispersions(events):
     cv2 = float(gaps.var(ddof=1) / gaps.mean() ** 2)
     faults = events["faults"].astype(np.float64)
     fault_dispersion = float(faults.var(ddof=1) / faults.mean() + faults.mean() * cv2)
-    method = ("Poisson chi-square (Garwood) on the effective count n / D, D from renewal theory (Cox 1962): "
-              f"D = {cv2:.3g} for events (CV^2 of the gaps), {fault_dispersion:.3g} for node faults")
+    # Regular (under-dispersed) failures are implausible and D from a few gaps is noisy:
+    # an interval is never narrower than the Poisson one.
+    cv2, fault_dispersion = max(1.0, cv2), max(1.0, fault_dispersion)
+    method = ("Poisson chi-square (Garwood) on the effective count n / D, D from renewal theory (Cox 1962), "
+              f"at least 1: D = {cv2:.3g} for events (CV^2 of the gaps), {fault_dispersion:.3g} for node faults")
     return cv2, fault_dispersion, method
 
 
@@ -1068,6 +1073,8 @@ def _weibull_profile(gaps, window):
         return float(logsumexp(terms)) - math.log(n)
 
     def profile(shape):
+        if not shape > 0:  # exp(log k) underflowed far out in a search
+            return -math.inf
         return n * math.log(shape) + (shape - 1.0) * total - n * log_mean_power(shape) - n
 
     def scale(shape):
@@ -1081,15 +1088,16 @@ def _truncated_weibull_mean(shape, scale, window):
 
     ``w + exp(u) (scale / k) Gamma(1/k) Q(1/k, u)`` with ``u = (w / scale)^k`` and
     ``Q`` the regularised upper incomplete gamma function; for ``u > 500`` the
-    conditional excess is ``1 / hazard(w)`` to first order.
+    conditional excess is ``1 / hazard(w) = w / (k u)`` to first order.
     """
     from scipy.special import gamma, gammaincc
 
     if window <= 0:
         return scale * math.gamma(1.0 + 1.0 / shape)
-    u = (window / scale) ** shape
-    if u > 500.0:
-        return window + scale**shape * window ** (1.0 - shape) / shape
+    log_u = shape * (math.log(window) - math.log(scale))
+    if log_u > math.log(500.0):
+        return window + window * math.exp(-log_u) / shape
+    u = math.exp(log_u)
     return window + math.exp(u) * (scale / shape) * float(gamma(1.0 / shape) * gammaincc(1.0 / shape, u))
 
 
@@ -1100,17 +1108,19 @@ def _weibull_scale_for_mean(mean, shape, window):
     plain = mean / math.gamma(1.0 + 1.0 / shape)
     if window <= 0:
         return plain
-    # The truncated mean grows with the scale, from the window (scale -> 0) to above
-    # ``mean`` at the untruncated scale; search on log(scale).
-    low = math.log(window) - 500.0 ** (1.0 / shape) if shape < 1 else math.log(window) - 30.0
 
-    def excess(log_scale):
+    def excess(log_scale):  # grows with the scale: the window at scale 0, above the mean at ``plain``
         return _truncated_weibull_mean(shape, math.exp(log_scale), window) - mean
 
-    low = max(low, math.log(plain) - 700.0)
-    if excess(low) >= 0:  # the mean is within rounding of the window
-        return math.exp(low)
-    return math.exp(optimize.brentq(excess, low, math.log(plain), xtol=1e-14, rtol=1e-14))
+    high = math.log(plain)
+    if excess(high) <= 0:  # the window is negligible
+        return plain
+    low = min(high, math.log(window) - math.log(500.0) / shape)
+    for _ in range(_BRACKET_STEPS):
+        if excess(low) < 0:
+            return math.exp(optimize.brentq(excess, low, high, xtol=1e-14, rtol=1e-14))
+        low -= 10.0 / shape
+    return math.exp(low)  # the mean is within rounding of the window
 
 
 def _profile_bounds(profile, estimate, maximum, confidence, step):
@@ -1184,7 +1194,7 @@ def _interarrival(events, window_days, confidence):
         p_value_shape_below_1=p_below,
         bursty=bool(shape < 1.0 and p_below < 1.0 - confidence),
     )
-    if gaps.size >= 4:
+    if gaps.size >= 4 and np.unique(gaps[:-1]).size > 1 and np.unique(gaps[1:]).size > 1:
         rho = stats.spearmanr(gaps[:-1], gaps[1:])
         result.update(lag1_rank_correlation=float(rho.statistic), lag1_p_value=float(rho.pvalue))
     else:
@@ -1389,7 +1399,7 @@ def _build_model(trace, nodes, events, observation, interarrival, repairs, repai
         missing.append(f"the repair distribution ({repairs.get('reason')})")
     if missing:
         return None, "no failure model: cannot estimate " + "; ".join(missing)
-    sizes = np.bincount(events["sizes"], minlength=2)[1:]
+    sizes = np.bincount(events["sizes"])[1:]
     closed = ~np.isnan(fault_end)
     model = FailureModel(
         cluster_nodes=nodes,
