@@ -178,8 +178,11 @@ def monte_carlo(layout, *, trials=200, seed=0, workers=1, executor=None, progres
     --------
     >>> from spare_opt import monte_carlo, sidon
     >>> result = monte_carlo(sidon(100, 6), trials=50, seed=1)
-    >>> round(result.mu), result.sbar > 2
-    (47, True)
+    >>> round(result.mu), round(result.sbar, 2)
+    (44, 2.0)
+    >>> low, high = result.mu_ci95  # the closed form mu(N, r) lies inside the 95% interval
+    >>> round(result.closed_form_mu, 1), bool(low < result.closed_form_mu < high)
+    (43.1, True)
 
     Notes
     -----
