@@ -506,3 +506,18 @@ def test_real_trace_magnitudes():
     assert (same["largest_nodes"], win["largest_nodes"]) == (8, 14)
     assert r.interarrival["bursty"] and r.interarrival["weibull_shape"].high < 1
     assert r.model is not None and r.model.repair_distribution == "empirical"
+
+
+def test_nodes_are_drawn_uniformly_among_the_live_ones():
+    from spare_opt.fit import _pick_live
+
+    rng = np.random.default_rng(4)
+    up_at = np.array([0.0, 5.0, 0.0, 0.0, 9.0, 0.0])  # nodes 1 and 4 are down at time 1
+    counts = np.zeros(6)
+    for _ in range(4000):
+        hit = _pick_live(rng, up_at, 1.0, 2)
+        assert len(hit) == len(set(hit)) == 2 and not {1, 4} & set(hit)
+        counts[hit] += 1
+    assert stats.chisquare(counts[[0, 2, 3, 5]]).pvalue > 0.001
+    assert sorted(_pick_live(rng, up_at, 1.0, 10)) == [0, 2, 3, 5]  # fewer live nodes than asked
+    assert _pick_live(rng, np.full(3, 2.0), 1.0, 1) == []  # every node down: the event is lost
