@@ -418,7 +418,6 @@ class FailureModel(Result):
         times = self._event_times(rng, horizon, expected)
         sizes = self.sample_event_sizes(rng, times.size)
         width = len(str(self.cluster_nodes - 1))
-        names = [f"node-{i:0{width}d}" for i in range(self.cluster_nodes)]
         up_at = np.zeros(self.cluster_nodes)  # instant each node is up again
         rows = []  # (time_seconds, sequence, node, is_start)
         lost = 0
@@ -448,7 +447,7 @@ class FailureModel(Result):
                 "model": self.to_dict(),
             },
             "events": [
-                {"node_id": names[node], "event_time": time / SECONDS_PER_DAY,
+                {"node_id": f"node-{node:0{width}d}", "event_time": time / SECONDS_PER_DAY,
                  "event_type": "fault_start" if start else "fault_end", "fault_type": dict(kind)}
                 for time, _, node, start in rows
             ],
@@ -1398,17 +1397,21 @@ def _safe_exp(value):
 def _node_counts(trace, start_mask, nodes):
     from scipy import stats
 
-    counts = np.bincount(np.asarray(trace.node)[start_mask], minlength=nodes)
+    # Counts of the named nodes only; the other nodes of the cluster have 0 (no array of
+    # the cluster's size, which --nodes could make huge).
+    counts = np.bincount(np.asarray(trace.node)[start_mask], minlength=trace.n_nodes)
     faults = int(counts.sum())
+    failed = int((counts > 0).sum())
     mean = faults / nodes
     result = {
-        "nodes_failed": int((counts > 0).sum()),
-        "nodes_never_failed": int((counts == 0).sum()),
+        "nodes_failed": failed,
+        "nodes_never_failed": nodes - failed,
         "expected_never_failed_if_uniform": nodes * math.exp(-mean),
         "max_faults_one_node": int(counts.max()),
     }
     if nodes >= 2:
-        index = float(counts.var(ddof=1) / mean)
+        squares = int((counts.astype(np.int64) ** 2).sum())
+        index = (squares - faults * mean) / (nodes - 1) / mean  # sample variance / mean
         result.update(dispersion_index=index, p_value=float(stats.chi2.sf(index * (nodes - 1), nodes - 1)))
     else:
         result.update(dispersion_index=math.nan, p_value=math.nan)

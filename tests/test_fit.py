@@ -137,6 +137,11 @@ def test_tiny_trace_by_hand():
     n = r.node_counts
     assert (n["nodes_failed"], n["nodes_never_failed"], n["max_faults_one_node"]) == (3, 1, 3)
     assert n["expected_never_failed_if_uniform"] == pytest.approx(4 * math.exp(-7 / 4))
+    counts = np.array([3, 2, 2, 0])
+    assert n["dispersion_index"] == pytest.approx(counts.var(ddof=1) / counts.mean())
+    assert n["p_value"] == pytest.approx(stats.chi2.sf(counts.var(ddof=1) / counts.mean() * 3, 3))
+    huge = fit_trace(trace_of(*TINY), nodes=10**12, **FAST)  # no array of the cluster's size
+    assert huge.node_counts["nodes_never_failed"] == 10**12 - 3
 
 
 def test_zero_window_makes_same_instant_events():
