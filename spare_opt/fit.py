@@ -790,9 +790,10 @@ def fit_trace(trace, *, nodes=None, window_minutes=DEFAULT_WINDOW_MINUTES, start
       ``end_day``, a lower bound).  Lognormal: maximum likelihood
       (``scipy.stats.lognorm.fit`` without censoring; with it, the likelihood of
       ``scipy.stats.lognorm.fit(scipy.stats.CensoredData(...))`` maximised by
-      Nelder-Mead on a vectorised objective, about 20 times faster on the real
-      trace; tests check both agree); intervals exact (Student t for the log-median, chi-square for sigma) without
-      censoring, by profile likelihood with it.  Goodness of fit: Anderson-Darling
+      Nelder-Mead on a vectorised objective, which is faster than scipy's generic
+      optimiser; tests check both agree); intervals exact (Student t for the
+      log-median, chi-square for sigma) without censoring, by profile likelihood
+      with it.  Goodness of fit: Anderson-Darling
       with Monte-Carlo p-value (``scipy.stats.goodness_of_fit``) on the positive
       durations, when none is right-censored.
     * **Nodes down.** A node is down from a usable start to the end that closes it
@@ -860,7 +861,7 @@ def fit_trace(trace, *, nodes=None, window_minutes=DEFAULT_WINDOW_MINUTES, start
     cluster = _cluster_size(trace, nodes)
 
     # Faults: each usable start with the usable end that closes it.
-    fault_node, fault_start, fault_end = _pair_faults(trace, usable)
+    _, fault_start, fault_end = _pair_faults(trace, usable)
     open_faults = int(np.isnan(fault_end).sum())
     if ignored_starts or ignored_ends:
         notes.append(f"{ignored_starts} fault_start and {ignored_ends} fault_end ignored as the reader flagged them "
@@ -886,8 +887,6 @@ def fit_trace(trace, *, nodes=None, window_minutes=DEFAULT_WINDOW_MINUTES, start
                      "in the lognormal fit")
     if open_faults:
         notes.append(f"{open_faults} fault(s) still open at the end of the window: right-censored at day {end:g}")
-    if cluster["nodes_source"] == "trace":
-        notes.append(cluster["assumption"])
 
     model, model_error = _build_model(trace, cluster["nodes"], events, observation, interarrival, repairs,
                                       repair_distribution, window_minutes, fault_start, fault_end)
@@ -1432,18 +1431,21 @@ def _build_model(trace, nodes, events, observation, interarrival, repairs, repai
         return None, "no failure model: cannot estimate " + "; ".join(missing)
     sizes = np.bincount(events["sizes"])[1:]
     closed = ~np.isnan(fault_end)
-    model = FailureModel(
-        cluster_nodes=nodes,
-        event_mtbf_seconds=observation * SECONDS_PER_DAY / events["times"].size,
-        weibull_shape=interarrival["weibull_shape"].value,
-        repair_median_seconds=repairs["lognormal_median_seconds"],
-        repair_sigma=repairs["lognormal_sigma"].value,
-        event_size_probabilities=tuple((sizes / sizes.sum()).tolist()),
-        repair_distribution=repair_distribution,
-        repair_empirical_seconds=tuple(((fault_end[closed] - fault_start[closed]) * SECONDS_PER_DAY).tolist()),
-        window_seconds=window_minutes * 60.0,
-        source=trace.source,
-    )
+    try:
+        model = FailureModel(
+            cluster_nodes=nodes,
+            event_mtbf_seconds=observation * SECONDS_PER_DAY / events["times"].size,
+            weibull_shape=interarrival["weibull_shape"].value,
+            repair_median_seconds=repairs["lognormal_median_seconds"],
+            repair_sigma=repairs["lognormal_sigma"].value,
+            event_size_probabilities=tuple((sizes / sizes.sum()).tolist()),
+            repair_distribution=repair_distribution,
+            repair_empirical_seconds=tuple(((fault_end[closed] - fault_start[closed]) * SECONDS_PER_DAY).tolist()),
+            window_seconds=window_minutes * 60.0,
+            source=trace.source,
+        )
+    except ParameterError as exc:  # a few events packed into a short window: mean gap below the window
+        return None, f"no failure model: {exc}"
     return model, None
 
 
