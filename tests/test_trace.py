@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from spare_opt.errors import OutputExistsError, ParameterError, TraceError
+from spare_opt.errors import OutputExistsError, ParameterError, ParameterTypeError, TraceError
 from spare_opt.trace import (
     IRREGULAR_KINDS,
     TRACE_FORMAT,
@@ -150,11 +150,16 @@ def test_node_groups_maps_first_appearance_and_skips_extra_nodes():
     trace = parse_fault_events([ev("c", 0), ev("a", 1), ev("b", 2), ev("c", 3, "fault_end")])
     assert trace.node_groups(5).tolist() == [0, 1, 2]
     assert trace.node_groups(2).tolist() == [0, 1, -1]
-    for bad in (0, -1, 2.5, True, "3"):
+    for bad in (0, -1):
         with pytest.raises(ParameterError):
             trace.node_groups(bad)
-    with pytest.raises(ParameterError):
+    for bad in (2.5, True, "3"):
+        with pytest.raises(ParameterTypeError):
+            trace.node_groups(bad)
+    with pytest.raises(ParameterTypeError):
         trace.node_groups(5, seed=1.5)
+    with pytest.raises(ParameterError):
+        trace.node_groups(5, seed=-1)
 
 
 @given(st.integers(1, 12), st.integers(0, 15), st.integers(0, 2**32))
@@ -247,11 +252,29 @@ def test_synthetic_trace_rejects_bad_parameters():
         write_fault_trace({"format": "other"}, "unused.json")
 
 
-def test_shipped_default_trace_matches_its_seed_and_the_instances_copy():
-    from spare_opt.demo import DEFAULT_TRACE_NAME, default_trace_document, load_default_trace
+def test_generated_default_trace_matches_its_seed_and_the_instances_copy(tmp_path):
+    # The package no longer ships the generated sequence: it rebuilds it from its seed,
+    # and instances/ holds the one committed copy, which must be those same bytes.
+    from spare_opt.demo import DEFAULT_TRACE_SEED, DEMO_GROUPS, default_trace_document
 
-    shipped = json.loads((REPO / "spare_opt" / "data" / DEFAULT_TRACE_NAME).read_text())
-    assert shipped == json.loads(json.dumps(default_trace_document()))
-    assert (REPO / "instances" / DEFAULT_TRACE_NAME).read_bytes() == (REPO / "spare_opt" / "data" / DEFAULT_TRACE_NAME).read_bytes()
-    trace = load_default_trace()
+    instances_copy = REPO / "instances" / "failures-N400-seed0.json"
+    document = default_trace_document()
+    assert document == synthetic_fault_trace(nodes=DEMO_GROUPS, seed=DEFAULT_TRACE_SEED)
+    assert json.loads(instances_copy.read_text()) == json.loads(json.dumps(document))
+    written = write_fault_trace(document, tmp_path / "rebuilt.json")
+    assert written.read_bytes() == instances_copy.read_bytes()
+    trace = parse_fault_events(document)
     assert trace.cluster_nodes == 400 and trace.n_starts > 100 and trace.irregular == ()
+    assert not (REPO / "spare_opt" / "data" / "failures-N400-seed0.json").exists()
+
+
+def test_packaged_real_trace_is_the_shared_copy_with_its_license(real_trace_path):
+    from spare_opt.demo import packaged_trace_path
+
+    assert real_trace_path == packaged_trace_path()
+    assert real_trace_path.parent.name == "infinitehbd"
+    assert (real_trace_path.parent / "LICENSE").is_file() and (real_trace_path.parent / "SOURCE.md").is_file()
+    shared = REPO.parent / "shared" / "data" / "infinitehbd-trace" / "fault_trace.json"
+    if not shared.is_file():
+        pytest.skip(f"no shared copy of the real trace at {shared} to compare with")
+    assert real_trace_path.read_bytes() == shared.read_bytes()
