@@ -80,6 +80,8 @@ MAX_SAMPLE_EVENTS = 10**6
 REPORT_WIDTH = 100
 SECONDS_PER_DAY = 86400.0
 SECONDS_PER_HOUR = 3600.0
+#: Relative difference below which two durations count as equal (float noise of differences of times).
+_SAME = 1e-9
 #: Steps of the outward search that brackets a profile-likelihood bound (each doubles the step).
 _BRACKET_STEPS = 60
 
@@ -1191,7 +1193,7 @@ def _interarrival(events, window_days, confidence):
     empty = dict(weibull_shape=none, weibull_scale_hours=none, weibull_mean_gap_hours=math.nan,
                  mean_gap_hours=math.nan, likelihood_ratio=math.nan, p_value_shape_below_1=math.nan,
                  bursty=None, lag1_rank_correlation=math.nan, lag1_p_value=math.nan)
-    if gaps_days.size < 2 or np.unique(gaps_days).size < 2:
+    if gaps_days.size < 2 or np.ptp(np.log(gaps_days)) <= _SAME:
         result.update(empty, reason=f"the Weibull fit needs at least 2 different gaps between failure events, "
                                     f"got {gaps_days.size} gap(s)")
         return result
@@ -1253,8 +1255,9 @@ def _lognormal_fit(done_seconds, open_seconds, resolution_seconds, confidence):
     zeros = int((done_seconds == 0).sum())
     left = np.full(zeros if math.isfinite(resolution_seconds) else 0, resolution_seconds)
     right = open_seconds[open_seconds > 0]  # a fault opened at the window's end says nothing
-    if positive.size < 2 or np.unique(positive).size < 2:
-        return f"the lognormal fit needs at least 2 different positive repair times, got {positive.size}"
+    if positive.size < 2 or np.ptp(np.log(positive)) <= _SAME:
+        return (f"the lognormal fit needs at least 2 different positive repair times, got {positive.size} "
+                f"({np.unique(positive).size} different to a relative {_SAME:g})")
     if left.size == 0 and right.size == 0:
         sigma, _, scale = stats.lognorm.fit(positive, floc=0)
         mu, sigma = math.log(scale), float(sigma)
@@ -1378,7 +1381,8 @@ def _repairs(fault_start, fault_end, end, resolution, confidence, resamples, see
         test = stats.goodness_of_fit(stats.lognorm, positive, known_params={"loc": 0}, statistic="ad",
                                      n_mc_samples=resamples, **options)
         result["lognormal_fit_p_value"] = float(test.pvalue)
-        result["lognormal_fit_test"] = f"Anderson-Darling, Monte-Carlo p-value, on the {positive.size} positive durations"
+        result["lognormal_fit_test"] = (f"Anderson-Darling, Monte-Carlo p-value, on the {positive.size} "
+                                        "positive durations")
     else:
         result["lognormal_fit_p_value"] = math.nan
         result["lognormal_fit_test"] = ("not run: needs 3 different positive durations and no open fault "
@@ -1530,7 +1534,8 @@ def _report_lines(result):
         lines.append(f"  - ({i['reason']})")
     else:
         verdict = ("shape < 1 (bursty) is significant" if i["bursty"] else
-                   "shape < 1 (bursty) is not significant" if i["weibull_shape"].value < 1 else "shape >= 1: not bursty")
+                   "shape < 1 (bursty) is not significant" if i["weibull_shape"].value < 1 else
+                   "shape >= 1: not bursty")
         lines += [
             f"  Weibull shape {_interval(i['weibull_shape'])}, scale {_duration(i['weibull_scale_hours'].value * hour)}"
             f" (mean gap {_duration(i['weibull_mean_gap_hours'] * hour)}; observed "
@@ -1571,8 +1576,8 @@ def _report_lines(result):
             f"largest {part['largest_nodes']} nodes (day {part['largest_day']:g})")
     d = result.nodes_down
     lines += ["", (f"Nodes down: mean {d['mean']:.2f} of {c['nodes']} ({_percent(d['mean_fraction'])}), "
-                   f"peak {d['peak']} (day {d['peak_day']:g}); some node down {_percent(d['fraction_of_time_any_down'])}"
-                   " of the time") if math.isfinite(d["mean"]) else
+                   f"peak {d['peak']} (day {d['peak_day']:g}); some node down "
+                   f"{_percent(d['fraction_of_time_any_down'])} of the time") if math.isfinite(d["mean"]) else
               f"Nodes down: peak {d['peak']} (day {d['peak_day']:g}); no mean ({d.get('reason')})"]
     n = result.node_counts
     lines.append(f"Faults per node: {n['nodes_failed']} of {c['nodes']} nodes failed, at most "
