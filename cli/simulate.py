@@ -4,7 +4,7 @@
 import click
 
 from spare_opt.parameters import PRESETS, STRATEGIES, parse_overrides, preset_parameters
-from spare_opt.simulate import default_redundancy, simulate_seeds, summarise
+from spare_opt.simulation import default_redundancy, simulate_seeds, summarise
 
 from spare_opt._stats import finite_or_none
 

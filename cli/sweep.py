@@ -6,7 +6,7 @@ import click
 
 from spare_opt import theory
 from spare_opt.generators import METHODS
-from spare_opt.monte_carlo import MAX_TRIALS, sweep
+from spare_opt.montecarlo import MAX_TRIALS, sweep
 from spare_opt.parameters import PAPER
 
 from .options import (

@@ -4,7 +4,7 @@ import click
 
 from spare_opt._plotting import require_matplotlib
 from spare_opt.parameters import PAPER_TABLE, PRESETS, parse_overrides
-from spare_opt.tune import plot_tune, tune_preset
+from spare_opt.tuning import plot_tune, tune_preset
 
 from .options import (
     check_output_path,

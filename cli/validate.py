@@ -3,7 +3,7 @@
 import click
 
 from spare_opt import theory
-from spare_opt.monte_carlo import MAX_TRIALS, monte_carlo
+from spare_opt.montecarlo import MAX_TRIALS, monte_carlo
 from spare_opt.worst_case import (
     EXACT_WORST_CASE_MAX_GROUPS,
     min_wipe_out_set,

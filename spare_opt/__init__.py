@@ -11,9 +11,9 @@ Every public name is importable from here; the modules, one per concept:
   reference), and :func:`stack_number_certificate`;
 * :mod:`spare_opt.controller` - :class:`ReorderController`, the online controller;
 * :mod:`spare_opt.theory` - closed forms; :mod:`spare_opt.worst_case` - guarantees;
-  :mod:`spare_opt.monte_carlo` - :func:`monte_carlo` and :func:`sweep`;
+  :mod:`spare_opt.montecarlo` - :func:`monte_carlo` and :func:`sweep`;
 * :mod:`spare_opt.parameters` - simulation parameters and presets (the paper's
-  numbers); :mod:`spare_opt.simulate` - :func:`simulate`; :mod:`spare_opt.tune` -
+  numbers); :mod:`spare_opt.simulation` - :func:`simulate`; :mod:`spare_opt.tuning` -
   :func:`tune`;
 * :mod:`spare_opt.trace` - fault traces; :mod:`spare_opt.fit` - :func:`fit_trace` and the
   :class:`FailureModel` it fits; :mod:`spare_opt.replay` - :func:`replay_trace`;
@@ -91,7 +91,7 @@ from .worst_case import (
     worst_case_stack_number,
     WorstCase,
 )
-from .monte_carlo import (
+from .montecarlo import (
     MAX_TRIALS,
     monte_carlo,
     MonteCarloResult,
@@ -120,7 +120,7 @@ from .parameters import (
     preset_parameters,
     SimulationParameters,
 )
-from .simulate import (
+from .simulation import (
     DEFAULT_REP_REDUNDANCY,
     MAX_EXPECTED_FAILURES,
     default_layout,
@@ -133,7 +133,7 @@ from .simulate import (
     trace_failures,
     trace_system_mtbf_seconds,
 )
-from .tune import (
+from .tuning import (
     closed_form,
     closed_form_period,
     mean_failures_to_wipe_out,

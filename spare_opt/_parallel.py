@@ -1,7 +1,7 @@
 """Running independent tasks in parallel: processes, any ``concurrent.futures`` executor (private).
 
-The Monte-Carlo (:func:`spare_opt.monte_carlo`, :func:`spare_opt.sweep`) and the
-simulation (:func:`spare_opt.simulate_many`, :func:`spare_opt.tune`) split their work
+The Monte-Carlo (:func:`spare_opt.montecarlo`, :func:`spare_opt.sweep`) and the
+simulation (:func:`spare_opt.simulate_many`, :func:`spare_opt.tuning`) split their work
 into tasks whose results depend only on their arguments (every task carries its own
 seed), so the results are the same whatever runs them:
 

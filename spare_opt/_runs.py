@@ -1,4 +1,4 @@
-"""The machinery of simulated runs, shared by :mod:`spare_opt.simulate` and :mod:`spare_opt.tune` (private).
+"""The machinery of simulated runs, shared by :mod:`spare_opt.simulation` and :mod:`spare_opt.tuning` (private).
 
 * checks of a run's arguments (strategy and redundancy, checkpoint period, event budget);
 * the default layout and redundancy of each strategy;
@@ -8,7 +8,7 @@
 * the Young/Daly checkpoint period of a strategy (:func:`closed_form_period`) and the
   mean number of failures to a wipe-out it needs (:func:`mean_failures_to_wipe_out`).
 
-Public names here are re-exported by :mod:`spare_opt.simulate` and :mod:`spare_opt.tune`.
+Public names here are re-exported by :mod:`spare_opt.simulation` and :mod:`spare_opt.tuning`.
 """
 
 import math

@@ -3,7 +3,7 @@
 :data:`PAPER` holds the setting of the paper's evaluation (Lee et al., ICML 2026,
 Sec. 6; ``spare-model.md``) and :data:`PAPER_TABLE` its reported results; every default
 elsewhere in spare-opt (:class:`SimulationParameters`, the presets, the closed forms of
-:mod:`spare_opt.theory`, :func:`spare_opt.sweep`, :func:`spare_opt.tune`) is read
+:mod:`spare_opt.theory`, :func:`spare_opt.sweep`, :func:`spare_opt.tuning`) is read
 from here.
 
 Time names: ``system_mtbf_seconds`` is the system MTBF ``m``, the mean time between

@@ -109,17 +109,20 @@ class ReplayResult(Result):
         ``mean_stack_number``, ``fault_ends``, ``irregular``, ``skipped``...).
     rows : tuple of ReplayRow
         One row per trace event, in time order.
+    elapsed_seconds : float
+        Wall-clock time of the replay (in ``to_dict()``; not compared by ``==``).
     """
 
     summary: dict
     rows: tuple = field(default=(), repr=False)
+    elapsed_seconds: float = field(default=0.0, compare=False)
 
     def __getitem__(self, key):
         return self.summary[key]
 
     def to_dict(self, rows=False):
         """The summary as a JSON-ready dict, with the per-event rows under ``"rows"`` when asked."""
-        doc = dict(self.summary)
+        doc = dict(self.summary, elapsed_seconds=self.elapsed_seconds)
         if rows:
             doc["rows"] = [row.to_dict() for row in self.rows]
         return doc
@@ -159,7 +162,7 @@ class ReplayResult(Result):
             f"Skipped: {skipped['nodes']} node(s) beyond N = {s['groups']} "
             f"({skipped['fault_starts']} fault_start, {skipped['events']} events in all)"
         )
-        lines.append(f"Elapsed: {s['elapsed_seconds']:.2f} s")
+        lines.append(f"Elapsed: {self.elapsed_seconds:.2f} s")
         if rows:
             lines.append("")
             lines.append(f"{'day':>10} {'node':>5} {'group':>5} {'kind':<11} {'status':<11} {'S':>2} {'out':>4} {'moves':>5}  class")
@@ -429,6 +432,5 @@ def replay_trace(layout, trace, *, planner="controller", progress=None, check_pl
             "fault_starts": int((skipped_mask & trace.is_start & ~trace.ignored).sum()),
             "events": int(skipped_mask.sum()),
         },
-        "elapsed_seconds": time.perf_counter() - started,
     }
-    return ReplayResult(summary=summary, rows=tuple(rows))
+    return ReplayResult(summary=summary, rows=tuple(rows), elapsed_seconds=time.perf_counter() - started)

@@ -2,7 +2,7 @@
 
 Every function here is a formula, evaluated in floating point (or exact integer
 arithmetic for ``c(k)`` and ``r*``); the Monte-Carlo and worst-case tools that check
-them live in :mod:`spare_opt.monte_carlo` and :mod:`spare_opt.worst_case`.
+them live in :mod:`spare_opt.montecarlo` and :mod:`spare_opt.worst_case`.
 
 * ``c(k) = ceil(N / (N - k))`` - the stack-number lower bound after ``k`` failures;
 * ``mu(N, r) ~ Gamma(1/r) / r * N^(1 - 1/r)`` - mean number of random failures masked

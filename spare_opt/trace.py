@@ -265,7 +265,7 @@ def trace_instants(trace, groups, *, placement_seed=None):
     """A trace as a sequence of instants, each with the DP groups its fault starts fail.
 
     The one trace-to-failure-batches step shared by :func:`spare_opt.replay_trace` and
-    the trace-driven simulation (:func:`spare_opt.simulate.trace_failures`): nodes map
+    the trace-driven simulation (:func:`spare_opt.simulation.trace_failures`): nodes map
     to groups by :meth:`FaultTrace.node_groups`; events at the same time form one
     instant (one reorder decision); a ``fault_start`` is *usable* when the reader did
     not ignore it and its node maps to a group; several usable starts on one group at

@@ -1,4 +1,4 @@
-"""Worst-case tools (spare_opt.worst_case) and Monte-Carlo (spare_opt.monte_carlo) against brute force.
+"""Worst-case tools (spare_opt.worst_case) and Monte-Carlo (spare_opt.montecarlo) against brute force.
 
 The reference here is an independent bitmask brute force of Hall's condition:
 ``S*(F) = max over non-empty sets T of shard types of ceil(|T| / |live holders of T|)``,

@@ -20,8 +20,8 @@ from spare_opt import ReorderController, consecutive, stack_number_trajectory, t
 from spare_opt import _runs
 from spare_opt.errors import FailureSetError, ParameterError, ParameterTypeError
 from spare_opt.parameters import SimulationParameters, parse_overrides, preset_parameters
-from spare_opt.simulate import default_layout, simulate, summarise, trace_failures, trace_system_mtbf_seconds
-from spare_opt.tune import mean_failures_to_wipe_out, plot_tune, tune
+from spare_opt.simulation import default_layout, simulate, summarise, trace_failures, trace_system_mtbf_seconds
+from spare_opt.tuning import mean_failures_to_wipe_out, plot_tune, tune
 from spare_opt_cli.main import main
 
 

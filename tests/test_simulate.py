@@ -23,7 +23,7 @@ from spare_opt.parameters import (
     parse_overrides,
     preset_parameters,
 )
-from spare_opt.simulate import (
+from spare_opt.simulation import (
     default_layout,
     rep_wipe_out_index,
     simulate,
@@ -32,7 +32,7 @@ from spare_opt.simulate import (
     trace_failures,
     trace_system_mtbf_seconds,
 )
-from spare_opt.tune import mean_failures_to_wipe_out
+from spare_opt.tuning import mean_failures_to_wipe_out
 from spare_opt.trace import parse_fault_events, read_fault_trace
 
 QUIET = dict(system_mtbf_seconds=1e18)  # no failure in any reasonable run

@@ -8,8 +8,8 @@ import pytest
 from spare_opt import theory
 from spare_opt.errors import OutputExistsError, ParameterError, ParameterTypeError
 from spare_opt.parameters import PAPER_TABLE, SimulationParameters, preset_parameters
-from spare_opt.tune import PAPER_TABLE as TUNE_PAPER_TABLE
-from spare_opt.tune import closed_form, closed_form_period, mean_failures_to_wipe_out, plot_tune, tune
+from spare_opt.tuning import PAPER_TABLE as TUNE_PAPER_TABLE
+from spare_opt.tuning import closed_form, closed_form_period, mean_failures_to_wipe_out, plot_tune, tune
 
 
 def tiny(**fields):

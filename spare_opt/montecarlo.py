@@ -72,7 +72,7 @@ class MonteCarloResult(Result):
     survivors_by_k : numpy.ndarray of int64
         Trials still masked after ``k`` failures.
     seconds : float
-        Wall-clock time.
+        Wall-clock time (not compared by ``==``).
     """
 
     groups: int
@@ -91,7 +91,7 @@ class MonteCarloResult(Result):
     closed_form_sbar: float
     stack_mean_by_k: np.ndarray = field(repr=False)
     survivors_by_k: np.ndarray = field(repr=False)
-    seconds: float = 0.0
+    seconds: float = field(default=0.0, compare=False)
 
     @property
     def mu_relative_error(self):
@@ -275,21 +275,26 @@ class SweepResult(Result):
         One per (method, r) evaluated, keys ``method``, ``redundancy``, ``overlap``
         (lambda), ``layout_status``, ``mu``, ``mu_ci95``, ``sbar``, ``sbar_ci95``,
         ``closed_form_mu``, ``closed_form_sbar``, ``mu_relative_error``,
-        ``sbar_relative_error``, ``j_closed_form``, ``j_monte_carlo``, ``seconds``.
+        ``sbar_relative_error``, ``j_closed_form``, ``j_monte_carlo``.
     skipped : list of dict
         ``method``, ``redundancy``, ``reason`` for each (method, r) not evaluated.
     parameters : dict
         The arguments (trials, seed, times in seconds...).
+    seconds : list of float
+        Wall-clock time of each row's Monte-Carlo (in ``to_dict()`` as the rows'
+        ``seconds``; not compared by ``==``).
     """
 
     groups: int
     rows: list
     skipped: list
     parameters: dict
+    seconds: list = field(default_factory=list, compare=False)
 
     def to_dict(self):
         """JSON-ready dict: ``groups``, ``parameters``, ``rows``, ``skipped``."""
-        return finite_or_none({"groups": self.groups, "parameters": self.parameters, "rows": self.rows,
+        rows = [dict(row, seconds=round(seconds, 3)) for row, seconds in zip(self.rows, self.seconds)]
+        return finite_or_none({"groups": self.groups, "parameters": self.parameters, "rows": rows,
                                "skipped": self.skipped})
 
 
@@ -364,7 +369,7 @@ def sweep(groups, *, r_min=2, r_max=20, methods=("sidon", "consecutive", "block"
     check.callback("progress", progress)
     combinations = [(method, r) for method in methods for r in range(r_min, r_max + 1)]
     total = trials * len(combinations)
-    rows, skipped = [], []
+    rows, skipped, seconds = [], [], []
     for index, (method, r) in enumerate(combinations):
         done_before = index * trials
         relay = None if progress is None else (lambda done, _total, base=done_before: progress(base + done, total))
@@ -396,13 +401,13 @@ def sweep(groups, *, r_min=2, r_max=20, methods=("sidon", "consecutive", "block"
             "sbar_relative_error": result.sbar_relative_error,
             "j_closed_form": j_closed,
             "j_monte_carlo": result.sbar / a_mc if a_mc > 0 else None,
-            "seconds": round(result.seconds, 3),
         })
-    if progress is not None and total:
-        progress(total, total)
+        seconds.append(result.seconds)
+    if progress is not None and total and (not rows or combinations[-1] != (rows[-1]["method"], rows[-1]["redundancy"])):
+        progress(total, total)  # the last combinations were skipped: the bar still ends full
     parameters = {
         "r_min": r_min, "r_max": r_max, "methods": methods, "trials": trials, "seed": seed,
         "system_mtbf_seconds": system_mtbf_seconds, "save_seconds": save_seconds,
         "restart_seconds": restart_seconds, "time_limit": time_limit,
     }
-    return SweepResult(groups=groups, rows=rows, skipped=skipped, parameters=parameters)
+    return SweepResult(groups=groups, rows=rows, skipped=skipped, parameters=parameters, seconds=seconds)

@@ -2,7 +2,7 @@
 
 * :func:`closed_form` - the paper's ``r* = floor(log2 N + 0.833)`` and the Young/Daly
   period ``T_c* = T_s + sqrt(T_s^2 + 2 T_s (T_f + T_r))`` (:mod:`spare_opt.theory`);
-* :func:`tune` - a simulation search (:mod:`spare_opt.simulate`) over ``r`` and ``T_c``
+* :func:`tune` - a simulation search (:mod:`spare_opt.simulation`) over ``r`` and ``T_c``
   for replication and SPARe (and the checkpoint-only baseline) that minimises the mean
   time-to-train over seeds, with 95% confidence intervals; the result is laid out like
   the paper's table (Lee et al., ICML 2026, Sec. 6).
@@ -39,7 +39,7 @@ from .parameters import (
     get_preset,
     preset_parameters,
 )
-from .simulate import summarise
+from .simulation import summarise
 
 __all__ = [
     "PAPER_TABLE",

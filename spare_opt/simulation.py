@@ -23,7 +23,7 @@ uniformly random sequence without repetition, the stack-number trajectory of eac
 restart epoch is computed up front from one random permutation
 (:func:`spare_opt.stack_number_trajectories`), and the event loop itself is a numba
 kernel (``spare_opt._simulate_kernels``) over flat arrays.  Parameters and presets
-live in :mod:`spare_opt.parameters`; the machinery shared with :mod:`spare_opt.tune`
+live in :mod:`spare_opt.parameters`; the machinery shared with :mod:`spare_opt.tuning`
 in ``spare_opt._runs``.
 
 Time accounting of a run (all in seconds, wall clock)::
@@ -105,7 +105,7 @@ def simulate(params, strategy, redundancy=None, *, checkpoint_period_seconds=Non
         :func:`default_redundancy` (3 for replication, ``r*`` for SPARe).
     checkpoint_period_seconds : float or None
         ``T_c``, seconds of progress between checkpoints; ``None``: the closed-form
-        ``T_c*`` (:func:`spare_opt.tune.closed_form_period`; for a trace, with the
+        ``T_c*`` (:func:`spare_opt.tuning.closed_form_period`; for a trace, with the
         trace's own system MTBF, :func:`trace_system_mtbf_seconds`).
     seed : int
         Seed of the failure process, the failure order and the jitter.
