@@ -531,7 +531,7 @@ def test_nodes_are_drawn_uniformly_among_the_live_ones():
 def test_events_packed_closer_than_the_window_on_average_give_no_model():
     # events at 0, 6 and 13 minutes from day 0, short repairs: window / events < 5 minutes, the window
     rows = [r for i, minute in enumerate([0, 6, 13]) for r in ((f"n{i}", minute / 1440, "s"),
-                                                                 (f"n{i}", minute / 1440 + 1e-4, "e"))]
+                                                                 (f"n{i}", minute / 1440 + 1e-4 * (i + 1), "e"))]
     r = fit_trace(trace_of(*rows), **FAST)
     assert math.isfinite(r.interarrival["weibull_shape"].value)
     assert r.model is None and "above window_seconds" in r.model_error
