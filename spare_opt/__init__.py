@@ -15,7 +15,8 @@ Every public name is importable from here; the modules, one per concept:
 * :mod:`spare_opt.parameters` - simulation parameters and presets (the paper's
   numbers); :mod:`spare_opt.simulation` - :func:`simulate`; :mod:`spare_opt.tuning` -
   :func:`tune`;
-* :mod:`spare_opt.trace` - fault traces; :mod:`spare_opt.replay` - :func:`replay_trace`;
+* :mod:`spare_opt.trace` - fault traces; :mod:`spare_opt.fit` - :func:`fit_trace` and the
+  :class:`FailureModel` it fits; :mod:`spare_opt.replay` - :func:`replay_trace`;
   :mod:`spare_opt.demo` - the demo.
 
 Conventions (``docs/api.md``): core inputs positional, options keyword-only; wrong types
@@ -37,6 +38,7 @@ from .errors import (
     ParameterError,
     ParameterTypeError,
     PlanError,
+    FailureModelError,
     SolverError,
     SpareError,
     TraceError,
@@ -160,6 +162,18 @@ from .trace import (
     trace_instants,
     write_fault_trace,
 )
+from .fit import (
+    DEFAULT_RESAMPLES,
+    DEFAULT_WINDOW_MINUTES,
+    FAILURE_MODEL_FORMAT,
+    FAILURE_MODEL_VERSION,
+    MAX_SAMPLE_EVENTS,
+    REPAIR_DISTRIBUTIONS,
+    Estimate,
+    FailureModel,
+    FitResult,
+    fit_trace,
+)
 from .replay import (
     PLANNERS,
     ROW_STATUSES,
@@ -194,6 +208,7 @@ __all__ = [
     "OutputExistsError",
     "OutputWriteError",
     "SolverError",
+    "FailureModelError",
     "Layout",
     "LAYOUT_FORMAT",
     "LAYOUT_VERSION",
@@ -289,6 +304,16 @@ __all__ = [
     "trace_instants",
     "synthetic_fault_trace",
     "write_fault_trace",
+    "Estimate",
+    "FailureModel",
+    "FitResult",
+    "fit_trace",
+    "REPAIR_DISTRIBUTIONS",
+    "FAILURE_MODEL_FORMAT",
+    "FAILURE_MODEL_VERSION",
+    "DEFAULT_WINDOW_MINUTES",
+    "DEFAULT_RESAMPLES",
+    "MAX_SAMPLE_EVENTS",
     "PLANNERS",
     "ReplayRow",
     "ReplayResult",

@@ -12,7 +12,9 @@ from the closest built-in type so that generic handlers keep working:
   :class:`PlanError`);
 * files that cannot be read or written raise :class:`LayoutFileError`,
   :class:`TraceError`, :class:`OutputExistsError` or :class:`OutputWriteError`;
-* a solver that ends without a usable answer raises :class:`SolverError`.
+* a solver that ends without a usable answer raises :class:`SolverError`;
+* a failure-model file or document that cannot be read or holds bad values raises
+  :class:`FailureModelError`.
 """
 
 __all__ = [
@@ -27,6 +29,7 @@ __all__ = [
     "OutputExistsError",
     "OutputWriteError",
     "SolverError",
+    "FailureModelError",
 ]
 
 
@@ -75,3 +78,7 @@ class OutputWriteError(SpareError, OSError):
 
 class SolverError(SpareError):
     """A solver (CP-SAT, flow) ended without a usable answer, or was given an invalid model."""
+
+
+class FailureModelError(SpareError, ValueError):
+    """A failure-model file or document (:class:`spare_opt.FailureModel`) is missing, unreadable, malformed or out of range."""

@@ -519,7 +519,7 @@ def parse_fault_events(doc, source="<memory>"):
     if cluster_nodes is not None:
         distinct = len(set(raw.ids))
         if distinct > cluster_nodes:
-            raise TraceError(f"{source}: 'nodes' says the cluster has {cluster_nodes} node(s), but the events "
+            raise TraceError(f"{source}: 'nodes' says the cluster has {cluster_nodes} nodes, but the events "
                              f"name {distinct} distinct nodes")
     return _build_trace(raw, source=source, fmt=fmt, cluster_nodes=cluster_nodes, metadata=metadata)
 

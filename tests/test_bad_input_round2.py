@@ -542,7 +542,7 @@ def test_kind8_nodes_fewer_than_the_distinct_node_ids_is_refused(tmp_path, l7):
     events = [ev(f"n{i}", 1.0 + i) for i in range(6)]
     path = write(tmp_path, "F.json", trace_doc(events, nodes=2))
     line = error_line(cli("replay", l7, "--trace", path))
-    assert "2 node(s)" in line and "6 distinct nodes" in line
+    assert "the cluster has 2 nodes" in line and "6 distinct nodes" in line
     assert read_fault_trace(write(tmp_path, "ok.json", trace_doc(events, nodes=6))).cluster_nodes == 6
     assert read_fault_trace(write(tmp_path, "big.json", trace_doc(events, nodes=400))).n_nodes == 6
 
