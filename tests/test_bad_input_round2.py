@@ -622,6 +622,8 @@ def test_simulate_and_tune_text_say_why_there_is_no_interval():
     ["tune", "--seeds", "1_0"],
     ["replay", "{l7}", "--trace", "{l7}", "--placement-seed", "1_0"],
     ["plan", "{l7}", "--fail", "1_0"],
+    ["fit", "{l7}", "--nodes", "1_0"],
+    ["fit", "{l7}", "--start-day", "nan"],
 ])
 def test_one_integer_parser_for_every_option(tmp_path, l7, args):
     args = [str(a).format(l7=l7, out=tmp_path / "o.json") for a in args]
@@ -673,6 +675,9 @@ def test_csv_example_replays_from_the_cli_in_every_command(tmp_path):
     result = cli("simulate", "--groups", 200, "--seeds", 1, "--set", "steps=20", "--trace", EXAMPLE, "--json")
     assert result.exit_code == 0, result.output
     assert strict_json(result.stdout)["trace"]["fault_starts"] == 9
+    result = cli("fit", EXAMPLE, "--nodes", 12, "--resamples", 99, "--force", "--json")
+    assert result.exit_code == 0, result.output
+    assert strict_json(result.stdout) and "Warning: --force is ignored" in result.stderr
 
 
 @pytest.mark.parametrize("unit, factor", [("seconds", 86400.0), ("minutes", 1440.0), ("hours", 24.0), ("days", 1.0)])
