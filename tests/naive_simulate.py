@@ -228,6 +228,7 @@ class _Run:
         self.base_stack = base_stack
         self.log = log
         self.out = np.zeros(K.N_RESULTS)
+        self._normals = []
 
         self.t = 0.0
         self.progress = 0           # steps done since the start (committed or pending)
@@ -244,7 +245,10 @@ class _Run:
     def _jitter(self):
         if self.jitter_sd <= 0:
             return 1.0
-        return max(0.0, self.rng.normal(1.0, self.jitter_sd))
+        if not self._normals:
+            # drawn in blocks only because one numpy call per draw is slow
+            self._normals = self.rng.normal(1.0, self.jitter_sd, 4096).tolist()
+        return max(0.0, self._normals.pop())
 
     def _note(self, *event):
         if self.log is not None:
