@@ -1,6 +1,6 @@
 """Numba kernel of the time-to-train discrete-event simulation (private).
 
-The public API is :func:`spare_opt.simulate.simulate`; this module holds only the
+The public API is :func:`spare_opt.simulate`; this module holds only the
 jitted event loop, which takes flat arrays and scalars.  It is imported lazily (never
 by ``import spare_opt``) because the first call compiles it (``cache=True`` keeps the
 compiled code on disk for later processes when the folder is writable).
@@ -8,7 +8,7 @@ compiled code on disk for later processes when the folder is writable).
 Layout of the parameter arrays
 ------------------------------
 ``fparams`` (float64) and ``iparams`` (int64) are indexed by the ``F_*`` and ``I_*``
-constants below; :func:`spare_opt.simulate._pack` fills them.  The kernel
+constants below; :func:`spare_opt._runs._pack` fills them.  The kernel
 returns a float64 array indexed by the ``R_*`` constants.  Inside, the state of the
 failure process and of the restart epoch lives in two small arrays indexed by ``C_*``
 and ``E_*``, shared by the event loop and :func:`_phase_failures`, the one function

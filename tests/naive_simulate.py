@@ -3,8 +3,8 @@
 :func:`naive_run_kernel` takes exactly the inputs of
 :func:`spare_opt._simulate_kernels.run_kernel` (the packed ``fparams`` / ``iparams`` and
 the trajectory and trace arrays) and returns the same ``R_*`` statistics.  It is written
-from the documented semantics (``spare_opt.simulate`` module docstring,
-:class:`~spare_opt.simulate.SimulationParameters`, ``docs/reproduction.md``), one class
+from the documented semantics (``spare_opt.simulation`` module docstring,
+:class:`~spare_opt.parameters.SimulationParameters`, ``docs/reproduction.md``), one class
 per concern, for reading rather than speed.  The only thing it takes from the kernel
 module is the index layout of the arrays (``F_*``, ``I_*``, ``R_*``, ``STRATEGY_*``,
 ``MODEL_*``).
@@ -403,7 +403,7 @@ def naive_run_kernel(fparams, iparams, stack_traj, wipe_index, trace_times, trac
     ----------
     fparams : numpy.ndarray of float64, shape (N_FPARAMS,)
     iparams : numpy.ndarray of int64, shape (N_IPARAMS,)
-        Packed parameters, as :func:`spare_opt.simulate._pack` fills them.
+        Packed parameters, as :func:`spare_opt._runs._pack` fills them.
     stack_traj : numpy.ndarray of int, shape (E, W)
         Synthetic failures: ``stack_traj[e, k]`` is the stack number after ``k`` failures
         of restart epoch ``e`` (replication: one element, ``r``).

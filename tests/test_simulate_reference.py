@@ -14,7 +14,8 @@ from scipy import stats
 from naive_simulate import naive_run_kernel
 from spare_opt import _simulate_kernels as K
 from spare_opt import block, consecutive, random_latin
-from spare_opt.simulate import _TrajectoryPool, default_layout, trace_failures
+from spare_opt._runs import FailurePool
+from spare_opt.simulation import default_layout, trace_failures
 from spare_opt.trace import read_fault_trace
 
 STRATEGY = {"ckpt": K.STRATEGY_CKPT, "rep": K.STRATEGY_REP, "spare": K.STRATEGY_SPARE}
@@ -230,7 +231,7 @@ def test_trace_mode_real_trace(real_trace_path, strategy, r):
     trace = read_fault_trace(real_trace_path)
     layout = default_layout(400, r) if strategy == "spare" else None
     for scale, period in ((0.02, 500.0), (0.2, 5000.0)):
-        times, stacks, wipes, _ = trace_failures(trace, 400, strategy, r, layout, scale)
+        times, stacks, wipes, _ = trace_failures(trace, 400, strategy, r, layout=layout, time_scale=scale)
         f, i = packed(strategy, "paper", steps=20_000, period=period, groups=400)
         out = assert_same(f, i, trace_arrays(strategy, r, times, wipes, stacks))
         assert out[K.R_FINISHED] == 1.0 and out[K.R_FAILURES] > 50
@@ -275,7 +276,7 @@ def _metrics(run, config, seeds):
     for seed in seeds:
         f, i = packed(strategy, RANDOM_TIMING, steps=steps, period=60.0, groups=24, carry=carry, trace=False,
                       jitter=0.05, mtbf=mtbf, model=model, follow_live=live, seed=seed)
-        pool = _TrajectoryPool(strategy, 24, r, seed, LAYOUTS.get(layout))
+        pool = FailurePool(strategy, 24, r, seed, LAYOUTS.get(layout))
         out = _synthetic_run(run, f, i, pool)
         assert out[K.R_FINISHED] == 1.0
         wall = out[K.R_WALL]
@@ -318,7 +319,7 @@ def test_random_mode_jitter_law():
     timing = dict(layer=10.0, allreduce=10.0, shrink=0.0, controller=0.0, restart=0.0, save=10.0, patch=0.0)
     walls = []
     for run, first in ((K.run_kernel, 0), (naive_run_kernel, 10**6)):
-        pool = _TrajectoryPool("ckpt", 24, 1, 0)
+        pool = FailurePool("ckpt", 24, 1, 0)
         walls.append(np.array([
             _synthetic_run(run, *packed("ckpt", timing, steps=40, period=1.0, trace=False, jitter=0.2, mtbf=1e18,
                                         seed=seed), pool)[K.R_WALL]
