@@ -282,6 +282,12 @@ class Instant(NamedTuple):
         event order.
     failing_events : numpy.ndarray of int64
         For each group of ``failing``, the index of the event that fails it.
+    recovering : numpy.ndarray of int32
+        The groups whose node's usable ``fault_end`` happens at this instant, each once,
+        in event order (``repair`` semantics bring them back; ``paper`` semantics ignore
+        them).
+    recovering_events : numpy.ndarray of int64
+        For each group of ``recovering``, the index of its ``fault_end`` event.
     """
 
     time_days: float
@@ -289,6 +295,8 @@ class Instant(NamedTuple):
     stop: int
     failing: np.ndarray
     failing_events: np.ndarray
+    recovering: np.ndarray
+    recovering_events: np.ndarray
 
 
 def trace_instants(trace, groups, *, placement_seed=None):
@@ -297,9 +305,11 @@ def trace_instants(trace, groups, *, placement_seed=None):
     The one trace-to-failure-batches step shared by :func:`spare_opt.replay_trace` and
     the trace-driven simulation (:func:`spare_opt.simulation.trace_failures`): nodes map
     to groups by :meth:`FaultTrace.node_groups`; events at the same time form one
-    instant (one reorder decision); a ``fault_start`` is *usable* when the reader did
-    not ignore it and its node maps to a group; several usable starts on one group at
-    one instant fail it once.  Whether a group is already down is the caller's state.
+    instant (one reorder decision); a ``fault_start`` or ``fault_end`` is *usable* when
+    the reader did not ignore it and its node maps to a group; several usable starts on
+    one group at one instant fail it once (likewise for ends).  Whether a group is
+    already down, and what an end does (nothing under the paper's semantics, a
+    recovery under ``repair`` semantics), is the caller's state.
 
     Parameters
     ----------
@@ -332,16 +342,24 @@ def trace_instants(trace, groups, *, placement_seed=None):
     if count == 0:
         return [], node_group
     event_group = node_group[trace.node]
-    usable = trace.is_start & ~trace.ignored & (event_group >= 0)
+    usable = ~trace.ignored & (event_group >= 0)
+    usable_start = usable & trace.is_start
+    usable_end = usable & ~trace.is_start
     bounds = np.concatenate(([0], np.flatnonzero(np.diff(times)) + 1, [count]))
     instants = []
     for start, stop in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
-        events = start + np.flatnonzero(usable[start:stop])
-        failing, first = np.unique(event_group[events], return_index=True)
-        keep = np.sort(first)  # event order, each group once
-        instants.append(Instant(float(times[start]), start, stop, event_group[events[keep]].astype(np.int32),
-                                events[keep].astype(np.int64)))
+        failing, failing_events = _groups_once(event_group, start + np.flatnonzero(usable_start[start:stop]))
+        recovering, recovering_events = _groups_once(event_group, start + np.flatnonzero(usable_end[start:stop]))
+        instants.append(Instant(float(times[start]), start, stop, failing, failing_events, recovering,
+                                recovering_events))
     return instants, node_group
+
+
+def _groups_once(event_group, events):
+    """The groups of ``events`` (indices), each once, in event order, with the event of each."""
+    _, first = np.unique(event_group[events], return_index=True)
+    keep = events[np.sort(first)]
+    return event_group[keep].astype(np.int32), keep.astype(np.int64)
 
 
 # ----------------------------------------------------------------------------- reading

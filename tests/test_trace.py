@@ -291,3 +291,23 @@ def test_packaged_real_trace_is_the_shared_copy_with_its_license(real_trace_path
     if not shared.is_file():
         pytest.skip(f"no shared copy of the real trace at {shared} to compare with")
     assert real_trace_path.read_bytes() == shared.read_bytes()
+
+
+def test_trace_instants_list_failing_and_recovering_groups_once_in_event_order():
+    from spare_opt.trace import trace_instants
+
+    def event(node, day, kind):
+        return {"node_id": node, "event_time": day, "event_type": kind, "fault_type": {"Class": "GPU"}}
+
+    trace = parse_fault_events([
+        event("a", 1.0, "fault_start"), event("b", 1.0, "fault_start"), event("c", 2.0, "fault_start"),
+        event("b", 3.0, "fault_end"), event("a", 3.0, "fault_end"), event("z", 3.0, "fault_end"),  # z: never down
+        event("c", 4.0, "fault_end"),
+    ])
+    instants, node_group = trace_instants(trace, 2)  # c is node 2: beyond N = 2
+    assert [i.time_days for i in instants] == [1.0, 2.0, 3.0, 4.0]
+    assert [i.failing.tolist() for i in instants] == [[0, 1], [], [], []]
+    assert [i.recovering.tolist() for i in instants] == [[], [], [1, 0], []]  # z ignored, c skipped
+    assert node_group.tolist() == [0, 1, -1, -1]
+    third = instants[2]
+    assert [trace.node_ids[trace.node[k]] for k in third.recovering_events] == ["b", "a"]
