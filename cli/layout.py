@@ -5,7 +5,19 @@ import click
 from spare_opt.domain_layouts import DOMAIN_METHODS, domain_safe
 from spare_opt.generators import DEFAULT_TIME_LIMIT, METHODS, generate
 
-from .options import check_output_path, echo_json, force_option, json_option, seed_option, topology_option
+from .options import (
+    INTEGER,
+    FloatRange,
+    check_output_path,
+    echo_json,
+    force_option,
+    given,
+    json_option,
+    refuse_unused,
+    seed_option,
+    topology_option,
+    warn_ignored,
+)
 
 __all__ = ["command"]
 
@@ -22,14 +34,14 @@ def _offsets_text(offsets):
 
 
 @click.command("layout")
-@click.option("--groups", "-n", "groups", type=int, required=True, metavar="N", help="Number of DP groups N (>= 1).")
-@click.option("--redundancy", "-r", "redundancy", type=int, required=True, metavar="R",
+@click.option("--groups", "-n", "groups", type=INTEGER, required=True, metavar="N", help="Number of DP groups N (>= 1).")
+@click.option("--redundancy", "-r", "redundancy", type=INTEGER, required=True, metavar="R",
               help="Redundancy r: shard types held by each group (1 <= r <= N).")
 @click.option("--method", "-m", type=click.Choice(list(METHODS)), default="sidon", show_default=True,
               help="Layout generator: Sidon offsets (any two groups share at most one shard type when possible), "
                    "consecutive offsets 0..r-1, blocks of r groups (r must divide N), or random Latin layers.")
 @seed_option
-@click.option("--time-limit", type=click.FloatRange(min=0, min_open=True), default=DEFAULT_TIME_LIMIT,
+@click.option("--time-limit", type=FloatRange(min=0, min_open=True), default=DEFAULT_TIME_LIMIT,
               show_default=True, metavar="SEC", help="CP-SAT time budget in seconds (sidon only).")
 @topology_option("Make the layout domain-safe for this topology file (spare-opt topology): in every domain the "
                   "groups hold pairwise disjoint shard types.  Needs --method sidon.")
@@ -42,8 +54,9 @@ def _offsets_text(offsets):
               help="Layout file to write: JSON, or compressed NumPy when FILE ends in .npz (large N).")
 @force_option
 @json_option
-def command(groups, redundancy, method, seed, time_limit, topology, domain_levels, domain_method, output, force,
-            as_json):
+@click.pass_context
+def command(ctx, groups, redundancy, method, seed, time_limit, topology, domain_levels, domain_method, output,
+            force, as_json):
     """Generate a stack layout of N DP groups with redundancy R and write it to FILE.
 
     Prints the method, N, r, the overlap lambda (the most shard types two groups
@@ -62,12 +75,17 @@ def command(groups, redundancy, method, seed, time_limit, topology, domain_level
       spare-opt layout --groups 600 --redundancy 20 -o layout.json
       spare-opt layout --groups 600 --redundancy 8 --topology racks.json -o safe.json
     """
-    if topology is None and (domain_levels or domain_method != "auto"):
-        raise click.UsageError("--domain-level and --domain-method need --topology")
+    if topology is None and (domain_levels or given(ctx, "domain_method")):
+        refuse_unused("--domain-level and --domain-method", "need --topology")
     if topology is not None and method != "sidon":
-        raise click.UsageError("--topology makes a domain-safe Sidon layout: use --method sidon (the default)")
+        refuse_unused("--topology", "makes a domain-safe Sidon layout: use --method sidon (the default)")
     # Refuse an existing file before any long solve.
     check_output_path(output, force)
+    # Options of the search only: the layout asked for is made all the same (a warning).
+    if method in ("consecutive", "block") and given(ctx, "seed"):
+        warn_ignored("--seed", f"the {method} layout is a fixed construction (it draws no random numbers)")
+    if method != "sidon" and given(ctx, "time_limit"):
+        warn_ignored("--time-limit", f"only the sidon search has a time budget; {method} is built directly")
     if topology is None:
         layout = generate(method, groups, redundancy, seed=seed, time_limit=time_limit)
     else:

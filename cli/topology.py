@@ -6,7 +6,24 @@ from spare_opt.domains import derived_topology
 from spare_opt.topology import Topology
 from spare_opt.trace import read_fault_trace
 
-from .options import check_output_path, echo_json, force_option, json_option
+from spare_opt import _validation as check
+from spare_opt.errors import SpareError
+
+from .options import (
+    FLOAT,
+    INTEGER,
+    FloatRange,
+    IntegerRange,
+    check_output_path,
+    echo_json,
+    force_option,
+    given,
+    json_option,
+    refuse_unused,
+    time_unit_option,
+    trace_format_option,
+    warn_ignored,
+)
 
 __all__ = ["command"]
 
@@ -21,8 +38,8 @@ def _parse_level(ctx, param, values):
         if not sep or not name.strip():
             raise click.BadParameter(f"expected NAME=SIZE (e.g. rack=8), got {text!r}")
         try:
-            size = int(size)
-        except ValueError:
+            size = check.parse_int(size, None)
+        except SpareError:
             raise click.BadParameter(f"the size in {text!r} is not an integer") from None
         if name.strip() in levels:
             raise click.BadParameter(f"level {name.strip()!r} given twice")
@@ -31,24 +48,28 @@ def _parse_level(ctx, param, values):
 
 
 @click.command("topology")
-@click.option("--groups", "-n", "groups", type=int, required=True, metavar="N", help="Number of DP groups N (>= 1).")
+@click.option("--groups", "-n", "groups", type=INTEGER, required=True, metavar="N", help="Number of DP groups N (>= 1).")
 @click.option("--level", "levels", multiple=True, callback=_parse_level, metavar="NAME=SIZE",
               help="A level of blocks of SIZE consecutive groups, e.g. rack=8 (repeatable: --level rack=8 "
                    "--level pod=96).  The first level is the default of 'layout --topology'.")
 @click.option("--shuffle", is_flag=True, help="Place the groups at random in the blocks (seeded by --seed).")
-@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="Seed of --shuffle.")
+@click.option("--seed", type=IntegerRange(min=0), default=0, show_default=True, help="Seed of --shuffle.")
 @click.option("--from-trace", "trace_path", type=click.Path(dir_okay=False), default=None, metavar="TRACE",
               help="Instead of blocks: derive one level from a fault trace, grouping nodes that failed at the "
                    "same instant (nodes placed on groups in order of first appearance).")
-@click.option("--window-days", type=click.FloatRange(min=0), default=0.0, show_default=True, metavar="DAYS",
+@trace_format_option
+@time_unit_option
+@click.option("--window-days", type=FloatRange(min=0), default=0.0, show_default=True, metavar="DAYS",
               help="With --from-trace: starts at most this far apart count as failing together.")
-@click.option("--until-days", type=float, default=None, metavar="DAYS",
+@click.option("--until-days", type=FLOAT, default=None, metavar="DAYS",
               help="With --from-trace: use only events before this day.")
 @click.option("--output", "-o", type=click.Path(dir_okay=False), required=True, metavar="FILE",
               help="Topology file to write (JSON, spare-topology format).")
 @force_option
 @json_option
-def command(groups, levels, shuffle, seed, trace_path, window_days, until_days, output, force, as_json):
+@click.pass_context
+def command(ctx, groups, levels, shuffle, seed, trace_path, trace_format, time_unit, window_days, until_days, output,
+            force, as_json):
     """Write a topology file: the failure domain of every DP group at each level.
 
     Blocks of consecutive groups (--level rack=8 ...), optionally placed at random
@@ -65,11 +86,18 @@ def command(groups, levels, shuffle, seed, trace_path, window_days, until_days, 
     if trace_path is None and not levels:
         raise click.UsageError("give at least one --level NAME=SIZE, or --from-trace TRACE")
     if trace_path is not None and (levels or shuffle):
-        raise click.UsageError("--from-trace derives its own level: do not combine it with --level or --shuffle")
+        refuse_unused("--from-trace", "derives its own level: do not combine it with --level or --shuffle")
+    if trace_path is None:
+        for name, option in (("trace_format", "--format"), ("time_unit", "--time-unit"),
+                             ("window_days", "--window-days"), ("until_days", "--until-days")):
+            if given(ctx, name):
+                refuse_unused(option, "applies to --from-trace only (without it it would do nothing)")
+    if given(ctx, "seed") and not shuffle:
+        warn_ignored("--seed", "it seeds --shuffle only")
     check_output_path(output, force)
     if trace_path is not None:
-        topology = derived_topology(read_fault_trace(trace_path), groups, window_days=window_days,
-                                    until_days=until_days)
+        trace = read_fault_trace(trace_path, format=trace_format, time_unit=time_unit)
+        topology = derived_topology(trace, groups, window_days=window_days, until_days=until_days)
         origin = f"derived from {trace_path} (nodes that failed together; a derived topology, not a physical one)"
     else:
         topology = Topology.blocks(groups, levels, shuffle=shuffle, seed=seed)

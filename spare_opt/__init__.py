@@ -15,7 +15,8 @@ Every public name is importable from here; the modules, one per concept:
 * :mod:`spare_opt.parameters` - simulation parameters and presets (the paper's
   numbers); :mod:`spare_opt.simulation` - :func:`simulate`; :mod:`spare_opt.tuning` -
   :func:`tune`;
-* :mod:`spare_opt.trace` - fault traces; :mod:`spare_opt.replay` - :func:`replay_trace`;
+* :mod:`spare_opt.trace` - fault traces; :mod:`spare_opt.fit` - :func:`fit_trace` and the
+  :class:`FailureModel` it fits; :mod:`spare_opt.replay` - :func:`replay_trace`;
   :mod:`spare_opt.demo` - the demo;
 * :mod:`spare_opt.topology` - :class:`Topology`, failure domains;
   :mod:`spare_opt.domain_layouts` - :func:`domain_safe` layouts;
@@ -41,6 +42,7 @@ from .errors import (
     ParameterError,
     ParameterTypeError,
     PlanError,
+    FailureModelError,
     SolverError,
     SpareError,
     TopologyError,
@@ -151,6 +153,7 @@ from .simulation import (
     SimulationResult,
     summarise,
     trace_failures,
+    trace_seconds,
     trace_system_mtbf_seconds,
 )
 from .tuning import (
@@ -163,14 +166,20 @@ from .tuning import (
     TuneResult,
 )
 from .trace import (
+    CSV_COLUMNS,
+    CSV_OPTIONAL_COLUMNS,
     IRREGULAR_KINDS,
+    TIME_UNITS,
+    TRACE_FILE_FORMATS,
     TRACE_FORMAT,
     TRACE_VERSION,
     FaultTrace,
     Instant,
     IrregularEvent,
+    parse_fault_csv,
     parse_fault_events,
     read_fault_trace,
+    trace_file_format,
     synthetic_fault_trace,
     trace_instants,
     write_fault_trace,
@@ -186,6 +195,18 @@ from .domains import (
     domain_comparison,
     domain_report,
     DomainReport,
+)
+from .fit import (
+    DEFAULT_RESAMPLES,
+    DEFAULT_WINDOW_MINUTES,
+    FAILURE_MODEL_FORMAT,
+    FAILURE_MODEL_VERSION,
+    MAX_SAMPLE_EVENTS,
+    REPAIR_DISTRIBUTIONS,
+    Estimate,
+    FailureModel,
+    FitResult,
+    fit_trace,
 )
 from .replay import (
     PLANNERS,
@@ -223,6 +244,7 @@ __all__ = [
     "SolverError",
     "TopologyError",
     "PlacementError",
+    "FailureModelError",
     "Layout",
     "LAYOUT_FORMAT",
     "LAYOUT_VERSION",
@@ -304,6 +326,7 @@ __all__ = [
     "default_layout",
     "rep_wipe_out_index",
     "trace_failures",
+    "trace_seconds",
     "trace_system_mtbf_seconds",
     "closed_form_period",
     "closed_form",
@@ -318,8 +341,14 @@ __all__ = [
     "IRREGULAR_KINDS",
     "TRACE_FORMAT",
     "TRACE_VERSION",
+    "TRACE_FILE_FORMATS",
+    "TIME_UNITS",
+    "CSV_COLUMNS",
+    "CSV_OPTIONAL_COLUMNS",
     "read_fault_trace",
     "parse_fault_events",
+    "parse_fault_csv",
+    "trace_file_format",
     "trace_instants",
     "synthetic_fault_trace",
     "write_fault_trace",
@@ -331,6 +360,16 @@ __all__ = [
     "domain_report",
     "domain_comparison",
     "derived_topology",
+    "Estimate",
+    "FailureModel",
+    "FitResult",
+    "fit_trace",
+    "REPAIR_DISTRIBUTIONS",
+    "FAILURE_MODEL_FORMAT",
+    "FAILURE_MODEL_VERSION",
+    "DEFAULT_WINDOW_MINUTES",
+    "DEFAULT_RESAMPLES",
+    "MAX_SAMPLE_EVENTS",
     "PLANNERS",
     "ReplayRow",
     "ReplayResult",

@@ -14,7 +14,9 @@ from the closest built-in type so that generic handlers keep working:
   :class:`TraceError`, :class:`OutputExistsError` or :class:`OutputWriteError`;
 * a solver that ends without a usable answer raises :class:`SolverError`;
 * a topology (failure domains) or a node placement that is malformed, in a file or in
-  memory, raises :class:`TopologyError` or :class:`PlacementError`.
+  memory, raises :class:`TopologyError` or :class:`PlacementError`;
+* a failure-model file or document that cannot be read or holds bad values raises
+  :class:`FailureModelError`.
 """
 
 __all__ = [
@@ -31,6 +33,7 @@ __all__ = [
     "SolverError",
     "TopologyError",
     "PlacementError",
+    "FailureModelError",
 ]
 
 
@@ -87,3 +90,7 @@ class TopologyError(SpareError, ValueError):
 
 class PlacementError(SpareError, ValueError):
     """A node placement (trace nodes to DP groups or domains) is malformed, in memory or in a file."""
+
+
+class FailureModelError(SpareError, ValueError):
+    """A failure-model file or document (:class:`spare_opt.FailureModel`) is missing, unreadable, malformed or out of range."""

@@ -307,9 +307,9 @@ def test_layout_and_validate_commands_with_a_topology(tmp_path, racks_file):
     (["layout", "-n", 90, "-r", 4, "--topology", "RACKS", "-o", "x.json"], "N = 96", 1),
     (["layout", "-n", 96, "-r", 4, "--topology", "missing.json", "-o", "x.json"], "does not exist", 1),
     (["layout", "-n", 96, "-r", 4, "--topology", "RACKS", "--domain-level", "row", "-o", "x.json"], "no level", 1),
-    (["validate", "LAYOUT", "--domain-probability", 0.1], "need --topology", 2),
+    (["validate", "LAYOUT", "--domain-probability", 0.1], "needs --topology", 2),
     (["validate", "LAYOUT", "--topology", "RACKS", "--domain-probability", 2], "0<=x<=1", 2),
-    (["replay", "LAYOUT", "--trace", "TRACE", "--placement", "PLACE", "--placement-seed", 1], "not both", 2),
+    (["replay", "LAYOUT", "--trace", "TRACE", "--placement", "PLACE", "--placement-seed", 1], "give one", 2),
     (["replay", "LAYOUT", "--trace", "TRACE", "--topology", "RACKS"], "needs --placement", 2),
 ])
 def test_domain_options_bad_input(tmp_path, monkeypatch, racks_file, args, needle, code):
@@ -353,4 +353,4 @@ def test_simulate_command_takes_a_placement(tmp_path):
     assert result.exit_code == 0, result.output
     counts = json.loads(result.output)["trace"]
     assert counts["used"] == 9 and counts["outside_cluster"] == 1 and counts["placement"].startswith("placement")
-    assert "not both" in cli(*args, "--placement", place, "--placement-seed", 1).output
+    assert "give one" in cli(*args, "--placement", place, "--placement-seed", 1).output
