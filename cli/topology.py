@@ -55,8 +55,9 @@ def _parse_level(ctx, param, values):
 @click.option("--shuffle", is_flag=True, help="Place the groups at random in the blocks (seeded by --seed).")
 @click.option("--seed", type=IntegerRange(min=0), default=0, show_default=True, help="Seed of --shuffle.")
 @click.option("--from-trace", "trace_path", type=click.Path(dir_okay=False), default=None, metavar="TRACE",
-              help="Instead of blocks: derive one level from a fault trace, grouping nodes that failed at the "
-                   "same instant (nodes placed on groups in order of first appearance).")
+              help="Instead of blocks: one level from a fault trace (nodes placed on groups in order of first "
+                   "fault): the nodes' domains when it names them (a CSV log's domain column), else derived by "
+                   "grouping nodes that failed at the same instant.")
 @trace_format_option
 @time_unit_option
 @click.option("--window-days", type=FloatRange(min=0), default=0.0, show_default=True, metavar="DAYS",
@@ -73,9 +74,9 @@ def command(ctx, groups, levels, shuffle, seed, trace_path, trace_format, time_u
     """Write a topology file: the failure domain of every DP group at each level.
 
     Blocks of consecutive groups (--level rack=8 ...), optionally placed at random
-    (--shuffle), or one level derived from a fault trace (--from-trace): the trace's
-    nodes that failed at the same instant form one domain (a derived topology, not a
-    physical one).  Edit the file for any other topology: each level lists one entry
+    (--shuffle), or one level from a fault trace (--from-trace): the domains a CSV
+    fault log names, or else the trace's nodes that failed at the same instant form
+    one domain (a derived topology, not a physical one).  Edit the file for any other topology: each level lists one entry
     per group, a label or a list of labels (docs/formats.md).
 
     \b
@@ -98,7 +99,11 @@ def command(ctx, groups, levels, shuffle, seed, trace_path, trace_format, time_u
     if trace_path is not None:
         trace = read_fault_trace(trace_path, format=trace_format, time_unit=time_unit)
         topology = derived_topology(trace, groups, window_days=window_days, until_days=until_days)
-        origin = f"derived from {trace_path} (nodes that failed together; a derived topology, not a physical one)"
+        if topology.levels == ("domain",):
+            origin = f"the node domains of {trace_path} (its domain column)"
+        else:
+            origin = (f"derived from {trace_path} (nodes that failed together; a derived topology, not a "
+                      "physical one)")
     else:
         topology = Topology.blocks(groups, levels, shuffle=shuffle, seed=seed)
         origin = "blocks of consecutive groups" + (f", shuffled with seed {seed}" if shuffle else "")

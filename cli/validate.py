@@ -76,6 +76,9 @@ def _interval(pair, digits, trials):
 @click.option("--domain-probability", type=FloatRange(0, 1), default=None, metavar="P",
               help="With --topology: Monte-Carlo under correlated failures, a failure event taking a whole domain "
                    "(of the first reported level) with probability P, beside the baselines; --trials trials.")
+@click.option("--failure-model", "model_path", default=None, metavar="FILE",
+              help="With --topology: instead of --domain-probability, take P from a failure model written by "
+                   "'spare-opt fit --output FILE' (its probability that a failure event takes several nodes).")
 @click.option("--baselines", default="sidon,consecutive", show_default=True, metavar="METHODS",
               help="With --domain-probability: layouts of the same N and r run side by side (comma-separated "
                    "methods, or 'none').")
@@ -84,7 +87,7 @@ def _interval(pair, digits, trials):
 @quiet_option
 @click.pass_context
 def command(ctx, layout, trials, seed, workers, scheduler, worst_k, time_limit, plot_path, topology, domain_levels,
-            max_pairs, domain_probability, baselines, force, as_json, quiet):
+            max_pairs, domain_probability, model_path, baselines, force, as_json, quiet):
     """Check a layout: invariants, guarantees, worst cases and Monte-Carlo endurance.
 
     \b
@@ -114,9 +117,16 @@ def command(ctx, layout, trials, seed, workers, scheduler, worst_k, time_limit, 
     """
     if topology is None:
         for name, option in (("domain_levels", "--domain-level"), ("max_pairs", "--max-pairs"),
-                             ("domain_probability", "--domain-probability"), ("baselines", "--baselines")):
+                             ("domain_probability", "--domain-probability"), ("model_path", "--failure-model"),
+                             ("baselines", "--baselines")):
             if given(ctx, name):
                 refuse_unused(option, "needs --topology (without it it would do nothing)")
+    if model_path is not None:
+        if domain_probability is not None:
+            refuse_unused("--failure-model", "and --domain-probability both give P: give one")
+        from spare_opt.fit import FailureModel
+
+        domain_probability = FailureModel.load(model_path).multi_node_probability
     if domain_probability is not None and trials == 0:
         refuse_unused("--domain-probability", "needs --trials > 0 (it runs a Monte-Carlo)")
     baseline_methods = [] if baselines.strip() == "none" else [b.strip() for b in baselines.split(",") if b.strip()]

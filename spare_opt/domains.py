@@ -24,6 +24,7 @@ from .domain_layouts import _checked_domains
 from .generators import DEFAULT_TIME_LIMIT, METHODS, generate
 from .montecarlo import MAX_TRIALS, domain_monte_carlo
 from .errors import ParameterError, ParameterTypeError
+from .fit import FailureModel
 from .layout import check_layout
 from .plan import MASKED, WIPE_OUT, lower_bound
 from .planner import least_stack_number
@@ -337,8 +338,10 @@ def domain_comparison(layout, topology, *, domain_probability, level=None, basel
     layout : Layout
         The layout to judge (typically :func:`spare_opt.domain_safe`).
     topology : Topology
-    domain_probability : float
-        ``p`` of the correlated model, in ``[0, 1]``.
+    domain_probability : float or FailureModel
+        ``p`` of the correlated model, in ``[0, 1]``, or a failure model fitted to a
+        trace (:func:`spare_opt.fit_trace`), whose probability that a failure event
+        takes several nodes is used.
     level : str, optional
         Default: the first level of the topology.
     baselines : sequence of str, default ("sidon", "consecutive")
@@ -367,7 +370,9 @@ def domain_comparison(layout, topology, *, domain_probability, level=None, basel
     check_layout(layout)
     check_topology(topology)
     domains = _checked_domains(layout, topology, level)
-    check.probability("domain_probability", domain_probability)
+    if isinstance(domain_probability, FailureModel):
+        domain_probability = domain_probability.multi_node_probability
+    domain_probability = check.probability("domain_probability", domain_probability)
     trials = check.count("trials", trials, maximum=MAX_TRIALS)
     check.callback("progress", progress)
     if isinstance(baselines, str):
@@ -393,31 +398,37 @@ def domain_comparison(layout, topology, *, domain_probability, level=None, basel
 
 
 # ============================================================ derived topology
-def derived_topology(trace, groups, *, level="incident", window_days=0.0, until_days=None, placement_seed=None,
-                     placement=None):
-    """A topology derived from a fault trace: nodes that failed together share a domain.
+def derived_topology(trace, groups, *, level=None, window_days=0.0, until_days=None, placement_seed=None,
+                     placement=None, use_domains="auto"):
+    """The topology a fault trace gives: its nodes' domains, or else the nodes that failed together.
 
-    For traces without rack ids (the InfiniteHBD trace is anonymised).  Usable
-    ``fault_start`` events are taken in time order; events less than ``window_days``
+    A CSV fault log may name each node's failure domain (its ``domain`` column,
+    :attr:`FaultTrace.node_domains`): then each group is in the domains of its nodes
+    (level ``"domain"``), a physical topology read from the trace.  For traces without
+    rack ids (the InfiniteHBD trace is anonymised) the topology is *derived*: usable
+    ``fault_start`` events are taken in time order; events at most ``window_days``
     apart (the same instant when 0) form one co-failure; groups that co-fail, directly
-    or through a chain of co-failures, are one domain.  Groups that never co-fail are
-    in no domain.  The result is a *derived* topology, not a physical one: it says
-    which groups the trace saw fail together.
+    or through a chain of co-failures, are one domain (level ``"incident"``).  Groups
+    that never co-fail are in no domain.  A derived topology is not a physical one: it
+    says which groups the trace saw fail together.
 
     Parameters
     ----------
     trace : FaultTrace
     groups : int
         ``N``.
-    level : str, default "incident"
-        The level name; domains are labelled ``"<level>-0"``, ``"<level>-1"``... in
-        order of first co-failure.
+    level : str, optional
+        The level name (default ``"domain"`` or ``"incident"``); derived domains are
+        labelled ``"<level>-0"``, ``"<level>-1"``... in order of first co-failure.
     window_days : float, default 0.0
         Events at most this far apart (days) co-fail; ``0`` means the same instant.
     until_days : float, optional
         Only events before this time are used (derive on a prefix, replay the rest).
     placement_seed, placement
         Node-to-group mapping, as in :func:`spare_opt.trace.trace_instants`.
+    use_domains : {"auto", True, False}, default "auto"
+        Take the trace's node domains when it has any (``"auto"``), always (an error
+        when it has none), or never (derive from co-failures).
 
     Returns
     -------
@@ -443,6 +454,15 @@ def derived_topology(trace, groups, *, level="incident", window_days=0.0, until_
     """
     check.instance("trace", trace, FaultTrace, " (spare_opt.read_fault_trace)")
     groups = check.count("groups N", groups)
+    if use_domains != "auto":
+        use_domains = check.flag("use_domains", use_domains)
+    has_domains = any(domain is not None for domain in trace.node_domains)
+    if use_domains is True and not has_domains:
+        raise ParameterError(f"{trace.source}: the trace names no failure domain (only CSV fault logs with a "
+                             "'domain' column do)")
+    from_domains = has_domains and use_domains in ("auto", True)
+    if level is None:
+        level = "domain" if from_domains else "incident"
     if not isinstance(level, str):
         raise ParameterTypeError(f"level must be a level name (str), got {type(level).__name__}")
     if not level.strip():
@@ -452,6 +472,8 @@ def derived_topology(trace, groups, *, level="incident", window_days=0.0, until_
         until_days = check.number("until_days", until_days)
     node_members = trace.node_groups(groups, seed=placement_seed, placement=placement, members=True)
     indptr, node_group_ids = node_members
+    if from_domains:
+        return _topology_of_node_domains(trace, groups, level, indptr, node_group_ids)
     usable = trace.is_start & ~trace.ignored
     if until_days is not None:
         usable &= trace.times_days < until_days
@@ -487,4 +509,17 @@ def derived_topology(trace, groups, *, level="incident", window_days=0.0, until_
                    key=lambda root: min((first_seen.get(g, np.inf), g) for g in np.flatnonzero(roots == root)))
     label_of = {root: f"{level}-{index}" for index, root in enumerate(order)}
     entries = [label_of[int(roots[g])] if in_domain[g] else [] for g in range(groups)]
+    return Topology(groups, {level: entries})
+
+
+def _topology_of_node_domains(trace, groups, level, indptr, node_group_ids):
+    """Each group in the domains of its nodes (the trace's ``domain`` column), in order of first appearance."""
+    labels = [[] for _ in range(groups)]
+    for node, domain in enumerate(trace.node_domains):
+        if domain is None:
+            continue
+        for g in node_group_ids[indptr[node]:indptr[node + 1]].tolist():
+            if domain not in labels[g]:
+                labels[g].append(domain)
+    entries = [found[0] if len(found) == 1 else found for found in labels]
     return Topology(groups, {level: entries})

@@ -2,6 +2,7 @@
 
 import itertools
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -32,6 +33,8 @@ from spare_opt.domains import _StackNumber
 from spare_opt.montecarlo import _domain_events
 from spare_opt.domain_layouts import _checked_domains
 from spare_opt_cli.main import main
+
+REPO_INSTANCES = Path(__file__).resolve().parent.parent / "instances" / "small"
 
 
 def cli(*args):
@@ -354,3 +357,34 @@ def test_simulate_command_takes_a_placement(tmp_path):
     counts = json.loads(result.output)["trace"]
     assert counts["used"] == 9 and counts["outside_cluster"] == 1 and counts["placement"].startswith("placement")
     assert "give one" in cli(*args, "--placement", place, "--placement-seed", 1).output
+
+
+def test_a_csv_fault_log_gives_its_own_domains_and_a_fitted_model_gives_p(tmp_path):
+    from spare_opt import fit_trace, read_fault_trace
+
+    log = REPO_INSTANCES / "fault-log-N12.csv"
+    trace = read_fault_trace(log)
+    topology = derived_topology(trace, 12)
+    assert topology.levels == ("domain",)
+    node_group = trace.node_groups(12)
+    for node, domain in enumerate(trace.node_domains):
+        if domain is not None and node_group[node] >= 0:
+            assert node_group[node] in topology.domains("domain")[domain]
+    derived = derived_topology(trace, 12, use_domains=False)
+    assert derived.levels == ("incident",)
+    with pytest.raises(Exception, match="names no failure domain"):
+        derived_topology(parse_fault_events(_events([("a", 1.0, "fault_start")])), 4, use_domains=True)
+    model = fit_trace(trace).model
+    racks = Topology.blocks(24, {"rack": 4})
+    rows = domain_comparison(domain_safe(24, 3, racks), racks, domain_probability=model, trials=5, baselines=())
+    assert rows[0]["domain_probability"] == pytest.approx(model.multi_node_probability)
+    path = tmp_path / "model.json"
+    model.save(path)
+    layout = tmp_path / "safe.json"
+    domain_safe(24, 3, racks).save(layout)
+    racks_path = racks.save(tmp_path / "racks.json")
+    result = cli("validate", layout, "--trials", 5, "--worst-k", 1, "--topology", racks_path, "--failure-model", path,
+                 "--baselines", "none", "--json")
+    assert result.exit_code == 0, result.output
+    row = json.loads(result.output)["domains"]["rack"]["correlated"][0]
+    assert row["domain_probability"] == pytest.approx(model.multi_node_probability)
