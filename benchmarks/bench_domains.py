@@ -146,7 +146,7 @@ def run_replay(trace_path, seed):
             counted = [d for d in days if until is None or d >= until]
             rows.append({
                 "topology": label, "domains": len(sizes), "largest": max(sizes), "layout": name,
-                "placement": "first appearance",
+                "placement": "first fault",
                 "safe": so.is_domain_safe(layout, topology), "wipe_outs": len(counted), "wipe_out_days": counted,
                 "masked": result["masked"], "mean_stack_number": result["mean_stack_number"],
             })

@@ -513,7 +513,7 @@ def derived_topology(trace, groups, *, level=None, window_days=0.0, until_days=N
 
 
 def _topology_of_node_domains(trace, groups, level, indptr, node_group_ids):
-    """Each group in the domains of its nodes (the trace's ``domain`` column), in order of first appearance."""
+    """Each group in the domains of its nodes (the trace's ``domain`` column), in order of first appearance of the domain."""
     labels = [[] for _ in range(groups)]
     for node, domain in enumerate(trace.node_domains):
         if domain is None:

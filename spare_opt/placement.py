@@ -2,7 +2,7 @@
 
 A fault trace names nodes (servers); replay and trace-driven simulation need the DP
 groups each node's failure takes.  Without a placement, node ``i`` (order of first
-appearance) is group ``i`` (the paper's replay) or a random group (a seed).  A
+fault) is group ``i`` (the paper's replay) or a random group (a seed).  A
 :class:`Placement` says it explicitly, as JSON (``docs/formats.md``)::
 
     {"format": "spare-placement", "version": 1, "groups": 600,
