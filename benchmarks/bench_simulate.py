@@ -24,7 +24,8 @@ import time
 
 import numpy as np
 
-from spare_opt.simulate import _TrajectoryPool, _run_pool, preset_parameters, simulate
+from spare_opt import preset_parameters, simulate
+from spare_opt._runs import FailurePool, run_synthetic
 
 
 def scenario():
@@ -39,7 +40,7 @@ def simpy_run(params, redundancy, period, seed, pool):
     rng = np.random.default_rng(seed)
     sd = params.jitter_sd
     shape = params.weibull_shape
-    scale = params.mtbf_seconds / math.gamma(1 + 1 / shape)
+    scale = params.system_mtbf_seconds / math.gamma(1 + 1 / shape)
     n = params.groups
     env = simpy.Environment()
     state = {"k": 0, "epoch": 0, "restarting": False, "restarts": 0}
@@ -130,15 +131,15 @@ def main(argv=None):
               "seeds": args.seeds}
 
     t = time.perf_counter()
-    simulate(params, "rep", 3, period, seed=0)
+    simulate(params, "rep", 3, checkpoint_period_seconds=period, seed=0)
     report["numba_first_call_seconds"] = time.perf_counter() - t  # compile or cache load
 
     numba_ratios, numba_times = [], []
     for seed in range(args.seeds):
-        pool = _TrajectoryPool("rep", params.groups, 3, seed)
+        pool = FailurePool("rep", params.groups, 3, seed)
         pool.extend(64)
         t = time.perf_counter()
-        result = _run_pool(params, "rep", 3, period, seed, pool)
+        result = run_synthetic(params, "rep", 3, period, seed, pool)
         numba_times.append(time.perf_counter() - t)
         numba_ratios.append(result.ttt_ratio)
     report["numba_seconds_per_run"] = float(np.median(numba_times))
@@ -151,7 +152,7 @@ def main(argv=None):
     else:
         simpy_ratios, simpy_times = [], []
         for seed in range(args.seeds):
-            pool = _TrajectoryPool("rep", params.groups, 3, seed)
+            pool = FailurePool("rep", params.groups, 3, seed)
             pool.extend(64)
             t = time.perf_counter()
             simpy_ratios.append(simpy_run(params, 3, period, seed, pool))
@@ -161,16 +162,16 @@ def main(argv=None):
         report["speedup"] = report["simpy_seconds_per_run"] / report["numba_seconds_per_run"]
 
     spare_params = preset_parameters("paper-600k", 600)
-    simulate(spare_params, "spare", 9, 3000.0, seed=0)  # layout, trajectories, kernels warm
+    simulate(spare_params, "spare", 9, checkpoint_period_seconds=3000.0, seed=0)  # layout, trajectories, kernels warm
     times = []
     for seed in range(args.seeds):
         t = time.perf_counter()
-        simulate(spare_params, "spare", 9, 3000.0, seed=seed)
+        simulate(spare_params, "spare", 9, checkpoint_period_seconds=3000.0, seed=seed)
         times.append(time.perf_counter() - t)
     report["spare_run_seconds_including_trajectories"] = float(np.median(times))
 
     if args.full:
-        from spare_opt.tune import tune_preset
+        from spare_opt.tuning import tune_preset
 
         t = time.perf_counter()
         tune_preset("paper-600k", seeds=10, workers=2)

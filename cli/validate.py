@@ -3,7 +3,8 @@
 import click
 
 from spare_opt import theory
-from spare_opt.monte_carlo import MAX_TRIALS, monte_carlo
+from spare_opt.domains import DOMAIN_REPORT_MAX_PAIRS, domain_comparison, domain_report
+from spare_opt.montecarlo import MAX_TRIALS, monte_carlo
 from spare_opt.worst_case import (
     EXACT_WORST_CASE_MAX_GROUPS,
     min_wipe_out_set,
@@ -12,7 +13,12 @@ from spare_opt.worst_case import (
 )
 
 from .options import (
+    FloatRange,
+    IntegerRange,
     check_output_path,
+    given,
+    refuse_unused,
+    warn_ignored,
     echo_json,
     executor_for,
     force_option,
@@ -22,6 +28,7 @@ from .options import (
     quiet_option,
     scheduler_option,
     seed_option,
+    topology_option,
     workers_option,
 )
 
@@ -41,29 +48,46 @@ def _percent(value):
     return "n/a" if value is None else f"{100 * value:+.2f}%"
 
 
-def _interval(pair, digits):
+def _interval(pair, digits, trials):
     if pair[0] is None:
-        return "n/a (one trial)"
+        return "n/a (one trial)" if trials == 1 else "n/a (too few trials)"
     return f"[{pair[0]:.{digits}f}, {pair[1]:.{digits}f}]"
 
 
 @click.command("validate")
 @layout_argument
-@click.option("--trials", type=click.IntRange(min=0, max=MAX_TRIALS), default=200, show_default=True, metavar="K",
+@click.option("--trials", type=IntegerRange(min=0, max=MAX_TRIALS), default=200, show_default=True, metavar="K",
               help="Monte-Carlo failure orders (0 skips the Monte-Carlo).")
 @seed_option
 @workers_option
 @scheduler_option
-@click.option("--worst-k", "worst_k", type=click.IntRange(min=0), default=None, metavar="K",
+@click.option("--worst-k", "worst_k", type=IntegerRange(min=0), default=None, metavar="K",
               help="Worst-case S* for failure sets of size 1..K  [default: r-1, the sizes always masked].")
-@click.option("--time-limit", type=click.FloatRange(min=0, min_open=True), default=10.0, show_default=True,
+@click.option("--time-limit", type=FloatRange(min=0, min_open=True), default=10.0, show_default=True,
               metavar="SEC", help="Time budget per failure-set size for the worst case (CP-SAT, or local search beyond N = 64).")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None, metavar="FILE.png",
               help="Write a PNG: histogram of masked failures and mean S* against failures (needs matplotlib).")
+@topology_option("Also report failure domains of this topology file: is the layout domain-safe, the worst single "
+                 "domain failure and the worst pair of domains, per level (exact planner).")
+@click.option("--domain-level", "domain_levels", multiple=True, metavar="LEVEL",
+              help="With --topology: a level to report (repeatable)  [default: every level].")
+@click.option("--max-pairs", type=IntegerRange(min=1), default=DOMAIN_REPORT_MAX_PAIRS, show_default=True,
+              metavar="K", help="With --topology: domain pairs evaluated for the worst pair (all when fewer).")
+@click.option("--domain-probability", type=FloatRange(0, 1), default=None, metavar="P",
+              help="With --topology: Monte-Carlo under correlated failures, a failure event taking a whole domain "
+                   "(of the first reported level) with probability P, beside the baselines; --trials trials.")
+@click.option("--failure-model", "model_path", default=None, metavar="FILE",
+              help="With --topology: instead of --domain-probability, take P from a failure model written by "
+                   "'spare-opt fit --output FILE' (its probability that a failure event takes several nodes).")
+@click.option("--baselines", default="sidon,consecutive", show_default=True, metavar="METHODS",
+              help="With --domain-probability: layouts of the same N and r run side by side (comma-separated "
+                   "methods, or 'none').")
 @force_option
 @json_option
 @quiet_option
-def command(layout, trials, seed, workers, scheduler, worst_k, time_limit, plot_path, force, as_json, quiet):
+@click.pass_context
+def command(ctx, layout, trials, seed, workers, scheduler, worst_k, time_limit, plot_path, topology, domain_levels,
+            max_pairs, domain_probability, model_path, baselines, force, as_json, quiet):
     """Check a layout: invariants, guarantees, worst cases and Monte-Carlo endurance.
 
     \b
@@ -79,9 +103,33 @@ def command(layout, trials, seed, workers, scheduler, worst_k, time_limit, plot_
         beside the closed forms of the paper with relative errors.
 
     \b
-    Example:
+    With --topology (docs/domains.md), per level:
+      * safe: whether every domain holds pairwise disjoint shard types, and the
+        most holders of one shard type in one domain;
+      * the worst single domain failure (status, exact S*) and the worst pair of
+        domains; with --domain-probability P, mu and Sbar when a failure event
+        takes a whole domain with probability P, beside the baselines.
+
+    \b
+    Examples:
       spare-opt validate layout.json --trials 2000 --seed 1 --workers 2 --plot mc.png
+      spare-opt validate safe.json --topology racks.json --domain-probability 0.057 --json
     """
+    if topology is None:
+        for name, option in (("domain_levels", "--domain-level"), ("max_pairs", "--max-pairs"),
+                             ("domain_probability", "--domain-probability"), ("model_path", "--failure-model"),
+                             ("baselines", "--baselines")):
+            if given(ctx, name):
+                refuse_unused(option, "needs --topology (without it it would do nothing)")
+    if model_path is not None:
+        if domain_probability is not None:
+            refuse_unused("--failure-model", "and --domain-probability both give P: give one")
+        from spare_opt.fit import FailureModel
+
+        domain_probability = FailureModel.load(model_path).multi_node_probability
+    if domain_probability is not None and trials == 0:
+        refuse_unused("--domain-probability", "needs --trials > 0 (it runs a Monte-Carlo)")
+    baseline_methods = [] if baselines.strip() == "none" else [b.strip() for b in baselines.split(",") if b.strip()]
     if plot_path is not None:
         if trials == 0:
             raise click.BadParameter("needs --trials > 0 (the plot shows Monte-Carlo results)", param_hint="--plot")
@@ -92,6 +140,18 @@ def command(layout, trials, seed, workers, scheduler, worst_k, time_limit, plot_
     n, r = layout.groups, layout.redundancy
     if worst_k is not None and worst_k > n:
         raise click.BadParameter(f"must be at most N = {n}", param_hint="--worst-k")
+    # Options of how the work runs, ignored when there is no such work: warnings.
+    if force and plot_path is None:
+        warn_ignored("--force", "there is no output file to overwrite without --plot")
+    if trials == 0:
+        for name, option in (("workers", "--workers"), ("scheduler", "--scheduler")):
+            if given(ctx, name):
+                warn_ignored(option, "--trials 0 runs no Monte-Carlo (the only parallel work)")
+    elif given(ctx, "workers") and scheduler not in (None, "local"):
+        warn_ignored("--workers", "the Dask scheduler's workers run the trials (--workers sizes only "
+                                  "--scheduler local)")
+    if given(ctx, "time_limit") and (r - 1 if worst_k is None else worst_k) == 0:
+        warn_ignored("--time-limit", "no worst-case search runs (--worst-k 0, or r = 1)")
     overlap = layout.overlap()
     shard, wipe_out_set = min_wipe_out_set(layout)
     after_one = worst_case_after_one_failure(layout)
@@ -101,6 +161,18 @@ def command(layout, trials, seed, workers, scheduler, worst_k, time_limit, plot_
         with executor_for(scheduler, workers) as executor, progress_bar(quiet, "Monte-Carlo trials") as progress:
             result = monte_carlo(layout, trials=trials, seed=seed, workers=workers, executor=executor,
                                  progress=progress)
+    domains = comparison = None
+    if topology is not None:
+        with progress_bar(quiet, "domain failures") as progress:
+            domains = domain_report(layout, topology, levels=list(domain_levels) or None, max_pairs=max_pairs,
+                                    progress=progress)
+        if domain_probability is not None:
+            level = next(iter(domains.levels))
+            with executor_for(scheduler, workers) as executor, progress_bar(quiet, "correlated trials") as progress:
+                comparison = domain_comparison(layout, topology, domain_probability=domain_probability, level=level,
+                                               baselines=baseline_methods, trials=trials, seed=seed, workers=workers,
+                                               executor=executor, progress=progress)
+            domains.levels[level]["correlated"] = comparison
     written = None
     if plot_path is not None:
         from spare_opt._plotting import plot_monte_carlo
@@ -126,6 +198,8 @@ def command(layout, trials, seed, workers, scheduler, worst_k, time_limit, plot_
         }
         if result is not None:
             doc.update(result.to_dict())
+        if domains is not None:
+            doc["domains"] = domains.to_dict()["levels"]
         echo_json(doc)
         return
 
@@ -154,11 +228,41 @@ def command(layout, trials, seed, workers, scheduler, worst_k, time_limit, plot_
         click.echo(f"Monte-Carlo:   {result.trials} random failure orders, seed {result.seed}, "
                    f"{result.workers} worker(s), {result.seconds:.2f} s")
         click.echo(f"  {'':<30} {'Monte-Carlo':>11}  {'95% CI':<20}  {'closed form':>11}  {'rel. error':>10}")
-        click.echo(f"  {'mu (failures masked)':<30} {result.mu:>11.2f}  {_interval(mc['mu_ci95'], 2):<20}  "
+        click.echo(f"  {'mu (failures masked)':<30} {result.mu:>11.2f}  {_interval(mc['mu_ci95'], 2, result.trials):<20}  "
                    f"{result.closed_form_mu:>11.2f}  {_percent(cf['mu_relative_error']):>10}")
-        click.echo(f"  {'Sbar (mean stack number)':<30} {result.sbar:>11.4f}  {_interval(mc['sbar_ci95'], 4):<20}  "
+        click.echo(f"  {'Sbar (mean stack number)':<30} {result.sbar:>11.4f}  {_interval(mc['sbar_ci95'], 4, result.trials):<20}  "
                    f"{result.closed_form_sbar:>11.4f}  {_percent(cf['sbar_relative_error']):>10}")
         click.echo("  (closed forms: Lee et al. 2026, Sec. 4-5; the Sbar form is a lower bound with rho_k = 0;"
                    " rel. error = (closed - MC) / MC)")
+    if domains is not None:
+        _echo_domains(domains.levels)
     if written is not None:
         click.echo(f"plot:          {written}")
+
+
+def _echo_domains(levels):
+    """The text form of the domain report (and the correlated Monte-Carlo, if run)."""
+    for level, info in levels.items():
+        safe = "yes" if info["safe"] else f"no: up to {info['multiplicity']} holders of a shard type in one domain"
+        click.echo(f"domains {level}: {info['domains']} domains; domain-safe: {safe}")
+        if info["worst_status"] is not None:
+            s = "-" if info["worst_stack_number"] is None else info["worst_stack_number"]
+            click.echo(f"  worst single domain: {info['worst_domain']}: {info['worst_status']}, S* = {s} "
+                       f"(c(k) = {info['worst_lower_bound']}); {info['wipe_out_domains']} domain(s) wipe out alone")
+        pair = info["worst_pair"]
+        if pair is not None:
+            s = "-" if pair["stack_number"] is None else pair["stack_number"]
+            click.echo(f"  worst pair: {pair['domains'][0]} + {pair['domains'][1]}: {pair['status']}, S* = {s} "
+                       f"(c(k) = {pair['lower_bound']}); {info['wipe_out_pairs']} pair(s) lose a shard type "
+                       f"neither loses alone; {info['pairs_evaluated']} of {info['pairs_total']} pairs evaluated "
+                       f"({info['pair_search']})")
+        rows = info.get("correlated")
+        if rows:
+            first = rows[0]
+            click.echo(f"  correlated failures: a failure event takes its whole {level} with probability "
+                       f"{first['domain_probability']} ({first['trials']} trials, seed {first['seed']}):")
+            click.echo(f"    {'layout':<14} {'safe':<5} {'mu (groups)':>12}  {'mu (events)':>12}  {'Sbar':>8}")
+            for row in rows:
+                name = "this layout" if row["name"] == "layout" else row["name"]
+                click.echo(f"    {name:<14} {'yes' if row['safe'] else 'no':<5} {row['mu']:>12.2f}  "
+                           f"{row['mu_events']:>12.2f}  {row['sbar']:>8.4f}")

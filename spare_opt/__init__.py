@@ -11,12 +11,17 @@ Every public name is importable from here; the modules, one per concept:
   reference), and :func:`stack_number_certificate`;
 * :mod:`spare_opt.controller` - :class:`ReorderController`, the online controller;
 * :mod:`spare_opt.theory` - closed forms; :mod:`spare_opt.worst_case` - guarantees;
-  :mod:`spare_opt.monte_carlo` - :func:`monte_carlo` and :func:`sweep`;
+  :mod:`spare_opt.montecarlo` - :func:`monte_carlo` and :func:`sweep`;
 * :mod:`spare_opt.parameters` - simulation parameters and presets (the paper's
-  numbers); :mod:`spare_opt.simulate` - :func:`simulate`; :mod:`spare_opt.tune` -
+  numbers); :mod:`spare_opt.simulation` - :func:`simulate`; :mod:`spare_opt.tuning` -
   :func:`tune`;
-* :mod:`spare_opt.trace` - fault traces; :mod:`spare_opt.replay` - :func:`replay_trace`;
-  :mod:`spare_opt.demo` - the demo.
+* :mod:`spare_opt.trace` - fault traces; :mod:`spare_opt.fit` - :func:`fit_trace` and the
+  :class:`FailureModel` it fits; :mod:`spare_opt.replay` - :func:`replay_trace`;
+  :mod:`spare_opt.demo` - the demo;
+* :mod:`spare_opt.topology` - :class:`Topology`, failure domains;
+  :mod:`spare_opt.domain_layouts` - :func:`domain_safe` layouts;
+  :mod:`spare_opt.domains` - :func:`domain_report` and :func:`derived_topology`;
+  :mod:`spare_opt.placement` - :class:`Placement` of trace nodes.
 
 Conventions (``docs/api.md``): core inputs positional, options keyword-only; wrong types
 raise :class:`ParameterTypeError`, bad values :class:`ParameterError` (both
@@ -37,8 +42,11 @@ from .errors import (
     ParameterError,
     ParameterTypeError,
     PlanError,
+    FailureModelError,
     SolverError,
     SpareError,
+    TopologyError,
+    PlacementError,
     TraceError,
 )
 from .layout import (
@@ -72,6 +80,20 @@ from .generators import (
     random_latin,
     sidon,
 )
+from .topology import (
+    TOPOLOGY_FORMAT,
+    TOPOLOGY_VERSION,
+    check_topology,
+    Topology,
+)
+from .domain_layouts import (
+    DOMAIN_METHODS,
+    DOMAIN_STATUSES,
+    conflict_graph,
+    domain_multiplicity,
+    domain_safe,
+    is_domain_safe,
+)
 from .planner import (
     least_load,
     least_stack_number,
@@ -94,8 +116,10 @@ from .worst_case import (
     worst_case_stack_number,
     WorstCase,
 )
-from .monte_carlo import (
+from .montecarlo import (
     MAX_TRIALS,
+    domain_monte_carlo,
+    DomainMonteCarloResult,
     monte_carlo,
     MonteCarloResult,
     sweep,
@@ -123,7 +147,7 @@ from .parameters import (
     preset_parameters,
     SimulationParameters,
 )
-from .simulate import (
+from .simulation import (
     DEFAULT_REP_REDUNDANCY,
     MAX_EXPECTED_FAILURES,
     default_layout,
@@ -134,9 +158,10 @@ from .simulate import (
     SimulationResult,
     summarise,
     trace_failures,
+    trace_seconds,
     trace_system_mtbf_seconds,
 )
-from .tune import (
+from .tuning import (
     closed_form,
     closed_form_period,
     mean_failures_to_wipe_out,
@@ -146,17 +171,47 @@ from .tune import (
     TuneResult,
 )
 from .trace import (
+    CSV_COLUMNS,
+    CSV_OPTIONAL_COLUMNS,
     IRREGULAR_KINDS,
+    TIME_UNITS,
+    TRACE_FILE_FORMATS,
     TRACE_FORMAT,
     TRACE_VERSION,
     FaultTrace,
     Instant,
     IrregularEvent,
+    parse_fault_csv,
     parse_fault_events,
     read_fault_trace,
+    trace_file_format,
     synthetic_fault_trace,
     trace_instants,
     write_fault_trace,
+)
+from .placement import (
+    PLACEMENT_FORMAT,
+    PLACEMENT_VERSION,
+    Placement,
+)
+from .domains import (
+    DOMAIN_REPORT_MAX_PAIRS,
+    derived_topology,
+    domain_comparison,
+    domain_report,
+    DomainReport,
+)
+from .fit import (
+    DEFAULT_RESAMPLES,
+    DEFAULT_WINDOW_MINUTES,
+    FAILURE_MODEL_FORMAT,
+    FAILURE_MODEL_VERSION,
+    MAX_SAMPLE_EVENTS,
+    REPAIR_DISTRIBUTIONS,
+    Estimate,
+    FailureModel,
+    FitResult,
+    fit_trace,
 )
 from .replay import (
     PLANNERS,
@@ -192,6 +247,9 @@ __all__ = [
     "OutputExistsError",
     "OutputWriteError",
     "SolverError",
+    "TopologyError",
+    "PlacementError",
+    "FailureModelError",
     "Layout",
     "LAYOUT_FORMAT",
     "LAYOUT_VERSION",
@@ -215,6 +273,16 @@ __all__ = [
     "generate",
     "METHODS",
     "DEFAULT_TIME_LIMIT",
+    "Topology",
+    "TOPOLOGY_FORMAT",
+    "TOPOLOGY_VERSION",
+    "check_topology",
+    "DOMAIN_METHODS",
+    "DOMAIN_STATUSES",
+    "domain_safe",
+    "domain_multiplicity",
+    "is_domain_safe",
+    "conflict_graph",
     "plan_reorder",
     "least_stack_number",
     "least_load",
@@ -236,6 +304,8 @@ __all__ = [
     "SweepResult",
     "monte_carlo",
     "sweep",
+    "DomainMonteCarloResult",
+    "domain_monte_carlo",
     "PAPER",
     "PAPER_TABLE",
     "PAPER_MTBF_SECONDS",
@@ -266,6 +336,7 @@ __all__ = [
     "default_layout",
     "rep_wipe_out_index",
     "trace_failures",
+    "trace_seconds",
     "trace_system_mtbf_seconds",
     "closed_form_period",
     "closed_form",
@@ -280,11 +351,35 @@ __all__ = [
     "IRREGULAR_KINDS",
     "TRACE_FORMAT",
     "TRACE_VERSION",
+    "TRACE_FILE_FORMATS",
+    "TIME_UNITS",
+    "CSV_COLUMNS",
+    "CSV_OPTIONAL_COLUMNS",
     "read_fault_trace",
     "parse_fault_events",
+    "parse_fault_csv",
+    "trace_file_format",
     "trace_instants",
     "synthetic_fault_trace",
     "write_fault_trace",
+    "Placement",
+    "PLACEMENT_FORMAT",
+    "PLACEMENT_VERSION",
+    "DOMAIN_REPORT_MAX_PAIRS",
+    "DomainReport",
+    "domain_report",
+    "domain_comparison",
+    "derived_topology",
+    "Estimate",
+    "FailureModel",
+    "FitResult",
+    "fit_trace",
+    "REPAIR_DISTRIBUTIONS",
+    "FAILURE_MODEL_FORMAT",
+    "FAILURE_MODEL_VERSION",
+    "DEFAULT_WINDOW_MINUTES",
+    "DEFAULT_RESAMPLES",
+    "MAX_SAMPLE_EVENTS",
     "PLANNERS",
     "ReplayRow",
     "ReplayResult",

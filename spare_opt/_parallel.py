@@ -1,7 +1,7 @@
 """Running independent tasks in parallel: processes, any ``concurrent.futures`` executor (private).
 
-The Monte-Carlo (:func:`spare_opt.monte_carlo`, :func:`spare_opt.sweep`) and the
-simulation (:func:`spare_opt.simulate_many`, :func:`spare_opt.tune`) split their work
+The Monte-Carlo (:func:`spare_opt.montecarlo`, :func:`spare_opt.sweep`) and the
+simulation (:func:`spare_opt.simulate_many`, :func:`spare_opt.tuning`) split their work
 into tasks whose results depend only on their arguments (every task carries its own
 seed), so the results are the same whatever runs them:
 
@@ -41,7 +41,7 @@ def resolve_workers(workers):
     if workers == -1:
         return os.cpu_count() or 1
     if workers < 1:
-        raise ParameterError(f"workers must be a positive integer or -1 (every CPU), got {workers}")
+        raise ParameterError(f"workers must be a positive integer or -1 (every CPU), got {check.int_text(workers)}")
     return workers
 
 

@@ -398,7 +398,8 @@ def sidon(groups, redundancy, *, time_limit=DEFAULT_TIME_LIMIT, seed=0, workers=
     if pairs > groups - 1:
         metadata.update(solver_status=STATUS_FALLBACK,
                         reason=f"r(r-1) = {pairs} > N-1 = {groups - 1}: no Sidon set exists")
-        return _fallback(groups, redundancy, [], max(lower_bound, 2), start, start + time_limit, metadata)
+        deadline = start + _cp_sat_import_seconds() + time_limit
+        return _fallback(groups, redundancy, [], max(lower_bound, 2), start, deadline, metadata)
 
     # 1. Known constructions: verified mod N, the first Sidon one wins.
     hints = []
@@ -411,14 +412,17 @@ def sidon(groups, redundancy, *, time_limit=DEFAULT_TIME_LIMIT, seed=0, workers=
         hints.append((overlap, description, candidate))
     hints.sort(key=lambda item: item[0])
 
-    # 2. CP-SAT search for a Sidon set, hinted with the best construction.
+    # 2. CP-SAT search for a Sidon set, hinted with the best construction.  The time
+    # limit is search time: the one-off import of the solver is not charged to it, or
+    # the first call in a process would search less than the next ones.
+    budget_start = start + _cp_sat_import_seconds()
     if pairs > MAX_MODEL_DIFFERENCES:
         metadata.update(solver_status=STATUS_FEASIBLE,
                         reason=f"r(r-1) = {pairs} differences is beyond the CP-SAT model limit "
                                f"({MAX_MODEL_DIFFERENCES}) and no known construction applies")
-        return _fallback(groups, redundancy, hints, lower_bound, start, start + time_limit, metadata)
+        return _fallback(groups, redundancy, hints, lower_bound, start, budget_start + time_limit, metadata)
     hint = canonical_offsets(hints[0][2], groups) if hints else None
-    search = _solve_difference_model(groups, redundancy, start + time_limit / 2, seed, workers,
+    search = _solve_difference_model(groups, redundancy, budget_start + time_limit / 2, seed, workers,
                                      sidon_only=True, hint=hint)
     metadata["cp_sat_status"] = search.status
     if search.offsets is not None:
@@ -431,7 +435,15 @@ def sidon(groups, redundancy, *, time_limit=DEFAULT_TIME_LIMIT, seed=0, workers=
     else:
         metadata.update(solver_status=STATUS_FEASIBLE,
                         reason=f"time limit: no Sidon set found in {search.wall_seconds:.1f} s")
-    return _fallback(groups, redundancy, hints, lower_bound, start, start + time_limit, metadata)
+    return _fallback(groups, redundancy, hints, lower_bound, start, budget_start + time_limit, metadata)
+
+
+def _cp_sat_import_seconds():
+    """Import CP-SAT (ortools, loaded on first use) and return the seconds it took (0 once loaded)."""
+    before = time.perf_counter()
+    from ortools.sat.python import cp_model  # noqa: F401
+
+    return time.perf_counter() - before
 
 
 def _fallback(groups, redundancy, hints, lower_bound, start, deadline, metadata):
@@ -617,23 +629,29 @@ def _heuristic_offsets(groups, marks, seed):
     return chosen
 
 
-def _solve_difference_model(groups, marks, deadline, seed, workers, sidon_only, hint=None, upper=None, lower=1):
+def _solve_difference_model(groups, marks, deadline, seed, workers, sidon_only, hint=None, upper=None, lower=1,
+                            window=None, forbidden=None):
     """Build and solve the difference model (:func:`_difference_model`) with CP-SAT.
 
     ``deadline`` is a :func:`time.perf_counter` value; the solver gets what is left of
     it once the model is built.
     """
-    model, offsets = _difference_model(groups, marks, sidon_only, hint=hint, upper=upper, lower=lower)
+    model, offsets = _difference_model(groups, marks, sidon_only, hint=hint, upper=upper, lower=lower,
+                                       window=window, forbidden=forbidden)
     return _solve_model(model, offsets, groups, deadline, seed, workers)
 
 
-def _difference_model(groups, marks, sidon_only, hint=None, upper=None, lower=1):
+def _difference_model(groups, marks, sidon_only, hint=None, upper=None, lower=1, window=None, forbidden=None):
     """CP-SAT model of ``marks`` residues mod ``groups`` with bounded difference multiplicity.
 
     ``sidon_only``: feasibility of a Sidon set (all residues distinct).  Otherwise
     minimise ``lambda`` in ``[lower, upper]``; ``hint`` (canonical offsets) must then
-    have ``lambda <= upper``.  ``O(marks^2)`` variables and constraints, whatever
-    ``groups`` is.  Returns ``(model, offset_variables)``.
+    have ``lambda <= upper``.  ``window = (width, count)``, for failure domains of
+    ``width`` consecutive groups (:mod:`spare_opt.domain_layouts`): at most ``count``
+    offsets in any cyclic window of ``width`` consecutive residues; ``forbidden``, a
+    boolean mask over residues closed under ``x -> N - x``: residues no difference may
+    take.  The hint must then meet them too.  ``O(marks^2)`` variables and
+    constraints, whatever ``groups`` is.  Returns ``(model, offset_variables)``.
     """
     from ortools.sat.python import cp_model
 
@@ -647,7 +665,12 @@ def _difference_model(groups, marks, sidon_only, hint=None, upper=None, lower=1)
     # Variables: offsets and differences d_ij = o_j - o_i.  The domain [1, N-1] of the
     # differences also orders the offsets (see symmetry breaking).
     offsets = [model.new_int_var(0, groups - 1, f"offset_{i}") for i in range(marks)]
-    diffs = {(i, j): model.new_int_var(1, groups - 1, f"diff_{i}_{j}") for i, j in pairs}
+    if forbidden is None:
+        diffs = {(i, j): model.new_int_var(1, groups - 1, f"diff_{i}_{j}") for i, j in pairs}
+    else:
+        # Failure domains: differences of two groups in a common domain are excluded.
+        allowed = cp_model.Domain.from_values(np.flatnonzero(~forbidden[1:]) + 1)
+        diffs = {(i, j): model.new_int_var_from_domain(allowed, f"diff_{i}_{j}") for i, j in pairs}
     overlap = None if sidon_only else model.new_int_var(lower, bound, "lambda")
     residues = [diffs[p] for p in pairs] + [groups - diffs[p] for p in pairs]
     copies = [] if sidon_only else [model.new_int_var(0, bound - 1, f"copy_{k}") for k in range(len(residues))]
@@ -662,6 +685,19 @@ def _difference_model(groups, marks, sidon_only, hint=None, upper=None, lower=1)
         model.add_all_different([residue * bound + copy for residue, copy in zip(residues, copies)])
         for copy in copies:
             model.add(copy <= overlap - 1)
+
+    # Failure domains: at most `count` offsets in any cyclic window of `width` residues,
+    # i.e. o_{i+count} - o_i >= width around the cycle (count = 1: every two offsets at
+    # least `width` apart).  Rotations and reflections keep it: the symmetry breaking
+    # below stays valid.
+    if window is not None:
+        width, count = window
+        for i in range(marks):
+            if i + count < marks:
+                model.add(diffs[i, i + count] >= width)
+            elif count < marks:
+                # o_j + N - o_i >= width with j = i + count - r < i.
+                model.add(diffs[i + count - marks, i] <= groups - width)
 
     # Symmetry breaking.  Translation: o_0 = 0.  Relabelling: offsets increase
     # (differences >= 1).  Rotation: the wrap-around gap N - o_{r-1} is a largest gap,

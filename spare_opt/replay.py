@@ -19,7 +19,7 @@ import numpy as np
 from . import _validation as check
 from ._results import Result
 from .plan import MASKED, WIPE_OUT, check_plan
-from .trace import FaultTrace, trace_instants
+from .trace import FaultTrace, _placement_text, trace_instants
 from .layout import check_layout
 
 __all__ = [
@@ -42,7 +42,7 @@ ROW_STATUSES = {
     WIPE_OUT: "the group failed in a batch that wiped out a shard type: global restart, all groups back, S = 1",
     "already-out": "the node's group is already out (failed earlier, not back before a restart): no effect",
     "irregular": "irregular event (start for a node already down, end with no start): ignored",
-    "skipped": "the node is beyond the cluster's N groups: ignored",
+    "skipped": "the node is beyond the cluster's N groups (or not in the placement): ignored",
     "end": "fault_end: counted, the group does not come back before a restart",
 }
 
@@ -57,7 +57,7 @@ class ReplayRow(NamedTuple):
     time_days : float
         Event time (days).
     node : int
-        Node index (order of first appearance).
+        Node index (order of first effective fault, :class:`~spare_opt.trace.FaultTrace`).
     node_id : str
         Node identifier in the trace file.
     group : int
@@ -109,17 +109,20 @@ class ReplayResult(Result):
         ``mean_stack_number``, ``fault_ends``, ``irregular``, ``skipped``...).
     rows : tuple of ReplayRow
         One row per trace event, in time order.
+    elapsed_seconds : float
+        Wall-clock time of the replay (in ``to_dict()``; not compared by ``==``).
     """
 
     summary: dict
     rows: tuple = field(default=(), repr=False)
+    elapsed_seconds: float = field(default=0.0, compare=False)
 
     def __getitem__(self, key):
         return self.summary[key]
 
     def to_dict(self, rows=False):
         """The summary as a JSON-ready dict, with the per-event rows under ``"rows"`` when asked."""
-        doc = dict(self.summary)
+        doc = dict(self.summary, elapsed_seconds=self.elapsed_seconds)
         if rows:
             doc["rows"] = [row.to_dict() for row in self.rows]
         return doc
@@ -159,7 +162,7 @@ class ReplayResult(Result):
             f"Skipped: {skipped['nodes']} node(s) beyond N = {s['groups']} "
             f"({skipped['fault_starts']} fault_start, {skipped['events']} events in all)"
         )
-        lines.append(f"Elapsed: {s['elapsed_seconds']:.2f} s")
+        lines.append(f"Elapsed: {self.elapsed_seconds:.2f} s")
         if rows:
             lines.append("")
             lines.append(f"{'day':>10} {'node':>5} {'group':>5} {'kind':<11} {'status':<11} {'S':>2} {'out':>4} {'moves':>5}  class")
@@ -223,7 +226,7 @@ class _ExactEngine:
 
 
 def replay_trace(layout, trace, *, planner="controller", progress=None, check_plans=False, placement_seed=None,
-                 exact=None):
+                 placement=None, exact=None):
     """Replay a fault trace on a layout (paper semantics, ``docs/replay.md``).
 
     Parameters
@@ -243,7 +246,11 @@ def replay_trace(layout, trace, *, planner="controller", progress=None, check_pl
         Check every plan with :func:`spare_opt.check_plan` (slower; for tests).
     placement_seed : int, optional
         Place nodes on random distinct groups with this seed instead of in order of
-        first appearance (:meth:`~spare_opt.trace.FaultTrace.node_groups`).
+        first effective fault (:meth:`~spare_opt.trace.FaultTrace.node_groups`).
+    placement : Placement, optional
+        Place nodes as this placement says (a group, several groups, or every group of
+        a domain per node; :class:`~spare_opt.placement.Placement`); nodes it does not
+        list are skipped and counted.  Not together with ``placement_seed``.
     exact : bool, optional
         Deprecated: ``exact=True`` is ``planner="exact"``.
 
@@ -268,9 +275,11 @@ def replay_trace(layout, trace, *, planner="controller", progress=None, check_pl
     :func:`spare_opt.trace.trace_instants`, the same step as the trace-driven
     simulation:
 
-    * nodes are mapped to groups in order of first appearance (or at random with
-      ``placement_seed``; :meth:`~spare_opt.trace.FaultTrace.node_groups`); nodes beyond ``N`` are
-      skipped and reported;
+    * nodes are mapped to groups in order of first effective fault (or at random with
+      ``placement_seed``, or by ``placement``; :meth:`~spare_opt.trace.FaultTrace.node_groups`);
+      nodes beyond ``N`` (or not in the placement) are skipped and reported; a node
+      placed on several groups or on a domain fails all of them, in one batch (its
+      rows show the lowest of its groups);
     * events the reader flagged as irregular (``FaultTrace.ignored``) do nothing;
     * a ``fault_start`` whose group is live fails it; a ``fault_start`` whose group
       is already out (its node was repaired but groups do not rejoin before a
@@ -300,7 +309,7 @@ def replay_trace(layout, trace, *, planner="controller", progress=None, check_pl
     started = time.perf_counter()
     n = layout.groups
     engine = _ExactEngine(layout) if planner == "exact" else _ControllerEngine(layout)
-    instants, node_group = trace_instants(trace, n, placement_seed=placement_seed)
+    instants, node_group = trace_instants(trace, n, placement_seed=placement_seed, placement=placement)
     times = trace.times_days
     count = trace.n_events
 
@@ -309,18 +318,26 @@ def replay_trace(layout, trace, *, planner="controller", progress=None, check_pl
     stack_number = 1
     order = layout.stacks if check_plans else None
     rows = []
-    batches = masked = masked_batches = wipe_outs = already_out = 0
+    batches = masked = masked_batches = wipe_outs = already_out = wiped_groups = 0
     total_moves = max_failed = 0
     max_stack = 1
     wipe_out_days = []
     masked_before_wipe_out = []
     masked_in_epoch = 0
+    # The time-weighted mean of S: integral / span, and the same sum in fractions of the
+    # span, which stays finite whatever the times (S * (now - t_prev) overflows near
+    # 1.8e308 days); the first is kept when finite (the figures of earlier versions).
+    first, last = trace.span_days
+    span = last - first
     area = 0.0
+    mean_stack = 0.0
     t_prev = float(times[0]) if count else 0.0
 
     for instant in instants:
         a, b, now = instant.start, instant.stop, instant.time_days
-        area += stack_number * (now - t_prev)
+        if span > 0:
+            area += stack_number * (now - t_prev)
+            mean_stack += stack_number * ((now - t_prev) / span)
         t_prev = now
         fresh = instant.failing[alive[instant.failing]]
         fresh_events = set(instant.failing_events[alive[instant.failing]].tolist())
@@ -351,6 +368,7 @@ def replay_trace(layout, trace, *, planner="controller", progress=None, check_pl
             if plan.status == WIPE_OUT:
                 outcome = WIPE_OUT
                 wipe_outs += 1
+                wiped_groups += int(fresh.size)
                 wipe_out_days.append(now)
                 masked_before_wipe_out.append(masked_in_epoch)
                 masked_in_epoch = 0
@@ -390,9 +408,10 @@ def replay_trace(layout, trace, *, planner="controller", progress=None, check_pl
         if progress is not None:
             progress(b, count)
 
-    first, last = trace.span_days
-    span = last - first
-    mean_stack = float(area / span) if span > 0 else float(stack_number)
+    if span > 0:
+        mean_stack = float(area / span) if np.isfinite(area) else float(mean_stack)
+    else:
+        mean_stack = float(stack_number)
     skipped_nodes = int((node_group < 0).sum())
     skipped_mask = node_group[trace.node] < 0 if count else np.zeros(0, dtype=bool)
     summary = {
@@ -402,13 +421,13 @@ def replay_trace(layout, trace, *, planner="controller", progress=None, check_pl
         "method": layout.method,
         "trace": trace.source,
         "trace_format": trace.format,
-        "placement": "first appearance" if placement_seed is None else f"random, seed {placement_seed}",
+        "placement": _placement_text(placement_seed, placement),
         "events": count,
         "nodes": trace.n_nodes,
         "span_days": [first, last],
         "faults": trace.n_starts,
         "fault_ends": trace.n_ends,
-        "group_failures": masked + sum(1 for row in rows if row.status == WIPE_OUT),
+        "group_failures": masked + wiped_groups,
         "batches": batches,
         "masked": masked,
         "masked_batches": masked_batches,
@@ -429,6 +448,5 @@ def replay_trace(layout, trace, *, planner="controller", progress=None, check_pl
             "fault_starts": int((skipped_mask & trace.is_start & ~trace.ignored).sum()),
             "events": int(skipped_mask.sum()),
         },
-        "elapsed_seconds": time.perf_counter() - started,
     }
-    return ReplayResult(summary=summary, rows=tuple(rows))
+    return ReplayResult(summary=summary, rows=tuple(rows), elapsed_seconds=time.perf_counter() - started)

@@ -178,10 +178,10 @@ def test_micro_batches_text_and_json(layout, layout_path):
 
 
 @pytest.mark.parametrize("value, words, code", [
-    ("0", "must be a positive integer", 2),
-    ("-3", "must be a positive integer", 2),
-    ("1.5", "is not a valid integer", 2),
-    ("eight", "is not a valid integer", 2),
+    ("0", "not in the range x>=1", 2),
+    ("-3", "not in the range x>=1", 2),
+    ("1.5", "is not an integer", 2),
+    ("eight", "is not an integer", 2),
     ("4000000", "above the limit", 1),  # N m = 160,000,000 > MAX_SPLIT_ENTRIES
 ])
 def test_bad_micro_batches_get_one_line(layout_path, value, words, code):
