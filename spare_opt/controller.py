@@ -158,7 +158,7 @@ class ReorderController:
     def __init__(self, layout, *, micro_batches=1):
         self._layout = check_layout(layout)
         self._micro_batches = check_micro_batches(micro_batches, layout.groups)
-        self._holders = None
+        self._tables = None
         self._single = np.zeros(1, dtype=np.int32)
         self.restart()
 
@@ -169,12 +169,20 @@ class ReorderController:
         Fresh arrays are allocated so that plans returned before the restart keep
         their values.
         """
-        if self._holders is None:
-            self._holders = _holder_table(self._layout)
         if self._micro_batches == 1:
-            self._load_state(*_fault_free_state(self._layout.stacks, *self._holders))
+            self._load_state(*_fault_free_state(self._layout.stacks, *self._holder_tables()))
         else:
-            self._load_split_state(*_fault_free_split_state(self._layout.stacks, *self._holders, self._micro_batches))
+            self._load_split_state(*_fault_free_split_state(self._layout.stacks, *self._holder_tables(),
+                                                            self._micro_batches))
+
+    def _holder_tables(self):
+        """``(holder_groups, holder_layers)``: built once, then read from the current state
+        (they never change), so that no second copy is kept."""
+        if self._tables is None:
+            return _holder_table(self._layout)
+        if self._micro_batches == 1:
+            return self._tables[_k.TABLE_HOLDER_GROUPS], self._tables[_k.TABLE_HOLDER_LAYERS]
+        return self._tables[_s.HOLDER_GROUPS], self._tables[_s.HOLDER_LAYERS]
 
     def _load_state(self, tables, rows, scalars):
         """Adopt the packed m = 1 state ``(tables, rows, scalars)`` with a new, empty journal."""
@@ -463,11 +471,11 @@ class ReorderController:
             order = self._order.copy()
             order[back] = self._stacks[back]  # a returning group resumes with its layout order
             plan = plan_reorder(self._layout, remaining, order=order, stack_number=self.stack_number)
-            self._load_state(*_state_from_plan(self._layout.stacks, *self._holders, plan, alive, remaining))
+            self._load_state(*_state_from_plan(self._layout.stacks, *self._holder_tables(), plan, alive, remaining))
         else:
             plan = plan_reorder(self._layout, remaining, micro_batches=self._micro_batches, split=self._split)
-            self._load_split_state(*_split_state(self._layout.stacks, *self._holders, plan.split, alive, plan.load,
-                                                 remaining))
+            self._load_split_state(*_split_state(self._layout.stacks, *self._holder_tables(), plan.split, alive,
+                                                 plan.load, remaining))
         return plan
 
 def stack_number_trajectory(layout, failure_order, *, micro_batches=1, return_moves=False):
