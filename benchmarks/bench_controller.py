@@ -98,7 +98,7 @@ def bench_size(n, r, seed, exact_samples, m=1):
     # The controller runs the whole sequence first (nothing else allocates in between, so
     # garbage-collector pauses are the controller's own); the exact planner then replays
     # the sampled steps from the recorded states.
-    controller_us, samples = [], []
+    controller_us, samples, step_moves = [], [], []
     for step, group in enumerate(sequence, start=1):
         if step in exact_steps:
             state = (step,) + _state(controller)
@@ -107,6 +107,7 @@ def bench_size(n, r, seed, exact_samples, m=1):
         controller_us.append((time.perf_counter_ns() - start) / 1e3)
         if plan.status != "masked":
             break
+        step_moves.append(plan.moves)
         if step in exact_steps:
             samples.append(state + (plan.load, plan.moves))
     exact_us, ratios = [], []
@@ -146,6 +147,7 @@ def bench_size(n, r, seed, exact_samples, m=1):
         "trajectory_loop_us_per_failure": loop_s / wipeout_index * 1e6,
         "fixed_check_fraction": float(unchanged.mean()),
         "load_unchanged_fraction": float(same_load.mean()),
+        "slowest": _slowest(controller_us[:len(step_moves)], step_moves),
     }
     if exact_us:
         row["exact"] = percentiles(exact_us)
@@ -159,6 +161,19 @@ def bench_size(n, r, seed, exact_samples, m=1):
             "steps_compared": len(exact_us),
         }
     return row
+
+
+def _slowest(times_us, moves):
+    """Share of the controller's total time spent in its slowest 1% and 5% of failures, and
+    the mean moves of those failures beside the mean over all (where the mean goes)."""
+    times, moves = np.asarray(times_us), np.asarray(moves)
+    order = np.argsort(times)[::-1]
+    result = {"mean_moves": float(moves.mean())}
+    for percent in (1, 5):
+        top = order[:max(1, len(order) * percent // 100)]
+        result[f"top{percent}_time_share"] = float(times[top].sum() / times.sum())
+        result[f"top{percent}_mean_moves"] = float(moves[top].mean())
+    return result
 
 
 def moves_by_layout(n, r, seed, m=1):
@@ -368,6 +383,10 @@ def main(argv=None):
                   f"({row['trajectory_loop_us_per_failure']:.2f} us in the compiled loop); load unchanged on "
                   f"{100 * row['load_unchanged_fraction']:.1f}% of masked failures; mean step cost L*/m to "
                   f"wipe-out {row['mean_step_cost']:.4f}")
+        slow = row["slowest"]
+        print(f"N={row['N']:,}: the slowest 1% / 5% of fail() calls take {100 * slow['top1_time_share']:.0f}% / "
+              f"{100 * slow['top5_time_share']:.0f}% of the time, with {slow['top1_mean_moves']:.0f} / "
+              f"{slow['top5_mean_moves']:.0f} moves on average (all calls: {slow['mean_moves']:.1f})")
     memory = report["memory"]
     print(f"peak memory at N={memory['N']:,}, r={memory['r']}, m={memory['micro_batches']} "
           f"({memory['failures']:,} failures): {memory['peak_mib']:.1f} MiB, {memory['built_mib']:.1f} MiB "
