@@ -92,15 +92,17 @@ def command(layout, trials, seed, workers, scheduler, worst_k, time_limit, plot_
     n, r = layout.groups, layout.redundancy
     if worst_k is not None and worst_k > n:
         raise click.BadParameter(f"must be at most N = {n}", param_hint="--worst-k")
-    overlap = layout.overlap()
-    shard, wipe_out_set = min_wipe_out_set(layout)
-    after_one = worst_case_after_one_failure(layout)
-    profile = worst_case_profile(layout, max_failed=worst_k, time_limit=time_limit, seed=seed)
-    result = None
-    if trials:
-        with executor_for(scheduler, workers) as executor, progress_bar(quiet, "Monte-Carlo trials") as progress:
-            result = monte_carlo(layout, trials=trials, seed=seed, workers=workers, executor=executor,
-                                 progress=progress)
+    # The cluster is reached (or a bad address refused) before the worst case, not after it.
+    with executor_for(scheduler if trials else None, workers) as executor:
+        overlap = layout.overlap()
+        shard, wipe_out_set = min_wipe_out_set(layout)
+        after_one = worst_case_after_one_failure(layout)
+        profile = worst_case_profile(layout, max_failed=worst_k, time_limit=time_limit, seed=seed)
+        result = None
+        if trials:
+            with progress_bar(quiet, "Monte-Carlo trials") as progress:
+                result = monte_carlo(layout, trials=trials, seed=seed, workers=workers, executor=executor,
+                                     progress=progress)
     written = None
     if plot_path is not None:
         from spare_opt._plotting import plot_monte_carlo

@@ -29,6 +29,7 @@ Fault-Tolerant LLM Pretraining Systems with 100k+ GPUs", ICML 2026, arXiv:2603.0
 """
 
 from .errors import (
+    ExecutorError,
     FailureSetError,
     LayoutError,
     LayoutFileError,
@@ -187,6 +188,7 @@ __all__ = [
     "OutputExistsError",
     "OutputWriteError",
     "SolverError",
+    "ExecutorError",
     "Layout",
     "LAYOUT_FORMAT",
     "LAYOUT_VERSION",

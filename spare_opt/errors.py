@@ -12,7 +12,9 @@ from the closest built-in type so that generic handlers keep working:
   :class:`PlanError`);
 * files that cannot be read or written raise :class:`LayoutFileError`,
   :class:`TraceError`, :class:`OutputExistsError` or :class:`OutputWriteError`;
-* a solver that ends without a usable answer raises :class:`SolverError`.
+* a solver that ends without a usable answer raises :class:`SolverError`;
+* parallel work that cannot be run where it was sent (a Dask scheduler that cannot be
+  reached, Dask missing, a worker process that died) raises :class:`ExecutorError`.
 """
 
 __all__ = [
@@ -27,6 +29,7 @@ __all__ = [
     "OutputExistsError",
     "OutputWriteError",
     "SolverError",
+    "ExecutorError",
 ]
 
 
@@ -75,3 +78,14 @@ class OutputWriteError(SpareError, OSError):
 
 class SolverError(SpareError):
     """A solver (CP-SAT, flow) ended without a usable answer, or was given an invalid model."""
+
+
+class ExecutorError(SpareError, RuntimeError):
+    """Parallel work could not be run where it was sent.
+
+    A Dask scheduler that cannot be reached, Dask not installed, a worker process that
+    died, a task that could not be sent or returned, or a task that failed on another
+    process with an error that is not a :class:`SpareError` (the original exception is
+    chained as ``__cause__``).  A :class:`SpareError` raised inside a task is re-raised
+    as it is, whatever ran the task.
+    """
