@@ -24,14 +24,9 @@ unexpected exception in a task) raises :class:`~spare_opt.ExecutorError` naming 
 task, with the original exception as ``__cause__``.  The other tasks are cancelled.
 """
 
-import asyncio
 import contextlib
-import logging
-import multiprocessing
 import os
-import socket
-import threading
-from concurrent.futures import Executor, ProcessPoolExecutor, as_completed
+from concurrent.futures import Executor, as_completed
 
 from . import _validation as check
 from .errors import ExecutorError, ParameterError, ParameterTypeError, SpareError
@@ -168,6 +163,8 @@ def run_tasks(function, tasks, *, workers=1, executor=None, progress=None, weigh
     own_pool = executor is None
     where = "a process pool" if own_pool else f"executor {type(executor).__name__}"
     if own_pool:
+        from concurrent.futures import ProcessPoolExecutor  # imported here: a cheap "import spare_opt"
+
         if warm_up is not None:
             warm_up()
         executor = ProcessPoolExecutor(max_workers=min(workers, len(tasks)), mp_context=_pool_context())
@@ -207,6 +204,8 @@ def _task_error(exc, index, count, where, verb):
 
 
 def _pool_context():
+    import multiprocessing
+
     # fork keeps the parent's compiled numba kernels; elsewhere fall back to the default.
     if os.name == "posix" and "fork" in multiprocessing.get_all_start_methods():
         return multiprocessing.get_context("fork")
@@ -268,6 +267,8 @@ def local_cluster_options(workers):
     dashboard, and the scheduler's HTTP endpoint on a free port (Dask's default, 8787
     on every interface, may be taken by another cluster).
     """
+    import logging
+
     return dict(n_workers=workers, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=None,
                 scheduler_kwargs={"dashboard_address": "127.0.0.1:0"}, silence_logs=logging.ERROR)
 
@@ -346,6 +347,10 @@ def _probe(address, timeout_seconds):
     fails at once), then Dask's handshake bounded by ``timeout_seconds``, run on its own
     event loop in a helper thread (so it works under a running loop, e.g. Jupyter).
     """
+    import asyncio  # here, not at the top: "import spare_opt" stays cheap
+    import socket
+    import threading
+
     scheme, _, location = address.partition("://")
     if scheme in ("tcp", "tls"):
         host, port = _host_port(location, address)
