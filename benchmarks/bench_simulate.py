@@ -171,7 +171,7 @@ def main(argv=None):
     report["spare_run_seconds_including_trajectories"] = float(np.median(times))
 
     if args.full:
-        from spare_opt.tune import tune_preset
+        from spare_opt.tuning import tune_preset
 
         t = time.perf_counter()
         tune_preset("paper-600k", seeds=10, workers=2)

@@ -11,11 +11,12 @@ Every public name is importable from here; the modules, one per concept:
   reference), and :func:`stack_number_certificate`;
 * :mod:`spare_opt.controller` - :class:`ReorderController`, the online controller;
 * :mod:`spare_opt.theory` - closed forms; :mod:`spare_opt.worst_case` - guarantees;
-  :mod:`spare_opt.monte_carlo` - :func:`monte_carlo` and :func:`sweep`;
+  :mod:`spare_opt.montecarlo` - :func:`monte_carlo` and :func:`sweep`;
 * :mod:`spare_opt.parameters` - simulation parameters and presets (the paper's
-  numbers); :mod:`spare_opt.simulate` - :func:`simulate`; :mod:`spare_opt.tune` -
+  numbers); :mod:`spare_opt.simulation` - :func:`simulate`; :mod:`spare_opt.tuning` -
   :func:`tune`;
-* :mod:`spare_opt.trace` - fault traces; :mod:`spare_opt.replay` - :func:`replay_trace`;
+* :mod:`spare_opt.trace` - fault traces; :mod:`spare_opt.fit` - :func:`fit_trace` and the
+  :class:`FailureModel` it fits; :mod:`spare_opt.replay` - :func:`replay_trace`;
   :mod:`spare_opt.demo` - the demo.
 
 Conventions (``docs/api.md``): core inputs positional, options keyword-only; wrong types
@@ -38,6 +39,7 @@ from .errors import (
     ParameterError,
     ParameterTypeError,
     PlanError,
+    FailureModelError,
     SolverError,
     SpareError,
     TraceError,
@@ -90,7 +92,7 @@ from .worst_case import (
     worst_case_stack_number,
     WorstCase,
 )
-from .monte_carlo import (
+from .montecarlo import (
     MAX_TRIALS,
     monte_carlo,
     MonteCarloResult,
@@ -119,7 +121,7 @@ from .parameters import (
     preset_parameters,
     SimulationParameters,
 )
-from .simulate import (
+from .simulation import (
     DEFAULT_REP_REDUNDANCY,
     MAX_EXPECTED_FAILURES,
     default_layout,
@@ -130,9 +132,10 @@ from .simulate import (
     SimulationResult,
     summarise,
     trace_failures,
+    trace_seconds,
     trace_system_mtbf_seconds,
 )
-from .tune import (
+from .tuning import (
     closed_form,
     closed_form_period,
     mean_failures_to_wipe_out,
@@ -142,17 +145,35 @@ from .tune import (
     TuneResult,
 )
 from .trace import (
+    CSV_COLUMNS,
+    CSV_OPTIONAL_COLUMNS,
     IRREGULAR_KINDS,
+    TIME_UNITS,
+    TRACE_FILE_FORMATS,
     TRACE_FORMAT,
     TRACE_VERSION,
     FaultTrace,
     Instant,
     IrregularEvent,
+    parse_fault_csv,
     parse_fault_events,
     read_fault_trace,
+    trace_file_format,
     synthetic_fault_trace,
     trace_instants,
     write_fault_trace,
+)
+from .fit import (
+    DEFAULT_RESAMPLES,
+    DEFAULT_WINDOW_MINUTES,
+    FAILURE_MODEL_FORMAT,
+    FAILURE_MODEL_VERSION,
+    MAX_SAMPLE_EVENTS,
+    REPAIR_DISTRIBUTIONS,
+    Estimate,
+    FailureModel,
+    FitResult,
+    fit_trace,
 )
 from .replay import (
     PLANNERS,
@@ -188,6 +209,7 @@ __all__ = [
     "OutputExistsError",
     "OutputWriteError",
     "SolverError",
+    "FailureModelError",
     "ExecutorError",
     "Layout",
     "LAYOUT_FORMAT",
@@ -258,6 +280,7 @@ __all__ = [
     "default_layout",
     "rep_wipe_out_index",
     "trace_failures",
+    "trace_seconds",
     "trace_system_mtbf_seconds",
     "closed_form_period",
     "closed_form",
@@ -272,11 +295,27 @@ __all__ = [
     "IRREGULAR_KINDS",
     "TRACE_FORMAT",
     "TRACE_VERSION",
+    "TRACE_FILE_FORMATS",
+    "TIME_UNITS",
+    "CSV_COLUMNS",
+    "CSV_OPTIONAL_COLUMNS",
     "read_fault_trace",
     "parse_fault_events",
+    "parse_fault_csv",
+    "trace_file_format",
     "trace_instants",
     "synthetic_fault_trace",
     "write_fault_trace",
+    "Estimate",
+    "FailureModel",
+    "FitResult",
+    "fit_trace",
+    "REPAIR_DISTRIBUTIONS",
+    "FAILURE_MODEL_FORMAT",
+    "FAILURE_MODEL_VERSION",
+    "DEFAULT_WINDOW_MINUTES",
+    "DEFAULT_RESAMPLES",
+    "MAX_SAMPLE_EVENTS",
     "PLANNERS",
     "ReplayRow",
     "ReplayResult",

@@ -1,6 +1,6 @@
 """Numba kernel of the time-to-train discrete-event simulation (private).
 
-The public API is :func:`spare_opt.simulate.simulate`; this module holds only the
+The public API is :func:`spare_opt.simulate`; this module holds only the
 jitted event loop, which takes flat arrays and scalars.  It is imported lazily (never
 by ``import spare_opt``) because the first call compiles it (``cache=True`` keeps the
 compiled code on disk for later processes when the folder is writable).
@@ -8,8 +8,11 @@ compiled code on disk for later processes when the folder is writable).
 Layout of the parameter arrays
 ------------------------------
 ``fparams`` (float64) and ``iparams`` (int64) are indexed by the ``F_*`` and ``I_*``
-constants below; :func:`spare_opt.simulate._pack` fills them.  The kernel
-returns a float64 array indexed by the ``R_*`` constants.
+constants below; :func:`spare_opt._runs._pack` fills them.  The kernel
+returns a float64 array indexed by the ``R_*`` constants.  Inside, the state of the
+failure process and of the restart epoch lives in two small arrays indexed by ``C_*``
+and ``E_*``, shared by the event loop and :func:`_phase_failures`, the one function
+that handles a failure whatever phase (step, checkpoint save, restart) it lands in.
 """
 
 import math
@@ -30,7 +33,8 @@ F_SHAPE = 8              # Weibull shape k of the inter-arrival times
 F_JITTER = 9             # standard deviation of the multiplicative jitter
 F_MAX_WALL = 10          # give up (unfinished run) after this many wall seconds
 F_PATCH_LAYERS = 11      # layers of patch compute per masked failure that hits a step
-N_FPARAMS = 12
+F_MAX_FAILURES = 12      # stop (R_CAPPED) after this many failures: the bound of the event loop
+N_FPARAMS = 13
 
 # ------------------------------------------------------------------ int parameters
 I_STEPS = 0              # training steps to complete
@@ -67,7 +71,35 @@ R_EPOCHS_USED = 12       # trajectories consumed (synthetic failures)
 R_NEED_MORE = 13         # 1.0 when the trajectory pool ran out (rerun with more)
 R_CHECKPOINTS = 14       # checkpoints completed
 R_FAILURES = 15          # failures that struck (masked + wipe-outs + absorbed)
-N_RESULTS = 16
+R_CAPPED = 16            # 1.0 when the run stopped at F_MAX_FAILURES failures (the caller refuses it)
+N_RESULTS = 17
+
+# ------------------------------------------------------------- event-loop state
+# Phases of a run; a failure is handled by the phase it lands in (_phase_failures).
+PHASE_STEP = 0           # compute and all-reduce of one step
+PHASE_SAVE = 1           # a checkpoint save
+PHASE_RESTART = 2        # a global restart
+
+# How a phase ended.
+ENDED = 0                # ran to its end (failures, if any, were masked or absorbed)
+WIPED = 1                # a wipe-out cut it short
+NEED_MORE = 2            # the trajectory pool ran out (R_NEED_MORE is set)
+
+# The failure process (float64 array ``clock``): its state, then its scales.
+C_NEXT_FAIL = 0          # time of the next failure (inf: none)
+C_CUM = 1                # group clocks: sum of the exponential spacings drawn this epoch
+C_EPOCH_START = 2        # group clocks: when the clocks last restarted
+C_SCALE = 3              # Weibull scale of the system renewal process, m / Gamma(1 + 1/k)
+C_GROUP_SCALE = 4        # Weibull scale of one group's clock, N m / Gamma(1 + 1/k)
+N_CLOCK = 5
+
+# The restart epoch (int64 array ``epoch_state``).
+E_FAILED = 0             # failures so far in this epoch, k (live groups: N - k)
+E_EPOCH = 1              # restart epochs completed (index into the trajectory pool)
+E_TRACE_POS = 2          # trace mode: index of the next trace failure
+E_STACK = 3              # stack number of the step running (or of the next one, between steps)
+E_NEXT_STACK = 4         # stack number from the next step on (raised by failures inside a step)
+N_EPOCH_STATE = 5
 
 
 @kernel
@@ -102,26 +134,6 @@ def _outcome(strategy, trace_mode, k, epoch, trace_pos, stack_traj, wipe_index, 
 
 
 @kernel
-def _record_failure(out, strategy, trace_mode, k, epoch, trace_pos, stack_traj, wipe_index, trace_stack,
-                    trace_wipe, trace_times, next_fail):
-    """Count failure ``k`` of the epoch, look up its outcome and, in trace mode, move to the next trace failure.
-
-    Returns ``(is_wipe, new_stack, need_more, trace_pos, next_fail)``; ``need_more`` also
-    sets ``out[R_NEED_MORE]`` (the caller returns ``out`` at once).
-    """
-    out[R_FAILURES] += 1.0
-    is_wipe, new_stack, need_more = _outcome(strategy, trace_mode, k, epoch, trace_pos, stack_traj,
-                                             wipe_index, trace_stack, trace_wipe)
-    if need_more:
-        out[R_NEED_MORE] = 1.0
-        return is_wipe, new_stack, need_more, trace_pos, next_fail
-    if trace_mode:
-        trace_pos += 1
-        next_fail = trace_times[trace_pos] if trace_pos < trace_times.shape[0] else np.inf
-    return is_wipe, new_stack, need_more, trace_pos, next_fail
-
-
-@kernel
 def _next_failure(model, fail_time, k, groups, follow_live, scale, shape, group_scale, epoch_start, cum):
     """Time of the next failure after one at ``fail_time`` (``k`` groups down in the epoch).
 
@@ -144,6 +156,124 @@ def _next_failure(model, fail_time, k, groups, follow_live, scale, shape, group_
 
 
 @kernel
+def _draw_next_failure(fail_time, fparams, iparams, clock, epoch_state):
+    """Draw the next synthetic failure after one at ``fail_time`` into ``clock``."""
+    clock[C_NEXT_FAIL], clock[C_CUM] = _next_failure(
+        iparams[I_FAILURE_MODEL], fail_time, epoch_state[E_FAILED], iparams[I_GROUPS],
+        iparams[I_RATE_FOLLOWS_LIVE] == 1, clock[C_SCALE], fparams[F_SHAPE], clock[C_GROUP_SCALE],
+        clock[C_EPOCH_START], clock[C_CUM])
+
+
+@kernel
+def _next_trace_failure(trace_times, clock, epoch_state):
+    """Trace mode: move on to the next failure of the trace."""
+    epoch_state[E_TRACE_POS] += 1
+    pos = epoch_state[E_TRACE_POS]
+    clock[C_NEXT_FAIL] = trace_times[pos] if pos < trace_times.shape[0] else np.inf
+
+
+@kernel
+def _restart_group_clocks(at, fparams, iparams, clock, epoch_state):
+    """Group clocks: restart every clock at ``at`` and draw the epoch's first failure."""
+    clock[C_EPOCH_START] = at
+    clock[C_CUM] = 0.0
+    _draw_next_failure(at, fparams, iparams, clock, epoch_state)
+
+
+@kernel
+def _phase_failures(phase, end, ar, fparams, iparams, clock, epoch_state, out, stack_traj, wipe_index, trace_times,
+                    trace_stack, trace_wipe):
+    """Handle every failure that lands in a phase ending at ``end``, in time order.
+
+    The one place where a failure is counted, its outcome looked up and its cost
+    charged.  What a masked failure does depends on ``phase``:
+
+    * ``PHASE_STEP``: detected at the all-reduce, it costs the shrink (SPARe: also the
+      controller and the patch compute) before the all-reduce, the last ``ar`` seconds
+      of the step; one that lands in the all-reduce also loses its elapsed part, which
+      is redone.  The new stack number applies from the next step.
+    * ``PHASE_SAVE``: no step to patch; the save is lengthened by the shrink (SPARe:
+      and the controller) and the new stack number applies at once.
+    * ``PHASE_RESTART``: without ``I_CARRY`` the restart absorbs the failure (counted
+      only); with it the group stays down: the new stack number holds when training
+      resumes and a wipe-out means one more restart after this one (the restart runs on
+      to its end, so under system renewal the next failure is drawn from it).
+
+    Returns ``(status, end, overhead, fail_time)``: ``status`` is ``ENDED``, ``WIPED``
+    or ``NEED_MORE`` (also when the run passes ``F_MAX_FAILURES`` failures, with
+    ``R_CAPPED`` set: the caller refuses the run); ``end`` the phase's end, lengthened by masking costs; ``overhead``
+    the masking cost charged to a step (0 for other phases); ``fail_time`` the time of
+    the last failure handled (of the wipe-out when ``WIPED``).
+    """
+    strategy = iparams[I_STRATEGY]
+    trace_mode = iparams[I_TRACE] == 1
+    spare = strategy == STRATEGY_SPARE
+    sd = fparams[F_JITTER]
+    overhead = 0.0
+    fail_time = 0.0
+    while clock[C_NEXT_FAIL] < end:
+        fail_time = clock[C_NEXT_FAIL]
+        if phase == PHASE_RESTART and iparams[I_CARRY] != 1:
+            # absorbed: the restart replaces the failed node
+            out[R_FAILURES] += 1.0
+            out[R_ABSORBED] += 1.0
+            if out[R_FAILURES] > fparams[F_MAX_FAILURES]:  # the bound of the event loop
+                out[R_CAPPED] = 1.0
+                return NEED_MORE, end, overhead, fail_time
+            if trace_mode:
+                _next_trace_failure(trace_times, clock, epoch_state)
+            else:
+                clock[C_NEXT_FAIL] = fail_time + _weibull(clock[C_SCALE], fparams[F_SHAPE])
+            continue
+        epoch_state[E_FAILED] += 1
+        out[R_FAILURES] += 1.0
+        if out[R_FAILURES] > fparams[F_MAX_FAILURES]:  # the bound of the event loop
+            out[R_CAPPED] = 1.0
+            return NEED_MORE, end, overhead, fail_time
+        is_wipe, new_stack, need_more = _outcome(strategy, trace_mode, epoch_state[E_FAILED], epoch_state[E_EPOCH],
+                                                 epoch_state[E_TRACE_POS], stack_traj, wipe_index, trace_stack,
+                                                 trace_wipe)
+        if need_more:
+            out[R_NEED_MORE] = 1.0
+            return NEED_MORE, end, overhead, fail_time
+        if trace_mode:
+            _next_trace_failure(trace_times, clock, epoch_state)
+        if is_wipe:
+            # a wipe-out in a step or save starts a restart at once, which sets the clocks;
+            # one inside a restart does not stop it, so the failure process goes on
+            if phase == PHASE_RESTART and not trace_mode:
+                _draw_next_failure(fail_time, fparams, iparams, clock, epoch_state)
+            return WIPED, end, overhead, fail_time
+        out[R_MASKED] += 1.0
+        if phase == PHASE_STEP:
+            if new_stack > epoch_state[E_NEXT_STACK]:
+                epoch_state[E_NEXT_STACK] = new_stack
+            cost = fparams[F_SHRINK] * _jitter(sd)
+            if spare:
+                cost += (fparams[F_CONTROLLER] * _jitter(sd)
+                         + fparams[F_PATCH_LAYERS] * fparams[F_LAYER_COMPUTE] * _jitter(sd))
+            ar_start = end - ar
+            if fail_time >= ar_start:
+                # the all-reduce timed out: its elapsed part is lost and it is redone
+                overhead += (fail_time - ar_start) + cost
+                end = fail_time + cost + ar
+            else:
+                overhead += cost
+                end += cost
+        else:
+            if new_stack > epoch_state[E_STACK]:
+                epoch_state[E_STACK] = new_stack
+                epoch_state[E_NEXT_STACK] = new_stack
+            if phase == PHASE_SAVE:
+                end += fparams[F_SHRINK] * _jitter(sd)
+                if spare:
+                    end += fparams[F_CONTROLLER] * _jitter(sd)
+        if not trace_mode:
+            _draw_next_failure(fail_time, fparams, iparams, clock, epoch_state)
+    return ENDED, end, overhead, fail_time
+
+
+@kernel
 def run_kernel(fparams, iparams, stack_traj, wipe_index, trace_times, trace_stack, trace_wipe):
     """Simulate one training run; return the ``R_*`` statistics.
 
@@ -154,34 +284,39 @@ def run_kernel(fparams, iparams, stack_traj, wipe_index, trace_times, trace_stac
     wipe-out) and, when masked, stack number ``trace_stack[i]``.  When the pool of
     epochs runs out the kernel stops with ``R_NEED_MORE = 1``; the caller extends the
     pool (earlier epochs unchanged) and runs again with the same seed.
+
+    The run alternates steps, checkpoint saves and global restarts; the failures that
+    land in each are handled by :func:`_phase_failures`.  ``tests/naive_simulate.py``
+    is a plain-Python statement of the same semantics.
     """
     t_layer = fparams[F_LAYER_COMPUTE]
     t_ar = fparams[F_ALLREDUCE]
-    t_shrink = fparams[F_SHRINK]
-    t_ctrl = fparams[F_CONTROLLER]
     t_restart = fparams[F_RESTART]
     t_save = fparams[F_SAVE]
     period = fparams[F_PERIOD]
     shape = fparams[F_SHAPE]
     sd = fparams[F_JITTER]
     max_wall = fparams[F_MAX_WALL]
-    patch_layers = fparams[F_PATCH_LAYERS]
     steps = iparams[I_STEPS]
-    groups = iparams[I_GROUPS]
     strategy = iparams[I_STRATEGY]
-    follow_live = iparams[I_RATE_FOLLOWS_LIVE] == 1
     carry = iparams[I_CARRY] == 1
     trace_mode = iparams[I_TRACE] == 1
     model = iparams[I_FAILURE_MODEL]
-    scale = fparams[F_MTBF] / math.gamma(1.0 + 1.0 / shape)
-    # group clocks: each group's mean time to failure is N * m
-    group_scale = groups * scale
     np.random.seed(iparams[I_SEED])
 
     out = np.zeros(N_RESULTS)
-    n_trace = trace_times.shape[0]
-    spare = strategy == STRATEGY_SPARE
+    clock = np.zeros(N_CLOCK)
+    clock[C_SCALE] = fparams[F_MTBF] / math.gamma(1.0 + 1.0 / shape)
+    # group clocks: each group's mean time to failure is N * m
+    clock[C_GROUP_SCALE] = iparams[I_GROUPS] * clock[C_SCALE]
+    epoch_state = np.zeros(N_EPOCH_STATE, dtype=np.int64)
     base_stack = np.int64(stack_traj[0, 0]) if strategy == STRATEGY_REP else np.int64(1)
+    epoch_state[E_STACK] = base_stack
+    epoch_state[E_NEXT_STACK] = base_stack
+    if trace_mode:
+        clock[C_NEXT_FAIL] = trace_times[0] if trace_times.shape[0] > 0 else np.inf
+    else:
+        _draw_next_failure(0.0, fparams, iparams, clock, epoch_state)
 
     t = 0.0
     committed = 0                # steps covered by the last checkpoint
@@ -189,61 +324,22 @@ def run_kernel(fparams, iparams, stack_traj, wipe_index, trace_times, trace_stac
     since_ckpt = 0.0             # seconds of progress since the last checkpoint
     pend_useful = 0.0            # step time not yet protected by a checkpoint
     pend_overhead = 0.0
-    epoch = 0
-    k = 0                        # failures in the current epoch (live groups: N - k)
-    stack = base_stack
-    next_stack = base_stack
-    trace_pos = 0
-    epoch_start = 0.0
-    cum = 0.0
-    if trace_mode:
-        next_fail = trace_times[0] if n_trace > 0 else np.inf
-    else:
-        next_fail, cum = _next_failure(model, 0.0, 0, groups, follow_live, scale, shape, group_scale, 0.0, 0.0)
-
     while progress < steps:
         if t > max_wall:
             break
         # ------------------------------------------------------------ one step
         step_start = t
+        stack = epoch_state[E_STACK]
         comp = stack * t_layer * _jitter(sd)
         ar = t_ar * _jitter(sd)
-        end = t + comp + ar
-        overhead = 0.0
-        wiped = False
-        fail_time = 0.0
-        while next_fail < end:
-            fail_time = next_fail
-            k += 1
-            is_wipe, new_stack, need_more, trace_pos, next_fail = _record_failure(
-                out, strategy, trace_mode, k, epoch, trace_pos, stack_traj, wipe_index, trace_stack, trace_wipe,
-                trace_times, next_fail)
-            if need_more:
-                return out
-            if is_wipe:
-                wiped = True
-                break
-            out[R_MASKED] += 1.0
-            if new_stack > next_stack:
-                next_stack = new_stack
-            # detected at the all-reduce: patch compute (SPARe), controller, shrink
-            cost = t_shrink * _jitter(sd)
-            if spare:
-                cost += t_ctrl * _jitter(sd) + patch_layers * t_layer * _jitter(sd)
-            ar_start = end - ar
-            if fail_time >= ar_start:
-                # the all-reduce timed out: its elapsed part is lost and it is redone
-                overhead += (fail_time - ar_start) + cost
-                end = fail_time + cost + ar
-            else:
-                overhead += cost
-                end += cost
-            if not trace_mode:
-                next_fail, cum = _next_failure(model, fail_time, k, groups, follow_live, scale, shape,
-                                               group_scale, epoch_start, cum)
+        status, end, overhead, fail_time = _phase_failures(
+            PHASE_STEP, t + comp + ar, ar, fparams, iparams, clock, epoch_state, out, stack_traj, wipe_index,
+            trace_times, trace_stack, trace_wipe)
+        if status == NEED_MORE:
+            return out
         out[R_STACK_STEPS] += stack
         out[R_STEPS_EXECUTED] += 1.0
-        if wiped:
+        if status == WIPED:
             out[R_REWORK] += pend_useful + pend_overhead + (fail_time - step_start)
             t = fail_time
         else:
@@ -252,37 +348,19 @@ def run_kernel(fparams, iparams, stack_traj, wipe_index, trace_times, trace_stac
             pend_useful += comp + ar
             pend_overhead += overhead
             since_ckpt += end - step_start
-            stack = next_stack
+            epoch_state[E_STACK] = epoch_state[E_NEXT_STACK]
             if progress >= steps:
                 break
             if since_ckpt < period:
                 continue
             # ----------------------------------------------------- checkpoint
             save_start = t
-            save_end = t + t_save * _jitter(sd)
-            while next_fail < save_end:
-                fail_time = next_fail
-                k += 1
-                is_wipe, new_stack, need_more, trace_pos, next_fail = _record_failure(
-                    out, strategy, trace_mode, k, epoch, trace_pos, stack_traj, wipe_index, trace_stack, trace_wipe,
-                    trace_times, next_fail)
-                if need_more:
-                    return out
-                if is_wipe:
-                    wiped = True
-                    break
-                out[R_MASKED] += 1.0
-                if new_stack > stack:
-                    stack = new_stack
-                    next_stack = new_stack
-                # no step to patch: only the shrink (and the controller's decision)
-                save_end += t_shrink * _jitter(sd)
-                if spare:
-                    save_end += t_ctrl * _jitter(sd)
-                if not trace_mode:
-                    next_fail, cum = _next_failure(model, fail_time, k, groups, follow_live, scale, shape,
-                                                   group_scale, epoch_start, cum)
-            if wiped:
+            status, save_end, _, fail_time = _phase_failures(
+                PHASE_SAVE, t + t_save * _jitter(sd), 0.0, fparams, iparams, clock, epoch_state, out, stack_traj,
+                wipe_index, trace_times, trace_stack, trace_wipe)
+            if status == NEED_MORE:
+                return out
+            if status == WIPED:
                 out[R_CHECKPOINT] += fail_time - save_start
                 out[R_REWORK] += pend_useful + pend_overhead
                 t = fail_time
@@ -306,57 +384,29 @@ def run_kernel(fparams, iparams, stack_traj, wipe_index, trace_times, trace_stac
         first_restart = True
         while True:
             out[R_RESTARTS] += 1.0
-            epoch += 1
-            k = 0
-            stack = base_stack
-            next_stack = base_stack
+            epoch_state[E_EPOCH] += 1
+            epoch_state[E_FAILED] = 0
+            epoch_state[E_STACK] = base_stack
+            epoch_state[E_NEXT_STACK] = base_stack
             if not trace_mode and (first_restart or model == MODEL_GROUP_CLOCKS):
                 if model == MODEL_SYSTEM_RENEWAL:
                     # the wipe-out failure is a renewal point; every group is back
-                    next_fail = restart_from + _weibull(scale, shape)
+                    clock[C_NEXT_FAIL] = restart_from + _weibull(clock[C_SCALE], shape)
                 elif carry:
                     # group clocks restart with the restart: failures inside it stay down
-                    epoch_start = restart_from
-                    cum = 0.0
-                    next_fail, cum = _next_failure(model, restart_from, 0, groups, follow_live, scale, shape,
-                                                   group_scale, epoch_start, cum)
+                    _restart_group_clocks(restart_from, fparams, iparams, clock, epoch_state)
                 else:
                     # group clocks restart with training: no failure inside the restart
-                    next_fail = np.inf
+                    clock[C_NEXT_FAIL] = np.inf
             first_restart = False
             restart_end = restart_from + t_restart * _jitter(sd)
             out[R_RESTART] += restart_end - restart_from
-            again = False
-            while next_fail < restart_end:
-                fail_time = next_fail
-                if not carry:
-                    # absorbed: the restart replaces the failed node
-                    out[R_FAILURES] += 1.0
-                    out[R_ABSORBED] += 1.0
-                    if trace_mode:
-                        trace_pos += 1
-                        next_fail = trace_times[trace_pos] if trace_pos < n_trace else np.inf
-                    else:
-                        next_fail = fail_time + _weibull(scale, shape)
-                    continue
-                # carried: the group stays down; its outcome holds when training resumes
-                k += 1
-                is_wipe, new_stack, need_more, trace_pos, next_fail = _record_failure(
-                    out, strategy, trace_mode, k, epoch, trace_pos, stack_traj, wipe_index, trace_stack, trace_wipe,
-                    trace_times, next_fail)
-                if need_more:
-                    return out
-                if not trace_mode:
-                    next_fail, cum = _next_failure(model, fail_time, k, groups, follow_live, scale, shape,
-                                                   group_scale, epoch_start, cum)
-                if is_wipe:
-                    again = True
-                    break
-                out[R_MASKED] += 1.0
-                if new_stack > stack:
-                    stack = new_stack
-                    next_stack = new_stack
-            if again:
+            status, _, _, _ = _phase_failures(
+                PHASE_RESTART, restart_end, 0.0, fparams, iparams, clock, epoch_state, out, stack_traj, wipe_index,
+                trace_times, trace_stack, trace_wipe)
+            if status == NEED_MORE:
+                return out
+            if status == WIPED:
                 # the job would resume short of a whole shard type: restart once more
                 restart_from = restart_end
                 if restart_from > max_wall:
@@ -365,14 +415,11 @@ def run_kernel(fparams, iparams, stack_traj, wipe_index, trace_times, trace_stac
                 continue
             t = restart_end
             if model == MODEL_GROUP_CLOCKS and not trace_mode and not carry:
-                epoch_start = t
-                cum = 0.0
-                next_fail, cum = _next_failure(model, t, 0, groups, follow_live, scale, shape, group_scale,
-                                               epoch_start, cum)
+                _restart_group_clocks(t, fparams, iparams, clock, epoch_state)
             break
     out[R_WALL] = t
     out[R_USEFUL] += pend_useful
     out[R_OVERHEAD] += pend_overhead
     out[R_FINISHED] = 1.0 if progress >= steps else 0.0
-    out[R_EPOCHS_USED] = epoch + 1
+    out[R_EPOCHS_USED] = epoch_state[E_EPOCH] + 1
     return out

@@ -1,7 +1,7 @@
 """Deprecated home of the analysis tools; import them from :mod:`spare_opt` instead.
 
 The worst-case guarantees moved to :mod:`spare_opt.worst_case`, the Monte-Carlo and the
-sweep to :mod:`spare_opt.monte_carlo`, the certificate to :mod:`spare_opt.planner`.
+sweep to :mod:`spare_opt.montecarlo`, the certificate to :mod:`spare_opt.planner`.
 This module keeps the old names importable for one release, with a
 ``DeprecationWarning``.
 """
@@ -16,11 +16,11 @@ _MOVED = {
     "worst_case_stack_number": ("spare_opt.worst_case", "worst_case_stack_number"),
     "worst_case_profile": ("spare_opt.worst_case", "worst_case_profile"),
     "EXACT_WORST_CASE_MAX_GROUPS": ("spare_opt.worst_case", "EXACT_WORST_CASE_MAX_GROUPS"),
-    "MonteCarloResult": ("spare_opt.monte_carlo", "MonteCarloResult"),
-    "monte_carlo": ("spare_opt.monte_carlo", "monte_carlo"),
-    "MAX_TRIALS": ("spare_opt.monte_carlo", "MAX_TRIALS"),
-    "SweepResult": ("spare_opt.monte_carlo", "SweepResult"),
-    "sweep": ("spare_opt.monte_carlo", "sweep"),
+    "MonteCarloResult": ("spare_opt.montecarlo", "MonteCarloResult"),
+    "monte_carlo": ("spare_opt.montecarlo", "monte_carlo"),
+    "MAX_TRIALS": ("spare_opt.montecarlo", "MAX_TRIALS"),
+    "SweepResult": ("spare_opt.montecarlo", "SweepResult"),
+    "sweep": ("spare_opt.montecarlo", "sweep"),
 }
 
 __all__ = []

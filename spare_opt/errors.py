@@ -13,6 +13,8 @@ from the closest built-in type so that generic handlers keep working:
 * files that cannot be read or written raise :class:`LayoutFileError`,
   :class:`TraceError`, :class:`OutputExistsError` or :class:`OutputWriteError`;
 * a solver that ends without a usable answer raises :class:`SolverError`;
+* a failure-model file or document that cannot be read or holds bad values raises
+  :class:`FailureModelError`;
 * parallel work that cannot be run where it was sent (a Dask scheduler that cannot be
   reached, Dask missing, a worker process that died) raises :class:`ExecutorError`.
 """
@@ -29,6 +31,7 @@ __all__ = [
     "OutputExistsError",
     "OutputWriteError",
     "SolverError",
+    "FailureModelError",
     "ExecutorError",
 ]
 
@@ -78,6 +81,10 @@ class OutputWriteError(SpareError, OSError):
 
 class SolverError(SpareError):
     """A solver (CP-SAT, flow) ended without a usable answer, or was given an invalid model."""
+
+
+class FailureModelError(SpareError, ValueError):
+    """A failure-model file or document (:class:`spare_opt.FailureModel`) is missing, unreadable, malformed or out of range."""
 
 
 class ExecutorError(SpareError, RuntimeError):

@@ -57,7 +57,7 @@ class ReplayRow(NamedTuple):
     time_days : float
         Event time (days).
     node : int
-        Node index (order of first appearance).
+        Node index (order of first effective fault, :class:`~spare_opt.trace.FaultTrace`).
     node_id : str
         Node identifier in the trace file.
     group : int
@@ -109,17 +109,20 @@ class ReplayResult(Result):
         ``mean_stack_number``, ``fault_ends``, ``irregular``, ``skipped``...).
     rows : tuple of ReplayRow
         One row per trace event, in time order.
+    elapsed_seconds : float
+        Wall-clock time of the replay (in ``to_dict()``; not compared by ``==``).
     """
 
     summary: dict
     rows: tuple = field(default=(), repr=False)
+    elapsed_seconds: float = field(default=0.0, compare=False)
 
     def __getitem__(self, key):
         return self.summary[key]
 
     def to_dict(self, rows=False):
         """The summary as a JSON-ready dict, with the per-event rows under ``"rows"`` when asked."""
-        doc = dict(self.summary)
+        doc = dict(self.summary, elapsed_seconds=self.elapsed_seconds)
         if rows:
             doc["rows"] = [row.to_dict() for row in self.rows]
         return doc
@@ -159,7 +162,7 @@ class ReplayResult(Result):
             f"Skipped: {skipped['nodes']} node(s) beyond N = {s['groups']} "
             f"({skipped['fault_starts']} fault_start, {skipped['events']} events in all)"
         )
-        lines.append(f"Elapsed: {s['elapsed_seconds']:.2f} s")
+        lines.append(f"Elapsed: {self.elapsed_seconds:.2f} s")
         if rows:
             lines.append("")
             lines.append(f"{'day':>10} {'node':>5} {'group':>5} {'kind':<11} {'status':<11} {'S':>2} {'out':>4} {'moves':>5}  class")
@@ -243,7 +246,7 @@ def replay_trace(layout, trace, *, planner="controller", progress=None, check_pl
         Check every plan with :func:`spare_opt.check_plan` (slower; for tests).
     placement_seed : int, optional
         Place nodes on random distinct groups with this seed instead of in order of
-        first appearance (:meth:`~spare_opt.trace.FaultTrace.node_groups`).
+        first effective fault (:meth:`~spare_opt.trace.FaultTrace.node_groups`).
     exact : bool, optional
         Deprecated: ``exact=True`` is ``planner="exact"``.
 
@@ -268,7 +271,7 @@ def replay_trace(layout, trace, *, planner="controller", progress=None, check_pl
     :func:`spare_opt.trace.trace_instants`, the same step as the trace-driven
     simulation:
 
-    * nodes are mapped to groups in order of first appearance (or at random with
+    * nodes are mapped to groups in order of first effective fault (or at random with
       ``placement_seed``; :meth:`~spare_opt.trace.FaultTrace.node_groups`); nodes beyond ``N`` are
       skipped and reported;
     * events the reader flagged as irregular (``FaultTrace.ignored``) do nothing;
@@ -315,12 +318,20 @@ def replay_trace(layout, trace, *, planner="controller", progress=None, check_pl
     wipe_out_days = []
     masked_before_wipe_out = []
     masked_in_epoch = 0
+    # The time-weighted mean of S: integral / span, and the same sum in fractions of the
+    # span, which stays finite whatever the times (S * (now - t_prev) overflows near
+    # 1.8e308 days); the first is kept when finite (the figures of earlier versions).
+    first, last = trace.span_days
+    span = last - first
     area = 0.0
+    mean_stack = 0.0
     t_prev = float(times[0]) if count else 0.0
 
     for instant in instants:
         a, b, now = instant.start, instant.stop, instant.time_days
-        area += stack_number * (now - t_prev)
+        if span > 0:
+            area += stack_number * (now - t_prev)
+            mean_stack += stack_number * ((now - t_prev) / span)
         t_prev = now
         fresh = instant.failing[alive[instant.failing]]
         fresh_events = set(instant.failing_events[alive[instant.failing]].tolist())
@@ -390,9 +401,10 @@ def replay_trace(layout, trace, *, planner="controller", progress=None, check_pl
         if progress is not None:
             progress(b, count)
 
-    first, last = trace.span_days
-    span = last - first
-    mean_stack = float(area / span) if span > 0 else float(stack_number)
+    if span > 0:
+        mean_stack = float(area / span) if np.isfinite(area) else float(mean_stack)
+    else:
+        mean_stack = float(stack_number)
     skipped_nodes = int((node_group < 0).sum())
     skipped_mask = node_group[trace.node] < 0 if count else np.zeros(0, dtype=bool)
     summary = {
@@ -402,7 +414,7 @@ def replay_trace(layout, trace, *, planner="controller", progress=None, check_pl
         "method": layout.method,
         "trace": trace.source,
         "trace_format": trace.format,
-        "placement": "first appearance" if placement_seed is None else f"random, seed {placement_seed}",
+        "placement": "first fault" if placement_seed is None else f"random, seed {placement_seed}",
         "events": count,
         "nodes": trace.n_nodes,
         "span_days": [first, last],
@@ -429,6 +441,5 @@ def replay_trace(layout, trace, *, planner="controller", progress=None, check_pl
             "fault_starts": int((skipped_mask & trace.is_start & ~trace.ignored).sum()),
             "events": int(skipped_mask.sum()),
         },
-        "elapsed_seconds": time.perf_counter() - started,
     }
-    return ReplayResult(summary=summary, rows=tuple(rows))
+    return ReplayResult(summary=summary, rows=tuple(rows), elapsed_seconds=time.perf_counter() - started)

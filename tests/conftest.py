@@ -1,4 +1,4 @@
-"""Shared pytest configuration: hypothesis profile and the real fault-trace location."""
+"""Shared pytest configuration: hypothesis profile and the real fault trace (packaged)."""
 
 import os
 from pathlib import Path
@@ -18,17 +18,17 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 REPO = Path(__file__).resolve().parent.parent
 
 
-def _trace_path():
-    env = os.environ.get("SPARE_TRACE")
-    if env:
-        return Path(env)
-    return REPO.parent / "shared" / "data" / "infinitehbd-trace" / "fault_trace.json"
+@pytest.fixture
+def real_trace_path():
+    """Path of the real InfiniteHBD fault trace: the copy shipped as package data (always there)."""
+    from spare_opt.demo import packaged_trace_path
+
+    path = packaged_trace_path()
+    assert path.is_file(), f"the packaged real trace is missing: {path}"
+    return path
 
 
 @pytest.fixture
-def real_trace_path():
-    """Path of the real InfiniteHBD fault trace; the test is skipped when it is absent."""
-    path = _trace_path()
-    if not path.is_file():
-        pytest.skip(f"real fault trace not found at {path} (set SPARE_TRACE to its path)")
-    return path
+def no_spare_trace(monkeypatch):
+    """$SPARE_TRACE unset, so that the demo falls back to the packaged trace."""
+    monkeypatch.delenv("SPARE_TRACE", raising=False)

@@ -1,4 +1,4 @@
-"""Worst-case tools and Monte-Carlo of spare_opt.analysis against brute force.
+"""Worst-case tools (spare_opt.worst_case) and Monte-Carlo (spare_opt.montecarlo) against brute force.
 
 The reference here is an independent bitmask brute force of Hall's condition:
 ``S*(F) = max over non-empty sets T of shard types of ceil(|T| / |live holders of T|)``,
@@ -24,7 +24,7 @@ from spare_opt import (
     worst_case_profile,
     worst_case_stack_number,
 )
-from spare_opt.errors import FailureSetError, ParameterError
+from spare_opt.errors import FailureSetError, ParameterError, ParameterTypeError
 
 
 # ---------------------------------------------------------------- brute force
@@ -245,9 +245,10 @@ def test_monte_carlo_same_for_any_workers_and_chunks():
 
 def test_monte_carlo_confidence_intervals_and_json():
     layout = sidon(61, 5, time_limit=5)
-    done = []
-    result = monte_carlo(layout, trials=60, seed=0, progress=done.append)
-    assert sum(done) == 60
+    calls = []
+    result = monte_carlo(layout, trials=60, seed=0, progress=lambda done, total: calls.append((done, total)))
+    assert calls[-1] == (60, 60) and all(total == 60 for _done, total in calls)
+    assert [done for done, _total in calls] == sorted({done for done, _total in calls})  # cumulative, increasing
     low, high = result.mu_ci95
     assert low < result.mu < high
     half = (high - low) / 2
@@ -263,10 +264,19 @@ def test_monte_carlo_confidence_intervals_and_json():
     assert math.isnan(single.mu_ci95[0]) and single.to_dict()["monte_carlo"]["mu_ci95"] == [None, None]
 
 
-@pytest.mark.parametrize("kwargs", [{"trials": 0}, {"seed": -1}, {"workers": 0}, {"chunk_size": 0}, {"trials": 2.5}])
-def test_monte_carlo_bad_arguments(kwargs):
-    with pytest.raises(ParameterError):
+@pytest.mark.parametrize("kwargs, error", [
+    ({"trials": 0}, ParameterError),
+    ({"seed": -1}, ParameterError),
+    ({"workers": 0}, ParameterError),
+    ({"workers": -2}, ParameterError),
+    ({"chunk_size": 0}, ParameterError),
+    ({"trials": 2.5}, ParameterTypeError),
+    ({"seed": "x"}, ParameterTypeError),
+])
+def test_monte_carlo_bad_arguments(kwargs, error):
+    with pytest.raises(error) as info:
         monte_carlo(consecutive(10, 2), **kwargs)
+    assert type(info.value) is error
 
 
 # ---------------------------------------------------------------- sweep
@@ -279,15 +289,26 @@ def test_sweep_rows_skips_and_common_orders():
     assert all("does not divide" in s["reason"] for s in result.skipped)
     row = result.rows[0]
     assert row["j_closed_form"] == pytest.approx(theory.normalised_ttt(10, 2, system_mtbf_seconds=1e6))
-    a_mc = theory.availability(row["mu"] * 1e6, 60, 3600)
+    a_mc = theory.availability(60, 3600, row["mu"] * 1e6)
     assert row["j_monte_carlo"] == pytest.approx(row["sbar"] / a_mc)
     direct = monte_carlo(consecutive(10, 3), trials=8, seed=2)
     again = next(r for r in result.rows if (r["method"], r["redundancy"]) == ("consecutive", 3))
     assert again["mu"] == pytest.approx(direct.mu) and again["sbar"] == pytest.approx(direct.sbar)
+    assert result.parameters["system_mtbf_seconds"] == 1e6 and "mtbf_seconds" not in result.parameters
+
+
+def test_sweep_progress_is_cumulative_over_the_whole_sweep():
+    calls = []
+    sweep(10, r_min=2, r_max=3, methods=("consecutive", "block"), trials=5, seed=1,
+          progress=lambda done, total: calls.append((done, total)))
+    # 4 combinations of 5 trials (block r = 3 is skipped but counted in the total)
+    assert {total for _done, total in calls} == {20} and calls[-1] == (20, 20)
+    done = [d for d, _total in calls]
+    assert done == sorted(done) and done[0] >= 1
 
 
 @pytest.mark.parametrize("kwargs", [{"r_min": 5, "r_max": 4}, {"r_max": 11}, {"methods": ("nope",)}, {"methods": ()},
-                                    {"mtbf_seconds": 0}])
+                                    {"system_mtbf_seconds": 0}])
 def test_sweep_bad_arguments(kwargs):
     with pytest.raises(ParameterError):
         sweep(10, **{"r_min": 2, "r_max": 3, "trials": 2, **kwargs})

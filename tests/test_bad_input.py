@@ -24,6 +24,7 @@ from spare_opt import (
     LayoutFileError,
     OutputExistsError,
     ParameterError,
+    ParameterTypeError,
     SpareError,
     TraceError,
     consecutive,
@@ -270,9 +271,9 @@ def test_normalise_groups_fast_path_matches_the_list_path():
 
 
 @pytest.mark.parametrize("layout", [None, np.zeros((3, 3), dtype=int)])
-def test_plan_reorder_of_a_non_layout_is_a_parameter_error(layout):
+def test_plan_reorder_of_a_non_layout_is_a_parameter_type_error(layout):
     # Used to be an AttributeError.
-    with pytest.raises(ParameterError, match="layout must be a Layout"):
+    with pytest.raises(ParameterTypeError, match="layout must be a Layout"):
         plan_reorder(layout, [1])
 
 
@@ -351,16 +352,16 @@ def test_read_fault_trace_of_a_non_path_is_a_trace_error(path):
 def test_negative_placement_seed_is_a_parameter_error(tmp_path, layout_file):
     # Used to be a ValueError traceback from numpy's SeedSequence.
     trace = parse_fault_events([event()])
-    with pytest.raises(ParameterError, match="non-negative"):
+    with pytest.raises(ParameterError, match="placement seed must be >= 0"):
         replay_trace(consecutive(10, 3), trace, placement_seed=-1)
     path = tmp_path / "t.json"
     path.write_text(json.dumps([event()]))
     assert ">=0" in error_line(cli("replay", layout_file, "--trace", path, "--placement-seed", -1), code=2)
 
 
-def test_non_callable_progress_is_a_parameter_error():
+def test_non_callable_progress_is_a_parameter_type_error():
     trace = parse_fault_events([event()])
-    with pytest.raises(ParameterError, match="progress"):
+    with pytest.raises(ParameterTypeError, match="progress"):
         replay_trace(consecutive(10, 3), trace, progress=5)
 
 
@@ -382,13 +383,18 @@ def test_text_summary_lists_only_the_first_irregular_events(tmp_path, layout_fil
         {"burst_mean": -1.0},  # used to be numpy's ValueError
         {"repair_sigma": -1.0},  # idem
         {"seed": -1},  # idem
-        {"seed": "a"},  # used to be a TypeError
         {"weibull_shape": 1e-3},  # used to be an OverflowError from math.gamma
     ],
 )
 def test_synthetic_trace_bad_parameters_are_parameter_errors(kwargs):
     with pytest.raises(ParameterError):
         synthetic_fault_trace(nodes=5, days=5.0, **kwargs)
+
+
+def test_synthetic_trace_seed_of_the_wrong_type_is_a_parameter_type_error():
+    # It used to be a bare TypeError; the API's rule (docs/api.md) makes it ParameterTypeError.
+    with pytest.raises(spare_opt.ParameterTypeError):
+        synthetic_fault_trace(nodes=5, days=5.0, seed="a")
 
 
 def test_write_fault_trace_errors_are_spare_errors(tmp_path):

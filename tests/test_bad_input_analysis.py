@@ -15,11 +15,13 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
+import spare_opt
 from spare_opt import ReorderController, consecutive, stack_number_trajectory, theory
-from spare_opt import analysis
-from spare_opt import simulate as sim
-from spare_opt import tune as tuning
-from spare_opt.errors import FailureSetError, ParameterError, TraceError
+from spare_opt import _runs
+from spare_opt.errors import FailureSetError, ParameterError, ParameterTypeError
+from spare_opt.parameters import SimulationParameters, parse_overrides, preset_parameters
+from spare_opt.simulation import default_layout, simulate, summarise, trace_failures, trace_system_mtbf_seconds
+from spare_opt.tuning import mean_failures_to_wipe_out, plot_tune, tune
 from spare_opt_cli.main import main
 
 
@@ -112,39 +114,40 @@ def test_checkpoint_period_overflow_is_parameter_error():
     with pytest.raises(ParameterError, match="overflows"):
         theory.checkpoint_period(1e308, 1e308, 1e308)
     # A huge but finite MTBF used to overflow to T_c = inf and availability 0.
-    assert theory.availability(1e308, 60, 3600) == pytest.approx(1.0)
+    assert theory.availability(60, 3600, 1e308) == pytest.approx(1.0)
 
 
-# ---------------------------------------------------------------- analysis
+# ---------------------------------------------------------------- worst case and Monte-Carlo
 @pytest.mark.parametrize("call", [
-    lambda: analysis.monte_carlo(None, trials=1),
-    lambda: analysis.min_wipe_out_set("layout.json"),
-    lambda: analysis.worst_case_after_one_failure(np.zeros((3, 2), dtype=int)),
-    lambda: analysis.worst_case_stack_number(None, 1),
-    lambda: analysis.worst_case_profile(None),
-    lambda: analysis.stack_number_certificate(None, [0]),
+    lambda: spare_opt.monte_carlo(None, trials=1),
+    lambda: spare_opt.min_wipe_out_set("layout.json"),
+    lambda: spare_opt.worst_case_after_one_failure(np.zeros((3, 2), dtype=int)),
+    lambda: spare_opt.worst_case_stack_number(None, 1),
+    lambda: spare_opt.worst_case_profile(None),
+    lambda: spare_opt.stack_number_certificate(None, [0]),
 ])
-def test_analysis_non_layout_is_parameter_error(call):
-    with pytest.raises(ParameterError, match="Layout"):
+def test_analysis_non_layout_is_parameter_type_error(call):
+    with pytest.raises(ParameterTypeError, match="Layout"):
         call()
 
 
-@pytest.mark.parametrize("kwargs,needle", [
-    ({"seed": -1}, "seed"),
-    ({"seed": 1.5}, "seed"),
-    ({"time_limit": "1"}, "time_limit"),
-    ({"workers": 0}, "workers"),
-    ({"workers": -1}, "workers"),
+@pytest.mark.parametrize("kwargs,error,needle", [
+    ({"seed": -1}, ParameterError, "seed"),
+    ({"seed": 1.5}, ParameterTypeError, "seed"),
+    ({"time_limit": "1"}, ParameterTypeError, "time_limit"),
+    ({"search_workers": 0}, ParameterError, "search_workers"),
+    ({"search_workers": -1}, ParameterError, "search_workers"),
+    ({"search_workers": 2.0}, ParameterTypeError, "search_workers"),
 ])
-def test_worst_case_bad_seed_time_limit_workers_are_parameter_errors(small, kwargs, needle):
-    with pytest.raises(ParameterError, match=needle):
-        analysis.worst_case_stack_number(small, 2, **kwargs)
+def test_worst_case_bad_seed_time_limit_workers_are_parameter_errors(small, kwargs, error, needle):
+    with pytest.raises(error, match=needle):
+        spare_opt.worst_case_stack_number(small, 2, **kwargs)
 
 
 def test_worst_case_seed_beyond_32_bits_is_folded_for_cp_sat(small):
     # CP-SAT's random_seed is 32-bit: seed 2**40 used to raise a bare TypeError.
-    first = analysis.worst_case_stack_number(small, 2, method="cp-sat", seed=2**40, time_limit=5)
-    assert first.stack_number == analysis.worst_case_stack_number(small, 2, method="cp-sat", seed=0).stack_number
+    first = spare_opt.worst_case_stack_number(small, 2, method="cp-sat", seed=2**40, time_limit=5)
+    assert first.stack_number == spare_opt.worst_case_stack_number(small, 2, method="cp-sat", seed=0).stack_number
 
 
 def test_validate_negative_or_huge_seed_is_one_line_error_or_works(small_path):
@@ -156,35 +159,36 @@ def test_validate_negative_or_huge_seed_is_one_line_error_or_works(small_path):
 
 def test_monte_carlo_absurd_trial_count_is_refused_before_allocating(small, small_path):
     # 10**20 trials used to build the chunk list up front and exhaust memory.
-    with pytest.raises(ParameterError, match="at most"):
-        analysis.monte_carlo(small, trials=10**20)
+    with pytest.raises(ParameterError, match="trials must be <= 10,000,000"):
+        spare_opt.monte_carlo(small, trials=10**20)
     for command in (("validate", small_path), ("sweep", "-n", 7)):
         _assert_one_line_error(_run(*command, "--trials", 10**14), "--trials")
 
 
 def test_sweep_methods_string_is_split_not_spelled_and_duplicates_dropped():
     # "sidon" used to be iterated letter by letter; ["consecutive"] * 2 gave duplicate rows.
-    result = analysis.sweep(7, r_min=2, r_max=2, methods="consecutive", trials=2)
+    result = spare_opt.sweep(7, r_min=2, r_max=2, methods="consecutive", trials=2)
     assert [row["method"] for row in result.rows] == ["consecutive"]
-    result = analysis.sweep(7, r_min=2, r_max=2, methods=["consecutive", "consecutive"], trials=2)
+    result = spare_opt.sweep(7, r_min=2, r_max=2, methods=["consecutive", "consecutive"], trials=2)
     assert [row["method"] for row in result.rows] == ["consecutive"]
     assert result.parameters["methods"] == ["consecutive"]
 
 
-@pytest.mark.parametrize("kwargs,needle", [
-    ({"time_limit": float("nan")}, "time_limit"),
-    ({"time_limit": float("inf")}, "time_limit"),
-    ({"mtbf_seconds": "300"}, "mtbf_seconds"),
-    ({"restart_seconds": None}, "restart_seconds"),
-    ({"methods": [["sidon"]]}, "unknown layout method"),
-    ({"methods": 3}, "methods"),
-    ({"methods": ["block"], "trials": 0}, "trials"),
+@pytest.mark.parametrize("kwargs,error,needle", [
+    ({"time_limit": float("nan")}, ParameterError, "time_limit"),
+    ({"time_limit": float("inf")}, ParameterError, "time_limit"),
+    ({"system_mtbf_seconds": "300"}, ParameterTypeError, "system_mtbf_seconds"),
+    ({"restart_seconds": None}, ParameterTypeError, "restart_seconds"),
+    ({"methods": [["sidon"]]}, ParameterTypeError, "layout method"),
+    ({"methods": ["nope"]}, ParameterError, "layout method"),
+    ({"methods": 3}, ParameterTypeError, "methods"),
+    ({"methods": ["block"], "trials": 0}, ParameterError, "trials"),
 ])
-def test_sweep_nan_time_limit_and_non_numbers_are_parameter_errors(kwargs, needle):
+def test_sweep_nan_time_limit_and_non_numbers_are_parameter_errors(kwargs, error, needle):
     # time_limit = nan used to run and print NaN into the --json parameters.
     kwargs = {"r_min": 3, "r_max": 3, "trials": 2, **kwargs}
-    with pytest.raises(ParameterError, match=needle):
-        analysis.sweep(7, **kwargs)
+    with pytest.raises(error, match=needle):
+        spare_opt.sweep(7, **kwargs)
 
 
 def test_sweep_cli_nan_time_limit_and_empty_method_are_one_line_errors():
@@ -231,23 +235,24 @@ def test_json_of_degenerate_layouts_has_no_nan_tokens(tmp_path):
 
 
 # ---------------------------------------------------------------- simulation
-@pytest.mark.parametrize("fields,needle", [
-    ({"steps": 10**20}, "steps must be at most"),
-    ({"layer_compute_seconds": 1e308}, "overflows"),
-    ({"rate_follows_live": "no"}, "rate_follows_live"),
-    ({"rate_follows_live": 1}, "rate_follows_live"),
-    ({"weibull_shape": 1e-3}, "weibull_shape"),  # Weibull scale m / Gamma(1001) = 0: 2 failures in a run
+@pytest.mark.parametrize("fields,error,needle", [
+    ({"steps": 10**20}, ParameterError, "steps must be <="),
+    ({"layer_compute_seconds": 1e308}, ParameterError, "overflows"),
+    ({"rate_follows_live": "no"}, ParameterTypeError, "rate_follows_live"),
+    ({"rate_follows_live": 1}, ParameterTypeError, "rate_follows_live"),
+    # Weibull scale m / Gamma(1001) = 0: 2 failures in a run
+    ({"weibull_shape": 1e-3}, ParameterError, "weibull_shape"),
 ])
-def test_simulation_parameters_huge_steps_infinite_cap_and_truthy_strings(fields, needle):
+def test_simulation_parameters_huge_steps_infinite_cap_and_truthy_strings(fields, error, needle):
     # steps = 10**20 used to overflow in the kernel (OverflowError traceback); an
     # infinite T0 made the wall-time cap infinite and the run never stopped; "no" was truthy;
     # a tiny Weibull shape made the failure scale 0 and the run nonsense.
-    with pytest.raises(ParameterError, match=needle):
-        sim.SimulationParameters(groups=5, **fields)
+    with pytest.raises(error, match=needle):
+        SimulationParameters(groups=5, **fields)
 
 
 def test_simulation_parameters_numpy_ints_become_json_ready():
-    params = sim.SimulationParameters(groups=np.int64(5), steps=np.int32(20))
+    params = SimulationParameters(groups=np.int64(5), steps=np.int32(20))
     assert type(params.groups) is int and type(params.steps) is int
     json.dumps(params.to_dict())
 
@@ -255,11 +260,11 @@ def test_simulation_parameters_numpy_ints_become_json_ready():
 def test_simulate_hopeless_run_is_refused_instead_of_exhausting_memory():
     # 200 steps of 1e6 s with a failure every 300 s: ~1.3e8 failures before the wall cap
     # used to grow the trajectory pool until the process was killed.
-    params = sim.preset_parameters("paper-600k", 200, steps=200, layer_compute_seconds=1e6)
+    params = preset_parameters("paper-600k", 200, steps=200, layer_compute_seconds=1e6)
     with pytest.raises(ParameterError, match="failures before its wall-time cap"):
-        sim.simulate(params, "rep", 3)
+        simulate(params, "rep", 3)
     with pytest.raises(ParameterError, match="failures before its wall-time cap"):
-        tuning.tune(params, seeds=1, rep_redundancies=[2], spare_redundancies=[2], workers=1)
+        tune(params, seeds=1, rep_redundancies=[2], spare_redundancies=[2], workers=1)
     _assert_one_line_error(_run("simulate", "--set", "steps=200", "--set", "layer_compute_seconds=1e6"),
                            "wall-time cap")
 
@@ -269,17 +274,18 @@ def test_simulate_cli_huge_steps_is_one_line_error():
     _assert_one_line_error(_run("tune", "-N", 200, "--set", "steps=99999999999999999999"), "steps")
 
 
-@pytest.mark.parametrize("seed", [-1, None, 1.5, True])
-def test_simulate_bad_seed_is_parameter_error(seed):
+@pytest.mark.parametrize("seed,error", [(-1, ParameterError), (None, ParameterTypeError),
+                                        (1.5, ParameterTypeError), (True, ParameterTypeError)])
+def test_simulate_bad_seed_is_parameter_error(seed, error):
     # -1 used to raise a bare ValueError, None a TypeError, and 1.5 ran as seed 1.
-    with pytest.raises(ParameterError, match="seed"):
-        sim.simulate(sim.SimulationParameters(groups=5, steps=20), "rep", 2, seed=seed)
+    with pytest.raises(error, match="seed"):
+        simulate(SimulationParameters(groups=5, steps=20), "rep", 2, seed=seed)
 
 
-def test_simulate_non_trace_is_trace_error_before_use():
+def test_simulate_non_trace_is_parameter_type_error_before_use():
     # The default period read trace attributes before the type check: AttributeError.
-    with pytest.raises(TraceError, match="FaultTrace"):
-        sim.simulate(sim.SimulationParameters(groups=5, steps=20), "rep", 2, trace="trace.json")
+    with pytest.raises(ParameterTypeError, match="FaultTrace"):
+        simulate(SimulationParameters(groups=5, steps=20), "rep", 2, trace="trace.json")
 
 
 INSTANCE_TRACE = Path(__file__).resolve().parent.parent / "instances" / "failures-N400-seed0.json"
@@ -287,6 +293,10 @@ INSTANCE_TRACE = Path(__file__).resolve().parent.parent / "instances" / "failure
 
 @pytest.mark.parametrize("args,kwargs,error,needle", [
     ((400, "foo", 3), {}, ParameterError, "strategy"),  # used to be an AttributeError
+    ((400, 3, 3), {}, ParameterTypeError, "strategy"),
+    ((400, "rep", 2.0), {}, ParameterTypeError, "r must be an integer"),
+    ((400, "spare", 3), {"layout": "layout.json"}, ParameterTypeError, "layout must be a Layout"),
+    ((400, "ckpt", 1), {"time_scale": "1"}, ParameterTypeError, "time_scale"),
     ((400, "rep", 0), {}, ParameterError, "r must be"),  # used to run as r = 1
     ((400, "rep", 500), {}, ParameterError, "r must be"),  # used to run as r = N
     ((400, "spare", 3), {"layout": consecutive(7, 3)}, ParameterError, "layout has N=7"),  # "group 7 out of range"
@@ -298,85 +308,99 @@ def test_trace_failures_bad_strategy_r_layout_and_scale(args, kwargs, error, nee
 
     if not INSTANCE_TRACE.is_file():
         pytest.skip("instances/failures-N400-seed0.json is absent")
-    with pytest.raises(error, match=needle):
-        sim.trace_failures(read_fault_trace(INSTANCE_TRACE), *args, **kwargs)
+    with pytest.raises(error, match=needle) as info:
+        trace_failures(read_fault_trace(INSTANCE_TRACE), *args, **kwargs)
+    assert type(info.value) is error
 
 
-def test_trace_helpers_non_trace_is_trace_error():
-    with pytest.raises(TraceError):
-        sim.trace_failures("trace.json", 400, "ckpt", 1)
-    with pytest.raises(TraceError):
-        sim.trace_mtbf_seconds(None)
+def test_trace_helpers_non_trace_is_parameter_type_error():
+    with pytest.raises(ParameterTypeError, match="FaultTrace"):
+        trace_failures("trace.json", 400, "ckpt", 1)
+    with pytest.raises(ParameterTypeError, match="FaultTrace"):
+        trace_system_mtbf_seconds(None)
 
 
 def test_summarise_empty_is_parameter_error():
     with pytest.raises(ParameterError):
-        sim.summarise([])
+        summarise([])
 
 
 def test_preset_lookup_unhashable_name_and_float_groups():
     with pytest.raises(ParameterError, match="unknown preset"):
-        sim.preset_parameters(["paper-600k"], 200)
+        preset_parameters(["paper-600k"], 200)
+    with pytest.raises(ParameterTypeError, match="groups N must be an integer"):
+        preset_parameters("paper-600k", 200.0)
     with pytest.raises(ParameterError, match="defines N"):
-        sim.preset_parameters("paper-600k", 200.0)
+        preset_parameters("paper-600k", 201)
 
 
 def test_parse_overrides_single_string_and_none():
     # A bare string used to be parsed character by character; None raised TypeError.
-    assert sim.parse_overrides("steps=5") == {"steps": 5}
-    with pytest.raises(ParameterError):
-        sim.parse_overrides(None)
+    assert parse_overrides("steps=5") == {"steps": 5}
+    with pytest.raises(ParameterTypeError):
+        parse_overrides(None)
 
 
 def test_default_layout_bad_sizes_are_parameter_errors():
-    for args in (("a", 2), (5, 6), (5, 0)):
+    with pytest.raises(ParameterTypeError):
+        default_layout("a", 2)
+    for args in ((5, 6), (5, 0)):
         with pytest.raises(ParameterError):
-            sim.default_layout(*args)
+            default_layout(*args)
 
 
 def test_trajectory_pool_blocks_do_not_change_the_draw():
     # The pool now draws permutations in bounded blocks; the stream must be unchanged.
-    whole = sim.FailurePool("rep", 200, 3, seed=5)
+    whole = _runs.FailurePool("rep", 200, 3, seed=5)
     whole._extend(6000)
-    blocked = sim.FailurePool("rep", 200, 3, seed=5)
+    blocked = _runs.FailurePool("rep", 200, 3, seed=5)
     blocked.extend(6000)  # 2**20 // 200 = 5242 rows a block: two blocks
     assert np.array_equal(whole.wipe, blocked.wipe)
 
 
 # ---------------------------------------------------------------- tuning
-@pytest.mark.parametrize("kwargs,needle", [
-    ({"period_factors": ["a"]}, "period factors"),
-    ({"period_factors": [None]}, "period factors"),
-    ({"period_factors": 1.0}, "period factors"),
-    ({"spare_redundancies": 3}, "spare redundancies"),
-    ({"include_ckpt": "no"}, "include_ckpt"),
+@pytest.mark.parametrize("kwargs,error,needle", [
+    ({"period_factors": ["a"]}, ParameterTypeError, "period factors"),
+    ({"period_factors": [None]}, ParameterTypeError, "period factors"),
+    ({"period_factors": 1.0}, ParameterTypeError, "period factors"),
+    ({"period_factors": [0.0]}, ParameterError, "period factors"),
+    ({"period_factors": []}, ParameterError, "period factors"),
+    ({"spare_redundancies": 3}, ParameterTypeError, "spare redundancies"),
+    ({"spare_redundancies": [1]}, ParameterError, "spare redundancies"),
+    ({"include_ckpt": "no"}, ParameterTypeError, "include_ckpt"),
+    ({"workers": 0}, ParameterError, "workers"),
+    ({"executor": "tcp://localhost:8786"}, ParameterTypeError, "Executor"),
 ])
-def test_tune_bad_factors_redundancies_and_flags_are_parameter_errors(kwargs, needle):
-    params = sim.SimulationParameters(groups=7, steps=30)
+def test_tune_bad_factors_redundancies_and_flags_are_parameter_errors(kwargs, error, needle):
+    params = SimulationParameters(groups=7, steps=30)
     kwargs = {"seeds": 1, "rep_redundancies": [2], "spare_redundancies": [2], "workers": 1, **kwargs}
-    with pytest.raises(ParameterError, match=needle):
-        tuning.tune(params, **kwargs)
+    with pytest.raises(error, match=needle) as info:
+        tune(params, **kwargs)
+    assert type(info.value) is error
 
 
 def test_tune_duplicate_redundancies_give_one_curve_point():
-    params = sim.SimulationParameters(groups=7, steps=30)
-    result = tuning.tune(params, seeds=1, rep_redundancies=[2, 2], spare_redundancies=[2], period_factors=[1.0],
+    params = SimulationParameters(groups=7, steps=30)
+    result = tune(params, seeds=1, rep_redundancies=[2, 2], spare_redundancies=[2], period_factors=[1.0],
                          include_ckpt=False, workers=1)
     assert [row["r"] for row in result.strategies["rep"]["curve"]] == [2]
 
 
-@pytest.mark.parametrize("args,kwargs", [
-    (("foo", 2), {}),
-    (("rep", 0), {}),
-    (("rep", 2), {"samples": 0}),
+@pytest.mark.parametrize("args,kwargs,error", [
+    (("foo", 2), {}, ParameterError),
+    (("rep", 0), {}, ParameterError),
+    (("rep", 2), {"samples": 0}, ParameterError),
+    (("rep", 2), {"samples": 2.5}, ParameterTypeError),
+    (("rep", 2), {"seed": -1}, ParameterError),
 ])
-def test_mean_failures_to_wipe_out_bad_strategy_r_samples(args, kwargs):
+def test_mean_failures_to_wipe_out_bad_strategy_r_samples(args, kwargs, error):
     # r = 0 used to raise ZeroDivisionError; "foo" a misleading "expected a Layout".
-    with pytest.raises(ParameterError):
-        tuning.mean_failures_to_wipe_out(sim.SimulationParameters(groups=7, steps=30), *args, **kwargs)
+    with pytest.raises(error) as info:
+        mean_failures_to_wipe_out(SimulationParameters(groups=7, steps=30), *args, **kwargs)
+    assert type(info.value) is error
 
 
 def test_plot_tune_empty_results_is_parameter_error(tmp_path):
     with pytest.raises(ParameterError):
-        tuning.plot_tune([], tmp_path / "tune.png")
+        plot_tune([], tmp_path / "tune.png")
     assert not (tmp_path / "tune.png").exists()

@@ -1,14 +1,15 @@
 """`spare-opt replay` and `spare-opt demo` through click's CliRunner."""
 
+import dataclasses
 import json
 from pathlib import Path
 
 import numpy as np
-import pytest
 from click.testing import CliRunner
 
 import spare_opt.demo as demo
 from spare_opt import Layout, read_fault_trace, replay_trace
+from spare_opt.trace import parse_fault_events
 from spare_opt.theory import r_star
 from spare_opt_cli.main import main
 
@@ -82,27 +83,20 @@ def test_replay_bad_input(tmp_path):
 
 
 # ------------------------------------------------------------------------ demo
-@pytest.fixture
-def no_real_trace(tmp_path, monkeypatch):
-    """No real trace anywhere: SPARE_TRACE points nowhere, cwd and the source root are empty folders."""
-    monkeypatch.setenv("SPARE_TRACE", str(tmp_path / "missing.json"))
-    monkeypatch.setattr(demo, "_SOURCE_ROOT", tmp_path)
+def test_demo_generated_replays_the_sequence_rebuilt_from_its_seed(tmp_path, monkeypatch, no_spare_trace):
     monkeypatch.chdir(tmp_path)
-    return tmp_path
-
-
-def test_demo_without_the_real_trace_replays_the_generated_sequence(no_real_trace):
-    result = run("demo", "--json")
+    result = run("demo", "--generated", "--json")
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
     assert doc["layout"]["groups"] == 400 and doc["layout"]["redundancy"] == r_star(400) == 9
     assert doc["layout"]["method"] == "sidon" and doc["layout"]["lambda"] <= 1
-    assert doc["trace"]["kind"] == "generated" and doc["trace"]["path"].endswith(demo.DEFAULT_TRACE_NAME)
-    assert any("SPARE_TRACE" in note for note in doc["notes"])
+    assert doc["trace"]["kind"] == "generated"
+    assert doc["trace"]["path"] == f"<generated: seed {demo.DEFAULT_TRACE_SEED}>"
+    assert doc["notes"] == []
     layout_file, report_file = Path(doc["files"]["layout"]), Path(doc["files"]["report"])
-    assert layout_file.parent == Path(demo.DEFAULT_OUT) and (no_real_trace / layout_file).is_file()
+    assert layout_file.parent == Path(demo.DEFAULT_OUT) and (tmp_path / layout_file).is_file()
     layout = Layout.load(layout_file)
-    expected = replay_trace(layout, demo.load_default_trace())
+    expected = replay_trace(layout, parse_fault_events(demo.default_trace_document()))
     report = json.loads(report_file.read_text())
     assert report["format"] == "spare-replay-report"
     assert report["replay"]["wipe_outs"] == doc["replay"]["wipe_outs"] == expected["wipe_outs"]
@@ -110,37 +104,50 @@ def test_demo_without_the_real_trace_replays_the_generated_sequence(no_real_trac
 
     # No clobbering without --force; the files are left as they were.
     before = report_file.read_bytes()
-    assert "exists already" in one_error_line(run("demo"))
+    assert "exists already" in one_error_line(run("demo", "--generated"))
     assert report_file.read_bytes() == before
-    again = run("demo", "--force")
+    again = run("demo", "--generated", "--force")
     assert again.exit_code == 0, again.output
     lines = again.stdout.splitlines()
     assert lines[0].startswith("Layout: sidon, N = 400, r = 9") and "lambda = 1" in lines[0]
     assert str(layout_file) in lines[-1] and str(report_file) in lines[-1]
 
 
-def test_demo_with_the_real_trace(tmp_path, monkeypatch, real_trace_path):
-    monkeypatch.setenv("SPARE_TRACE", str(real_trace_path))
+def test_demo_replays_the_packaged_real_trace_by_default(tmp_path, no_spare_trace, real_trace_path):
     out = tmp_path / "out"
     result = run("demo", "--out", out)
     assert result.exit_code == 0, result.output
-    assert "Trace: real" in result.stdout and "584 fault_start" in result.stdout
+    assert "Trace: real" in result.stdout and str(real_trace_path) in result.stdout
+    assert "584 fault_start" in result.stdout and "note:" not in result.stdout
     assert "start-while-down" in result.stdout and (out / "replay-N400-r9.json").is_file()
     report = json.loads((out / "replay-N400-r9.json").read_text())
     assert report["trace"]["fault_starts"] == 584 and len(report["replay"]["rows"]) == 1168
 
 
-def test_find_real_trace_relative_to_the_current_folder(tmp_path, monkeypatch):
-    monkeypatch.setattr(demo, "_SOURCE_ROOT", tmp_path / "nowhere")
-    checkout = tmp_path / "repo"
-    trace = tmp_path / "shared" / "data" / "infinitehbd-trace" / "fault_trace.json"
-    trace.parent.mkdir(parents=True)
-    checkout.mkdir()
-    trace.write_text("[]")
-    found, notes = demo.find_real_trace(cwd=checkout, environ={})
-    assert found == trace.resolve() and notes == []
-    found, notes = demo.find_real_trace(cwd=tmp_path, environ={"SPARE_TRACE": str(tmp_path / "x.json")})
-    assert found is None and "SPARE_TRACE" in notes[0]
+def test_demo_takes_spare_trace_and_notes_a_missing_one(tmp_path, monkeypatch, real_trace_path):
+    small_trace = SMALL / "failures-N12-seed1.json"
+    monkeypatch.setenv("SPARE_TRACE", str(small_trace))
+    doc = json.loads(run("demo", "--out", tmp_path / "a", "--json").stdout)
+    assert doc["trace"]["kind"] == "generated" and Path(doc["trace"]["path"]) == small_trace.resolve()
+    assert doc["notes"] == []
+    monkeypatch.setenv("SPARE_TRACE", str(tmp_path / "missing.json"))
+    result = run("demo", "--out", tmp_path / "b", "--json")
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["trace"]["kind"] == "real" and Path(doc["trace"]["path"]) == real_trace_path
+    assert len(doc["notes"]) == 1 and "SPARE_TRACE" in doc["notes"][0] and "missing.json" in doc["notes"][0]
+
+
+def test_find_trace_prefers_spare_trace_then_the_packaged_trace(tmp_path):
+    packaged = demo.packaged_trace_path()
+    assert packaged.is_file()
+    assert demo.find_trace(environ={}) == (packaged, [])
+    assert demo.find_trace(environ={"SPARE_TRACE": ""}) == (packaged, [])
+    given = tmp_path / "trace.json"
+    given.write_text("[]")
+    assert demo.find_trace(environ={"SPARE_TRACE": str(given)}) == (given.resolve(), [])
+    found, notes = demo.find_trace(environ={"SPARE_TRACE": str(tmp_path / "x.json")})
+    assert found == packaged and len(notes) == 1 and "SPARE_TRACE" in notes[0]
 
 
 def test_demo_bad_options(tmp_path, monkeypatch):
@@ -152,12 +159,18 @@ def test_demo_bad_options(tmp_path, monkeypatch):
     assert "cannot write the demo output" in one_error_line(run("demo", "--out", tmp_path / "file" / "sub", "--generated"))
 
 
-def test_default_trace_is_rebuilt_from_its_seed_when_the_data_file_is_missing(monkeypatch):
-    shipped = demo.load_default_trace()
-    monkeypatch.setattr(demo, "DEFAULT_TRACE_NAME", "missing.json")
-    rebuilt = demo.load_default_trace()
-    assert rebuilt.source.startswith("<generated")
-    assert np.array_equal(rebuilt.times_days, shipped.times_days) and rebuilt.node_ids == shipped.node_ids
+def test_default_trace_is_rebuilt_from_its_seed(tmp_path):
+    # The package ships no generated data: --generated rebuilds the sequence from its seed,
+    # the same events as the committed instances copy.
+    rebuilt = parse_fault_events(demo.default_trace_document(), source=f"<generated: seed {demo.DEFAULT_TRACE_SEED}>")
+    committed = read_fault_trace(REPO / "instances" / "failures-N400-seed0.json")
+    assert np.array_equal(rebuilt.times_days, committed.times_days) and rebuilt.node_ids == committed.node_ids
+    result = demo.run_demo(tmp_path / "out", generated=True, environ={})
+    assert result.trace_info["kind"] == "generated"
+    again = replay_trace(result.layout, rebuilt)
+    # Results compare by value; the wall-clock time of the replay is not part of the value.
+    assert result.replay == again
+    assert result.replay != dataclasses.replace(again, summary={**again.summary, "wipe_outs": -1})
 
 
 def test_help_texts():

@@ -39,7 +39,7 @@ def test_simulate_trace(runner, real_trace_path):
     (["--preset", "nope"], "Invalid value for '--preset'"),
     (["--groups", "500"], "defines N in {200, 600, 1000}"),
     (["-r", "0"], "Invalid value for '--redundancy'"),
-    (["--ckpt-period", "-5"], "must be > 0"),
+    (["--ckpt-period", "-5"], "-5 is not in the range x>0"),
     (["--strategy", "spare", "-r", "1"], "SPARe needs redundancy r >= 2"),
     (["--seeds", "0"], "Invalid value for '--seeds'"),
     (["--trace", "/nonexistent/trace.json"], "does not exist"),
@@ -96,3 +96,35 @@ def test_simulate_with_a_layout_file(runner, tmp_path):
     assert wrong.exit_code != 0 and "layout has N=200, r=4" in wrong.output
     missing = runner.invoke(main, args + ["--layout", str(tmp_path / "nope.json")])
     assert missing.exit_code != 0 and "Traceback" not in missing.output
+
+
+@pytest.mark.parametrize("command", [["simulate"], ["tune"], ["sweep", "-n", "7"]])
+@pytest.mark.parametrize("workers", ["0", "-2"])
+def test_workers_option_follows_the_scipy_convention(runner, command, workers):
+    result = runner.invoke(main, command + ["--quiet", "--workers", workers])
+    assert result.exit_code == 2
+    assert "-1 (every CPU)" in result.output and "Traceback" not in result.output
+
+
+def test_workers_default_to_one_and_minus_one_gives_the_same_runs(runner):
+    from spare_opt_cli import simulate, sweep, tune, validate
+
+    for module in (simulate, sweep, tune, validate):
+        option = next(param for param in module.command.params if param.name == "workers")
+        assert option.default == 1, module.__name__
+        assert any(param.name == "scheduler" for param in module.command.params), module.__name__
+    args = ["simulate", "--groups", "200", "--strategy", "rep", "--seeds", "2", "--quiet", "--json", *FAST]
+    one = json.loads(runner.invoke(main, args).output)
+    every = json.loads(runner.invoke(main, args + ["--workers", "-1"]).output)
+    assert one["runs"] == every["runs"]
+
+
+def test_set_mtbf_seconds_is_the_old_name_of_system_mtbf_seconds(runner):
+    args = ["simulate", "--groups", "200", "--strategy", "rep", "--seeds", "1", "--quiet", "--json", *FAST]
+    with pytest.warns(DeprecationWarning, match="system_mtbf_seconds"):
+        old = runner.invoke(main, args + ["--set", "mtbf_seconds=600"])
+    new = runner.invoke(main, args + ["--set", "system_mtbf_seconds=600"])
+    assert old.exit_code == new.exit_code == 0, old.output + new.output
+    old_doc, new_doc = json.loads(old.stdout), json.loads(new.stdout)
+    assert old_doc["parameters"]["system_mtbf_seconds"] == 600.0 and "mtbf_seconds" not in old_doc["parameters"]
+    assert old_doc["runs"] == new_doc["runs"]

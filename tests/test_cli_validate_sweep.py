@@ -150,7 +150,7 @@ def test_sweep_table_and_json_match_the_library():
     ]
     assert [r["mu"] for r in doc["rows"]] == pytest.approx([r["mu"] for r in expected.rows])
     assert doc["skipped"] == expected.skipped
-    assert doc["parameters"]["mtbf_seconds"] == 300.0
+    assert doc["parameters"]["system_mtbf_seconds"] == 300.0 and "mtbf_seconds" not in doc["parameters"]
 
 
 def test_sweep_time_options_change_j():

@@ -16,7 +16,7 @@ from spare_opt import (
     WIPE_OUT,
     FailureSetError,
     Layout,
-    ParameterError,
+    ParameterTypeError,
     Plan,
     SpareError,
     check_plan,
@@ -123,26 +123,26 @@ def test_trajectory_equals_step_by_step_controller(scenario):
     layout, batches = scenario
     sequence = [groups[0] for groups, _ in batches]
     controller = ReorderController(layout)
-    expected_stacks, expected_moves, expected_wipeout = [1], [], -1
+    expected_stacks, expected_moves, expected_wipe_out = [1], [], -1
     for j, group in enumerate(sequence, start=1):
         plan = controller.fail(group)
         if plan.status == WIPE_OUT:
-            expected_wipeout = j
+            expected_wipe_out = j
             break
         expected_stacks.append(plan.stack_number)
         expected_moves.append(plan.moves)
-    stack_numbers, wipeout_index, moves = stack_number_trajectory(layout, np.array(sequence), return_moves=True)
+    stack_numbers, wipe_out_index, moves = stack_number_trajectory(layout, np.array(sequence), return_moves=True)
     assert stack_numbers.dtype == np.int32
     assert stack_numbers.tolist() == expected_stacks
-    assert wipeout_index == expected_wipeout
+    assert wipe_out_index == expected_wipe_out
     assert moves.tolist() == expected_moves
     # The batched variant runs several trials through the same compiled loop.
     rng = np.random.default_rng(len(sequence))
     orders = np.array([sequence, rng.permutation(layout.groups).tolist(), sequence])
-    many, wipeouts, many_moves = stack_number_trajectories(layout, orders)
+    many, wipe_outs, many_moves = stack_number_trajectories(layout, orders)
     for row, order in enumerate(orders):
         single, index, single_moves = stack_number_trajectory(layout, order, return_moves=True)
-        assert wipeouts[row] == index
+        assert wipe_outs[row] == index
         assert many[row, :len(single)].tolist() == single.tolist()
         assert np.all(many[row, len(single):] == -1)
         assert many_moves[row, :len(single_moves)].tolist() == single_moves.tolist()
@@ -150,11 +150,11 @@ def test_trajectory_equals_step_by_step_controller(scenario):
 
 def test_trajectory_without_wipe_out_has_every_prefix():
     layout = Layout(circulant_stacks(13, [0, 1, 3, 9]), offsets=[0, 1, 3, 9])
-    stack_numbers, wipeout_index = stack_number_trajectory(layout, [4, 7])
-    assert wipeout_index == -1
+    stack_numbers, wipe_out_index = stack_number_trajectory(layout, [4, 7])
+    assert wipe_out_index == -1
     assert stack_numbers.tolist() == [1, 2, 2]
-    stack_numbers, wipeout_index = stack_number_trajectory(layout, [])
-    assert stack_numbers.tolist() == [1] and wipeout_index == -1
+    stack_numbers, wipe_out_index = stack_number_trajectory(layout, [])
+    assert stack_numbers.tolist() == [1] and wipe_out_index == -1
 
 
 # ---------------------------------------------------------------- adversarial
@@ -309,10 +309,20 @@ def test_bad_failure_sets_are_named(groups, needle):
 
 def test_bad_arguments():
     layout = Layout(circulant_stacks(7, [0, 1, 3]))
-    with pytest.raises(ParameterError):
+    with pytest.raises(ParameterTypeError, match="Layout"):
         ReorderController(layout.stacks)
-    with pytest.raises(ParameterError, match="mid_step"):
+    with pytest.raises(ParameterTypeError, match="Layout"):
+        stack_number_trajectory(layout.stacks, [0])
+    with pytest.raises(ParameterTypeError, match="Layout"):
+        stack_number_trajectories(None, [[0]])
+    with pytest.raises(ParameterTypeError, match="mid_step"):
         ReorderController(layout).fail(1, mid_step="yes")
+    with pytest.raises(ParameterTypeError, match="mid_step"):
+        ReorderController(layout).fail(1, mid_step=1)
+    with pytest.raises(ParameterTypeError, match="return_moves"):
+        stack_number_trajectory(layout, [0], return_moves=1)
+    with pytest.raises(TypeError):  # return_moves is keyword-only
+        stack_number_trajectory(layout, [0], True)
     for bad, needle in [([[0, 1]], "1-D"), ([0, 0], "more than once"), ([9], "out of range"), ([0.5], "integer")]:
         with pytest.raises(FailureSetError, match=needle):
             stack_number_trajectory(layout, bad)

@@ -12,6 +12,8 @@ import sys
 
 import pytest
 
+from spare_opt import _controller_kernels, _simulate_kernels
+from spare_opt._jit import LazyKernel
 from spare_opt.demo import packaged_trace_path
 
 # The kernels of each path: the entry kernel called from Python, then the kernels it calls.
@@ -19,7 +21,13 @@ FAIL_PATH = {"fail_packed", "fail_groups", "_write_journal", "_place_greedy", "_
              "_set_assignment", "_save_row", "_layer_of", "_next_stamp", "undo_journal"}
 TRAJECTORY_PATH = {"run_trajectories", "_run_sequence", "reset_state", "fail_groups", "_place_greedy",
                    "_place_augmenting", "_set_assignment", "_save_row", "_layer_of", "_next_stamp"}
-SIMULATION_PATH = {"run_kernel", "_jitter", "_weibull", "_outcome", "_record_failure", "_next_failure"}
+
+def _kernels(module):
+    return {name for name, value in vars(module).items()
+            if isinstance(value, LazyKernel) or type(value).__name__ == "CPUDispatcher"}
+
+
+SIMULATION_PATH = _kernels(_simulate_kernels)  # the simulation's kernels, all of them
 
 _SCRIPT = r'''
 import json, sys
@@ -69,6 +77,11 @@ def report(tmp_path_factory):
                           timeout=600, cwd=folder)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_the_paths_name_kernels_that_exist():
+    assert FAIL_PATH | TRAJECTORY_PATH <= _kernels(_controller_kernels)
+    assert "run_kernel" in SIMULATION_PATH
 
 
 def test_import_neither_imports_numba_nor_compiles(report):

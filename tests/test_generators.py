@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from spare_opt import ParameterError
+from spare_opt import ParameterError, ParameterTypeError
 from spare_opt._constructions import (
     GOLOMB_RULERS,
     bose_set,
@@ -122,12 +122,13 @@ def test_random_latin_large_n():
 # ----------------------------------------------------------------- arguments
 @pytest.mark.parametrize("method", METHODS)
 @pytest.mark.parametrize(
-    "n,r,needle",
-    [(0, 1, "N must be >= 1"), (5, 0, "r must be >= 1"), (3, 4, "r must be <= N"), (2.5, 1, "integer"),
-     (5, "2", "integer"), (True, 1, "integer")],
+    "n,r,error,needle",
+    [(0, 1, ParameterError, "N must be >= 1"), (5, 0, ParameterError, "r must be >= 1"),
+     (3, 4, ParameterError, "r must be <= N"), (2.5, 1, ParameterTypeError, "integer"),
+     (5, "2", ParameterTypeError, "integer"), (True, 1, ParameterTypeError, "integer")],
 )
-def test_bad_sizes_raise_parameter_error(method, n, r, needle):
-    with pytest.raises(ParameterError, match=needle):
+def test_bad_sizes_raise_parameter_error(method, n, r, error, needle):
+    with pytest.raises(error, match=needle):
         generate(method, n, r, time_limit=1)
 
 
@@ -140,17 +141,23 @@ def test_edge_sizes(method, n, r):
 
 
 def test_unknown_method():
-    with pytest.raises(ParameterError, match="unknown layout method 'golomb'"):
+    with pytest.raises(ParameterError, match="layout method must be one of .*got 'golomb'"):
         generate("golomb", 10, 3)
+    with pytest.raises(ParameterTypeError, match="layout method"):
+        generate(None, 10, 3)
 
 
 @pytest.mark.parametrize(
-    "kwargs,needle",
-    [({"time_limit": 0}, "positive"), ({"time_limit": float("nan")}, "positive"), ({"time_limit": "1"}, "number"),
-     ({"seed": 1.5}, "seed"), ({"seed": -1}, "seed"), ({"workers": 0}, "workers")],
+    "kwargs,error,needle",
+    [({"time_limit": 0}, ParameterError, "time limit must be > 0"),
+     ({"time_limit": float("nan")}, ParameterError, "time limit must be finite"),
+     ({"time_limit": "1"}, ParameterTypeError, "number"),
+     ({"seed": 1.5}, ParameterTypeError, "seed"), ({"seed": -1}, ParameterError, "seed"),
+     ({"workers": 0}, ParameterError, "workers"), ({"workers": -2}, ParameterError, "workers"),
+     ({"workers": 1.0}, ParameterTypeError, "workers")],
 )
-def test_bad_sidon_arguments(kwargs, needle):
-    with pytest.raises(ParameterError, match=needle):
+def test_bad_sidon_arguments(kwargs, error, needle):
+    with pytest.raises(error, match=needle):
         sidon(20, 4, **kwargs)
 
 
@@ -352,11 +359,24 @@ def test_local_search_meets_its_target_when_it_succeeds(groups, seed, data):
     assert len(set(found.tolist())) == marks and brute_lambda(found.tolist(), groups) <= target
 
 
-def test_a_sidon_set_found_by_local_search_is_reported_optimal():
-    # N = 86, r = 9: no construction applies; with 0.05 s CP-SAT is cut short, and
-    # the local search reaches lambda 1 (whichever finds it, the status must be optimal).
-    layout = sidon(86, 9, time_limit=0.05)
+def test_a_sidon_set_found_by_local_search_is_reported_optimal(monkeypatch):
+    # N = 86, r = 9: no construction applies; when the CP-SAT search for a Sidon set is
+    # cut short, the local search reaches lambda 1 and the status must still be optimal.
+    # (This used to cut CP-SAT short with time_limit=0.05, which left the local search
+    # no time at all on a loaded machine; the cut is now simulated, the budget ample.)
+    from spare_opt import generators
+
+    real = generators._solve_difference_model
+
+    def cut_short(groups, marks, deadline, seed, workers, sidon_only, **kwargs):
+        if sidon_only:
+            return generators._SolveResult(None, None, "UNKNOWN", False, 0.0)
+        return real(groups, marks, deadline, seed, workers, sidon_only, **kwargs)
+
+    monkeypatch.setattr(generators, "_solve_difference_model", cut_short)
+    layout = sidon(86, 9, time_limit=30)
     meta = layout.metadata
+    assert meta["search"] == "greedy 2, local search 1" and "local search then found a Sidon set" in meta["reason"]
     assert meta["solver_status"] == "optimal" and meta["lambda"] == layout.overlap() == 1
     assert brute_lambda(layout.offsets, 86) == 1
 

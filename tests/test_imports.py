@@ -66,7 +66,7 @@ def test_import_graph_resolves_relative_imports():
     graph = import_graph()
     # Spot checks that the parser sees top-level, "from . import x" and in-function imports.
     assert graph.has_edge("spare_opt.planner", "spare_opt.plan")
-    assert graph.has_edge("spare_opt.monte_carlo", "spare_opt.theory")
+    assert graph.has_edge("spare_opt.montecarlo", "spare_opt.theory")
     assert graph.has_edge("spare_opt._runs", "spare_opt.controller")  # imported inside a method
     assert graph.has_edge("spare_opt_cli.plan", "spare_opt.planner")
 
@@ -105,7 +105,7 @@ def test_every_public_name_of_every_module_is_the_same_object_at_the_top_level()
 def test_deprecated_analysis_module_still_answers_with_a_warning():
     import spare_opt.analysis as analysis
 
-    with pytest.warns(DeprecationWarning, match="spare_opt.monte_carlo.monte_carlo"):
+    with pytest.warns(DeprecationWarning, match="spare_opt.montecarlo.monte_carlo"):
         assert analysis.monte_carlo is spare_opt.monte_carlo
     with pytest.raises(AttributeError):
         analysis.no_such_name  # noqa: B018
@@ -119,3 +119,12 @@ def test_importing_the_package_compiles_and_imports_no_heavy_module():
             "'numba', 'asyncio', 'spare_opt._simulate_kernels') if m in sys.modules]; print(heavy)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_no_module_is_shadowed_by_a_function_of_the_same_name():
+    # "import spare_opt.simulation as sim" binds getattr(spare_opt, "simulation"): a
+    # function exported under a module's name would replace the module there.
+    for name in _modules():
+        if name.startswith("spare_opt.") and name.count(".") == 1:
+            attribute = getattr(spare_opt, name.split(".")[1], None)
+            assert attribute is None or attribute is importlib.import_module(name), name

@@ -18,7 +18,7 @@ from naive import (
     naive_patch_types,
     random_latin_stacks,
 )
-from spare_opt.errors import FailureSetError, LayoutError, ParameterError
+from spare_opt.errors import FailureSetError, LayoutError, ParameterError, ParameterTypeError
 from spare_opt.layout import Layout
 from spare_opt.plan import MASKED, WIPE_OUT, check_plan, lower_bound
 from spare_opt.planner import least_stack_number, plan_reorder
@@ -241,10 +241,10 @@ def test_plans_are_deterministic():
         ({"failed": [True]}, FailureSetError, "not an integer"),
         ({"failed": [1], "mid_step": [2]}, FailureSetError, "not in the failure set"),
         ({"failed": [1], "mid_step": [1, 1]}, FailureSetError, "more than once"),
-        ({"failed": [], "stack_number": 0}, ParameterError, "[1, r=3]"),
-        ({"failed": [], "stack_number": 4}, ParameterError, "[1, r=3]"),
-        ({"failed": [], "stack_number": 1.0}, ParameterError, "integer"),
-        ({"failed": [], "stack_number": True}, ParameterError, "integer"),
+        ({"failed": [], "stack_number": 0}, ParameterError, "stack number S must be >= 1"),
+        ({"failed": [], "stack_number": 4}, ParameterError, "stack number S must be <= 3"),
+        ({"failed": [], "stack_number": 1.0}, ParameterTypeError, "integer"),
+        ({"failed": [], "stack_number": True}, ParameterTypeError, "integer"),
         ({"failed": [], "order": np.zeros((7, 2), dtype=int)}, LayoutError, "shape"),
         ({"failed": [], "order": np.zeros((7, 3))}, LayoutError, "integer"),
         ({"failed": [], "order": [[0, 1, 3]] * 7}, LayoutError, "live group 1"),
@@ -254,6 +254,7 @@ def test_bad_input_raises_named_errors(kwargs, error, words):
     layout = Layout(circulant_stacks(7, [0, 1, 3]))
     with pytest.raises(error) as info:
         plan_reorder(layout, **kwargs)
+    assert type(info.value) is error
     assert words in str(info.value)
 
 

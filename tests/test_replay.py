@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from spare_opt import Layout, read_fault_trace, replay_trace
-from spare_opt.errors import ParameterError
+from spare_opt.errors import ParameterError, ParameterTypeError
 from spare_opt.replay import ROW_STATUSES
 from spare_opt.trace import parse_fault_events
 
@@ -76,12 +76,13 @@ def reference_replay(stacks, events, exact_s=True, placement=None):
         for pos in range(k, j):
             e = events[order[pos]]
             node = e["node_id"]
-            index = group_of.setdefault(node, len(group_of))
-            group = index if placement is None or index >= n else int(placement[index])
             if e["event_type"] == "fault_start":
                 if node in trace_down:
                     out[pos] = "irregular"
                     continue
+                # Nodes are numbered at their first effective fault (an ignored event moves no node).
+                index = group_of.setdefault(node, len(group_of))
+                group = index if placement is None or index >= n else int(placement[index])
                 trace_down.add(node)
                 if index >= n:
                     out[pos] = "skipped"
@@ -115,7 +116,7 @@ def reference_replay(stacks, events, exact_s=True, placement=None):
 def replay_both(layout, events, placement_seed=None):
     trace = parse_fault_events(events)
     return (replay_trace(layout, trace, placement_seed=placement_seed),
-            replay_trace(layout, trace, exact=True, check=True, placement_seed=placement_seed))
+            replay_trace(layout, trace, planner="exact", check_plans=True, placement_seed=placement_seed))
 
 
 def statuses(result):
@@ -239,8 +240,8 @@ def test_real_trace_controller_and_exact_agree(real_trace_path):
     layout = circulant(400, GOLOMB_9, "sidon")
     assert layout.overlap() == 1
     trace = read_fault_trace(real_trace_path)
-    controller = replay_trace(layout, trace, check=True)
-    exact = replay_trace(layout, trace, exact=True, check=True)
+    controller = replay_trace(layout, trace, check_plans=True)
+    exact = replay_trace(layout, trace, planner="exact", check_plans=True)
     assert statuses(controller) == statuses(exact)
     raw = json.loads(real_trace_path.read_text())
     expected, ref = reference_replay(layout.stacks, raw, exact_s=False)
@@ -257,21 +258,40 @@ def test_real_trace_controller_and_exact_agree(real_trace_path):
 
 
 # ---------------------------------------------------------------------- output
-def test_to_json_progress_and_bad_arguments():
+def test_to_dict_progress_and_bad_arguments():
     layout = circulant(8, [0, 1, 3])
     trace = parse_fault_events([ev("a", 1), ev("b", 1), ev("a", 2, "fault_end"), ev("c", 5)])
     seen = []
-    result = replay_trace(layout, trace, progress=seen.append)
-    assert sum(seen) == trace.n_events and len(seen) == 3  # one call per instant
+    result = replay_trace(layout, trace, progress=lambda done, total: seen.append((done, total)))
+    assert seen == [(2, 4), (3, 4), (4, 4)]  # one call per instant, cumulative events
     doc = json.loads(json.dumps(result.to_dict()))
     assert "rows" not in doc and doc["faults"] == 3
     doc = json.loads(json.dumps(result.to_dict(rows=True)))
     assert len(doc["rows"]) == 4
+    with pytest.warns(DeprecationWarning, match="to_dict"):
+        assert result.to_json(rows=True) == result.to_dict(rows=True)  # the old name still answers
     assert set(doc["rows"][0]) == {"index", "time_days", "node", "node_id", "group", "kind", "fault_class",
                                    "status", "stack_number", "failed_groups", "batch", "moves"}
     text = result.format_text(rows=True)
     assert "masked" in text and "time-weighted mean S" in text and len(text.splitlines()) > 12
-    with pytest.raises(ParameterError):
+    with pytest.raises(ParameterTypeError, match="Layout"):
         replay_trace("layout.json", trace)
-    with pytest.raises(ParameterError):
+    with pytest.raises(ParameterTypeError, match="FaultTrace"):
         replay_trace(layout, [ev("a", 1)])
+    with pytest.raises(ParameterError, match="planner"):
+        replay_trace(layout, trace, planner="magic")
+    with pytest.raises(ParameterTypeError, match="check_plans"):
+        replay_trace(layout, trace, check_plans=1)
+    with pytest.raises(TypeError):  # options are keyword-only
+        replay_trace(layout, trace, "exact")
+
+
+def test_exact_keyword_is_deprecated_for_planner():
+    layout = circulant(8, [0, 1, 3])
+    trace = parse_fault_events([ev("a", 1), ev("b", 1), ev("c", 5)])
+    with pytest.warns(DeprecationWarning, match="planner='exact'"):
+        old = replay_trace(layout, trace, exact=True)
+    new = replay_trace(layout, trace, planner="exact")
+    assert old["planner"] == new["planner"] == "exact" and old.rows == new.rows
+    with pytest.warns(DeprecationWarning):
+        assert replay_trace(layout, trace, exact=False)["planner"] == "controller"

@@ -366,7 +366,7 @@ def test_cli_a_remote_failure_is_one_error_line(monkeypatch):
         raise RuntimeError("disk on fire")
 
     monkeypatch.setattr("spare_opt_cli.options.dask_executor", threads)
-    monkeypatch.setattr(sys.modules["spare_opt.monte_carlo"], "_run_chunk", broken_chunk)
+    monkeypatch.setattr(sys.modules["spare_opt.montecarlo"], "_run_chunk", broken_chunk)
     result = CliRunner().invoke(main, ["sweep", "-n", "20", "--r-min", "3", "--r-max", "3", "--trials", "30",
                                        "--methods", "consecutive", "--scheduler", "tcp://127.0.0.1:8786"])
     assert result.exit_code == 1

@@ -2,6 +2,7 @@
 
 import json
 import math
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
@@ -11,20 +12,27 @@ from numba import njit
 
 from spare_opt import consecutive
 from spare_opt import _simulate_kernels as K
-from spare_opt.errors import FailureSetError, ParameterError, TraceError
-from spare_opt.simulate import (
+from spare_opt._runs import _rep_wipe_out_indices
+from spare_opt.errors import FailureSetError, ParameterError, ParameterTypeError
+from spare_opt.parameters import (
+    PAPER,
     PRESETS,
     SimulationParameters,
-    _rep_wipe_out_indices,
     allreduce_seconds,
     fault_free_seconds,
     parse_overrides,
     preset_parameters,
+)
+from spare_opt.simulation import (
+    default_layout,
     rep_wipe_out_index,
     simulate,
+    simulate_seeds,
     summarise,
     trace_failures,
+    trace_system_mtbf_seconds,
 )
+from spare_opt.tuning import mean_failures_to_wipe_out
 from spare_opt.trace import parse_fault_events, read_fault_trace
 
 QUIET = dict(system_mtbf_seconds=1e18)  # no failure in any reasonable run
@@ -82,7 +90,9 @@ def test_ckpt_only_with_huge_mtbf_and_jitter_is_close_to_t0():
 def test_wall_time_accounting_identity(strategy, r, model, policy, live, mtbf, period, seed):
     params = small(system_mtbf_seconds=mtbf, failure_model=model, restart_failures=policy, rate_follows_live=live,
                    max_wall_factor=30.0)
-    result = simulate(params, strategy, r, period, seed=seed)
+    # checkpointing alone takes no r (passing one draws a warning that it is ignored)
+    result = simulate(params, strategy, None if strategy == "ckpt" else r, checkpoint_period_seconds=period,
+                      seed=seed)
     assert accounted(result) == pytest.approx(result.wall_seconds, rel=1e-9, abs=1e-6)
     assert 0.0 <= result.availability <= 1.0
     assert result.failures >= result.masked_failures + result.absorbed_failures
@@ -98,7 +108,7 @@ def test_wall_time_accounting_identity(strategy, r, model, policy, live, mtbf, p
 
 def test_useful_time_counts_exactly_the_kept_steps_without_jitter():
     params = small(jitter_sd=0.0, system_mtbf_seconds=60.0)
-    result = simulate(params, "rep", 3, 200.0, seed=5)
+    result = simulate(params, "rep", 3, checkpoint_period_seconds=200.0, seed=5)
     assert result.restarts > 0 and result.rework_seconds > 0
     per_step = 3 * params.layer_compute_seconds + params.allreduce_seconds
     assert result.useful_seconds == pytest.approx(params.steps * per_step)
@@ -107,22 +117,44 @@ def test_useful_time_counts_exactly_the_kept_steps_without_jitter():
 # ----------------------------------------------------------------------------- determinism
 def test_same_seed_same_result_other_seed_differs():
     params = small()
-    a = simulate(params, "spare", 3, 150.0, seed=11)
-    b = simulate(params, "spare", 3, 150.0, seed=11)
-    c = simulate(params, "spare", 3, 150.0, seed=12)
+    a = simulate(params, "spare", 3, checkpoint_period_seconds=150.0, seed=11)
+    b = simulate(params, "spare", 3, checkpoint_period_seconds=150.0, seed=11)
+    c = simulate(params, "spare", 3, checkpoint_period_seconds=150.0, seed=12)
     assert a == b
     assert a.ttt_seconds != c.ttt_seconds
 
 
+def test_simulate_seeds_is_simulate_per_seed_whatever_runs_it():
+    params = small(steps=100)
+    expected = [simulate(params, "spare", 3, checkpoint_period_seconds=150.0, seed=s) for s in range(5, 9)]
+    calls = []
+    serial = simulate_seeds(params, "spare", 3, seeds=4, first_seed=5, checkpoint_period_seconds=150.0,
+                            progress=lambda done, total: calls.append((done, total)))
+    assert serial == expected
+    assert calls == [(1, 4), (2, 4), (3, 4), (4, 4)]
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        assert simulate_seeds(params, "spare", 3, seeds=4, first_seed=5, checkpoint_period_seconds=150.0,
+                              executor=pool) == expected
+    assert simulate_seeds(params, "spare", 3, seeds=4, first_seed=5, checkpoint_period_seconds=150.0,
+                          workers=2) == expected
+    # The defaults (redundancy, closed-form period) are those of simulate.
+    assert simulate_seeds(params, "rep", seeds=1) == [simulate(params, "rep", seed=0)]
+    for kwargs, error in (({"seeds": 0}, ParameterError), ({"seeds": 1.5}, ParameterTypeError),
+                          ({"first_seed": -1}, ParameterError), ({"workers": 0}, ParameterError),
+                          ({"executor": "local"}, ParameterTypeError), ({"progress": 3}, ParameterTypeError)):
+        with pytest.raises(error):
+            simulate_seeds(params, "rep", 2, **kwargs)
+
+
 def test_result_json_round_trip_and_summary():
     params = small(max_wall_factor=2.0, system_mtbf_seconds=1.0)
-    runs = [simulate(params, "ckpt", 1, 50.0, seed=s) for s in range(3)]
+    runs = [simulate(params, "ckpt", 1, checkpoint_period_seconds=50.0, seed=s) for s in range(3)]
     assert all(not run.finished for run in runs)
-    doc = json.loads(runs[0].to_dict())
+    doc = json.loads(json.dumps(runs[0].to_dict(), allow_nan=False))
     assert doc["ttt_seconds"] is None and doc["finished"] is False
     summary = summarise(runs)
     assert summary["unfinished"] == 3 and math.isinf(summary["ttt_ratio"]["mean"])
-    finished = [simulate(small(), "rep", 2, 100.0, seed=s) for s in range(4)]
+    finished = [simulate(small(), "rep", 2, checkpoint_period_seconds=100.0, seed=s) for s in range(4)]
     stat = summarise(finished)["ttt_ratio"]
     assert stat["ci95"][0] <= stat["mean"] <= stat["ci95"][1]
 
@@ -158,9 +190,9 @@ def test_rep_wipe_out_index_matches_brute_force(n, r, seed):
 
 def test_rep_masks_and_ckpt_restarts_on_every_failure():
     params = small(system_mtbf_seconds=50.0)
-    rep = simulate(params, "rep", 4, 200.0, seed=2)
+    rep = simulate(params, "rep", 4, checkpoint_period_seconds=200.0, seed=2)
     ckpt = simulate(small(system_mtbf_seconds=300.0, restart_failures="absorb", failure_model="system-renewal"),
-                    "ckpt", 1, 30.0, seed=2)
+                    "ckpt", 1, checkpoint_period_seconds=30.0, seed=2)
     assert rep.masked_failures > 0 and rep.mean_stack_number == 4
     assert ckpt.finished and ckpt.restarts > 0 and ckpt.absorbed_failures > 0
     assert ckpt.masked_failures == 0 and ckpt.restarts == ckpt.failures - ckpt.absorbed_failures
@@ -208,8 +240,10 @@ def test_group_clocks_are_sorted_weibull_samples():
 
 def test_rate_following_live_groups_lengthens_the_time_between_failures():
     common = dict(failure_model="system-renewal", restart_failures="absorb", system_mtbf_seconds=20.0, steps=600)
-    follow = [simulate(small(rate_follows_live=True, **common), "spare", 4, 200.0, seed=s) for s in range(6)]
-    fixed = [simulate(small(rate_follows_live=False, **common), "spare", 4, 200.0, seed=s) for s in range(6)]
+    follow = [simulate(small(rate_follows_live=True, **common), "spare", 4, checkpoint_period_seconds=200.0, seed=s)
+              for s in range(6)]
+    fixed = [simulate(small(rate_follows_live=False, **common), "spare", 4, checkpoint_period_seconds=200.0, seed=s)
+             for s in range(6)]
     rate = lambda runs: sum(r.failures for r in runs) / sum(r.wall_seconds for r in runs)  # noqa: E731
     assert rate(follow) < rate(fixed)
 
@@ -231,7 +265,7 @@ def test_trace_patch_and_allreduce_redo_are_exact_without_jitter():
     # loses 1 s of all-reduce, then patch + controller + shrink, then the all-reduce again
     trace = _trace([(0, 5 * day, "fault_start"), (1, 65.2 * day, "fault_start")])
     layout = consecutive(8, 3)
-    result = simulate(params, "spare", 3, 1e9, seed=0, layout=layout, trace=trace)
+    result = simulate(params, "spare", 3, checkpoint_period_seconds=1e9, seed=0, layout=layout, trace=trace)
     assert result.masked_failures == 2 and result.restarts == 0
     cost = 10.0 + 0.1 + 0.1
     assert result.overhead_seconds == pytest.approx(cost + (cost + 1.0))
@@ -250,16 +284,46 @@ def test_trace_failures_batches_simultaneous_starts_and_skips_what_it_cannot_use
     assert stacks.tolist() == [3, 3]
 
 
+def test_trace_system_mtbf_is_the_mean_time_between_usable_starts():
+    trace = _trace([(0, 1.0, "fault_start"), (1, 2.0, "fault_start"), (0, 2.5, "fault_start"),
+                    (2, 4.0, "fault_start"), (1, 5.0, "fault_end")])
+    # 3 usable starts (node 0's second start is irregular) over days 0 .. 5
+    assert trace_system_mtbf_seconds(trace) == pytest.approx(5.0 * 86400 / 3)
+    assert trace_system_mtbf_seconds(trace, 0.5) == pytest.approx(5.0 * 86400 / 3 / 2)
+    with pytest.raises(ParameterError):
+        trace_system_mtbf_seconds(trace, 0.0)
+
+
+def test_default_layout_is_cached_by_every_argument():
+    first = default_layout(13, 4)
+    assert default_layout(13, 4) is first and default_layout(13, 4, time_limit=10.0, seed=0) is first
+    assert default_layout(13, 4, seed=1) is not first and default_layout(13, 4, time_limit=3.0) is not first
+    assert first.method == "sidon" and (first.groups, first.redundancy) == (13, 4)
+    with pytest.raises(TypeError):  # time_limit and seed are keyword-only
+        default_layout(13, 4, 10.0)
+    with pytest.raises(ParameterTypeError):
+        default_layout(13, 4, seed=0.5)
+
+
+def test_mean_failures_to_wipe_out_is_seeded_and_keyword_only():
+    params = small()
+    first = mean_failures_to_wipe_out(params, "rep", 3, samples=16, seed=4)
+    assert first == mean_failures_to_wipe_out(params, "rep", 3, samples=16, seed=4)
+    assert first != mean_failures_to_wipe_out(params, "rep", 3, samples=16, seed=5)
+    with pytest.raises(TypeError):
+        mean_failures_to_wipe_out(params, "rep", 3, None, 16)
+
+
 def test_real_trace_run(real_trace_path):
     trace = read_fault_trace(real_trace_path)
     params = preset_parameters("trace-400", 400, steps=20_000, trace_time_scale=0.05)
-    result = simulate(params, "spare", 9, 3000.0, seed=0, trace=trace)
+    result = simulate(params, "spare", 9, checkpoint_period_seconds=3000.0, seed=0, trace=trace)
     assert result.finished and result.masked_failures > 0
     assert result.trace["used"] + result.trace["already_down"] + result.trace["ignored_by_reader"] \
         + result.trace["outside_cluster"] == result.trace["fault_starts"]
     assert accounted(result) == pytest.approx(result.wall_seconds)
-    with pytest.raises(TraceError):
-        simulate(params, "ckpt", 1, 3000.0, trace="not a trace")
+    with pytest.raises(ParameterTypeError, match="FaultTrace"):
+        simulate(params, "ckpt", 1, checkpoint_period_seconds=3000.0, trace="not a trace")
 
 
 # ----------------------------------------------------------------------------- parameters
@@ -277,16 +341,42 @@ def test_presets_and_parameter_errors():
     with pytest.raises(ParameterError):
         small(failure_model="poisson")
     with pytest.raises(ParameterError):
-        simulate(small(), "spare", 1, 100.0)
+        simulate(small(), "spare", 1, checkpoint_period_seconds=100.0)
     with pytest.raises(ParameterError):
-        simulate(small(), "rep", 0, 100.0)
+        simulate(small(), "rep", 0, checkpoint_period_seconds=100.0)
     with pytest.raises(ParameterError):
-        simulate(small(), "rep", 2, -5.0)
+        simulate(small(), "rep", 2, checkpoint_period_seconds=-5.0)
     with pytest.raises(ParameterError):
-        simulate(small(), "magic", 2, 5.0)
+        simulate(small(), "magic", 2, checkpoint_period_seconds=5.0)
     with pytest.raises(ParameterError, match="layout has"):
-        simulate(small(), "spare", 3, 100.0, layout=consecutive(10, 3))
+        simulate(small(), "spare", 3, checkpoint_period_seconds=100.0, layout=consecutive(10, 3))
+    # Wrong types are ParameterTypeError (a TypeError), not ParameterError.
+    for call in (lambda: simulate("params", "rep", 2), lambda: simulate(small(), "rep", 2.0),
+                 lambda: simulate(small(), 3, 2), lambda: simulate(small(), "spare", 3, layout="layout.json"),
+                 lambda: simulate(small(), "rep", 2, checkpoint_period_seconds="100"),
+                 lambda: small(steps=1.5), lambda: small(rate_follows_live=1)):
+        with pytest.raises(ParameterTypeError):
+            call()
+    with pytest.raises(TypeError):  # the checkpoint period and the rest are keyword-only
+        simulate(small(), "rep", 2, 100.0)
+    # allreduce_seconds defaults to the paper's line at N; a given value is kept.
+    assert SimulationParameters(groups=600).allreduce_seconds == allreduce_seconds(600) == 6.0
+    assert SimulationParameters(groups=600, allreduce_seconds=None).allreduce_seconds == 6.0
+    assert SimulationParameters(groups=600, allreduce_seconds=0.5).allreduce_seconds == 0.5
+    assert SimulationParameters(groups=600).system_mtbf_seconds == PAPER["system_mtbf_seconds"]
     assert parse_overrides(["rate_follows_live=no", "steps=7"]) == {"rate_follows_live": False, "steps": 7}
     for bad in (["steps"], ["groups=3"], ["steps=x"], ["colour=red"]):
         with pytest.raises(ParameterError):
             parse_overrides(bad)
+
+
+def test_mtbf_seconds_is_now_system_mtbf_seconds():
+    # The old field name is accepted (with a warning) where parameters are given by name.
+    with pytest.warns(DeprecationWarning, match="system_mtbf_seconds"):
+        assert parse_overrides(["mtbf_seconds=120"]) == {"system_mtbf_seconds": 120.0}
+    with pytest.warns(DeprecationWarning, match="system_mtbf_seconds"):
+        params = preset_parameters("paper-600k", 200, mtbf_seconds=120.0)
+    assert params == preset_parameters("paper-600k", 200, system_mtbf_seconds=120.0)
+    assert "mtbf_seconds" not in params.to_dict() and params.to_dict()["system_mtbf_seconds"] == 120.0
+    with pytest.raises(TypeError):
+        SimulationParameters(groups=5, mtbf_seconds=120.0)

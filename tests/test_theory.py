@@ -6,8 +6,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from spare_opt import theory
-from spare_opt.errors import ParameterError
+from spare_opt import parameters, theory
+from spare_opt.errors import ParameterError, ParameterTypeError
+from spare_opt.parameters import PAPER
 
 
 def test_stack_lower_bound_by_hand():
@@ -67,15 +68,16 @@ def test_checkpoint_period_by_hand():
 def test_availability_by_hand():
     t_c = theory.checkpoint_period(60, 3600, 76_000)
     expected = 1 - 60 / t_c - (t_c / 2 + 3600) / 76_000
-    assert theory.availability(76_000, 60, 3600) == pytest.approx(expected)
+    # The times come in the same order as for checkpoint_period: T_s, T_r, then the MTBF.
+    assert theory.availability(60, 3600, 76_000) == pytest.approx(expected)
     assert 0.9 < expected < 0.92
-    assert theory.availability(math.inf, 60, 3600) == 1.0
+    assert theory.availability(60, 3600, math.inf) == 1.0
     # Wipe-outs faster than restarts: the first-order waste exceeds 1, clipped to 0.
-    assert theory.availability(600, 60, 3600) == 0.0
+    assert theory.availability(60, 3600, 600) == 0.0
 
 
 def test_availability_increases_with_mtbf():
-    values = [theory.availability(m, 60, 3600) for m in (1e4, 1e5, 1e6, 1e7)]
+    values = [theory.availability(60, 3600, m) for m in (1e4, 1e5, 1e6, 1e7)]
     assert all(0 <= a <= 1 for a in values)
     assert all(b > a for a, b in zip(values, values[1:]))
 
@@ -84,12 +86,24 @@ def test_normalised_ttt_matches_its_parts_and_is_least_near_r_star():
     n = 600
     j = {r: theory.normalised_ttt(n, r) for r in range(2, 21)}
     for r in (3, 10, 20):
-        a = theory.availability(theory.mu(n, r) * 300, 60, 3600)
+        a = theory.availability(60, 3600, theory.mu(n, r) * 300)
         assert j[r] == pytest.approx(theory.sbar_lower_bound(n, r) / a)
     best = min(j, key=j.get)
     assert abs(best - theory.r_star(n)) <= 1
     # Wipe-outs every 5 min with 60 min restarts: no progress at all.
     assert theory.normalised_ttt(n, 1) == math.inf
+    # The defaults are the paper's times (spare_opt.parameters, re-exported by theory).
+    assert theory.normalised_ttt(n, 10) == theory.normalised_ttt(
+        n, 10, system_mtbf_seconds=PAPER["system_mtbf_seconds"], save_seconds=PAPER["save_seconds"],
+        restart_seconds=PAPER["restart_seconds"])
+    with pytest.raises(TypeError):  # the times are keyword-only
+        theory.normalised_ttt(n, 10, 300)
+
+
+def test_paper_constants_come_from_the_parameters_module():
+    assert theory.PAPER_MTBF_SECONDS == parameters.PAPER_MTBF_SECONDS == 300.0
+    assert theory.PAPER_RESTART_SECONDS == parameters.PAPER_RESTART_SECONDS == 3600.0
+    assert theory.PAPER_SAVE_SECONDS == parameters.PAPER_SAVE_SECONDS == 60.0
 
 
 @pytest.mark.parametrize(
@@ -97,8 +111,6 @@ def test_normalised_ttt_matches_its_parts_and_is_least_near_r_star():
     [
         lambda: theory.mu(0, 1),
         lambda: theory.mu(10, 11),
-        lambda: theory.mu(10, 2.5),
-        lambda: theory.mu(True, 1),
         lambda: theory.sbar_lower_bound(10, 0),
         lambda: theory.stack_lower_bound(10, 10),
         lambda: theory.stack_lower_bound(10, -1),
@@ -106,11 +118,30 @@ def test_normalised_ttt_matches_its_parts_and_is_least_near_r_star():
         lambda: theory.checkpoint_period(0, 3600, 100),
         lambda: theory.checkpoint_period(60, -1, 100),
         lambda: theory.checkpoint_period(60, 3600, float("nan")),
-        lambda: theory.availability(-5, 60, 3600),
-        lambda: theory.availability(100, "60", 3600),
+        lambda: theory.availability(60, 3600, -5),
+        lambda: theory.availability(-5, 3600, 100),
+        lambda: theory.availability(60, 3600, float("nan")),
         lambda: theory.normalised_ttt(600, 10, system_mtbf_seconds=0),
     ],
 )
 def test_bad_arguments_raise_parameter_error(call):
     with pytest.raises(ParameterError):
+        call()
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: theory.mu(10, 2.5),
+        lambda: theory.mu(True, 1),
+        lambda: theory.r_star(600.0),
+        lambda: theory.stack_lower_bound(10, 1.0),
+        lambda: theory.checkpoint_period(60, None, 100),
+        lambda: theory.availability("60", 3600, 100),
+        lambda: theory.availability(60, 3600, "100"),
+        lambda: theory.normalised_ttt(600, 10, system_mtbf_seconds="300"),
+    ],
+)
+def test_wrong_types_raise_parameter_type_error(call):
+    with pytest.raises(ParameterTypeError):
         call()

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from spare_opt.errors import OutputExistsError, ParameterError, TraceError
+from spare_opt.errors import OutputExistsError, ParameterError, ParameterTypeError, TraceError
 from spare_opt.trace import (
     IRREGULAR_KINDS,
     TRACE_FORMAT,
@@ -27,15 +27,22 @@ def ev(node, day, kind="fault_start", cls="GPU"):
 
 
 def naive_read(events):
-    """Reference: sort by time (Python's sort is stable), number nodes, replay an up/down set."""
+    """Reference: sort by time (Python's sort is stable), replay an up/down set, number nodes.
+
+    Nodes are numbered in order of their first effective fault (a start that is not
+    ignored), then the nodes with none in order of first appearance.
+    """
     order = sorted(range(len(events)), key=lambda i: events[i]["event_time"])
-    nodes = {}
+    appearance = {}
+    effective = {}
     down = set()
     ignored = []
     kinds = {kind: 0 for kind in IRREGULAR_KINDS}
     for i in order:
         e = events[i]
-        nodes.setdefault(e["node_id"], len(nodes))
+        appearance.setdefault(e["node_id"], len(appearance))
+        if e["event_type"] == "fault_start" and e["node_id"] not in down:
+            effective.setdefault(e["node_id"], len(effective))
         if e["event_type"] == "fault_start":
             ignored.append(e["node_id"] in down)
             kinds["start-while-down"] += e["node_id"] in down
@@ -49,6 +56,9 @@ def naive_read(events):
         kinds["out-of-order"] += e["event_time"] < latest
         latest = max(latest, e["event_time"])
     naive_read.open_at_end = len(down)
+    nodes = dict(effective)
+    for node in appearance:
+        nodes.setdefault(node, len(nodes))
     return order, nodes, ignored, kinds
 
 
@@ -108,7 +118,7 @@ def test_out_of_order_events_are_sorted_stably(tmp_path):
     trace = read_fault_trace(write(tmp_path, events))
     assert trace.times_days.tolist() == [0, 1, 1, 5, 6]
     assert trace.file_index.tolist() == [4, 1, 2, 0, 3]  # b before c: file order kept at equal times
-    assert trace.node_ids == ("d", "b", "c", "a")  # order of first appearance in time
+    assert trace.node_ids == ("d", "b", "c", "a")  # order of first fault in time
     assert trace.node.tolist() == [0, 1, 2, 3, 3]
     out = [e for e in trace.irregular if e.kind == "out-of-order"]
     assert [e.file_index for e in out] == [4, 1, 2]  # listed in time order
@@ -150,11 +160,16 @@ def test_node_groups_maps_first_appearance_and_skips_extra_nodes():
     trace = parse_fault_events([ev("c", 0), ev("a", 1), ev("b", 2), ev("c", 3, "fault_end")])
     assert trace.node_groups(5).tolist() == [0, 1, 2]
     assert trace.node_groups(2).tolist() == [0, 1, -1]
-    for bad in (0, -1, 2.5, True, "3"):
+    for bad in (0, -1):
         with pytest.raises(ParameterError):
             trace.node_groups(bad)
-    with pytest.raises(ParameterError):
+    for bad in (2.5, True, "3"):
+        with pytest.raises(ParameterTypeError):
+            trace.node_groups(bad)
+    with pytest.raises(ParameterTypeError):
         trace.node_groups(5, seed=1.5)
+    with pytest.raises(ParameterError):
+        trace.node_groups(5, seed=-1)
 
 
 @given(st.integers(1, 12), st.integers(0, 15), st.integers(0, 2**32))
@@ -201,10 +216,13 @@ def test_malformed_trace_raises_one_line_trace_error(tmp_path, doc, fragment):
 
 
 def test_non_finite_time_is_rejected(tmp_path):
+    # NaN is not JSON: refused by the parser (it used to be read, then refused per event).
     path = tmp_path / "nan.json"
     path.write_text('[{"node_id": "a", "event_time": NaN, "event_type": "fault_start", "fault_type": {"Class": "GPU"}}]')
-    with pytest.raises(TraceError, match="event 0: 'event_time' must be finite"):
+    with pytest.raises(TraceError, match="NaN is not a JSON number"):
         read_fault_trace(path)
+    with pytest.raises(TraceError, match="event 0: 'event_time' must be finite"):
+        parse_fault_events([ev("a", float("inf"))])
 
 
 def test_missing_unreadable_and_binary_files(tmp_path):
@@ -247,11 +265,49 @@ def test_synthetic_trace_rejects_bad_parameters():
         write_fault_trace({"format": "other"}, "unused.json")
 
 
-def test_shipped_default_trace_matches_its_seed_and_the_instances_copy():
-    from spare_opt.demo import DEFAULT_TRACE_NAME, default_trace_document, load_default_trace
+def test_generated_default_trace_matches_its_seed_and_the_instances_copy(tmp_path):
+    # The package no longer ships the generated sequence: it rebuilds it from its seed,
+    # and instances/ holds the one committed copy, which must be those same bytes.
+    from spare_opt.demo import DEFAULT_TRACE_SEED, DEMO_GROUPS, default_trace_document
 
-    shipped = json.loads((REPO / "spare_opt" / "data" / DEFAULT_TRACE_NAME).read_text())
-    assert shipped == json.loads(json.dumps(default_trace_document()))
-    assert (REPO / "instances" / DEFAULT_TRACE_NAME).read_bytes() == (REPO / "spare_opt" / "data" / DEFAULT_TRACE_NAME).read_bytes()
-    trace = load_default_trace()
+    instances_copy = REPO / "instances" / "failures-N400-seed0.json"
+    document = default_trace_document()
+    assert document == synthetic_fault_trace(nodes=DEMO_GROUPS, seed=DEFAULT_TRACE_SEED)
+    assert json.loads(instances_copy.read_text()) == json.loads(json.dumps(document))
+    written = write_fault_trace(document, tmp_path / "rebuilt.json")
+    assert written.read_bytes() == instances_copy.read_bytes()
+    trace = parse_fault_events(document)
     assert trace.cluster_nodes == 400 and trace.n_starts > 100 and trace.irregular == ()
+    assert not (REPO / "spare_opt" / "data" / "failures-N400-seed0.json").exists()
+
+
+def test_packaged_real_trace_is_the_shared_copy_with_its_license(real_trace_path):
+    from spare_opt.demo import packaged_trace_path
+
+    assert real_trace_path == packaged_trace_path()
+    assert real_trace_path.parent.name == "infinitehbd"
+    assert (real_trace_path.parent / "LICENSE").is_file() and (real_trace_path.parent / "SOURCE.md").is_file()
+    shared = REPO.parent / "shared" / "data" / "infinitehbd-trace" / "fault_trace.json"
+    if not shared.is_file():
+        pytest.skip(f"no shared copy of the real trace at {shared} to compare with")
+    assert real_trace_path.read_bytes() == shared.read_bytes()
+
+
+def test_trace_instants_list_failing_and_recovering_groups_once_in_event_order():
+    from spare_opt.trace import trace_instants
+
+    def event(node, day, kind):
+        return {"node_id": node, "event_time": day, "event_type": kind, "fault_type": {"Class": "GPU"}}
+
+    trace = parse_fault_events([
+        event("a", 1.0, "fault_start"), event("b", 1.0, "fault_start"), event("c", 2.0, "fault_start"),
+        event("b", 3.0, "fault_end"), event("a", 3.0, "fault_end"), event("z", 3.0, "fault_end"),  # z: never down
+        event("c", 4.0, "fault_end"),
+    ])
+    instants, node_group = trace_instants(trace, 2)  # c is node 2: beyond N = 2
+    assert [i.time_days for i in instants] == [1.0, 2.0, 3.0, 4.0]
+    assert [i.failing.tolist() for i in instants] == [[0, 1], [], [], []]
+    assert [i.recovering.tolist() for i in instants] == [[], [], [1, 0], []]  # z ignored, c skipped
+    assert node_group.tolist() == [0, 1, -1, -1]
+    third = instants[2]
+    assert [trace.node_ids[trace.node[k]] for k in third.recovering_events] == ["b", "a"]

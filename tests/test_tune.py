@@ -1,13 +1,15 @@
 """Tests of r / checkpoint-period tuning: closed forms, the simulation search, the figure."""
 
 import math
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
 from spare_opt import theory
-from spare_opt.errors import OutputExistsError, ParameterError
-from spare_opt.simulate import SimulationParameters, preset_parameters
-from spare_opt.tune import closed_form, closed_form_period, mean_failures_to_wipe_out, plot_tune, tune
+from spare_opt.errors import OutputExistsError, ParameterError, ParameterTypeError
+from spare_opt.parameters import PAPER_TABLE, SimulationParameters, preset_parameters
+from spare_opt.tuning import PAPER_TABLE as TUNE_PAPER_TABLE
+from spare_opt.tuning import closed_form, closed_form_period, mean_failures_to_wipe_out, plot_tune, tune
 
 
 def tiny(**fields):
@@ -23,13 +25,16 @@ SEARCH = dict(seeds=3, rep_redundancies=(2, 3), spare_redundancies=(2, 4), perio
 def test_closed_forms_follow_the_paper():
     assert [closed_form(preset_parameters("paper-600k", n))["r_star"] for n in (200, 600, 1000)] == [8, 10, 10]
     params = preset_parameters("paper-600k", 600)
-    t_f = 10 * params.mtbf_seconds
+    t_f = 10 * params.system_mtbf_seconds
     expected = params.save_seconds + math.sqrt(params.save_seconds ** 2
                                                + 2 * params.save_seconds * (t_f + params.restart_seconds))
     assert closed_form_period(params, 10) == pytest.approx(expected)
     form = closed_form(params)
     assert form["mu"] == pytest.approx(theory.mu(600, 10))
     assert 0 < form["availability"] < 1 and form["ttt_ratio"] > 1
+    assert form["availability"] == pytest.approx(theory.availability(
+        params.save_seconds, params.restart_seconds, (form["mu"] + 1) * params.system_mtbf_seconds))
+    assert TUNE_PAPER_TABLE is PAPER_TABLE and PAPER_TABLE[600]["spare_r"] == 8
 
 
 def test_mean_failures_to_wipe_out_grows_with_r():
@@ -44,6 +49,9 @@ def test_tune_picks_the_minimum_and_does_not_depend_on_workers():
     one = tune(tiny(), workers=1, **SEARCH)
     two = tune(tiny(), workers=2, **SEARCH)
     assert one.to_dict() == two.to_dict()
+    assert one == two
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        assert tune(tiny(), executor=pool, **SEARCH) == one
     doc = one.to_dict()
     for strategy in ("rep", "spare"):
         curve = doc[strategy]["curve"]
@@ -71,6 +79,14 @@ def test_tune_reports_progress_and_rejects_bad_input():
         tune(tiny(), period_factors=(-1.0,))
     with pytest.raises(ParameterError):
         tune(tiny(), workers=0)
+    with pytest.raises(ParameterTypeError):
+        tune(tiny(), seeds=1.5)
+    with pytest.raises(ParameterTypeError):
+        tune(tiny(), executor="tcp://localhost:8786")
+    with pytest.raises(ParameterTypeError):
+        tune("params")
+    with pytest.raises(TypeError):  # options are keyword-only
+        tune(tiny(), 3)
 
 
 def test_plot_is_written_once_without_force(tmp_path):

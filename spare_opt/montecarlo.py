@@ -63,7 +63,10 @@ class MonteCarloResult(Result):
     mu, sbar : float
         Means over trials.
     mu_ci95, sbar_ci95 : tuple of float
-        95% confidence intervals (Student t); ``(nan, nan)`` for one trial.
+        95% confidence intervals within ``[0, N]`` and ``[1, r]``
+        (:func:`spare_opt._stats.interval95`: Student t, or a bootstrap when the t
+        interval leaves the bounds); ``(nan, nan)`` for one trial, or for fewer than
+        10 trials whose t interval leaves the bounds.
     closed_form_mu, closed_form_sbar : float
         :func:`spare_opt.theory.mu` and :func:`spare_opt.theory.sbar_lower_bound`.
     stack_mean_by_k : numpy.ndarray of float64
@@ -72,7 +75,7 @@ class MonteCarloResult(Result):
     survivors_by_k : numpy.ndarray of int64
         Trials still masked after ``k`` failures.
     seconds : float
-        Wall-clock time.
+        Wall-clock time (not compared by ``==``).
     """
 
     groups: int
@@ -91,7 +94,7 @@ class MonteCarloResult(Result):
     closed_form_sbar: float
     stack_mean_by_k: np.ndarray = field(repr=False)
     survivors_by_k: np.ndarray = field(repr=False)
-    seconds: float = 0.0
+    seconds: float = field(default=0.0, compare=False)
 
     @property
     def mu_relative_error(self):
@@ -180,8 +183,11 @@ def monte_carlo(layout, *, trials=200, seed=0, workers=1, executor=None, progres
     --------
     >>> from spare_opt import monte_carlo, sidon
     >>> result = monte_carlo(sidon(100, 6), trials=50, seed=1)
-    >>> round(result.mu), result.sbar > 2
-    (47, True)
+    >>> round(result.mu), round(result.sbar, 2)
+    (44, 2.0)
+    >>> low, high = result.mu_ci95  # the closed form mu(N, r) lies inside the 95% interval
+    >>> round(result.closed_form_mu, 1), bool(low < result.closed_form_mu < high)
+    (43.1, True)
 
     Notes
     -----
@@ -212,8 +218,9 @@ def monte_carlo(layout, *, trials=200, seed=0, workers=1, executor=None, progres
     last = int(np.flatnonzero(survivors)[-1]) + 1 if survivors.any() else 1
     with np.errstate(invalid="ignore", divide="ignore"):
         stack_mean = stack_sum[:last] / survivors[:last]
-    mu_mean, mu_ci = mean_ci95(masked.astype(np.float64))
-    sbar_mean, sbar_ci = mean_ci95(sbar_per_trial)
+    # Intervals within the quantities' bounds: 0 <= masked <= N, 1 <= Sbar <= r.
+    mu_mean, mu_ci = mean_ci95(masked.astype(np.float64), lower=0.0, upper=float(n))
+    sbar_mean, sbar_ci = mean_ci95(sbar_per_trial, lower=1.0, upper=float(r))
     return MonteCarloResult(
         groups=n, redundancy=r, method=layout.method, trials=trials, seed=seed, workers=processes,
         masked=masked, sbar_per_trial=sbar_per_trial,
@@ -275,21 +282,26 @@ class SweepResult(Result):
         One per (method, r) evaluated, keys ``method``, ``redundancy``, ``overlap``
         (lambda), ``layout_status``, ``mu``, ``mu_ci95``, ``sbar``, ``sbar_ci95``,
         ``closed_form_mu``, ``closed_form_sbar``, ``mu_relative_error``,
-        ``sbar_relative_error``, ``j_closed_form``, ``j_monte_carlo``, ``seconds``.
+        ``sbar_relative_error``, ``j_closed_form``, ``j_monte_carlo``.
     skipped : list of dict
         ``method``, ``redundancy``, ``reason`` for each (method, r) not evaluated.
     parameters : dict
         The arguments (trials, seed, times in seconds...).
+    seconds : list of float
+        Wall-clock time of each row's Monte-Carlo (in ``to_dict()`` as the rows'
+        ``seconds``; not compared by ``==``).
     """
 
     groups: int
     rows: list
     skipped: list
     parameters: dict
+    seconds: list = field(default_factory=list, compare=False)
 
     def to_dict(self):
         """JSON-ready dict: ``groups``, ``parameters``, ``rows``, ``skipped``."""
-        return finite_or_none({"groups": self.groups, "parameters": self.parameters, "rows": self.rows,
+        rows = [dict(row, seconds=round(seconds, 3)) for row, seconds in zip(self.rows, self.seconds)]
+        return finite_or_none({"groups": self.groups, "parameters": self.parameters, "rows": rows,
                                "skipped": self.skipped})
 
 
@@ -346,7 +358,7 @@ def sweep(groups, *, r_min=2, r_max=20, methods=("sidon", "consecutive", "block"
     r_max = check.integer("r_max", r_max, minimum=1)
     groups, _ = check_size(groups, r_max)
     if r_min > r_max:
-        raise ParameterError(f"need r_min <= r_max, got r_min={r_min}, r_max={r_max}")
+        raise ParameterError(f"need r_min <= r_max, got r_min={check.int_text(r_min)}, r_max={r_max}")
     if isinstance(methods, str):  # "sidon,block": a single string would otherwise be split into letters
         methods = methods.split(",")
     methods = [m.strip() if isinstance(m, str) else m for m in check.sequence("methods", methods)]
@@ -364,7 +376,7 @@ def sweep(groups, *, r_min=2, r_max=20, methods=("sidon", "consecutive", "block"
     check.callback("progress", progress)
     combinations = [(method, r) for method in methods for r in range(r_min, r_max + 1)]
     total = trials * len(combinations)
-    rows, skipped = [], []
+    rows, skipped, seconds = [], [], []
     for index, (method, r) in enumerate(combinations):
         done_before = index * trials
         relay = None if progress is None else (lambda done, _total, base=done_before: progress(base + done, total))
@@ -396,13 +408,13 @@ def sweep(groups, *, r_min=2, r_max=20, methods=("sidon", "consecutive", "block"
             "sbar_relative_error": result.sbar_relative_error,
             "j_closed_form": j_closed,
             "j_monte_carlo": result.sbar / a_mc if a_mc > 0 else None,
-            "seconds": round(result.seconds, 3),
         })
-    if progress is not None and total:
-        progress(total, total)
+        seconds.append(result.seconds)
+    if progress is not None and total and (not rows or combinations[-1] != (rows[-1]["method"], rows[-1]["redundancy"])):
+        progress(total, total)  # the last combinations were skipped: the bar still ends full
     parameters = {
         "r_min": r_min, "r_max": r_max, "methods": methods, "trials": trials, "seed": seed,
         "system_mtbf_seconds": system_mtbf_seconds, "save_seconds": save_seconds,
         "restart_seconds": restart_seconds, "time_limit": time_limit,
     }
-    return SweepResult(groups=groups, rows=rows, skipped=skipped, parameters=parameters)
+    return SweepResult(groups=groups, rows=rows, skipped=skipped, parameters=parameters, seconds=seconds)

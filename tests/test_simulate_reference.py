@@ -1,0 +1,332 @@
+"""The numba event loop against its plain-Python reference (``naive_simulate``).
+
+Trace mode with zero jitter uses no random number: the kernel must return exactly the
+reference's ``R_*`` array (``==`` on floats).  With synthetic failures the two draw from
+different random streams, so their means over seeds must agree within a two-sample test.
+"""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy import stats
+
+from naive_simulate import naive_run_kernel
+from spare_opt import _simulate_kernels as K
+from spare_opt import block, consecutive, random_latin
+from spare_opt._runs import FailurePool
+from spare_opt.simulation import default_layout, trace_failures
+from spare_opt.trace import read_fault_trace
+
+STRATEGY = {"ckpt": K.STRATEGY_CKPT, "rep": K.STRATEGY_REP, "spare": K.STRATEGY_SPARE}
+
+# Timings without jitter.  "dyadic": every sum is exact in binary floating point, so
+# these runs compare the semantics alone; "decimal" and "paper": sums round, so they also
+# compare the order of the arithmetic.
+TIMINGS = {
+    "dyadic": dict(layer=8.0, allreduce=2.0, shrink=0.25, controller=0.125, restart=64.0, save=4.0, patch=1.0),
+    "decimal": dict(layer=10.0, allreduce=1.0, shrink=0.1, controller=0.1, restart=200.0, save=5.0, patch=1.0),
+    "paper": dict(layer=64.0, allreduce=6.0, shrink=0.1, controller=0.1, restart=3600.0, save=60.0, patch=1.0),
+    "no-masking-cost": dict(layer=10.0, allreduce=3.0, shrink=0.0, controller=0.0, restart=30.0, save=2.5,
+                            patch=0.0),
+    "instant-restart": dict(layer=4.0, allreduce=0.0, shrink=0.5, controller=0.0, restart=0.0, save=0.5, patch=2.0),
+}
+
+
+def packed(strategy, timing, steps, period, groups=8, carry=True, trace=True, jitter=0.0, max_wall_factor=200.0,
+           mtbf=40.0, shape=0.78, model=K.MODEL_GROUP_CLOCKS, follow_live=True, seed=0):
+    """``fparams, iparams`` laid out by the kernel's ``F_*`` / ``I_*`` indices."""
+    tm = TIMINGS[timing] if isinstance(timing, str) else timing
+    f = np.zeros(K.N_FPARAMS)
+    f[K.F_LAYER_COMPUTE] = tm["layer"]
+    f[K.F_ALLREDUCE] = tm["allreduce"]
+    f[K.F_SHRINK] = tm["shrink"]
+    f[K.F_CONTROLLER] = tm["controller"]
+    f[K.F_RESTART] = tm["restart"]
+    f[K.F_SAVE] = tm["save"]
+    f[K.F_PERIOD] = period
+    f[K.F_MTBF] = mtbf
+    f[K.F_SHAPE] = shape
+    f[K.F_JITTER] = jitter
+    f[K.F_MAX_WALL] = max_wall_factor * steps * (tm["layer"] + tm["allreduce"])
+    f[K.F_PATCH_LAYERS] = tm["patch"]
+    f[K.F_MAX_FAILURES] = np.inf  # no bound on the event loop here (the library packs MAX_RUN_FAILURES)
+    i = np.zeros(K.N_IPARAMS, dtype=np.int64)
+    i[K.I_STEPS] = steps
+    i[K.I_GROUPS] = groups
+    i[K.I_STRATEGY] = STRATEGY[strategy]
+    i[K.I_RATE_FOLLOWS_LIVE] = int(follow_live)
+    i[K.I_CARRY] = int(carry)
+    i[K.I_SEED] = seed
+    i[K.I_TRACE] = int(trace)
+    i[K.I_FAILURE_MODEL] = model
+    return f, i
+
+
+def trace_arrays(strategy, r, times, wipes, stacks=None):
+    """Kernel arguments of a trace run: ``(stack_traj, wipe_index, times, stacks, wipes)``."""
+    times = np.asarray(times, dtype=np.float64)
+    if stacks is None:
+        stacks = np.full(times.size, r if strategy == "rep" else 1)
+    base = np.full((1, 1), r if strategy == "rep" else 1, dtype=np.int16)
+    return (base, np.zeros(0, dtype=np.int32), times, np.asarray(stacks, dtype=np.int16),
+            np.asarray(wipes, dtype=np.int8))
+
+
+def assert_same(f, i, arrays, log=None):
+    """Run both; assert bit-identical ``R_*`` arrays; return the result."""
+    kernel = K.run_kernel(f, i, *arrays)
+    reference = naive_run_kernel(f, i, *arrays, log=log)
+    differ = np.nonzero(kernel != reference)[0]
+    assert differ.size == 0, {int(d): (kernel[d], reference[d]) for d in differ}
+    return kernel
+
+
+def random_trace(rng, strategy, r, count, mean_gap, wipe_rate, grid=None):
+    """A trace of ``count`` failures: exponential gaps (on ``grid`` when given), bursts at one instant."""
+    gaps = rng.exponential(mean_gap, count)
+    if grid:
+        gaps = np.round(gaps / grid) * grid  # many failures exactly on step and phase boundaries
+    gaps[rng.random(count) < 0.15] = 0.0  # several failures at one instant
+    times = np.cumsum(gaps)
+    wipes = (rng.random(count) < wipe_rate).astype(np.int8)
+    if strategy == "ckpt":
+        wipes[:] = 1
+    stacks = rng.integers(1, r + 1, count) if strategy == "spare" else None
+    return trace_arrays(strategy, r, times, wipes, stacks)
+
+
+# ----------------------------------------------------------------------------- hand-checked
+def test_reference_hand_computed_masking_costs():
+    # dyadic timings, SPARe, stack 1: step 0 is [0, 10) with its all-reduce in [8, 10).
+    # A failure at 10.0 (exactly the end of step 0) belongs to step 1 [10, 20): it lands
+    # in the compute, costs 0.25 + (0.125 + 8) and S = 2 from step 2 on: step 1 ends at
+    # 28.375.  Step 2 (S = 2) is [28.375, 46.375); a failure at 45.375 lands in its
+    # all-reduce [44.375, 46.375): 1 s of it is lost, then the masking cost, then the whole
+    # all-reduce: step 2 ends at 45.375 + 8.375 + 2 = 55.75.
+    f, i = packed("spare", "dyadic", steps=3, period=1e9)
+    arrays = trace_arrays("spare", 3, [10.0, 45.375], [0, 0], [2, 2])
+    log = []
+    out = naive_run_kernel(f, i, *arrays, log=log)
+    assert log == [("step", "compute"), ("step", "all-reduce")]
+    assert out[K.R_WALL] == 55.75
+    assert out[K.R_OVERHEAD] == 8.375 + (1.0 + 8.375)
+    assert out[K.R_USEFUL] == 10.0 + 10.0 + 18.0
+    assert out[K.R_STACK_STEPS] == 1 + 1 + 2 and out[K.R_MASKED] == 2 and out[K.R_FINISHED] == 1.0
+    assert_same(f, i, arrays)
+
+
+def test_reference_hand_computed_wipe_outs_and_restarts():
+    # ckpt, dyadic: steps of 10 s, a save of 4 s after every 20 s of progress.  Steps 0, 1
+    # then the save [20, 24), steps 2 [24, 34) and 3; a failure at 30 wipes step 2 out:
+    # rework 6 s, restart [30, 94).  A failure at 50 during the restart (carry) wipes the
+    # resumed job out again: a second restart [94, 158).  Then steps 2..4 and a save
+    # after step 3: 158 + 20 + 4 + 10 = 192.  The failure at 500 is beyond the run.
+    f, i = packed("ckpt", "dyadic", steps=5, period=20.0)
+    arrays = trace_arrays("ckpt", 1, [30.0, 50.0, 500.0], [1, 1, 1])
+    log = []
+    out = naive_run_kernel(f, i, *arrays, log=log)
+    assert log == [("step", "wipe-out"), ("restart", "wipe-out")]
+    assert out[K.R_WALL] == 192.0 and out[K.R_RESTARTS] == 2 and out[K.R_RESTART] == 128.0
+    assert out[K.R_REWORK] == 6.0 and out[K.R_CHECKPOINTS] == 2 and out[K.R_CHECKPOINT] == 8.0
+    assert out[K.R_USEFUL] == 50.0 and out[K.R_FAILURES] == 2 and out[K.R_EPOCHS_USED] == 3
+    assert_same(f, i, arrays)
+    # the same failures absorbed by the restart: one restart, the failure at 50 only counted
+    f, i = packed("ckpt", "dyadic", steps=5, period=20.0, carry=False)
+    out = assert_same(f, i, arrays)
+    assert out[K.R_RESTARTS] == 1 and out[K.R_ABSORBED] == 1 and out[K.R_WALL] == 128.0
+
+
+def test_reference_failures_during_a_save():
+    # rep r = 2, dyadic: steps of 2 * 8 + 2 = 18 s, a save after each.  Save 0 is [18, 22):
+    # a masked failure at 19 lengthens it by the shrink only (replication has no controller);
+    # save 1 starts at 22.25 + 18 = 40.25 and a wipe-out at 41 loses it and the step before,
+    # which is redone after the restart and saved again (4 s; none after the last step).
+    f, i = packed("rep", "dyadic", steps=3, period=1.0)
+    arrays = trace_arrays("rep", 2, [19.0, 41.0], [0, 1])
+    log = []
+    out = naive_run_kernel(f, i, *arrays, log=log)
+    assert log == [("save", "masked"), ("save", "wipe-out")]
+    assert out[K.R_CHECKPOINT] == 4.25 + 0.75 + 4.0 and out[K.R_REWORK] == 18.0
+    assert out[K.R_WALL] == 41.0 + 64.0 + 18.0 + 4.0 + 18.0
+    assert_same(f, i, arrays)
+
+
+# ----------------------------------------------------------------------------- trace mode, exact
+def _scenarios():
+    """Deterministic trace scenarios: every strategy, timing, period and restart policy."""
+    out = []
+    rng = np.random.default_rng(2026)
+    for strategy, r in (("ckpt", 1), ("rep", 2), ("rep", 3), ("spare", 3)):
+        for timing in TIMINGS:
+            tm = TIMINGS[timing]
+            step = tm["layer"] + tm["allreduce"]
+            for period_steps in (0.5, 3, 1e6):  # a save after every step, every few, never
+                for carry in (True, False):
+                    for mean_gap in (0.3 * step, 2 * step, 0.5 * tm["restart"]):
+                        grid = {"dyadic": 2.0, "no-masking-cost": 3.0, "instant-restart": 0.5}.get(timing)
+                        wipe_rate = 0.05 if mean_gap < step else 0.3
+                        arrays = random_trace(rng, strategy, r, 80, mean_gap, wipe_rate, grid)
+                        f, i = packed(strategy, timing, steps=25, period=period_steps * step, carry=carry,
+                                      max_wall_factor=8.0)
+                        name = f"{strategy}{r}-{timing}-p{period_steps}-{'carry' if carry else 'absorb'}-g{mean_gap:g}"
+                        out.append((name, f, i, arrays))
+    return out
+
+
+SCENARIOS = _scenarios()
+
+
+@pytest.mark.parametrize("name, f, i, arrays", SCENARIOS, ids=[s[0] for s in SCENARIOS])
+def test_trace_mode_kernel_equals_reference(name, f, i, arrays):
+    assert_same(f, i, arrays)
+
+
+def test_trace_scenarios_cover_every_situation():
+    # The equality above is only as good as the situations it meets: check they all occur.
+    seen = set()
+    beyond = unfinished = simultaneous = 0
+    for _name, f, i, arrays in SCENARIOS:
+        log = []
+        out = naive_run_kernel(f, i, *arrays, log=log)
+        seen.update(log)
+        times = arrays[2]
+        beyond += int(times[-1] > out[K.R_WALL])
+        unfinished += int(out[K.R_FINISHED] == 0.0)
+        simultaneous += int(np.any(np.diff(times[times < out[K.R_WALL]]) == 0.0))
+    assert seen == {("step", "compute"), ("step", "all-reduce"), ("step", "wipe-out"), ("save", "masked"),
+                    ("save", "wipe-out"), ("restart", "masked"), ("restart", "wipe-out"),
+                    ("restart", "absorbed"), ("restart", "wall-time cap")}
+    assert beyond > 20 and unfinished > 5 and simultaneous > 20
+
+
+@settings(max_examples=150)
+@given(
+    strategy=st.sampled_from(["ckpt", "rep", "spare"]),
+    timing=st.sampled_from(sorted(TIMINGS)),
+    steps=st.integers(1, 30),
+    period=st.sampled_from([1.0, 25.0, 90.0, 1e9]),
+    carry=st.booleans(),
+    cap=st.sampled_from([1.5, 4.0, 200.0]),
+    events=st.lists(st.tuples(st.sampled_from([0.0, 0.125, 1.0, 2.0, 6.0, 8.0, 10.0, 64.0]) | st.floats(0.0, 400.0),
+                              st.integers(0, 4), st.integers(1, 3)), max_size=60),
+)
+def test_trace_mode_kernel_equals_reference_hypothesis(strategy, timing, steps, period, carry, cap, events):
+    r = 3
+    times = np.cumsum([gap for gap, _, _ in events])
+    wipes = [1 if strategy == "ckpt" or kind == 0 else 0 for _, kind, _ in events]
+    stacks = [stack if strategy == "spare" else (r if strategy == "rep" else 1) for _, _, stack in events]
+    f, i = packed(strategy, timing, steps=steps, period=period, carry=carry, max_wall_factor=cap)
+    assert_same(f, i, trace_arrays(strategy, r, times, wipes, stacks))
+
+
+def test_trace_mode_empty_trace_and_single_step():
+    for strategy in STRATEGY:
+        f, i = packed(strategy, "paper", steps=1, period=1.0)
+        out = assert_same(f, i, trace_arrays(strategy, 3, [], []))
+        assert out[K.R_CHECKPOINTS] == 0 and out[K.R_FINISHED] == 1.0
+
+
+@pytest.mark.parametrize("strategy, r", [("ckpt", 1), ("rep", 3), ("spare", 4)])
+def test_trace_mode_real_trace(real_trace_path, strategy, r):
+    trace = read_fault_trace(real_trace_path)
+    layout = default_layout(400, r) if strategy == "spare" else None
+    for scale, period in ((0.02, 500.0), (0.2, 5000.0)):
+        times, stacks, wipes, _ = trace_failures(trace, 400, strategy, r, layout=layout, time_scale=scale)
+        f, i = packed(strategy, "paper", steps=20_000, period=period, groups=400)
+        out = assert_same(f, i, trace_arrays(strategy, r, times, wipes, stacks))
+        assert out[K.R_FINISHED] == 1.0 and out[K.R_FAILURES] > 50
+
+
+# ----------------------------------------------------------------------------- random mode, in law
+RANDOM_TIMING = dict(layer=10.0, allreduce=1.0, shrink=0.5, controller=0.5, restart=200.0, save=5.0, patch=1.0)
+LAYOUTS = {"consecutive": consecutive(24, 3), "block": block(24, 4), "latin": random_latin(24, 4, seed=3)}
+# (strategy, r, layout, failure model, carry, rate follows live, MTBF).  Checkpointing
+# alone with carried group clocks is where restarts chain (any failure inside a restart
+# wipes out again): the config that sees whether a second restart restarts the clocks.
+RANDOM_CONFIGS = [
+    ("spare", 3, "consecutive", K.MODEL_GROUP_CLOCKS, True, True, 60.0),
+    ("spare", 4, "latin", K.MODEL_GROUP_CLOCKS, False, True, 35.0),
+    ("spare", 4, "block", K.MODEL_SYSTEM_RENEWAL, True, True, 40.0),
+    ("spare", 3, "consecutive", K.MODEL_SYSTEM_RENEWAL, False, False, 40.0),
+    ("rep", 3, None, K.MODEL_GROUP_CLOCKS, True, True, 50.0),
+    ("rep", 2, None, K.MODEL_SYSTEM_RENEWAL, False, True, 40.0),
+    ("ckpt", 1, None, K.MODEL_GROUP_CLOCKS, True, True, 300.0),
+    ("ckpt", 1, None, K.MODEL_SYSTEM_RENEWAL, False, True, 200.0),
+]
+SEEDS = 200
+ALPHA = 1e-3
+METRICS = ("ttt_ratio", "restarts", "availability", "masked")
+
+
+def _synthetic_run(run, f, i, pool):
+    """One run of ``run`` (kernel or reference), growing ``pool`` until it suffices."""
+    if pool.strategy != "ckpt" and pool.wipe.size == 0:
+        pool.extend(16)
+    while True:
+        out = run(f, i, pool.stack, pool.wipe, np.zeros(0), np.zeros(0, np.int16), np.zeros(0, np.int8))
+        if out[K.R_NEED_MORE] == 0.0:
+            return out
+        pool.extend(max(16, pool.wipe.size))
+
+
+def _metrics(run, config, seeds):
+    strategy, r, layout, model, carry, live, mtbf = config
+    steps = 200
+    rows = []
+    for seed in seeds:
+        f, i = packed(strategy, RANDOM_TIMING, steps=steps, period=60.0, groups=24, carry=carry, trace=False,
+                      jitter=0.05, mtbf=mtbf, model=model, follow_live=live, seed=seed)
+        pool = FailurePool(strategy, 24, r, seed, LAYOUTS.get(layout))
+        out = _synthetic_run(run, f, i, pool)
+        assert out[K.R_FINISHED] == 1.0
+        wall = out[K.R_WALL]
+        t0 = steps * (RANDOM_TIMING["layer"] + RANDOM_TIMING["allreduce"])
+        rows.append((wall / t0, out[K.R_RESTARTS], (out[K.R_USEFUL] + out[K.R_OVERHEAD]) / wall,
+                     out[K.R_MASKED]))
+    return np.array(rows)
+
+
+@pytest.mark.parametrize("config", RANDOM_CONFIGS, ids=lambda c: "-".join(map(str, c)))
+def test_random_mode_statistics_agree(config):
+    # Independent samples: the kernel runs seeds 0..S-1, the reference seeds from 10**6,
+    # each with its own trajectory pool.  Welch's t at ALPHA per metric; with 8 configs x
+    # 4 metrics the family-wise false-alarm rate is at most 32 * ALPHA (Bonferroni).
+    # The seeds are fixed, so the test is deterministic: this is the rate at which a
+    # correct change of random streams would break it.
+    kernel = _metrics(K.run_kernel, config, range(SEEDS))
+    reference = _metrics(naive_run_kernel, config, range(10**6, 10**6 + SEEDS))
+    for column, name in enumerate(METRICS):
+        a, b = kernel[:, column], reference[:, column]
+        if np.all(a == a[0]) and np.all(b == b[0]):
+            assert a[0] == b[0], name  # e.g. no masked failure at all with checkpointing alone
+            continue
+        p = stats.ttest_ind(a, b, equal_var=False).pvalue
+        assert p > ALPHA, f"{name}: kernel {a.mean():.4g} +- {a.std(ddof=1):.2g}, " \
+                          f"reference {b.mean():.4g} +- {b.std(ddof=1):.2g}, p = {p:.2g}"
+
+
+def test_random_mode_reference_is_deterministic_per_seed():
+    config = RANDOM_CONFIGS[0]
+    assert np.array_equal(_metrics(naive_run_kernel, config, [5, 6]), _metrics(naive_run_kernel, config, [5, 6]))
+    assert not np.array_equal(_metrics(naive_run_kernel, config, [5]), _metrics(naive_run_kernel, config, [6]))
+
+
+def test_random_mode_jitter_law():
+    # No failure: the wall time is the sum of jittered step compute, all-reduce and saves
+    # (a save after every step), each about a third of the variance, so a duration left
+    # unjittered lowers the spread by a fifth or more, which Brown-Forsythe's test sees at
+    # 1000 runs; the mean is checked too.
+    timing = dict(layer=10.0, allreduce=10.0, shrink=0.0, controller=0.0, restart=0.0, save=10.0, patch=0.0)
+    walls = []
+    for run, first in ((K.run_kernel, 0), (naive_run_kernel, 10**6)):
+        pool = FailurePool("ckpt", 24, 1, 0)
+        walls.append(np.array([
+            _synthetic_run(run, *packed("ckpt", timing, steps=40, period=1.0, trace=False, jitter=0.2, mtbf=1e18,
+                                        seed=seed), pool)[K.R_WALL]
+            for seed in range(first, first + 1000)]))
+    kernel, reference = walls
+    assert stats.ttest_ind(kernel, reference, equal_var=False).pvalue > ALPHA
+    assert stats.levene(kernel, reference, center="median").pvalue > ALPHA
+    # 40 steps of 10 + 10 s and 39 saves of 10 s: mean 1190 s, sd 0.2 * sqrt(80 * 100 + 39 * 100) = 21.8 s
+    assert abs(reference.mean() - 1190.0) < 3.0 and 20.0 < reference.std() < 24.0
