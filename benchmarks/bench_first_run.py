@@ -120,8 +120,10 @@ def bench_import(refs, runs):
 
 
 def _extract(ref, folder):
+    """The tree of commit ``ref`` in ``folder``, importable as ``spare_opt`` and ``spare_opt_cli``."""
     archive = subprocess.run(["git", "archive", ref], cwd=REPO, capture_output=True, check=True).stdout
     subprocess.run(["tar", "-x", "-C", str(folder)], input=archive, check=True)
+    (Path(folder) / "spare_opt_cli").symlink_to("cli")  # as installed (pyproject's package-dir)
     return str(folder)
 
 
@@ -165,7 +167,7 @@ def main():
     p.add_argument("--runs", type=int, default=9)
     p = sub.add_parser("demo")
     p.add_argument("--cache-dir", default=None)
-    p.add_argument("--ref", default=None, help="run the library of this git commit (the CLI of this tree)")
+    p.add_argument("--ref", default=None, help="run the library and the CLI of this git commit")
     p = sub.add_parser("kernels")
     p.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args()

@@ -126,7 +126,7 @@ def test_any_other_layout_travels_as_its_stacks_read_only():
 def test_parameters_traces_and_results_pickle_by_value():
     params = preset_parameters("paper-600k", 200, steps=300)
     trace = read_fault_trace(packaged_trace_path())
-    run = simulate(params, "spare", 6, seed=1)
+    run = simulate(params, "rep", 3, seed=1)
     result = monte_carlo(consecutive(40, 4), trials=5, seed=1)
     for value in (params, run, result):
         assert pickle.loads(pickle.dumps(value)) == value
