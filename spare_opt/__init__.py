@@ -34,6 +34,7 @@ Fault-Tolerant LLM Pretraining Systems with 100k+ GPUs", ICML 2026, arXiv:2603.0
 """
 
 from .errors import (
+    ExecutorError,
     FailureSetError,
     LayoutError,
     LayoutFileError,
@@ -250,6 +251,7 @@ __all__ = [
     "TopologyError",
     "PlacementError",
     "FailureModelError",
+    "ExecutorError",
     "Layout",
     "LAYOUT_FORMAT",
     "LAYOUT_VERSION",

@@ -24,8 +24,6 @@ Graph algorithms come from well-kept libraries: Dinic's maximum flow of
 """
 
 import numpy as np
-import scipy.sparse as sp
-from scipy.sparse.csgraph import maximum_flow
 
 from . import _validation as check
 from .errors import FailureSetError, LayoutError, ParameterError, PlanError, SolverError
@@ -659,6 +657,8 @@ class _CoverNetwork:
         if self._capacity_graph is None:
             self._capacity_graph = self._build_capacity_graph()
         graph = self._capacity_graph
+        from scipy.sparse.csgraph import maximum_flow  # imported on first use: a cheap "import spare_opt"
+
         graph.data[-self.live.size:] = s  # the group -> sink arcs are the last rows
         return maximum_flow(graph, 0, 2 * self.n + 1).flow_value == self.n * self.m
 
@@ -678,6 +678,8 @@ class _CoverNetwork:
             np.full(live.size, 2 * n + 1),
         )).astype(np.int32)
         data = np.full(indices.size, self.m, dtype=np.int32)  # source -> type and type -> group: m
+        import scipy.sparse as sp
+
         return sp.csr_matrix((data, indices, indptr), shape=(2 * n + 2, 2 * n + 2))
 
     def hall_violator(self, s):
@@ -688,7 +690,7 @@ class _CoverNetwork:
         exactly when ``s`` is infeasible (Hall's theorem in its deficiency form).
         Requires ``s`` to be infeasible.
         """
-        from scipy.sparse.csgraph import breadth_first_order
+        from scipy.sparse.csgraph import breadth_first_order, maximum_flow
 
         if self._capacity_graph is None:
             self._capacity_graph = self._build_capacity_graph()
