@@ -164,7 +164,14 @@ def simulate(params, strategy, redundancy=None, *, checkpoint_period_seconds=Non
     times, stacks, wipes, counts = trace_failures(trace, params.groups, strategy, redundancy, layout=layout,
                                                   time_scale=params.trace_time_scale,
                                                   placement_seed=placement_seed)
-    result = run_events(params, strategy, redundancy, period, seed, times, stacks, wipes)
+    from . import _simulate_kernels as K
+
+    events = np.zeros((times.size, K.N_EV))
+    events[:, K.EV_TIME] = times
+    events[:, K.EV_WIPE] = wipes
+    events[:, K.EV_COST] = stacks
+    events[:, K.EV_STACK] = stacks
+    result = run_events(params, strategy, redundancy, period, seed, events)
     counts["beyond_run"] = int(np.count_nonzero(times > result.wall_seconds))
     result.trace = dict(counts, source=trace.source,
                         placement="first appearance" if placement_seed is None else f"random, seed {placement_seed}")
