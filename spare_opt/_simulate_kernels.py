@@ -43,8 +43,9 @@ F_SHAPE = 8              # Weibull shape k of the inter-arrival times
 F_JITTER = 9             # standard deviation of the multiplicative jitter
 F_MAX_WALL = 10          # give up (unfinished run) after this many wall seconds
 F_PATCH_LAYERS = 11      # layers of patch compute per masked failure that hits a step
-F_EVENTS_HORIZON = 12    # events mode with I_EVENTS_OPEN: every event up to this time is given
-N_FPARAMS = 13
+F_MAX_FAILURES = 12      # stop (R_CAPPED) after this many failures: the bound of the event loop
+F_EVENTS_HORIZON = 13    # events mode with I_EVENTS_OPEN: every event up to this time is given
+N_FPARAMS = 14
 
 # ------------------------------------------------------------------ int parameters
 I_STEPS = 0              # training steps to complete
@@ -82,9 +83,10 @@ R_EPOCHS_USED = 12       # trajectories consumed (synthetic failures)
 R_NEED_MORE = 13         # 1.0 when the trajectory pool ran out (rerun with more)
 R_CHECKPOINTS = 14       # checkpoints completed
 R_FAILURES = 15          # failures that struck (masked + wipe-outs + absorbed)
-R_COST_STEPS = 16        # sum over executed steps of the step cost sigma (layers of compute)
-R_REJOINS = 17           # repaired groups' rejoin events applied
-N_RESULTS = 18
+R_CAPPED = 16            # 1.0 when the run stopped at F_MAX_FAILURES failures (the caller refuses it)
+R_COST_STEPS = 17        # sum over executed steps of the step cost sigma (layers of compute)
+R_REJOINS = 18           # repaired groups' rejoin events applied
+N_RESULTS = 19
 
 # ------------------------------------------------------------ events (events mode)
 EV_TIME = 0              # seconds: a failure's time, or the time a healed group is ready to rejoin
@@ -98,7 +100,7 @@ KIND_FAILURE = 0
 KIND_REJOIN = 1
 
 # ------------------------------------------------------------- event-loop state
-# Phases of a run; a failure is handled by the phase it lands in (_phase_failures).
+# Phases of a run; an event is handled by the phase it lands in (_phase_events).
 PHASE_STEP = 0           # compute and all-reduce of one step
 PHASE_SAVE = 1           # a checkpoint save
 PHASE_RESTART = 2        # a global restart
@@ -262,7 +264,8 @@ def _phase_events(phase, end, ar, fparams, iparams, clock, epoch_state, out, sta
     likewise and the cost applies at once; in a restart it is free.
 
     Returns ``(status, end, overhead, fail_time)``: ``status`` is ``ENDED``, ``WIPED``
-    or ``NEED_MORE``; ``end`` the phase's end, lengthened by masking costs; ``overhead``
+    or ``NEED_MORE`` (also when the run passes ``F_MAX_FAILURES`` failures, with
+    ``R_CAPPED`` set: the caller refuses the run); ``end`` the phase's end, lengthened by masking costs; ``overhead``
     the masking cost charged to a step (0 for other phases); ``fail_time`` the time of
     the last failure handled (of the wipe-out when ``WIPED``).
     """
@@ -299,8 +302,11 @@ def _phase_events(phase, end, ar, fparams, iparams, clock, epoch_state, out, sta
         fail_time = at
         if phase == PHASE_RESTART and iparams[I_CARRY] != 1:
             # absorbed: the restart replaces the failed node
-            out[R_FAILURES] += 1
+            out[R_FAILURES] += 1.0
             out[R_ABSORBED] += 1.0
+            if out[R_FAILURES] > fparams[F_MAX_FAILURES]:  # the bound of the event loop
+                out[R_CAPPED] = 1.0
+                return NEED_MORE, end, overhead, fail_time
             if trace_mode:
                 _next_event(events, fparams, iparams, clock, epoch_state)
             else:
@@ -308,6 +314,9 @@ def _phase_events(phase, end, ar, fparams, iparams, clock, epoch_state, out, sta
             continue
         epoch_state[E_FAILED] += 1
         out[R_FAILURES] += 1.0
+        if out[R_FAILURES] > fparams[F_MAX_FAILURES]:  # the bound of the event loop
+            out[R_CAPPED] = 1.0
+            return NEED_MORE, end, overhead, fail_time
         if trace_mode:
             is_wipe = events[pos, EV_WIPE] == 1.0
             new_stack = np.int64(events[pos, EV_STACK])

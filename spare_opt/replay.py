@@ -57,7 +57,7 @@ class ReplayRow(NamedTuple):
     time_days : float
         Event time (days).
     node : int
-        Node index (order of first appearance).
+        Node index (order of first effective fault, :class:`~spare_opt.trace.FaultTrace`).
     node_id : str
         Node identifier in the trace file.
     group : int
@@ -246,7 +246,7 @@ def replay_trace(layout, trace, *, planner="controller", progress=None, check_pl
         Check every plan with :func:`spare_opt.check_plan` (slower; for tests).
     placement_seed : int, optional
         Place nodes on random distinct groups with this seed instead of in order of
-        first appearance (:meth:`~spare_opt.trace.FaultTrace.node_groups`).
+        first effective fault (:meth:`~spare_opt.trace.FaultTrace.node_groups`).
     exact : bool, optional
         Deprecated: ``exact=True`` is ``planner="exact"``.
 
@@ -271,7 +271,7 @@ def replay_trace(layout, trace, *, planner="controller", progress=None, check_pl
     :func:`spare_opt.trace.trace_instants`, the same step as the trace-driven
     simulation:
 
-    * nodes are mapped to groups in order of first appearance (or at random with
+    * nodes are mapped to groups in order of first effective fault (or at random with
       ``placement_seed``; :meth:`~spare_opt.trace.FaultTrace.node_groups`); nodes beyond ``N`` are
       skipped and reported;
     * events the reader flagged as irregular (``FaultTrace.ignored``) do nothing;
@@ -318,12 +318,20 @@ def replay_trace(layout, trace, *, planner="controller", progress=None, check_pl
     wipe_out_days = []
     masked_before_wipe_out = []
     masked_in_epoch = 0
+    # The time-weighted mean of S: integral / span, and the same sum in fractions of the
+    # span, which stays finite whatever the times (S * (now - t_prev) overflows near
+    # 1.8e308 days); the first is kept when finite (the figures of earlier versions).
+    first, last = trace.span_days
+    span = last - first
     area = 0.0
+    mean_stack = 0.0
     t_prev = float(times[0]) if count else 0.0
 
     for instant in instants:
         a, b, now = instant.start, instant.stop, instant.time_days
-        area += stack_number * (now - t_prev)
+        if span > 0:
+            area += stack_number * (now - t_prev)
+            mean_stack += stack_number * ((now - t_prev) / span)
         t_prev = now
         fresh = instant.failing[alive[instant.failing]]
         fresh_events = set(instant.failing_events[alive[instant.failing]].tolist())
@@ -393,9 +401,10 @@ def replay_trace(layout, trace, *, planner="controller", progress=None, check_pl
         if progress is not None:
             progress(b, count)
 
-    first, last = trace.span_days
-    span = last - first
-    mean_stack = float(area / span) if span > 0 else float(stack_number)
+    if span > 0:
+        mean_stack = float(area / span) if np.isfinite(area) else float(mean_stack)
+    else:
+        mean_stack = float(stack_number)
     skipped_nodes = int((node_group < 0).sum())
     skipped_mask = node_group[trace.node] < 0 if count else np.zeros(0, dtype=bool)
     summary = {
@@ -405,7 +414,7 @@ def replay_trace(layout, trace, *, planner="controller", progress=None, check_pl
         "method": layout.method,
         "trace": trace.source,
         "trace_format": trace.format,
-        "placement": "first appearance" if placement_seed is None else f"random, seed {placement_seed}",
+        "placement": "first fault" if placement_seed is None else f"random, seed {placement_seed}",
         "events": count,
         "nodes": trace.n_nodes,
         "span_days": [first, last],
