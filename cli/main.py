@@ -33,9 +33,9 @@ def main():
 
 
 def _register():
-    from . import demo, fit, layout, plan, replay, simulate, sweep, tune, validate
+    from . import demo, fit, layout, plan, replay, simulate, sweep, topology, tune, validate
 
-    for module in (layout, plan, validate, replay, fit, sweep, simulate, tune, demo):
+    for module in (layout, topology, plan, validate, replay, fit, sweep, simulate, tune, demo):
         main.add_command(module.command)
 
 

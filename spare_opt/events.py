@@ -402,7 +402,7 @@ def trace_seconds(trace, time_scale=1.0):
 
 
 def trace_events(trace, groups, strategy, redundancy, *, semantics="paper", layout=None, micro_batches=1,
-                 heal_seconds=0.0, time_scale=1.0, placement_seed=None):
+                 heal_seconds=0.0, time_scale=1.0, placement_seed=None, placement=None):
     """The events of a fault trace under a semantics, with their outcomes.
 
     The trace is cut into instants by :func:`spare_opt.trace.trace_instants` (the step
@@ -430,6 +430,9 @@ def trace_events(trace, groups, strategy, redundancy, *, semantics="paper", layo
         Seconds per trace second (``< 1`` compresses the trace).
     placement_seed : int or None
         Random node-to-group placement (:meth:`~spare_opt.trace.FaultTrace.node_groups`).
+    placement : Placement or None
+        Explicit node placement (a node on a domain fails all its groups); not
+        together with ``placement_seed``.
 
     Returns
     -------
@@ -464,12 +467,14 @@ def trace_events(trace, groups, strategy, redundancy, *, semantics="paper", layo
     groups, redundancy, layout, micro_batches, heal_seconds = _check_common(
         groups, strategy, redundancy, semantics, layout, micro_batches, heal_seconds)
     time_scale = check.number("time_scale", time_scale, above=0.0)
-    instants, node_group = trace_instants(trace, groups, placement_seed=placement_seed)
+    instants, node_group = trace_instants(trace, groups, placement_seed=placement_seed, placement=placement)
     seconds = trace_seconds(trace, time_scale)
-    starts = trace.is_start & ~trace.ignored & (node_group[trace.node] >= 0)
+    # groups each node's start fails (1 unless a placement gives a node several)
+    node_size = np.diff(trace.node_groups(groups, seed=placement_seed, placement=placement, members=True)[0])
+    starts = (trace.is_start & ~trace.ignored) * node_size[trace.node]
     sequencer = _Sequencer(semantics, strategy, groups, redundancy, layout, micro_batches, heal_seconds)
     for instant in instants:
-        usable = int(np.count_nonzero(starts[instant.start:instant.stop]))
+        usable = int(np.sum(starts[instant.start:instant.stop]))
         sequencer.instant(float(seconds[instant.start]), instant.failing, instant.recovering, usable)
     sequencer.rejoin_until(math.inf)
     extra = {

@@ -19,7 +19,7 @@ import numpy as np
 from . import _validation as check
 from ._results import Result
 from .plan import MASKED, WIPE_OUT, check_plan
-from .trace import FaultTrace, trace_instants
+from .trace import FaultTrace, _placement_text, trace_instants
 from .layout import check_layout
 
 __all__ = [
@@ -42,7 +42,7 @@ ROW_STATUSES = {
     WIPE_OUT: "the group failed in a batch that wiped out a shard type: global restart, all groups back, S = 1",
     "already-out": "the node's group is already out (failed earlier, not back before a restart): no effect",
     "irregular": "irregular event (start for a node already down, end with no start): ignored",
-    "skipped": "the node is beyond the cluster's N groups: ignored",
+    "skipped": "the node is beyond the cluster's N groups (or not in the placement): ignored",
     "end": "fault_end: counted, the group does not come back before a restart",
 }
 
@@ -226,7 +226,7 @@ class _ExactEngine:
 
 
 def replay_trace(layout, trace, *, planner="controller", progress=None, check_plans=False, placement_seed=None,
-                 exact=None):
+                 placement=None, exact=None):
     """Replay a fault trace on a layout (paper semantics, ``docs/replay.md``).
 
     Parameters
@@ -247,6 +247,10 @@ def replay_trace(layout, trace, *, planner="controller", progress=None, check_pl
     placement_seed : int, optional
         Place nodes on random distinct groups with this seed instead of in order of
         first effective fault (:meth:`~spare_opt.trace.FaultTrace.node_groups`).
+    placement : Placement, optional
+        Place nodes as this placement says (a group, several groups, or every group of
+        a domain per node; :class:`~spare_opt.placement.Placement`); nodes it does not
+        list are skipped and counted.  Not together with ``placement_seed``.
     exact : bool, optional
         Deprecated: ``exact=True`` is ``planner="exact"``.
 
@@ -272,8 +276,10 @@ def replay_trace(layout, trace, *, planner="controller", progress=None, check_pl
     simulation:
 
     * nodes are mapped to groups in order of first effective fault (or at random with
-      ``placement_seed``; :meth:`~spare_opt.trace.FaultTrace.node_groups`); nodes beyond ``N`` are
-      skipped and reported;
+      ``placement_seed``, or by ``placement``; :meth:`~spare_opt.trace.FaultTrace.node_groups`);
+      nodes beyond ``N`` (or not in the placement) are skipped and reported; a node
+      placed on several groups or on a domain fails all of them, in one batch (its
+      rows show the lowest of its groups);
     * events the reader flagged as irregular (``FaultTrace.ignored``) do nothing;
     * a ``fault_start`` whose group is live fails it; a ``fault_start`` whose group
       is already out (its node was repaired but groups do not rejoin before a
@@ -303,7 +309,7 @@ def replay_trace(layout, trace, *, planner="controller", progress=None, check_pl
     started = time.perf_counter()
     n = layout.groups
     engine = _ExactEngine(layout) if planner == "exact" else _ControllerEngine(layout)
-    instants, node_group = trace_instants(trace, n, placement_seed=placement_seed)
+    instants, node_group = trace_instants(trace, n, placement_seed=placement_seed, placement=placement)
     times = trace.times_days
     count = trace.n_events
 
@@ -312,7 +318,7 @@ def replay_trace(layout, trace, *, planner="controller", progress=None, check_pl
     stack_number = 1
     order = layout.stacks if check_plans else None
     rows = []
-    batches = masked = masked_batches = wipe_outs = already_out = 0
+    batches = masked = masked_batches = wipe_outs = already_out = wiped_groups = 0
     total_moves = max_failed = 0
     max_stack = 1
     wipe_out_days = []
@@ -362,6 +368,7 @@ def replay_trace(layout, trace, *, planner="controller", progress=None, check_pl
             if plan.status == WIPE_OUT:
                 outcome = WIPE_OUT
                 wipe_outs += 1
+                wiped_groups += int(fresh.size)
                 wipe_out_days.append(now)
                 masked_before_wipe_out.append(masked_in_epoch)
                 masked_in_epoch = 0
@@ -414,13 +421,13 @@ def replay_trace(layout, trace, *, planner="controller", progress=None, check_pl
         "method": layout.method,
         "trace": trace.source,
         "trace_format": trace.format,
-        "placement": "first fault" if placement_seed is None else f"random, seed {placement_seed}",
+        "placement": _placement_text(placement_seed, placement),
         "events": count,
         "nodes": trace.n_nodes,
         "span_days": [first, last],
         "faults": trace.n_starts,
         "fault_ends": trace.n_ends,
-        "group_failures": masked + sum(1 for row in rows if row.status == WIPE_OUT),
+        "group_failures": masked + wiped_groups,
         "batches": batches,
         "masked": masked,
         "masked_batches": masked_batches,

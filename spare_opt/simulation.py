@@ -79,7 +79,7 @@ from ._stats import interval95
 from .errors import ParameterError
 from .events import SEMANTICS, _model_events_until, _model_source, trace_events, trace_seconds
 from .parameters import STRATEGIES
-from .trace import FaultTrace
+from .trace import FaultTrace, _placement_text
 
 __all__ = [
     "MAX_EXPECTED_FAILURES",
@@ -98,7 +98,8 @@ __all__ = [
 
 
 def simulate(params, strategy, redundancy=None, *, checkpoint_period_seconds=None, seed=0, layout=None,
-             trace=None, placement_seed=None, micro_batches=1, semantics="paper", fault_model=None):
+             trace=None, placement_seed=None, placement=None, micro_batches=1, semantics="paper",
+             fault_model=None):
     """Simulate one training run and return its time-to-train and accounting.
 
     Parameters
@@ -122,6 +123,8 @@ def simulate(params, strategy, redundancy=None, *, checkpoint_period_seconds=Non
         applies; failures during a restart always "carry").
     placement_seed : int or None
         Trace only: random node-to-group placement (:func:`trace_failures`).
+    placement : Placement or None
+        Trace only: explicit node placement (:func:`trace_failures`).
     micro_batches : int, default 1
         ``m``, micro-batches per shard type (SPARe): a step computes ``L*/m`` layers'
         worth of work, ``L*`` the least load in micro-batches (``docs/fractional.md``).
@@ -198,7 +201,8 @@ def simulate(params, strategy, redundancy=None, *, checkpoint_period_seconds=Non
                      checkpoint_period_seconds)
     events = None
     if trace is not None:
-        events = _trace_events(params, strategy, redundancy, layout, trace, placement_seed, micro_batches, semantics)
+        events = _trace_events(params, strategy, redundancy, layout, trace, placement_seed, placement, micro_batches,
+                               semantics)
     return _run(params, strategy, redundancy, period, seed, layout, micro_batches, semantics, events, fault_model)
 
 
@@ -223,13 +227,12 @@ def _check_source(params, strategy, micro_batches, semantics, trace, fault_model
     return micro_batches, semantics
 
 
-def _trace_events(params, strategy, redundancy, layout, trace, placement_seed, micro_batches, semantics):
+def _trace_events(params, strategy, redundancy, layout, trace, placement_seed, placement, micro_batches, semantics):
     """The events of a trace run (computed once for every seed)."""
     events = trace_events(trace, params.groups, strategy, redundancy, semantics=semantics, layout=layout,
                           micro_batches=micro_batches, heal_seconds=params.heal_seconds,
-                          time_scale=params.trace_time_scale, placement_seed=placement_seed)
-    events.counts.update(source=trace.source,
-                         placement="first fault" if placement_seed is None else f"random, seed {placement_seed}")
+                          time_scale=params.trace_time_scale, placement_seed=placement_seed, placement=placement)
+    events.counts.update(source=trace.source, placement=_placement_text(placement_seed, placement))
     return events
 
 
@@ -260,13 +263,13 @@ def _run(params, strategy, redundancy, period, seed, layout, micro_batches, sema
 
 
 def simulate_seeds(params, strategy, redundancy=None, *, seeds=10, first_seed=0, checkpoint_period_seconds=None,
-                   layout=None, trace=None, placement_seed=None, micro_batches=1, semantics="paper", fault_model=None,
-                   workers=1, executor=None, progress=None):
+                   layout=None, trace=None, placement_seed=None, placement=None, micro_batches=1, semantics="paper",
+                   fault_model=None, workers=1, executor=None, progress=None):
     """Run :func:`simulate` for seeds ``first_seed .. first_seed + seeds - 1``.
 
     Parameters
     ----------
-    params, strategy, redundancy, checkpoint_period_seconds, layout, trace, placement_seed
+    params, strategy, redundancy, checkpoint_period_seconds, layout, trace, placement_seed, placement
         As for :func:`simulate`.  The default period and layout are computed once.
     micro_batches, semantics, fault_model
         As for :func:`simulate`.  A trace's events are computed once for every seed.
@@ -307,7 +310,8 @@ def simulate_seeds(params, strategy, redundancy=None, *, seeds=10, first_seed=0,
                      checkpoint_period_seconds)
     events = None
     if trace is not None:
-        events = _trace_events(params, strategy, redundancy, layout, trace, placement_seed, micro_batches, semantics)
+        events = _trace_events(params, strategy, redundancy, layout, trace, placement_seed, placement, micro_batches,
+                               semantics)
     tasks = [(params, strategy, redundancy, period, first_seed + s, layout, micro_batches, semantics, events,
               fault_model) for s in range(seeds)]
     return run_tasks(_run, tasks, workers=workers, executor=executor, progress=progress)
@@ -407,7 +411,8 @@ def summarise(results):
 
 
 # ----------------------------------------------------------------------------- traces
-def trace_failures(trace, groups, strategy, redundancy, *, layout=None, time_scale=1.0, placement_seed=None):
+def trace_failures(trace, groups, strategy, redundancy, *, layout=None, time_scale=1.0, placement_seed=None,
+                   placement=None):
     """Failure times and outcomes of a fault-trace replay (restart at each wipe-out).
 
     The trace is cut into instants by :func:`spare_opt.trace.trace_instants` (the same
@@ -431,6 +436,9 @@ def trace_failures(trace, groups, strategy, redundancy, *, layout=None, time_sca
     placement_seed : int or None
         Place the traced nodes on random distinct groups with this seed instead of
         group ``i`` for the ``i``-th node to appear.
+    placement : Placement or None
+        Place the traced nodes as this placement says (a node on a domain fails all
+        its groups); not together with ``placement_seed``.
 
     Returns
     -------
@@ -455,7 +463,7 @@ def trace_failures(trace, groups, strategy, redundancy, *, layout=None, time_sca
         bad ``time_scale``.
     """
     events = trace_events(trace, groups, strategy, redundancy, semantics="paper", layout=layout,
-                          time_scale=time_scale, placement_seed=placement_seed)
+                          time_scale=time_scale, placement_seed=placement_seed, placement=placement)
     counts = {key: events.counts[key] for key in ("fault_starts", "used", "outside_cluster", "already_down",
                                                   "ignored_by_reader", "failure_events")}
     return (events.times_seconds, events.stack_numbers.astype(np.int16), events.wipe_outs.astype(np.int8),
