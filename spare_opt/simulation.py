@@ -376,10 +376,11 @@ def summarise(results):
     -------
     dict
         For ``ttt_ratio``, ``availability``, ``restarts``, ``masked_failures``,
-        ``mean_stack_number``, ``rework_seconds``, ``checkpoint_seconds``,
-        ``ttt_seconds``: ``{"mean", "ci95": [low, high], "ci_method", "ci_note"}``,
+        ``mean_stack_number``, ``mean_step_cost``, ``rejoins``, ``rework_seconds``,
+        ``checkpoint_seconds``, ``ttt_seconds``: ``{"mean", "ci95": [low, high], "ci_method", "ci_note"}``,
         the interval over seeds within the figure's bounds (availability in
-        ``[0, 1]``, counts and times ``>= 0``, the stack number in ``[1, r]``;
+        ``[0, 1]``, counts and times ``>= 0``, the stack number and step cost in
+        ``[1, r]``;
         :func:`spare_opt._stats.interval95`: Student t, or a BCa bootstrap when the t
         interval leaves the bounds); plus ``runs`` and ``unfinished``.  Unfinished runs
         have ``inf`` time; the interval is ``[nan, nan]`` where it cannot be given (a
@@ -401,6 +402,7 @@ def summarise(results):
     # The bounds of each figure: an interval never leaves them (spare_opt._stats.interval95).
     bounds = {"ttt_ratio": (0.0, None), "ttt_seconds": (0.0, None), "availability": (0.0, 1.0),
               "restarts": (0.0, None), "masked_failures": (0.0, None), "mean_stack_number": (1.0, top),
+              "mean_step_cost": (1.0, top), "rejoins": (0.0, None),
               "rework_seconds": (0.0, None), "checkpoint_seconds": (0.0, None)}
     for key, (lower, upper) in bounds.items():
         values = np.array([getattr(r, key) for r in results], dtype=float)

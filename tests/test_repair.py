@@ -209,3 +209,45 @@ def test_source_checks():
         SimulationParameters(groups=4, heal_seconds=-1.0)
     with pytest.raises(ParameterError):
         trace_events(tr, 4, "rep", 2, heal_seconds=float("nan"))
+
+
+# ----------------------------------------------------------------------------- CLI
+def _cli(args):
+    from click.testing import CliRunner
+
+    from spare_opt_cli.main import main
+
+    return CliRunner().invoke(main, args)
+
+
+def test_cli_simulate_repair_with_a_trace_and_a_fault_model(real_trace_path, tmp_path):
+    import json
+
+    base = ["simulate", "--preset", "trace-400", "--strategy", "rep", "-r", "3", "--seeds", "2", "--set",
+            "steps=4000", "--ckpt-period", "20000"]
+    out = _cli(base + ["--trace", str(real_trace_path), "--trace-time-scale", "0.01", "--semantics", "repair",
+                       "--heal-seconds", "120"])
+    assert out.exit_code == 0, out.output
+    assert "repair semantics" in out.output and "rejoins" in out.output and "groups rejoined" in out.output
+    assert "per executed step" in out.output
+    model_path = tmp_path / "model.json"
+    MODEL.save(model_path)
+    out = _cli(base + ["--fault-model", str(model_path), "--semantics", "repair", "--json", "--groups", "400"])
+    assert out.exit_code == 0, out.output
+    doc = json.loads(out.output)
+    assert doc["semantics"] == "repair" and doc["micro_batches"] == 1 and doc["mean_step_cost"] == 3.0
+    assert doc["parameters"]["heal_seconds"] == 60.0 and all(run["rejoins"] > 0 for run in doc["runs"])
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--semantics", "repair"], "needs the repair times"),
+    (["--heal-seconds", "5"], "--semantics repair only"),
+    (["--strategy", "rep", "--micro-batches", "4"], "does not use it"),
+    (["--semantics", "fast"], "Invalid value for '--semantics'"),
+    (["--micro-batches", "0"], "--micro-batches"),
+    (["--fault-model", "missing.json"], "missing.json"),
+])
+def test_cli_simulate_refuses_options_that_do_nothing(args, message):
+    out = _cli(["simulate", "--seeds", "1", "--set", "steps=50"] + args)
+    assert out.exit_code != 0 and message in out.output, out.output
+    assert "Traceback" not in out.output
