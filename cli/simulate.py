@@ -68,13 +68,13 @@ SPARE_ONLY = ("controller_seconds", "patch_layers")
                                 "(docs/fractional.md).  1 is the paper's model.")
 @click.option("--semantics", type=click.Choice(SEMANTICS), default="paper", show_default=True,
               help="paper: a failed group stays out until a global restart; repair: it is back after its "
-                   "node's fault_end and a heal (needs --trace or --fault-model, which give the repairs).")
+                   "node's fault_end and a heal (needs --trace or --failure-model, which give the repairs).")
 @click.option("--heal-seconds", type=FloatRange(min=0), default=None, metavar="SEC",
               help="With --semantics repair: seconds a repaired group heals (loads state from a live peer) "
                    "before it rejoins (default: 60, the heal_seconds parameter).")
-@click.option("--fault-model", "fault_model_path", type=click.Path(dir_okay=False), default=None, metavar="FILE",
-              help="Draw failures and repairs from this failure model (spare-opt fit TRACE -o FILE) instead of "
-                   "the preset's Weibull clocks; not with --trace.")
+@click.option("--failure-model", "fault_model_path", type=click.Path(dir_okay=False), default=None, metavar="FILE",
+              help="Draw failures and repairs from this failure-model file (spare-opt fit TRACE -o FILE) instead "
+                   "of the preset's Weibull clocks (--set failure_model chooses between those); not with --trace.")
 @click.option("--set", "settings", multiple=True, metavar="FIELD=VALUE",
               help="Change a simulation parameter, e.g. --set steps=20000 (repeatable, once per field).")
 @workers_option
@@ -208,13 +208,13 @@ def _refuse_unused_repair_options(ctx, strategy, semantics, trace_path, fault_mo
         if given(ctx, "heal_seconds") or "heal_seconds" in overrides:
             refuse_unused("--heal-seconds", "applies to --semantics repair only (paper semantics has no rejoin)")
     elif trace_path is None and fault_model_path is None:
-        refuse_unused("--semantics repair", "needs the repair times of a --trace or a --fault-model")
+        refuse_unused("--semantics repair", "needs the repair times of a --trace or a --failure-model")
     if fault_model_path is not None:
         if trace_path is not None:
-            refuse_unused("--fault-model", "and --trace are two sources of failures: give one")
+            refuse_unused("--failure-model", "and --trace are two sources of failures: give one")
         replaced = [name for name in TRACE_REPLACES if name in overrides]
         if replaced:
-            refuse_unused(f"--set {replaced[0]}", "does nothing with --fault-model: the model gives the failure "
+            refuse_unused(f"--set {replaced[0]}", "does nothing with --failure-model: the model gives the failure "
                                                   "times")
 
 

@@ -232,7 +232,7 @@ def test_cli_simulate_repair_with_a_trace_and_a_fault_model(real_trace_path, tmp
     assert "per executed step" in out.output
     model_path = tmp_path / "model.json"
     MODEL.save(model_path)
-    out = _cli(base + ["--fault-model", str(model_path), "--semantics", "repair", "--json", "--groups", "400"])
+    out = _cli(base + ["--failure-model", str(model_path), "--semantics", "repair", "--json", "--groups", "400"])
     assert out.exit_code == 0, out.output
     doc = json.loads(out.output)
     assert doc["semantics"] == "repair" and doc["micro_batches"] == 1 and doc["mean_step_cost"] == 3.0
@@ -245,7 +245,7 @@ def test_cli_simulate_repair_with_a_trace_and_a_fault_model(real_trace_path, tmp
     (["--strategy", "rep", "--micro-batches", "4"], "does not use it"),
     (["--semantics", "fast"], "Invalid value for '--semantics'"),
     (["--micro-batches", "0"], "--micro-batches"),
-    (["--fault-model", "missing.json"], "missing.json"),
+    (["--failure-model", "missing.json"], "missing.json"),
 ])
 def test_cli_simulate_refuses_options_that_do_nothing(args, message):
     out = _cli(["simulate", "--seeds", "1", "--set", "steps=50"] + args)
