@@ -17,22 +17,30 @@ Three fault-tolerance strategies are simulated on ``N`` data-parallel (DP) group
 Failures come from Weibull failure clocks of shape ``k`` (one per group, restarted at
 each global restart: ``"group-clocks"``, the default) or from one Weibull renewal
 process of mean ``m`` for the whole cluster (``"system-renewal"``); either way each
-failure strikes a uniformly random live group.  Or they are replayed from a fault trace
-(InfiniteHBD format).  Because the groups lost between two restarts are then a
-uniformly random sequence without repetition, the stack-number trajectory of each
-restart epoch is computed up front from one random permutation
-(:func:`spare_opt.stack_number_trajectories`), and the event loop itself is a numba
-kernel (``spare_opt._simulate_kernels``) over flat arrays.  Parameters and presets
-live in :mod:`spare_opt.parameters`; the machinery shared with :mod:`spare_opt.tuning`
-in ``spare_opt._runs``.
+failure strikes a uniformly random live group.  Because the groups lost between two
+restarts are then a uniformly random sequence without repetition, the outcome
+trajectory of each restart epoch (stack number and step cost) is computed up front from
+one random permutation (:func:`spare_opt.stack_number_trajectories`), and the event
+loop itself is a numba kernel (``spare_opt._simulate_kernels``) over flat arrays.  Or
+the failures come from a fault trace (InfiniteHBD format) or a fitted failure model
+(:class:`spare_opt.FailureModel`): their events, failures and, under the ``"repair"``
+semantics, rejoins of repaired groups, get their outcomes up front too
+(:mod:`spare_opt.events`) and the kernel replays them.
+
+With ``m`` micro-batches per shard type (SPARe, ``micro_batches=``) a step computes
+``sigma = L*/m`` layers of work, ``L*`` the least load in micro-batches
+(``docs/fractional.md``); at ``m = 1`` ``sigma`` is the stack number ``S``.  Parameters and
+presets live in :mod:`spare_opt.parameters`; the machinery shared with
+:mod:`spare_opt.tuning` in ``spare_opt._runs``.
 
 Time accounting of a run (all in seconds, wall clock)::
 
     wall = useful + overhead + rework + restart + checkpoint
 
-* ``useful``: compute (``S`` or ``r`` layers) and all-reduce of the steps that are kept;
+* ``useful``: compute (``sigma`` or ``r`` layers) and all-reduce of the steps that are kept;
 * ``overhead``: masking cost inside kept steps (patch compute, controller, shrink, the
-  lost part of an all-reduce that a failure interrupted);
+  lost part of an all-reduce that a failure interrupted, the communicator change of a
+  rejoin);
 * ``rework``: everything spent on steps that a wipe-out rolled back;
 * ``restart``: global restarts;
 * ``checkpoint``: checkpoint saves (including a save cut short by a wipe-out).

@@ -115,15 +115,28 @@ def test_failure_while_healing_cancels_the_rejoin():
     assert events.counts["failed_while_healing"] == 1 and events.counts["rejoined"] == 1
 
 
-def test_paper_semantics_events_equal_trace_failures(real_trace_path):
-    # trace_failures (the paper's replay, kept for its callers) is a view of trace_events.
+def test_paper_semantics_events_agree_with_the_replay(real_trace_path):
+    # The paper's replay (spare_opt.replay_trace, its own loop over trace_instants) gives
+    # the stack number after every reorder decision and each wipe-out: the paper
+    # semantics events must be those decisions, with the same outcomes.
+    from spare_opt import default_layout, replay_trace
+
     tr = read_fault_trace(real_trace_path)
-    for strategy, r in (("ckpt", 1), ("rep", 3), ("spare", 4)):
-        events = trace_events(tr, 400, strategy, r, time_scale=0.1)
-        times, stacks, wipes, counts = trace_failures(tr, 400, strategy, r, time_scale=0.1)
-        assert np.array_equal(events.times_seconds, times) and np.array_equal(events.wipe_outs, wipes == 1)
-        assert np.array_equal(events.stack_numbers, stacks) and np.array_equal(events.step_costs, stacks)
-        assert not events.kinds.any() and counts["failure_events"] == len(events)
+    layout = default_layout(400, 4)
+    events = trace_events(tr, 400, "spare", 4, layout=layout, time_scale=0.1)
+    replay = replay_trace(layout, tr)
+    decisions = {}
+    for row in replay.rows:
+        if row.batch >= 0:
+            decisions[row.batch] = (row.time_days * 86400.0 * 0.1, row.status == "wipe-out", row.stack_number)
+    assert len(decisions) == len(events) and not events.kinds.any()
+    times, wipes, stacks = (np.array(column) for column in zip(*(decisions[b] for b in sorted(decisions))))
+    assert np.array_equal(times, events.times_seconds) and np.array_equal(wipes, events.wipe_outs)
+    assert np.array_equal(stacks[~wipes], events.stack_numbers[~wipes])
+    # trace_failures, kept for its callers, is a view of the same events
+    times, stacks, wipe_outs, counts = trace_failures(tr, 400, "spare", 4, layout=layout, time_scale=0.1)
+    assert np.array_equal(times, events.times_seconds) and np.array_equal(stacks, events.stack_numbers)
+    assert counts["failure_events"] == len(events)
 
 
 @pytest.mark.parametrize("strategy, r", [("rep", 3), ("spare", 4)])

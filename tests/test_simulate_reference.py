@@ -201,7 +201,7 @@ def _repair_scenarios():
             step = tm["layer"] + tm["allreduce"]
             for period_steps in (0.5, 3):
                 for mean_gap in (0.3 * step, 2 * step, 0.5 * tm["restart"]):
-                    for m in (1, 3, 8):
+                    for m in ((1, 3) if strategy == "rep" else (1, 8)):
                         grid = {"dyadic": 2.0, "instant-restart": 0.5}.get(timing)
                         arrays = random_trace(rng, strategy, r, 80, mean_gap, 0.05 if mean_gap < step else 0.2,
                                               grid, rejoin_rate=0.4, micro_batches=m)
