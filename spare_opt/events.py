@@ -16,20 +16,30 @@ the simulation (:func:`spare_opt.simulate`) and for the trace replay:
     every group is back, and the later ``fault_end`` of a node that was down at the
     restart is counted and ignored (so is a heal that the restart cut short).
 
-Rules common to both, applied instant by instant in time order (an instant is every
-event at one time, :func:`spare_opt.trace.trace_instants`):
+The rules, applied instant by instant in time order (an instant is every event at one
+time, :func:`spare_opt.trace.trace_instants`):
 
 1. rejoins whose heal ends at or before the instant come first (one rejoin event per
    heal-end time);
-2. then the instant's ``fault_end`` events: under ``repair`` a group that is down
-   starts healing (ready at ``time + heal_seconds``); one that is up (a restart
-   replaced it) is counted and ignored (``ends_after_restart``);
-3. then its ``fault_start`` events: the groups that are up fail together (one failure
-   event, one reorder decision); a start for a group that is down is skipped
-   (``already_down``), except that a group still healing goes back to being down and
-   its heal is cancelled (``failed_while_healing``);
-4. last, the end of a fault that started at this same instant (a repair shorter than
-   the trace's time resolution) starts that group's heal.
+2. ``paper``: the instant's ``fault_start`` events fail the groups that are up together
+   (one failure event, one reorder decision); a start for a group that is down is
+   skipped (``already_down``); ``fault_end`` events are counted (``ends_ignored``).
+3. ``repair``: the instant's events are taken in file order, in batches of one kind
+   (the replay's order, so that a fault that starts and ends at one instant, a repair
+   below the trace's resolution, takes its group out and brings it back):
+
+   * a batch of ``fault_end`` events: a group that is down starts healing (ready at
+     ``time + heal_seconds``); one that is up (a restart replaced it) is counted and
+     ignored (``ends_after_restart``);
+   * a batch of ``fault_start`` events: first the heals that ended by now rejoin
+     (``heal_seconds = 0`` brings a group whose end came earlier in the instant back
+     before the batch), then the groups that are up fail together; a start for a
+     group that is down is skipped (``already_down``), except that a group still
+     healing goes back to being down and its heal is cancelled
+     (``failed_while_healing``).
+
+   Faults drawn from a failure model follow the same rules (at an instant: the ends
+   of earlier faults, then the failure event, then the ends of zero-length repairs).
 
 The *outcome* of each event depends only on the sequence of events before it, so it
 is computed here, once, up front: wipe-out or not, and the stack number ``S`` and *step
@@ -470,12 +480,28 @@ def trace_events(trace, groups, strategy, redundancy, *, semantics="paper", layo
     instants, node_group = trace_instants(trace, groups, placement_seed=placement_seed, placement=placement)
     seconds = trace_seconds(trace, time_scale)
     # groups each node's start fails (1 unless a placement gives a node several)
-    node_size = np.diff(trace.node_groups(groups, seed=placement_seed, placement=placement, members=True)[0])
+    indptr, group_ids = trace.node_groups(groups, seed=placement_seed, placement=placement, members=True)
+    node_size = np.diff(indptr)
     starts = (trace.is_start & ~trace.ignored) * node_size[trace.node]
     sequencer = _Sequencer(semantics, strategy, groups, redundancy, layout, micro_batches, heal_seconds)
     for instant in instants:
+        time = float(seconds[instant.start])
         usable = int(np.sum(starts[instant.start:instant.stop]))
-        sequencer.instant(float(seconds[instant.start]), instant.failing, instant.recovering, usable)
+        if semantics == "paper":
+            sequencer.instant(time, instant.failing, instant.recovering, usable)
+            continue
+        # repair: the instant's events in file order, in batches of one kind (as the replay takes them)
+        sequencer.rejoin_until(time)
+        sequencer.counts["fault_starts"] += usable
+        for is_start, events in _file_order_batches(trace, instant, node_size):
+            batch = _groups_once(trace, indptr, group_ids, events)
+            if is_start:
+                sequencer.rejoin_until(time)  # heals of zero length from ends earlier in the instant
+                sequencer._fail(time, batch, int(np.sum(starts[events])))
+            else:
+                sequencer.counts["fault_ends"] += int(batch.size)
+                for group in batch.tolist():
+                    sequencer._end(group, time)
     sequencer.rejoin_until(math.inf)
     extra = {
         "outside_cluster": int(np.count_nonzero(trace.is_start & ~trace.ignored & (node_group[trace.node] < 0))),
@@ -484,6 +510,34 @@ def trace_events(trace, groups, strategy, redundancy, *, semantics="paper", layo
     events = sequencer.result(strategy, groups, redundancy, micro_batches, extra=extra)
     events.counts["fault_starts"] = int(trace.n_starts)
     return events
+
+
+def _file_order_batches(trace, instant, node_size):
+    """The usable events of one instant in file order, cut into runs of one kind: ``(is_start, events)``.
+
+    Usable as in :func:`spare_opt.trace.trace_instants` (not ignored by the reader, on
+    a node placed on some group).  The same batches as the replay's under ``repair``
+    semantics.
+    """
+    window = slice(instant.start, instant.stop)
+    usable = np.flatnonzero(~trace.ignored[window] & (node_size[trace.node[window]] > 0))
+    if usable.size == 0:
+        return []
+    kinds = trace.is_start[window][usable]
+    cuts = np.concatenate(([0], np.flatnonzero(kinds[1:] != kinds[:-1]) + 1, [usable.size]))
+    return [(bool(kinds[a]), (instant.start + usable[a:b]).astype(np.int64))
+            for a, b in zip(cuts[:-1].tolist(), cuts[1:].tolist())]
+
+
+def _groups_once(trace, indptr, group_ids, events):
+    """The groups of ``events`` (indices), each once, in event order (a node may hold several groups)."""
+    nodes = trace.node[events]
+    per_event = np.diff(indptr)[nodes]
+    starts = np.repeat(indptr[nodes], per_event)
+    within = np.arange(int(per_event.sum())) - np.repeat(np.cumsum(per_event) - per_event, per_event)
+    groups = group_ids[starts + within]
+    _, first = np.unique(groups, return_index=True)
+    return groups[np.sort(first)].astype(np.int32)
 
 
 class _ModelSource:

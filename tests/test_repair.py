@@ -264,3 +264,19 @@ def test_cli_simulate_refuses_options_that_do_nothing(args, message):
     out = _cli(["simulate", "--seeds", "1", "--set", "steps=50"] + args)
     assert out.exit_code != 0 and message in out.output, out.output
     assert "Traceback" not in out.output
+
+
+def test_repair_takes_one_instant_in_file_order():
+    # Groups 0 and 2 form a replica set; nodes a, b, c are groups 0, 1, 2.  a is down from
+    # 0.25 d; at 1 d its end and c's start share one instant.  End first: with no heal, a
+    # is back before c fails (masked); start first: c fails while a is still down (a
+    # wipe-out), and a's end comes after the restart.  The replay takes them so too.
+    head = [("a", 0.25, "start"), ("b", 0.5, "start"), ("b", 0.625, "end")]
+    end_first = trace(*head, ("a", 1.0, "end"), ("c", 1.0, "start"))
+    start_first = trace(*head, ("c", 1.0, "start"), ("a", 1.0, "end"))
+    events = trace_events(end_first, 4, "rep", 2, semantics="repair")
+    assert events.kinds.tolist() == [0, 0, 1, 1, 0] and not events.wipe_outs.any()
+    assert events.times_seconds[-2] == events.times_seconds[-1] == 86400.0
+    events = trace_events(start_first, 4, "rep", 2, semantics="repair")
+    assert events.kinds.tolist() == [0, 0, 1, 0] and events.wipe_outs.tolist() == [False, False, False, True]
+    assert events.counts["ends_after_restart"] == 1
