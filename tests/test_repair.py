@@ -280,3 +280,17 @@ def test_repair_takes_one_instant_in_file_order():
     events = trace_events(start_first, 4, "rep", 2, semantics="repair")
     assert events.kinds.tolist() == [0, 0, 1, 0] and events.wipe_outs.tolist() == [False, False, False, True]
     assert events.counts["ends_after_restart"] == 1
+
+
+def test_failure_events_compare_by_value_and_write_json(real_trace_path):
+    import json
+
+    from spare_opt._io import dumps_json
+
+    tr = read_fault_trace(real_trace_path)
+    a = trace_events(tr, 400, "rep", 3, semantics="repair", heal_seconds=60.0)
+    assert a == trace_events(tr, 400, "rep", 3, semantics="repair", heal_seconds=60.0)
+    assert a != trace_events(tr, 400, "rep", 3, semantics="repair", heal_seconds=0.0)
+    doc = json.loads(dumps_json(a.to_dict()))
+    assert len(doc["events"]) == len(a) and doc["horizon_seconds"] is None
+    assert {event["kind"] for event in doc["events"]} == {"failure", "rejoin"}
