@@ -230,7 +230,7 @@ def _format(preset, strategy, groups, runs, summary, max_wall_factor):
     ]
     lines[0] += f"{summary['runs']} seeds"
     if first.micro_batches > 1 or first.semantics != "paper":
-        lines[0] += f", {first.micro_batches} micro-batches, {first.semantics} semantics"
+        lines[0] += f", m = {first.micro_batches} micro-batches per shard type, {first.semantics} semantics"
     if summary["unfinished"]:
         # The cap, not wall / T0: a restart under way when the cap passes overshoots it.
         lines.append(f"{summary['unfinished']} of {summary['runs']} runs did not finish within the wall-time cap "
