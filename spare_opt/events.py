@@ -65,6 +65,7 @@ import numpy as np
 from . import _validation as check
 from ._results import Result
 from ._stats import finite_or_none
+from .errors import ParameterError
 from .layout import check_size
 
 __all__ = [
@@ -555,9 +556,18 @@ class _ModelSource:
         self.ends = []           # heap of (repair end, group) not yet handed to the rules
         self.pending = deque()   # failure instants drawn, not yet handed: (time, groups)
         self.lost_events = 0     # events that found every node down
+        self.drawn = 0           # failure events drawn (the bound: MAX_SAMPLE_EVENTS)
         self.handled_until = -math.inf
 
     def _draw_block(self):
+        from .fit import MAX_SAMPLE_EVENTS
+
+        self.drawn += _MODEL_BLOCK
+        if self.drawn > MAX_SAMPLE_EVENTS:
+            raise ParameterError(
+                f"the run needs more than {MAX_SAMPLE_EVENTS:,} failure events of the model (one every "
+                f"{self.model.event_mtbf_seconds * self.stretch:g} s on {self.groups} groups, up to "
+                f"{self.now:.3g} s): lower max_wall_factor or steps, or use a model with rarer failures")
         model, rng = self.model, self.rng
         gaps = model.sample_gaps_seconds(rng, _MODEL_BLOCK) * self.stretch
         sizes = model.sample_event_sizes(rng, _MODEL_BLOCK)
@@ -577,6 +587,14 @@ class _ModelSource:
 
     def advance(self, horizon):
         """Hand every fault up to ``horizon`` to the rules."""
+        from .fit import MAX_SAMPLE_EVENTS
+
+        expected = horizon / (self.model.event_mtbf_seconds * self.stretch)
+        if expected > MAX_SAMPLE_EVENTS:  # refuse before drawing (the count drawn is bounded too)
+            raise ParameterError(
+                f"the run needs about {expected:,.0f} failure events of the model (one every "
+                f"{self.model.event_mtbf_seconds * self.stretch:g} s on {self.groups} groups, up to {horizon:.3g} s), "
+                f"more than {MAX_SAMPLE_EVENTS:,}: lower max_wall_factor or steps, or use a model with rarer failures")
         while self.now <= horizon:
             self._draw_block()
         sequencer = self.sequencer
@@ -640,7 +658,8 @@ def model_events(fault_model, groups, strategy, redundancy, *, horizon_seconds, 
         ``fault_model`` is not a :class:`~spare_opt.fit.FailureModel`, or an argument
         of the wrong type.
     ParameterError
-        As :func:`trace_events`, or a bad horizon or seed.
+        As :func:`trace_events`, a bad horizon or seed, or more than
+        :data:`~spare_opt.fit.MAX_SAMPLE_EVENTS` failure events before the horizon.
     """
     source = _model_source(fault_model, groups, strategy, redundancy, semantics, layout, micro_batches,
                            heal_seconds, seed)

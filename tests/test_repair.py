@@ -294,3 +294,11 @@ def test_failure_events_compare_by_value_and_write_json(real_trace_path):
     doc = json.loads(dumps_json(a.to_dict()))
     assert len(doc["events"]) == len(a) and doc["horizon_seconds"] is None
     assert {event["kind"] for event in doc["events"]} == {"failure", "rejoin"}
+
+
+def test_model_events_are_bounded():
+    # one failure event a second for a year: more than MAX_SAMPLE_EVENTS, refused
+    busy = FailureModel(cluster_nodes=10, event_mtbf_seconds=1.0, weibull_shape=1.0, repair_median_seconds=1.0,
+                        repair_sigma=0.1)
+    with pytest.raises(ParameterError, match="failure events"):
+        model_events(busy, 10, "ckpt", None, horizon_seconds=3.2e7)
