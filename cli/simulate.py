@@ -4,6 +4,7 @@
 import click
 import numpy as np
 
+from spare_opt.events import SEMANTICS
 from spare_opt.parameters import PRESETS, STRATEGIES, parse_overrides, preset_parameters
 from spare_opt.simulation import default_redundancy, simulate_seeds, summarise
 
@@ -62,6 +63,18 @@ SPARE_ONLY = ("controller_seconds", "patch_layers")
                    "use its embedded topology, else the layout's.")
 @click.option("--layout", "layout_path", type=click.Path(dir_okay=False), default=None, metavar="FILE",
               help="SPARe layout file (--strategy spare; default: a Sidon layout for N and r).")
+@click.option("--micro-batches", "micro_batches", type=IntegerRange(min=1), default=1, show_default=True,
+              metavar="M", help="SPARe: micro-batches per shard type; a step computes L*/M layers of work "
+                                "(docs/fractional.md).  1 is the paper's model.")
+@click.option("--semantics", type=click.Choice(SEMANTICS), default="paper", show_default=True,
+              help="paper: a failed group stays out until a global restart; repair: it is back after its "
+                   "node's fault_end and a heal (needs --trace or --failure-model, which give the repairs).")
+@click.option("--heal-seconds", type=FloatRange(min=0), default=None, metavar="SEC",
+              help="With --semantics repair: seconds a repaired group heals (loads state from a live peer) "
+                   "before it rejoins (default: 60, the heal_seconds parameter).")
+@click.option("--failure-model", "fault_model_path", type=click.Path(dir_okay=False), default=None, metavar="FILE",
+              help="Draw failures and repairs from this failure-model file (spare-opt fit TRACE -o FILE) instead "
+                   "of the preset's Weibull clocks (--set failure_model chooses between those); not with --trace.")
 @click.option("--set", "settings", multiple=True, metavar="FIELD=VALUE",
               help="Change a simulation parameter, e.g. --set steps=20000 (repeatable, once per field).")
 @workers_option
@@ -70,15 +83,17 @@ SPARE_ONLY = ("controller_seconds", "patch_layers")
 @quiet_option
 @click.pass_context
 def command(ctx, preset, groups, strategy, redundancy, ckpt_period, seeds, trace_path, trace_format, time_unit,
-            trace_time_scale, placement_seed, placement_path, layout_path, settings, workers, scheduler, as_json,
-            quiet):
+            trace_time_scale, placement_seed, placement_path, layout_path, micro_batches, semantics, heal_seconds,
+            fault_model_path, settings, workers, scheduler, as_json, quiet):
     """Simulate training runs and report the time-to-train.
 
     Discrete-event simulation of the preset's training run under failures: checkpointing
     alone, replication of degree r, or SPARe with the online reorder controller
     (docs/reproduction.md).  Prints the mean and 95% confidence interval over the
     seeds of TTT/T0 (T0: the fault-free time), availability, restarts, masked
-    failures, mean stack number S, rework and checkpoint time.
+    failures, mean stack number S and mean step cost (layers of compute per executed
+    step: S at --micro-batches 1, L*/M with micro-batches), rework and checkpoint time.
+    --semantics repair brings repaired groups back (docs/fractional.md, "Repairs").
 
     Options that would do nothing are refused: the trace options (--format,
     --time-unit, --trace-time-scale, --placement-seed, --placement) without --trace, --layout and
@@ -91,10 +106,18 @@ def command(ctx, preset, groups, strategy, redundancy, ckpt_period, seeds, trace
 
     overrides = parse_overrides(settings)
     _refuse_unused_options(ctx, strategy, trace_path, overrides)
+    _refuse_unused_repair_options(ctx, strategy, semantics, trace_path, fault_model_path, overrides)
     if groups is None:
         groups = PRESETS[preset].groups[0]
     if trace_path is not None:
         overrides["trace_time_scale"] = trace_time_scale
+    if heal_seconds is not None:
+        overrides["heal_seconds"] = heal_seconds
+    fault_model = None
+    if fault_model_path is not None:
+        from spare_opt.fit import FailureModel
+
+        fault_model = FailureModel.load(fault_model_path)
     params = preset_parameters(preset, groups, **overrides)
     layout = Layout.load(layout_path) if layout_path is not None else None
     if redundancy is None:
@@ -114,8 +137,8 @@ def command(ctx, preset, groups, strategy, redundancy, ckpt_period, seeds, trace
     with executor_for(scheduler, workers) as executor, progress_bar(quiet, "simulating") as progress:
         runs = simulate_seeds(params, strategy, redundancy, seeds=seeds, checkpoint_period_seconds=ckpt_period,
                               layout=layout, trace=trace, placement_seed=placement_seed, placement=placement,
-                              workers=workers,
-                              executor=executor, progress=progress)
+                              micro_batches=micro_batches, semantics=semantics, fault_model=fault_model,
+                              workers=workers, executor=executor, progress=progress)
     summary = summarise(runs)
     if as_json:
         echo_json({
@@ -123,6 +146,9 @@ def command(ctx, preset, groups, strategy, redundancy, ckpt_period, seeds, trace
             "strategy": strategy,
             "groups": groups,
             "redundancy": runs[0].redundancy,
+            "micro_batches": micro_batches,
+            "semantics": semantics,
+            "mean_step_cost": summary["mean_step_cost"]["mean"],
             "checkpoint_period_seconds": runs[0].checkpoint_period_seconds,
             "fault_free_seconds": runs[0].fault_free_seconds,
             "summary": finite_or_none(summary),
@@ -174,6 +200,24 @@ def _refuse_unused_options(ctx, strategy, trace_path, overrides):
                                   "--scheduler local)")
 
 
+def _refuse_unused_repair_options(ctx, strategy, semantics, trace_path, fault_model_path, overrides):
+    """The options of micro-batches, semantics and fault models that would do nothing: usage errors."""
+    if given(ctx, "micro_batches") and strategy != "spare":
+        refuse_unused("--micro-batches", f"splits SPARe's shard types; --strategy {strategy} does not use it")
+    if semantics != "repair":
+        if given(ctx, "heal_seconds") or "heal_seconds" in overrides:
+            refuse_unused("--heal-seconds", "applies to --semantics repair only (paper semantics has no rejoin)")
+    elif trace_path is None and fault_model_path is None:
+        refuse_unused("--semantics repair", "needs the repair times of a --trace or a --failure-model")
+    if fault_model_path is not None:
+        if trace_path is not None:
+            refuse_unused("--failure-model", "and --trace are two sources of failures: give one")
+        replaced = [name for name in TRACE_REPLACES if name in overrides]
+        if replaced:
+            refuse_unused(f"--set {replaced[0]}", "does nothing with --failure-model: the model gives the failure "
+                                                  "times")
+
+
 def _format(preset, strategy, groups, runs, summary, max_wall_factor):
     first = runs[0]
     name = {"ckpt": "CKPT only", "rep": f"Rep+CKPT r={first.redundancy}",
@@ -185,6 +229,8 @@ def _format(preset, strategy, groups, runs, summary, max_wall_factor):
         f"T0 (fault-free) = {first.fault_free_seconds / 86400:.2f} days",
     ]
     lines[0] += f"{summary['runs']} seeds"
+    if first.micro_batches > 1 or first.semantics != "paper":
+        lines[0] += f", m = {first.micro_batches} micro-batches per shard type, {first.semantics} semantics"
     if summary["unfinished"]:
         # The cap, not wall / T0: a restart under way when the cap passes overshoots it.
         lines.append(f"{summary['unfinished']} of {summary['runs']} runs did not finish within the wall-time cap "
@@ -206,14 +252,26 @@ def _format(preset, strategy, groups, runs, summary, max_wall_factor):
         row("restarts", "restarts", "{:.1f}"),
         row("masked failures", "masked_failures", "{:.1f}"),
         row("mean stack number S", "mean_stack_number", "{:.3f}"),
+        row("mean step cost", "mean_step_cost", "{:.3f}") + "  per executed step, in layers",
         f"  {'rework':<22}{summary['rework_seconds']['mean'] / 3600:.1f} h",
         f"  {'checkpoint time':<22}{summary['checkpoint_seconds']['mean'] / 3600:.1f} h",
     ]
-    if first.trace is not None:
+    if first.semantics == "repair":
+        lines.insert(-2, row("rejoins", "rejoins", "{:.1f}"))
+    if first.trace is not None and "outside_cluster" not in first.trace:  # a fault model's events
+        t = first.trace
+        lines.append(f"fault model {t['source']}: {t['used']} group failures in {t['failure_events']} events drawn, "
+                     f"{t['beyond_run']} events after the run ended")
+    elif first.trace is not None:
         t = first.trace
         lines.append(
             f"trace {t['source']} (nodes placed by {t['placement']}): {t['fault_starts']} fault starts, {t['used']} group failures applied in "
             f"{t['failure_events']} events; skipped: {t['ignored_by_reader']} irregular, {t['already_down']} "
             f"already down, {t['outside_cluster']} nodes beyond N; {t['beyond_run']} events after the run ended"
         )
+    if first.semantics == "repair" and first.trace is not None:
+        t = first.trace
+        lines.append(f"repairs: {t['rejoined']} groups rejoined in {t['rejoin_events']} events, "
+                     f"{t['ends_after_restart']} fault ends after a restart ignored, {t['heals_cut_by_restart']} "
+                     f"heals cut by a restart, {t['failed_while_healing']} failures while healing")
     return "\n".join(lines)

@@ -36,13 +36,17 @@ __all__ = ["command"]
 @scheduler_option
 @click.option("--set", "settings", multiple=True, metavar="FIELD=VALUE",
               help="Change a simulation parameter, e.g. --set failure_model=system-renewal (repeatable).")
+@click.option("--micro-batches", "micro_batches", type=IntegerRange(min=1), multiple=True, metavar="M",
+              help="SPARe's micro-batches per shard type (docs/fractional.md); repeat for several M: one row "
+                   "per N and M, replication run once per N (default: 1, the paper's model).")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None, metavar="FILE.png",
               help="Write the figure of TTT/T0 against r (needs matplotlib).")
 @json_option
 @force_option
 @quiet_option
 @click.pass_context
-def command(ctx, preset, groups, seeds, workers, scheduler, settings, plot_path, as_json, force, quiet):
+def command(ctx, preset, groups, seeds, workers, scheduler, settings, micro_batches, plot_path, as_json, force,
+            quiet):
     """Tune r and the checkpoint period by simulation: Rep+CKPT against SPARe+CKPT.
 
     For each N, every r of the preset's sweep runs at seven checkpoint periods around
@@ -51,7 +55,9 @@ def command(ctx, preset, groups, seeds, workers, scheduler, settings, plot_path,
     the paper's table (with the paper's figures beside ours for paper-600k).
     --json prints one object per N with the keys rep, spare, ckpt (each with
     best_ttt_ratio, best_r, availability, curve...), gain and closed_form; with a
-    single --groups the object itself, otherwise {"preset", "results": [...]}.
+    single --groups and --micro-batches the object itself, otherwise {"preset",
+    "results": [...]}.  With --micro-batches M the table has a column M and the mean
+    step cost of SPARe's best configuration (layers per executed step).
     """
     overrides = parse_overrides(settings)
     if "trace_time_scale" in overrides:
@@ -70,14 +76,14 @@ def command(ctx, preset, groups, seeds, workers, scheduler, settings, plot_path,
             param_hint="--groups",
         )
     with executor_for(scheduler, workers) as executor, progress_bar(quiet, "simulating") as progress:
-        results = tune_preset(preset, groups=groups, seeds=seeds, workers=workers, executor=executor,
-                              progress=progress, **overrides)
+        results = tune_preset(preset, groups=groups, seeds=seeds, micro_batches=list(micro_batches or (1,)),
+                              workers=workers, executor=executor, progress=progress, **overrides)
     if plot_path is not None:
         written = plot_tune(results, plot_path, force=force,
                             title=f"{preset}: best TTT/T0 over T_c, mean of {seeds} seeds, 95% CI")
     if as_json:
         objects = [result.to_dict() for result in results]
-        echo_json(objects[0] if groups is not None else {"preset": preset, "results": objects})
+        echo_json(objects[0] if groups is not None and len(objects) == 1 else {"preset": preset, "results": objects})
     else:
         click.echo(format_table(results, preset, show_paper=not overrides))
     if plot_path is not None:
@@ -85,24 +91,33 @@ def command(ctx, preset, groups, seeds, workers, scheduler, settings, plot_path,
 
 
 def format_table(results, preset, show_paper=True):
-    """The paper's table layout: one row per N (ours, then the paper's for paper-600k unchanged by --set)."""
+    """The paper's table layout: one row per N (ours, then the paper's for paper-600k unchanged by --set).
+
+    With micro-batches (some ``m > 1``) every row also gives ``m`` and the mean step
+    cost of SPARe's best configuration, and the paper's rows follow the ``m = 1`` row.
+    """
+    micro = any(result.micro_batches > 1 for result in results)
     header = (f"{'N':>5}  {'Rep+CKPT TTT/T0':>15}  {'Rep r':>5}  {'Rep avail':>9}  "
               f"{'SPARe TTT/T0':>12}  {'SPARe r':>7}  {'SPARe avail':>11}  {'gain':>6}")
+    if micro:
+        header = f"{'N':>5}  {'M':>3}" + header[5:] + f"  {'SPARe cost':>10}"
     lines = [header, "-" * len(header)]
     for result in results:
         rep, spare = result.strategies["rep"], result.strategies["spare"]
-        lines.append(
-            f"{result.groups:>5}  {rep['best_ttt_ratio']:>15.2f}  {rep['best_r']:>5d}  {rep['availability']:>9.2%}  "
-            f"{spare['best_ttt_ratio']:>12.2f}  {spare['best_r']:>7d}  {spare['availability']:>11.2%}  "
-            f"{result.gain:>6.1%}"
-        )
+        row = (f"{result.groups:>5}  {rep['best_ttt_ratio']:>15.2f}  {rep['best_r']:>5d}  {rep['availability']:>9.2%}  "
+               f"{spare['best_ttt_ratio']:>12.2f}  {spare['best_r']:>7d}  {spare['availability']:>11.2%}  "
+               f"{result.gain:>6.1%}")
+        if micro:
+            row = f"{result.groups:>5}  {result.micro_batches:>3d}" + row[5:] + f"  {spare['mean_step_cost']:>10.3f}"
+        lines.append(row)
         paper = PAPER_TABLE.get(result.groups) if preset == "paper-600k" and show_paper else None
+        if result.micro_batches > 1:
+            paper = None
         if paper:
-            lines.append(
-                f"{'paper':>5}  {paper['rep']:>15.2f}  {paper['rep_r']:>5d}  {paper['rep_availability']:>9.2%}  "
-                f"{paper['spare']:>12.2f}  {paper['spare_r']:>7d}  {paper['spare_availability']:>11.2%}  "
-                f"{paper['gain']:>6.1%}"
-            )
+            paper_row = (f"{'paper':>5}  {paper['rep']:>15.2f}  {paper['rep_r']:>5d}  {paper['rep_availability']:>9.2%}  "
+                         f"{paper['spare']:>12.2f}  {paper['spare_r']:>7d}  {paper['spare_availability']:>11.2%}  "
+                         f"{paper['gain']:>6.1%}")
+            lines.append(f"{'paper':>5}  {'':>3}" + paper_row[5:] if micro else paper_row)
     lines.append("")
     for result in results:
         ckpt = result.strategies.get("ckpt")
@@ -120,8 +135,9 @@ def format_table(results, preset, show_paper=True):
                         f"{spare['best_ttt_ci95'][1]:.2f}")
         else:  # one seed (or too few for an interval within the bounds): say so, never "nan..nan"
             interval = f"SPARe TTT/T0: {spare['best_ttt_ci_note']}"
+        where = f"N={result.groups}" + (f", M={result.micro_batches}" if micro else "")
         lines.append(
-            f"N={result.groups}: best T_c Rep {rep['best_period_seconds']:.0f} s, SPARe "
+            f"{where}: best T_c Rep {rep['best_period_seconds']:.0f} s, SPARe "
             f"{spare['best_period_seconds']:.0f} s ({interval}); closed form r* = {closed['r_star']}, "
             f"T_c* = {closed['period_seconds']:.0f} s{extra}"
         )

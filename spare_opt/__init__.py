@@ -13,7 +13,8 @@ Every public name is importable from here; the modules, one per concept:
 * :mod:`spare_opt.theory` - closed forms; :mod:`spare_opt.worst_case` - guarantees;
   :mod:`spare_opt.montecarlo` - :func:`monte_carlo` and :func:`sweep`;
 * :mod:`spare_opt.parameters` - simulation parameters and presets (the paper's
-  numbers); :mod:`spare_opt.simulation` - :func:`simulate`; :mod:`spare_opt.tuning` -
+  numbers); :mod:`spare_opt.events` - failure and rejoin events under the ``paper``
+  and ``repair`` semantics; :mod:`spare_opt.simulation` - :func:`simulate`; :mod:`spare_opt.tuning` -
   :func:`tune`;
 * :mod:`spare_opt.trace` - fault traces; :mod:`spare_opt.fit` - :func:`fit_trace` and the
   :class:`FailureModel` it fits; :mod:`spare_opt.replay` - :func:`replay_trace`;
@@ -127,6 +128,7 @@ from .montecarlo import (
     SweepResult,
 )
 from .parameters import (
+    DEFAULT_HEAL_SECONDS,
     DEFAULT_PERIOD_FACTORS,
     DEFAULT_REP_REDUNDANCIES,
     DEFAULT_SPARE_REDUNDANCIES,
@@ -147,6 +149,14 @@ from .parameters import (
     Preset,
     preset_parameters,
     SimulationParameters,
+)
+from .events import (
+    EVENT_KINDS,
+    SEMANTICS,
+    SEMANTICS_RULES,
+    FailureEvents,
+    model_events,
+    trace_events,
 )
 from .simulation import (
     DEFAULT_REP_REDUNDANCY,
@@ -333,6 +343,13 @@ __all__ = [
     "SimulationResult",
     "simulate",
     "simulate_seeds",
+    "DEFAULT_HEAL_SECONDS",
+    "EVENT_KINDS",
+    "SEMANTICS",
+    "SEMANTICS_RULES",
+    "FailureEvents",
+    "model_events",
+    "trace_events",
     "summarise",
     "default_redundancy",
     "default_layout",

@@ -161,7 +161,19 @@ class SimulationResult(Result):
     steps_executed : int
         Steps run, including rolled-back ones.
     trace : dict or None
-        Trace replay only: what was used and skipped (:func:`trace_failures`).
+        Events given up front (a trace or a fault model) only: what was used and
+        skipped (:func:`spare_opt.simulation.failure_events`).
+    micro_batches : int
+        ``m``, micro-batches per shard type (1: the paper's whole shards).
+    semantics : str
+        ``"paper"`` (failed groups stay out until a global restart) or ``"repair"``
+        (repaired groups heal and rejoin).
+    mean_step_cost : float
+        Mean step cost ``sigma`` (layers of compute per step: ``S`` at ``m = 1``,
+        ``L*/m`` with micro-batches, ``r`` for replication) per executed step, the
+        same average as ``mean_stack_number`` (not weighted by time).
+    rejoins : int
+        Repaired groups that rejoined (``"repair"`` semantics).
     """
 
     strategy: str
@@ -188,6 +200,10 @@ class SimulationResult(Result):
     mean_stack_number: float
     steps_executed: int
     trace: dict = None
+    micro_batches: int = 1
+    semantics: str = "paper"
+    mean_step_cost: float = 1.0
+    rejoins: int = 0
 
     def to_dict(self):
         """dict: the fields, JSON-ready (``inf`` and NaN become ``None``)."""
@@ -327,26 +343,76 @@ def _rep_wipe_out_indices(perms, groups, redundancy):
     return (last.min(axis=1) + 1).astype(np.int32)
 
 
+def _trajectories(layout, perms, micro_batches):
+    """Stack numbers, step costs and wipe-out indices of SPARe along failure orders ``perms``.
+
+    One compiled call per kind of trajectory.  At ``m = 1`` the step cost is the stack
+    number; at ``m > 1`` it is the least load ``L*`` over ``m``
+    (:func:`spare_opt.load_trajectories`).
+    """
+    from .controller import stack_number_trajectories
+
+    if micro_batches == 1:
+        stacks, wipes, _ = stack_number_trajectories(layout, perms)
+        stacks = np.asarray(stacks)
+        return stacks, stacks.astype(np.float64), np.asarray(wipes, dtype=np.int32)
+    from .controller import load_trajectories
+
+    stacks, wipes, _ = stack_number_trajectories(layout, perms, micro_batches=micro_batches)
+    loads, _, _ = load_trajectories(layout, perms, micro_batches=micro_batches)
+    loads = np.asarray(loads)
+    costs = np.where(loads < 0, -1.0, loads / float(micro_batches))
+    return np.asarray(stacks), costs, np.asarray(wipes, dtype=np.int32)
+
+
+def _fill_padding(values):
+    """Rows of a trajectory with the ``-1`` padding after the wipe-out replaced by the last value before it."""
+    columns = np.arange(values.shape[1])
+    last = np.maximum.accumulate(np.where(values >= 0, columns, 0), axis=1)
+    return np.take_along_axis(values, last, axis=1)
+
+
+def _widen(array, width):
+    """``array`` (E, W) widened to ``width`` columns by repeating its last column."""
+    pad = np.repeat(array[:, -1:], width - array.shape[1], axis=1)
+    return np.concatenate([array, pad], axis=1)
+
+
 class FailurePool:
     """Per-epoch failure outcomes drawn from one seed, extended on demand.
 
     Epoch ``e`` uses the ``e``-th random permutation of the groups drawn from
     ``SeedSequence([seed, 1])``, so extending the pool never changes earlier epochs:
     a run is the same whatever the pool size it ends up needing.
+
+    Attributes
+    ----------
+    stack : numpy.ndarray of int16, shape (E, W)
+        Stack number after ``k`` failures of epoch ``e`` (replication: ``[[r]]``;
+        checkpointing: ``[[1]]``).
+    cost : numpy.ndarray of float64, shape (E, W)
+        Step cost after ``k`` failures of epoch ``e``: the stack number at ``m = 1``,
+        the load ``L*`` over ``m`` with ``m`` micro-batches (replication: ``[[r]]``).
+    wipe : numpy.ndarray of int32, shape (E,)
+        1-based failure that wipes epoch ``e`` out, ``-1``: none.
     """
 
-    def __init__(self, strategy, groups, redundancy, seed, layout=None):
+    def __init__(self, strategy, groups, redundancy, seed, layout=None, micro_batches=1):
         self.strategy = strategy
         self.groups = groups
         self.redundancy = redundancy
         self.layout = layout
+        self.micro_batches = micro_batches
         self._rng = np.random.default_rng(np.random.SeedSequence([int(seed), 1]))
         self.stack = np.zeros((0, 1), dtype=np.int16)
+        self.cost = np.zeros((0, 1), dtype=np.float64)
         self.wipe = np.zeros(0, dtype=np.int32)
         if strategy == "rep":
             self.stack = np.full((1, 1), redundancy, dtype=np.int16)
+            self.cost = np.full((1, 1), float(redundancy))
         elif strategy == "ckpt":
             self.stack = np.ones((1, 1), dtype=np.int16)
+            self.cost = np.ones((1, 1))
 
     def extend(self, count):
         if self.strategy == "ckpt":
@@ -364,22 +430,21 @@ class FailurePool:
         if self.strategy == "rep":
             self.wipe = np.concatenate([self.wipe, _rep_wipe_out_indices(perms, self.groups, self.redundancy)])
             return
-        from .controller import stack_number_trajectories
-
-        stacks, wipes, _ = stack_number_trajectories(self.layout, perms)
-        stacks = np.asarray(stacks)
-        wipes = np.asarray(wipes, dtype=np.int32)
-        # rows are padded with -1 after the wipe-out: repeat the last stack number
-        # (the kernel never reads past the wipe-out, this only keeps the pool tidy)
-        block = np.maximum.accumulate(np.where(stacks < 0, 0, stacks), axis=1).astype(np.int16)
+        stacks, costs, wipes = _trajectories(self.layout, perms, self.micro_batches)
+        # rows are padded with -1 after the wipe-out: repeat the last value (the kernel
+        # never reads past the wipe-out, this only keeps the pool tidy)
+        stacks = _fill_padding(stacks).astype(np.int16)
+        costs = _fill_padding(costs)
         # keep only the columns up to the latest wipe-out (the rest is never read)
         width = max(self.stack.shape[1], int(wipes.max(initial=0)) + 1)
-        if width < block.shape[1]:
-            block = block[:, :width]
+        if width < stacks.shape[1]:
+            stacks = stacks[:, :width]
+            costs = costs[:, :width]
         if self.stack.shape[1] < width:
-            pad = np.repeat(self.stack[:, -1:], width - self.stack.shape[1], axis=1)
-            self.stack = np.concatenate([self.stack, pad], axis=1)
-        self.stack = np.concatenate([self.stack, block])
+            self.stack = _widen(self.stack, width)
+            self.cost = _widen(self.cost, width)
+        self.stack = np.concatenate([self.stack, stacks])
+        self.cost = np.concatenate([self.cost, costs])
         self.wipe = np.concatenate([self.wipe, wipes])
 
     def mean_failures_to_wipe_out(self):
@@ -476,7 +541,22 @@ def default_period(params, strategy, redundancy, layout=None, unmasked_basis=Non
 
 
 # ----------------------------------------------------------------------------- running the kernel
-def _pack(params, strategy, redundancy, period, seed, trace_mode):
+def patch_layers(params, strategy, redundancy, micro_batches=1):
+    """Layers of patch compute that a masked failure adds to the step it lands in (SPARe).
+
+    ``patch_layers * ceil(m / (r - 1)) / m``: at ``m = 1`` the paper's one layer per
+    failure (``params.patch_layers``, the shard type only the failed group produced is
+    recomputed by a live holder); with ``m`` micro-batches, the failed group's ``m``
+    micro-batches of that type are recomputed in parallel by its ``r - 1`` other
+    holders, ``ceil(m / (r - 1))`` micro-batches each (``docs/fractional.md``).  Other
+    strategies have no patch (the kernel reads this for SPARe only).
+    """
+    if strategy != "spare":
+        return params.patch_layers
+    return params.patch_layers * (math.ceil(micro_batches / (redundancy - 1)) / micro_batches)
+
+
+def _pack(params, strategy, redundancy, period, seed, trace_mode, micro_batches=1, horizon=None):
     from . import _simulate_kernels as K
 
     f = np.zeros(K.N_FPARAMS)
@@ -491,8 +571,9 @@ def _pack(params, strategy, redundancy, period, seed, trace_mode):
     f[K.F_SHAPE] = params.weibull_shape
     f[K.F_JITTER] = params.jitter_sd
     f[K.F_MAX_WALL] = params.max_wall_factor * fault_free_seconds(params)
-    f[K.F_PATCH_LAYERS] = params.patch_layers
+    f[K.F_PATCH_LAYERS] = patch_layers(params, strategy, redundancy, micro_batches)
     f[K.F_MAX_FAILURES] = MAX_RUN_FAILURES
+    f[K.F_EVENTS_HORIZON] = math.inf if horizon is None else horizon
     i = np.zeros(K.N_IPARAMS, dtype=np.int64)
     i[K.I_STEPS] = params.steps
     i[K.I_GROUPS] = params.groups
@@ -502,10 +583,11 @@ def _pack(params, strategy, redundancy, period, seed, trace_mode):
     i[K.I_SEED] = int(np.random.SeedSequence([int(seed), 2]).generate_state(1)[0])
     i[K.I_TRACE] = 1 if trace_mode else 0
     i[K.I_FAILURE_MODEL] = K.MODEL_GROUP_CLOCKS if params.failure_model == "group-clocks" else K.MODEL_SYSTEM_RENEWAL
+    i[K.I_EVENTS_OPEN] = 0 if horizon is None else 1
     return f, i
 
 
-def _result(raw, params, strategy, redundancy, period, seed):
+def _result(raw, params, strategy, redundancy, period, seed, micro_batches=1, semantics="paper"):
     from . import _simulate_kernels as K
 
     t0 = fault_free_seconds(params)
@@ -538,6 +620,10 @@ def _result(raw, params, strategy, redundancy, period, seed):
         checkpoints=int(raw[K.R_CHECKPOINTS]),
         mean_stack_number=float(raw[K.R_STACK_STEPS]) / executed if executed else 1.0,
         steps_executed=executed,
+        micro_batches=int(micro_batches),
+        semantics=semantics,
+        mean_step_cost=float(raw[K.R_COST_STEPS]) / executed if executed else 1.0,
+        rejoins=int(raw[K.R_REJOINS]),
     )
 
 
@@ -545,42 +631,44 @@ def run_synthetic(params, strategy, redundancy, period, seed, pool):
     """One run on a synthetic failure process (Weibull clocks), growing ``pool`` as needed.
 
     Arguments are checked by the caller; ``pool`` is a :class:`FailurePool` of the same
-    strategy, ``N``, ``r`` and ``seed``.  Returns a :class:`SimulationResult`.
+    strategy, ``N``, ``r`` and ``seed`` (and its ``micro_batches`` are the run's).
+    Returns a :class:`SimulationResult`.
     """
     from . import _simulate_kernels as K
 
-    f, i = _pack(params, strategy, redundancy, period, seed, trace_mode=False)
-    empty_f = np.zeros(0)
-    empty_i16 = np.zeros(0, dtype=np.int16)
-    empty_i8 = np.zeros(0, dtype=np.int8)
+    m = pool.micro_batches
+    f, i = _pack(params, strategy, redundancy, period, seed, trace_mode=False, micro_batches=m)
+    no_events = np.zeros((0, K.N_EV))
     if strategy != "ckpt" and pool.wipe.size == 0:
         pool.extend(16)
     while True:
-        raw = K.run_kernel(f, i, pool.stack, pool.wipe, empty_f, empty_i16, empty_i8)
+        raw = K.run_kernel(f, i, pool.stack, pool.cost, pool.wipe, no_events)
         _check_capped(raw, params)
         if raw[K.R_NEED_MORE] == 0.0:
-            return _result(raw, params, strategy, redundancy, period, seed)
+            return _result(raw, params, strategy, redundancy, period, seed, m)
         if pool.wipe.size >= MAX_RUN_EPOCHS:
             raw[K.R_CAPPED] = 1.0
             _check_capped(raw, params)
         pool.extend(min(max(16, pool.wipe.size), MAX_RUN_EPOCHS - pool.wipe.size))
 
 
-
-def run_events(params, strategy, redundancy, period, seed, times_seconds, stack_numbers, wipe_outs):
-    """One run whose failures are given: at ``times_seconds[i]`` a failure event with its outcome.
+def run_events(params, strategy, redundancy, period, seed, events, *, micro_batches=1, semantics="paper"):
+    """One run whose events are given up front, with their outcomes.
 
     Parameters
     ----------
     params : SimulationParameters
     strategy, redundancy, period, seed
         As for :func:`run_synthetic` (checked by the caller).
-    times_seconds : numpy.ndarray of float64, shape (F,)
-        Sorted times of the failure events.
-    stack_numbers : numpy.ndarray of int16, shape (F,)
-        Stack number after each event when it is masked.
-    wipe_outs : numpy.ndarray of int8, shape (F,)
-        1 where the event is a wipe-out.
+    events : callable or numpy.ndarray of float64, shape (F, N_EV)
+        The events (columns ``EV_*`` of :mod:`spare_opt._simulate_kernels`), sorted by
+        time; or ``events(horizon_seconds)`` returning ``(rows, complete)``: every event
+        up to ``horizon_seconds`` (more may follow unless ``complete``), for events drawn
+        on demand (the run asks again with a later horizon when it gets there).
+    micro_batches : int
+        ``m`` (for the patch compute and the result).
+    semantics : str
+        ``"paper"`` or ``"repair"`` (recorded in the result).
 
     Returns
     -------
@@ -588,11 +676,24 @@ def run_events(params, strategy, redundancy, period, seed, times_seconds, stack_
     """
     from . import _simulate_kernels as K
 
-    f, i = _pack(params, strategy, redundancy, period, seed, trace_mode=True)
-    rep_stack = np.full((1, 1), redundancy if strategy == "rep" else 1, dtype=np.int16)
-    raw = K.run_kernel(f, i, rep_stack, np.zeros(0, dtype=np.int32), times_seconds, stack_numbers, wipe_outs)
-    _check_capped(raw, params)
-    return _result(raw, params, strategy, redundancy, period, seed)
+    base = np.full((1, 1), redundancy if strategy == "rep" else 1, dtype=np.int16)
+    base_cost = base.astype(np.float64)
+    no_pool = np.zeros(0, dtype=np.int32)
+    if not callable(events):
+        f, i = _pack(params, strategy, redundancy, period, seed, trace_mode=True, micro_batches=micro_batches)
+        raw = K.run_kernel(f, i, base, base_cost, no_pool, events)
+        _check_capped(raw, params)
+        return _result(raw, params, strategy, redundancy, period, seed, micro_batches, semantics)
+    horizon = 2.0 * fault_free_seconds(params)  # a run lasts at least T0
+    while True:
+        rows, complete = events(horizon)
+        f, i = _pack(params, strategy, redundancy, period, seed, trace_mode=True, micro_batches=micro_batches,
+                     horizon=None if complete else horizon)
+        raw = K.run_kernel(f, i, base, base_cost, no_pool, rows)
+        _check_capped(raw, params)
+        if raw[K.R_NEED_MORE] == 0.0:
+            return _result(raw, params, strategy, redundancy, period, seed, micro_batches, semantics)
+        horizon *= 2.0
 
 
 def _check_capped(raw, params):

@@ -11,8 +11,18 @@ Layout of the parameter arrays
 constants below; :func:`spare_opt._runs._pack` fills them.  The kernel
 returns a float64 array indexed by the ``R_*`` constants.  Inside, the state of the
 failure process and of the restart epoch lives in two small arrays indexed by ``C_*``
-and ``E_*``, shared by the event loop and :func:`_phase_failures`, the one function
-that handles a failure whatever phase (step, checkpoint save, restart) it lands in.
+and ``E_*``, shared by the event loop and :func:`_phase_events`, the one function
+that handles an event (a failure, or a repaired group rejoining) whatever phase (step,
+checkpoint save, restart) it lands in.
+
+Outcomes
+--------
+What an event does to the job is computed before the run: synthetic failures read it
+from per-restart-epoch trajectories (``stack_traj`` / ``cost_traj`` / ``wipe_index``),
+events given up front (a trace, or events drawn from a fitted failure model) carry it
+in their row of ``events`` (columns ``EV_*``): kind (failure or rejoin), wipe-out
+flag, and the *step cost* ``sigma`` (compute of a step in layers: the stack number
+``S`` at ``m = 1``, ``L*/m`` with ``m`` micro-batches) and stack number after it.
 """
 
 import math
@@ -34,7 +44,8 @@ F_JITTER = 9             # standard deviation of the multiplicative jitter
 F_MAX_WALL = 10          # give up (unfinished run) after this many wall seconds
 F_PATCH_LAYERS = 11      # layers of patch compute per masked failure that hits a step
 F_MAX_FAILURES = 12      # stop (R_CAPPED) after this many failures: the bound of the event loop
-N_FPARAMS = 13
+F_EVENTS_HORIZON = 13    # events mode with I_EVENTS_OPEN: every event up to this time is given
+N_FPARAMS = 14
 
 # ------------------------------------------------------------------ int parameters
 I_STEPS = 0              # training steps to complete
@@ -43,9 +54,10 @@ I_STRATEGY = 2           # STRATEGY_* below
 I_RATE_FOLLOWS_LIVE = 3  # 1: failure rate proportional to the live fraction
 I_CARRY = 4              # 1: failures during a restart stay down when training resumes
 I_SEED = 5               # seed of the kernel's random stream
-I_TRACE = 6              # 1: failure times come from ``trace_times`` (not Weibull)
+I_TRACE = 6              # 1: events mode: times and outcomes come from ``events`` (not Weibull)
 I_FAILURE_MODEL = 7      # MODEL_* below
-N_IPARAMS = 8
+I_EVENTS_OPEN = 8        # events mode: 1 when events after F_EVENTS_HORIZON exist but are not given yet
+N_IPARAMS = 9
 
 MODEL_SYSTEM_RENEWAL = 0  # one Weibull renewal process for the whole cluster
 MODEL_GROUP_CLOCKS = 1    # one Weibull failure clock per group, reset when training resumes
@@ -72,10 +84,23 @@ R_NEED_MORE = 13         # 1.0 when the trajectory pool ran out (rerun with more
 R_CHECKPOINTS = 14       # checkpoints completed
 R_FAILURES = 15          # failures that struck (masked + wipe-outs + absorbed)
 R_CAPPED = 16            # 1.0 when the run stopped at F_MAX_FAILURES failures (the caller refuses it)
-N_RESULTS = 17
+R_COST_STEPS = 17        # sum over executed steps of the step cost sigma (layers of compute)
+R_REJOINS = 18           # repaired groups' rejoin events applied
+N_RESULTS = 19
+
+# ------------------------------------------------------------ events (events mode)
+EV_TIME = 0              # seconds: a failure's time, or the time a healed group is ready to rejoin
+EV_KIND = 1              # KIND_* below
+EV_WIPE = 2              # 1.0: this failure wipes out (never for a rejoin)
+EV_COST = 3              # step cost sigma after the event (when not a wipe-out)
+EV_STACK = 4             # stack number after the event (when not a wipe-out)
+N_EV = 5
+
+KIND_FAILURE = 0
+KIND_REJOIN = 1
 
 # ------------------------------------------------------------- event-loop state
-# Phases of a run; a failure is handled by the phase it lands in (_phase_failures).
+# Phases of a run; an event is handled by the phase it lands in (_phase_events).
 PHASE_STEP = 0           # compute and all-reduce of one step
 PHASE_SAVE = 1           # a checkpoint save
 PHASE_RESTART = 2        # a global restart
@@ -85,18 +110,21 @@ ENDED = 0                # ran to its end (failures, if any, were masked or abso
 WIPED = 1                # a wipe-out cut it short
 NEED_MORE = 2            # the trajectory pool ran out (R_NEED_MORE is set)
 
-# The failure process (float64 array ``clock``): its state, then its scales.
-C_NEXT_FAIL = 0          # time of the next failure (inf: none)
+# The failure process (float64 array ``clock``): its state, then its scales; then the
+# step cost, the float twin of E_STACK / E_NEXT_STACK.
+C_NEXT_FAIL = 0          # time of the next event (inf: none)
 C_CUM = 1                # group clocks: sum of the exponential spacings drawn this epoch
 C_EPOCH_START = 2        # group clocks: when the clocks last restarted
 C_SCALE = 3              # Weibull scale of the system renewal process, m / Gamma(1 + 1/k)
 C_GROUP_SCALE = 4        # Weibull scale of one group's clock, N m / Gamma(1 + 1/k)
-N_CLOCK = 5
+C_COST = 5               # step cost of the step running (or of the next one, between steps)
+C_NEXT_COST = 6          # step cost from the next step on (set by events inside a step)
+N_CLOCK = 7
 
 # The restart epoch (int64 array ``epoch_state``).
 E_FAILED = 0             # failures so far in this epoch, k (live groups: N - k)
 E_EPOCH = 1              # restart epochs completed (index into the trajectory pool)
-E_TRACE_POS = 2          # trace mode: index of the next trace failure
+E_TRACE_POS = 2          # events mode: index of the next event
 E_STACK = 3              # stack number of the step running (or of the next one, between steps)
 E_NEXT_STACK = 4         # stack number from the next step on (raised by failures inside a step)
 N_EPOCH_STATE = 5
@@ -118,19 +146,17 @@ def _weibull(scale, shape):
 
 
 @kernel
-def _outcome(strategy, trace_mode, k, epoch, trace_pos, stack_traj, wipe_index, trace_stack, trace_wipe):
-    """Outcome of the next failure: (wipe-out?, stack number after it, pool exhausted?)."""
-    if trace_mode:
-        return trace_wipe[trace_pos] == 1, np.int64(trace_stack[trace_pos]), False
+def _outcome(strategy, k, epoch, stack_traj, cost_traj, wipe_index):
+    """Synthetic failures: (wipe-out?, stack number, step cost after it, pool exhausted?)."""
     if strategy == STRATEGY_CKPT:
-        return True, np.int64(1), False
+        return True, np.int64(1), 1.0, False
     if epoch >= wipe_index.shape[0]:
-        return False, np.int64(1), True
+        return False, np.int64(1), 1.0, True
     is_wipe = wipe_index[epoch] == k
     if strategy == STRATEGY_REP:
-        return is_wipe, np.int64(stack_traj[0, 0]), False
+        return is_wipe, np.int64(stack_traj[0, 0]), cost_traj[0, 0], False
     column = k if k < stack_traj.shape[1] else stack_traj.shape[1] - 1
-    return is_wipe, np.int64(stack_traj[epoch, column]), False
+    return is_wipe, np.int64(stack_traj[epoch, column]), cost_traj[epoch, column], False
 
 
 @kernel
@@ -165,11 +191,27 @@ def _draw_next_failure(fail_time, fparams, iparams, clock, epoch_state):
 
 
 @kernel
-def _next_trace_failure(trace_times, clock, epoch_state):
-    """Trace mode: move on to the next failure of the trace."""
+def _first_event(events, fparams, iparams, clock):
+    """Events mode: point ``clock`` at the first event (or the horizon, or nothing)."""
+    if events.shape[0] > 0:
+        clock[C_NEXT_FAIL] = events[0, EV_TIME]
+    elif iparams[I_EVENTS_OPEN] == 1:
+        clock[C_NEXT_FAIL] = fparams[F_EVENTS_HORIZON]
+    else:
+        clock[C_NEXT_FAIL] = np.inf
+
+
+@kernel
+def _next_event(events, fparams, iparams, clock, epoch_state):
+    """Events mode: move on to the next event (past the last one: the horizon when more may come)."""
     epoch_state[E_TRACE_POS] += 1
     pos = epoch_state[E_TRACE_POS]
-    clock[C_NEXT_FAIL] = trace_times[pos] if pos < trace_times.shape[0] else np.inf
+    if pos < events.shape[0]:
+        clock[C_NEXT_FAIL] = events[pos, EV_TIME]
+    elif iparams[I_EVENTS_OPEN] == 1:
+        clock[C_NEXT_FAIL] = fparams[F_EVENTS_HORIZON]
+    else:
+        clock[C_NEXT_FAIL] = np.inf
 
 
 @kernel
@@ -181,23 +223,45 @@ def _restart_group_clocks(at, fparams, iparams, clock, epoch_state):
 
 
 @kernel
-def _phase_failures(phase, end, ar, fparams, iparams, clock, epoch_state, out, stack_traj, wipe_index, trace_times,
-                    trace_stack, trace_wipe):
-    """Handle every failure that lands in a phase ending at ``end``, in time order.
+def _reconfigured(end, spare, fparams):
+    """``end`` lengthened by a communicator change (shrink or grow) and, for SPARe, the controller.
 
-    The one place where a failure is counted, its outcome looked up and its cost
-    charged.  What a masked failure does depends on ``phase``:
+    Each duration is jittered and added in turn (the order of the additions is part of
+    the exact semantics).
+    """
+    sd = fparams[F_JITTER]
+    end += fparams[F_SHRINK] * _jitter(sd)
+    if spare:
+        end += fparams[F_CONTROLLER] * _jitter(sd)
+    return end
+
+
+@kernel
+def _phase_events(phase, end, ar, fparams, iparams, clock, epoch_state, out, stack_traj, cost_traj, wipe_index,
+                  events):
+    """Handle every event that lands in a phase ending at ``end``, in time order.
+
+    The one place where an event is counted, its outcome looked up and its cost
+    charged.  The stack number and step cost after an event are those of the job
+    from then on (the last event handled sets them).  What a masked failure does
+    depends on ``phase``:
 
     * ``PHASE_STEP``: detected at the all-reduce, it costs the shrink (SPARe: also the
       controller and the patch compute) before the all-reduce, the last ``ar`` seconds
       of the step; one that lands in the all-reduce also loses its elapsed part, which
-      is redone.  The new stack number applies from the next step.
+      is redone.  The new step cost applies from the next step.
     * ``PHASE_SAVE``: no step to patch; the save is lengthened by the shrink (SPARe:
-      and the controller) and the new stack number applies at once.
+      and the controller) and the new step cost applies at once.
     * ``PHASE_RESTART``: without ``I_CARRY`` the restart absorbs the failure (counted
-      only); with it the group stays down: the new stack number holds when training
+      only); with it the group stays down: the new step cost holds when training
       resumes and a wipe-out means one more restart after this one (the restart runs on
       to its end, so under system renewal the next failure is drawn from it).
+
+    A rejoin (events mode: a repaired group, healed, ready at the event's time) joins
+    at the next step boundary: in a step, the step is lengthened at its end by the
+    communicator change (shrink, SPARe: and controller time; charged as overhead) and
+    the new step cost applies from the next step; in a save, the save is lengthened
+    likewise and the cost applies at once; in a restart it is free.
 
     Returns ``(status, end, overhead, fail_time)``: ``status`` is ``ENDED``, ``WIPED``
     or ``NEED_MORE`` (also when the run passes ``F_MAX_FAILURES`` failures, with
@@ -210,9 +274,32 @@ def _phase_failures(phase, end, ar, fparams, iparams, clock, epoch_state, out, s
     spare = strategy == STRATEGY_SPARE
     sd = fparams[F_JITTER]
     overhead = 0.0
+    rejoin_cost = 0.0
     fail_time = 0.0
     while clock[C_NEXT_FAIL] < end:
-        fail_time = clock[C_NEXT_FAIL]
+        at = clock[C_NEXT_FAIL]
+        pos = epoch_state[E_TRACE_POS]
+        if trace_mode and pos >= events.shape[0]:
+            # the horizon of open-ended events: the caller must give more
+            out[R_NEED_MORE] = 1.0
+            return NEED_MORE, end, overhead, fail_time
+        if trace_mode and events[pos, EV_KIND] == KIND_REJOIN:
+            _next_event(events, fparams, iparams, clock, epoch_state)
+            out[R_REJOINS] += 1.0
+            new_stack = np.int64(events[pos, EV_STACK])
+            new_cost = events[pos, EV_COST]
+            epoch_state[E_FAILED] -= 1
+            epoch_state[E_NEXT_STACK] = new_stack
+            clock[C_NEXT_COST] = new_cost
+            if phase == PHASE_STEP:
+                rejoin_cost = _reconfigured(rejoin_cost, spare, fparams)
+            else:
+                epoch_state[E_STACK] = new_stack
+                clock[C_COST] = new_cost
+                if phase == PHASE_SAVE:
+                    end = _reconfigured(end, spare, fparams)
+            continue
+        fail_time = at
         if phase == PHASE_RESTART and iparams[I_CARRY] != 1:
             # absorbed: the restart replaces the failed node
             out[R_FAILURES] += 1.0
@@ -221,7 +308,7 @@ def _phase_failures(phase, end, ar, fparams, iparams, clock, epoch_state, out, s
                 out[R_CAPPED] = 1.0
                 return NEED_MORE, end, overhead, fail_time
             if trace_mode:
-                _next_trace_failure(trace_times, clock, epoch_state)
+                _next_event(events, fparams, iparams, clock, epoch_state)
             else:
                 clock[C_NEXT_FAIL] = fail_time + _weibull(clock[C_SCALE], fparams[F_SHAPE])
             continue
@@ -230,14 +317,18 @@ def _phase_failures(phase, end, ar, fparams, iparams, clock, epoch_state, out, s
         if out[R_FAILURES] > fparams[F_MAX_FAILURES]:  # the bound of the event loop
             out[R_CAPPED] = 1.0
             return NEED_MORE, end, overhead, fail_time
-        is_wipe, new_stack, need_more = _outcome(strategy, trace_mode, epoch_state[E_FAILED], epoch_state[E_EPOCH],
-                                                 epoch_state[E_TRACE_POS], stack_traj, wipe_index, trace_stack,
-                                                 trace_wipe)
-        if need_more:
-            out[R_NEED_MORE] = 1.0
-            return NEED_MORE, end, overhead, fail_time
         if trace_mode:
-            _next_trace_failure(trace_times, clock, epoch_state)
+            is_wipe = events[pos, EV_WIPE] == 1.0
+            new_stack = np.int64(events[pos, EV_STACK])
+            new_cost = events[pos, EV_COST]
+            _next_event(events, fparams, iparams, clock, epoch_state)
+        else:
+            is_wipe, new_stack, new_cost, need_more = _outcome(strategy, epoch_state[E_FAILED],
+                                                               epoch_state[E_EPOCH], stack_traj, cost_traj,
+                                                               wipe_index)
+            if need_more:
+                out[R_NEED_MORE] = 1.0
+                return NEED_MORE, end, overhead, fail_time
         if is_wipe:
             # a wipe-out in a step or save starts a restart at once, which sets the clocks;
             # one inside a restart does not stop it, so the failure process goes on
@@ -245,9 +336,9 @@ def _phase_failures(phase, end, ar, fparams, iparams, clock, epoch_state, out, s
                 _draw_next_failure(fail_time, fparams, iparams, clock, epoch_state)
             return WIPED, end, overhead, fail_time
         out[R_MASKED] += 1.0
+        epoch_state[E_NEXT_STACK] = new_stack
+        clock[C_NEXT_COST] = new_cost
         if phase == PHASE_STEP:
-            if new_stack > epoch_state[E_NEXT_STACK]:
-                epoch_state[E_NEXT_STACK] = new_stack
             cost = fparams[F_SHRINK] * _jitter(sd)
             if spare:
                 cost += (fparams[F_CONTROLLER] * _jitter(sd)
@@ -261,32 +352,38 @@ def _phase_failures(phase, end, ar, fparams, iparams, clock, epoch_state, out, s
                 overhead += cost
                 end += cost
         else:
-            if new_stack > epoch_state[E_STACK]:
-                epoch_state[E_STACK] = new_stack
-                epoch_state[E_NEXT_STACK] = new_stack
+            epoch_state[E_STACK] = new_stack
+            clock[C_COST] = new_cost
             if phase == PHASE_SAVE:
-                end += fparams[F_SHRINK] * _jitter(sd)
-                if spare:
-                    end += fparams[F_CONTROLLER] * _jitter(sd)
+                end = _reconfigured(end, spare, fparams)
         if not trace_mode:
             _draw_next_failure(fail_time, fparams, iparams, clock, epoch_state)
+    if rejoin_cost > 0.0:
+        # the groups that became ready during the step join at its end
+        overhead += rejoin_cost
+        end += rejoin_cost
     return ENDED, end, overhead, fail_time
 
 
 @kernel
-def run_kernel(fparams, iparams, stack_traj, wipe_index, trace_times, trace_stack, trace_wipe):
+def run_kernel(fparams, iparams, stack_traj, cost_traj, wipe_index, events):
     """Simulate one training run; return the ``R_*`` statistics.
 
-    ``stack_traj[e, k]`` is the stack number after ``k`` failures of restart epoch ``e``
-    and ``wipe_index[e]`` the 1-based failure that wipes epoch ``e`` out (``-1``:
-    never).  For ``STRATEGY_REP`` ``stack_traj`` has one element holding ``r``.  In
-    trace mode the ``i``-th failure of the trace has outcome ``trace_wipe[i]`` (1 =
-    wipe-out) and, when masked, stack number ``trace_stack[i]``.  When the pool of
-    epochs runs out the kernel stops with ``R_NEED_MORE = 1``; the caller extends the
-    pool (earlier epochs unchanged) and runs again with the same seed.
+    Synthetic failures: ``stack_traj[e, k]`` and ``cost_traj[e, k]`` are the stack
+    number and step cost after ``k`` failures of restart epoch ``e`` and
+    ``wipe_index[e]`` the 1-based failure that wipes epoch ``e`` out (``-1``: never).
+    For ``STRATEGY_REP`` both trajectories have one element holding ``r``.  When the
+    pool of epochs runs out the kernel stops with ``R_NEED_MORE = 1``; the caller
+    extends the pool (earlier epochs unchanged) and runs again with the same seed.
 
-    The run alternates steps, checkpoint saves and global restarts; the failures that
-    land in each are handled by :func:`_phase_failures`.  ``tests/naive_simulate.py``
+    Events mode (``I_TRACE``): row ``i`` of ``events`` (columns ``EV_*``, sorted by
+    time) is the ``i``-th event with its outcome; the trajectories are read only for
+    the base stack number and cost (shape (1, 1)).  With ``I_EVENTS_OPEN`` the events
+    after ``F_EVENTS_HORIZON`` are not given yet: a run that gets there stops with
+    ``R_NEED_MORE = 1``, and the caller gives more events and runs again.
+
+    The run alternates steps, checkpoint saves and global restarts; the events that
+    land in each are handled by :func:`_phase_events`.  ``tests/naive_simulate.py``
     is a plain-Python statement of the same semantics.
     """
     t_layer = fparams[F_LAYER_COMPUTE]
@@ -298,7 +395,6 @@ def run_kernel(fparams, iparams, stack_traj, wipe_index, trace_times, trace_stac
     sd = fparams[F_JITTER]
     max_wall = fparams[F_MAX_WALL]
     steps = iparams[I_STEPS]
-    strategy = iparams[I_STRATEGY]
     carry = iparams[I_CARRY] == 1
     trace_mode = iparams[I_TRACE] == 1
     model = iparams[I_FAILURE_MODEL]
@@ -310,11 +406,15 @@ def run_kernel(fparams, iparams, stack_traj, wipe_index, trace_times, trace_stac
     # group clocks: each group's mean time to failure is N * m
     clock[C_GROUP_SCALE] = iparams[I_GROUPS] * clock[C_SCALE]
     epoch_state = np.zeros(N_EPOCH_STATE, dtype=np.int64)
-    base_stack = np.int64(stack_traj[0, 0]) if strategy == STRATEGY_REP else np.int64(1)
+    # the fault-free stack number and step cost: r for replication, 1 otherwise
+    base_stack = np.int64(stack_traj[0, 0]) if iparams[I_STRATEGY] == STRATEGY_REP else np.int64(1)
+    base_cost = cost_traj[0, 0] if iparams[I_STRATEGY] == STRATEGY_REP else 1.0
     epoch_state[E_STACK] = base_stack
     epoch_state[E_NEXT_STACK] = base_stack
+    clock[C_COST] = base_cost
+    clock[C_NEXT_COST] = base_cost
     if trace_mode:
-        clock[C_NEXT_FAIL] = trace_times[0] if trace_times.shape[0] > 0 else np.inf
+        _first_event(events, fparams, iparams, clock)
     else:
         _draw_next_failure(0.0, fparams, iparams, clock, epoch_state)
 
@@ -330,14 +430,16 @@ def run_kernel(fparams, iparams, stack_traj, wipe_index, trace_times, trace_stac
         # ------------------------------------------------------------ one step
         step_start = t
         stack = epoch_state[E_STACK]
-        comp = stack * t_layer * _jitter(sd)
+        cost = clock[C_COST]
+        comp = cost * t_layer * _jitter(sd)
         ar = t_ar * _jitter(sd)
-        status, end, overhead, fail_time = _phase_failures(
-            PHASE_STEP, t + comp + ar, ar, fparams, iparams, clock, epoch_state, out, stack_traj, wipe_index,
-            trace_times, trace_stack, trace_wipe)
+        status, end, overhead, fail_time = _phase_events(
+            PHASE_STEP, t + comp + ar, ar, fparams, iparams, clock, epoch_state, out, stack_traj, cost_traj,
+            wipe_index, events)
         if status == NEED_MORE:
             return out
         out[R_STACK_STEPS] += stack
+        out[R_COST_STEPS] += cost
         out[R_STEPS_EXECUTED] += 1.0
         if status == WIPED:
             out[R_REWORK] += pend_useful + pend_overhead + (fail_time - step_start)
@@ -349,15 +451,16 @@ def run_kernel(fparams, iparams, stack_traj, wipe_index, trace_times, trace_stac
             pend_overhead += overhead
             since_ckpt += end - step_start
             epoch_state[E_STACK] = epoch_state[E_NEXT_STACK]
+            clock[C_COST] = clock[C_NEXT_COST]
             if progress >= steps:
                 break
             if since_ckpt < period:
                 continue
             # ----------------------------------------------------- checkpoint
             save_start = t
-            status, save_end, _, fail_time = _phase_failures(
+            status, save_end, _, fail_time = _phase_events(
                 PHASE_SAVE, t + t_save * _jitter(sd), 0.0, fparams, iparams, clock, epoch_state, out, stack_traj,
-                wipe_index, trace_times, trace_stack, trace_wipe)
+                cost_traj, wipe_index, events)
             if status == NEED_MORE:
                 return out
             if status == WIPED:
@@ -388,6 +491,8 @@ def run_kernel(fparams, iparams, stack_traj, wipe_index, trace_times, trace_stac
             epoch_state[E_FAILED] = 0
             epoch_state[E_STACK] = base_stack
             epoch_state[E_NEXT_STACK] = base_stack
+            clock[C_COST] = base_cost
+            clock[C_NEXT_COST] = base_cost
             if not trace_mode and (first_restart or model == MODEL_GROUP_CLOCKS):
                 if model == MODEL_SYSTEM_RENEWAL:
                     # the wipe-out failure is a renewal point; every group is back
@@ -401,9 +506,9 @@ def run_kernel(fparams, iparams, stack_traj, wipe_index, trace_times, trace_stac
             first_restart = False
             restart_end = restart_from + t_restart * _jitter(sd)
             out[R_RESTART] += restart_end - restart_from
-            status, _, _, _ = _phase_failures(
-                PHASE_RESTART, restart_end, 0.0, fparams, iparams, clock, epoch_state, out, stack_traj, wipe_index,
-                trace_times, trace_stack, trace_wipe)
+            status, _, _, _ = _phase_events(
+                PHASE_RESTART, restart_end, 0.0, fparams, iparams, clock, epoch_state, out, stack_traj, cost_traj,
+                wipe_index, events)
             if status == NEED_MORE:
                 return out
             if status == WIPED:

@@ -33,6 +33,7 @@ __all__ = [
     "RESTART_FAILURE_POLICIES",
     "FAILURE_MODELS",
     "MAX_STEPS",
+    "DEFAULT_HEAL_SECONDS",
     "SimulationParameters",
     "Preset",
     "PRESETS",
@@ -95,6 +96,15 @@ RESTART_FAILURE_POLICIES = ("absorb", "carry")
 FAILURE_MODELS = ("system-renewal", "group-clocks")
 #: Most training steps a simulated run may have.
 MAX_STEPS = 10**9
+#: Seconds a repaired group takes to heal before it rejoins (``"repair"`` semantics).
+#: At the paper's scale (10T parameters, 16 bytes each for bf16 weights, fp32 master
+#: weights and two Adam moments: 160 TB of state) a returning group of the N = 600
+#: cluster (about 1,000 H100) pulls 160 GB per GPU from a live peer: 6.4 s at half a
+#: 400 Gb/s NIC (25 GB/s, the other half left to the peer's training traffic).  Starting
+#: the group's processes and its internal tensor- and pipeline-parallel communicators
+#: takes longer; we round the whole to one minute (``docs/fractional.md`` shows that
+#: time-to-train hardly moves between 0 and 10 minutes: repairs take hours).
+DEFAULT_HEAL_SECONDS = 60.0
 #: Old names of :class:`SimulationParameters` fields, accepted (with a warning) for one release.
 _RENAMED_FIELDS = {"mtbf_seconds": "system_mtbf_seconds"}
 
@@ -160,6 +170,11 @@ class SimulationParameters:
     trace_time_scale : float
         Trace replay only: trace times (days) are multiplied by ``86400 *
         trace_time_scale`` to get seconds; ``< 1`` compresses the trace.
+    heal_seconds : float
+        ``"repair"`` semantics only: seconds from a group's ``fault_end`` to the time it
+        is ready to rejoin (it loads weights and optimizer state from a live peer), not
+        scaled by ``trace_time_scale``; default :data:`DEFAULT_HEAL_SECONDS` (the
+        reason is given there).
 
     Defaults are the paper's setting (:data:`PAPER`); every time is in seconds.
 
@@ -188,6 +203,7 @@ class SimulationParameters:
     failure_model: str = "group-clocks"
     max_wall_factor: float = 200.0
     trace_time_scale: float = 1.0
+    heal_seconds: float = DEFAULT_HEAL_SECONDS
 
     def __post_init__(self):
         groups, _ = check_size(self.groups, 1)
@@ -202,7 +218,7 @@ class SimulationParameters:
                      "max_wall_factor", "trace_time_scale"):
             object.__setattr__(self, name, check.number(name, getattr(self, name), above=0.0))
         for name in ("allreduce_seconds", "shrink_seconds", "controller_seconds", "restart_seconds",
-                     "jitter_sd", "patch_layers"):
+                     "jitter_sd", "patch_layers", "heal_seconds"):
             object.__setattr__(self, name, check.number(name, getattr(self, name), minimum=0.0))
         try:  # the Weibull scale is m / Gamma(1 + 1/k): k below ~0.0059 overflows it to 0
             math.gamma(1.0 + 1.0 / self.weibull_shape)

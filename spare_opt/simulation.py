@@ -17,22 +17,30 @@ Three fault-tolerance strategies are simulated on ``N`` data-parallel (DP) group
 Failures come from Weibull failure clocks of shape ``k`` (one per group, restarted at
 each global restart: ``"group-clocks"``, the default) or from one Weibull renewal
 process of mean ``m`` for the whole cluster (``"system-renewal"``); either way each
-failure strikes a uniformly random live group.  Or they are replayed from a fault trace
-(InfiniteHBD format).  Because the groups lost between two restarts are then a
-uniformly random sequence without repetition, the stack-number trajectory of each
-restart epoch is computed up front from one random permutation
-(:func:`spare_opt.stack_number_trajectories`), and the event loop itself is a numba
-kernel (``spare_opt._simulate_kernels``) over flat arrays.  Parameters and presets
-live in :mod:`spare_opt.parameters`; the machinery shared with :mod:`spare_opt.tuning`
-in ``spare_opt._runs``.
+failure strikes a uniformly random live group.  Because the groups lost between two
+restarts are then a uniformly random sequence without repetition, the outcome
+trajectory of each restart epoch (stack number and step cost) is computed up front from
+one random permutation (:func:`spare_opt.stack_number_trajectories`), and the event
+loop itself is a numba kernel (``spare_opt._simulate_kernels``) over flat arrays.  Or
+the failures come from a fault trace (InfiniteHBD format) or a fitted failure model
+(:class:`spare_opt.FailureModel`): their events, failures and, under the ``"repair"``
+semantics, rejoins of repaired groups, get their outcomes up front too
+(:mod:`spare_opt.events`) and the kernel replays them.
+
+With ``m`` micro-batches per shard type (SPARe, ``micro_batches=``) a step computes
+``sigma = L*/m`` layers of work, ``L*`` the least load in micro-batches
+(``docs/fractional.md``); at ``m = 1`` ``sigma`` is the stack number ``S``.  Parameters and
+presets live in :mod:`spare_opt.parameters`; the machinery shared with
+:mod:`spare_opt.tuning` in ``spare_opt._runs``.
 
 Time accounting of a run (all in seconds, wall clock)::
 
     wall = useful + overhead + rework + restart + checkpoint
 
-* ``useful``: compute (``S`` or ``r`` layers) and all-reduce of the steps that are kept;
+* ``useful``: compute (``sigma`` or ``r`` layers) and all-reduce of the steps that are kept;
 * ``overhead``: masking cost inside kept steps (patch compute, controller, shrink, the
-  lost part of an all-reduce that a failure interrupted);
+  lost part of an all-reduce that a failure interrupted, the communicator change of a
+  rejoin);
 * ``rework``: everything spent on steps that a wipe-out rolled back;
 * ``restart``: global restarts;
 * ``checkpoint``: checkpoint saves (including a save cut short by a wipe-out).
@@ -77,8 +85,9 @@ from ._runs import (
 )
 from ._stats import interval95
 from .errors import ParameterError
+from .events import SEMANTICS, _model_events_until, _model_source, trace_events, trace_seconds
 from .parameters import STRATEGIES
-from .trace import FaultTrace, _placement_text, trace_instants
+from .trace import FaultTrace, _placement_text
 
 __all__ = [
     "MAX_EXPECTED_FAILURES",
@@ -97,7 +106,8 @@ __all__ = [
 
 
 def simulate(params, strategy, redundancy=None, *, checkpoint_period_seconds=None, seed=0, layout=None,
-             trace=None, placement_seed=None, placement=None):
+             trace=None, placement_seed=None, placement=None, micro_batches=1, semantics="paper",
+             fault_model=None):
     """Simulate one training run and return its time-to-train and accounting.
 
     Parameters
@@ -123,6 +133,20 @@ def simulate(params, strategy, redundancy=None, *, checkpoint_period_seconds=Non
         Trace only: random node-to-group placement (:func:`trace_failures`).
     placement : Placement or None
         Trace only: explicit node placement (:func:`trace_failures`).
+    micro_batches : int, default 1
+        ``m``, micro-batches per shard type (SPARe): a step computes ``L*/m`` layers'
+        worth of work, ``L*`` the least load in micro-batches (``docs/fractional.md``).
+        ``m = 1`` is the paper's model, with bit-identical results.
+    semantics : {"paper", "repair"}, default "paper"
+        ``"paper"``: failed groups stay out until a global restart.  ``"repair"``:
+        a group is back ``params.heal_seconds`` after its node's ``fault_end``
+        (:mod:`spare_opt.events`); needs a ``trace`` or a ``fault_model`` (the repair
+        times come from there).
+    fault_model : spare_opt.fit.FailureModel or None
+        Draw failures and repairs from this model (``spare-opt fit TRACE -o FILE``,
+        :meth:`~spare_opt.fit.FailureModel.load`) instead of the Weibull clocks of
+        ``params`` (:func:`spare_opt.events.model_events`; seeded by ``seed``).  Not
+        with ``trace``.
 
     Returns
     -------
@@ -132,9 +156,11 @@ def simulate(params, strategy, redundancy=None, *, checkpoint_period_seconds=Non
     ------
     ParameterTypeError
         ``params`` is not SimulationParameters, ``trace`` is not a FaultTrace,
+        ``fault_model`` is not a FailureModel,
         ``layout`` is not a Layout, or an integer argument has another type.
     ParameterError
-        Unknown strategy, ``r`` out of range, a layout of the wrong shape, a
+        Unknown strategy or semantics, ``"repair"`` without a trace or fault model,
+        both a trace and a fault model, ``m`` out of range, ``r`` out of range, a layout of the wrong shape, a
         non-positive checkpoint period, a negative ``seed``, or (without a trace) more
         than :data:`MAX_EXPECTED_FAILURES` failures expected before the wall-time cap
         ``max_wall_factor * T0``, or a run that draws more than ``MAX_RUN_FAILURES``
@@ -163,6 +189,12 @@ def simulate(params, strategy, redundancy=None, *, checkpoint_period_seconds=Non
     -----
     The run is deterministic for a given ``seed`` (numba's generator is seeded inside
     the kernel; the failure orders come from ``numpy.random.SeedSequence``).
+
+    A trace or a fault model is turned into events with their outcomes up front
+    (:mod:`spare_opt.events`: wipe-out or not, step cost after each event), then the
+    kernel replays them in time; with a fault model events are drawn up to a horizon
+    that doubles until the run ends before it.  The default checkpoint period of a
+    fault model's run uses its system MTBF on ``N`` groups.
     """
     check_params(params)
     _check_used(params, strategy, redundancy, layout, trace, placement_seed)
@@ -170,34 +202,85 @@ def simulate(params, strategy, redundancy=None, *, checkpoint_period_seconds=Non
         redundancy = default_redundancy(strategy, params.groups)
     redundancy = check_strategy(strategy, redundancy, params.groups)
     seed = check.seed(seed)
-    if trace is None:
-        check_event_budget(params)
-    else:
-        check.instance("trace", trace, FaultTrace, " (spare_opt.read_fault_trace)")
+    micro_batches, semantics = _check_source(params, strategy, micro_batches, semantics, trace, fault_model)
     if strategy == "spare":
         layout = check_run_layout(layout, params.groups, redundancy)
-    period = _period(params, strategy, redundancy, layout, trace, checkpoint_period_seconds)
-    if trace is None:
-        pool = FailurePool(strategy, params.groups, redundancy, seed, layout)
+    period = _period(params, strategy, redundancy, layout, trace, fault_model, micro_batches,
+                     checkpoint_period_seconds)
+    events = None
+    if trace is not None:
+        events = _trace_events(params, strategy, redundancy, layout, trace, placement_seed, placement, micro_batches,
+                               semantics)
+    return _run(params, strategy, redundancy, period, seed, layout, micro_batches, semantics, events, fault_model)
+
+
+def _check_source(params, strategy, micro_batches, semantics, trace, fault_model):
+    """Checked ``(micro_batches, semantics)``, and the source of failures they need."""
+    from .events import check_micro_batches_
+    from .fit import FailureModel
+
+    micro_batches = check_micro_batches_(micro_batches, params.groups)
+    semantics = check.choice("semantics", semantics, SEMANTICS)
+    if trace is not None:
+        check.instance("trace", trace, FaultTrace, " (spare_opt.read_fault_trace)")
+    if fault_model is not None:
+        check.instance("fault_model", fault_model, FailureModel, " (spare_opt.FailureModel.load)")
+        if trace is not None:
+            raise ParameterError("give a trace or a fault model, not both: each is a source of failures")
+    if trace is None and fault_model is None:
+        if semantics == "repair":
+            raise ParameterError('semantics "repair" needs repair times: give a trace or a fault model '
+                                 "(spare-opt fit TRACE -o FILE)")
+        check_event_budget(params)
+    return micro_batches, semantics
+
+
+def _trace_events(params, strategy, redundancy, layout, trace, placement_seed, placement, micro_batches, semantics):
+    """The events of a trace run (computed once for every seed)."""
+    events = trace_events(trace, params.groups, strategy, redundancy, semantics=semantics, layout=layout,
+                          micro_batches=micro_batches, heal_seconds=params.heal_seconds,
+                          time_scale=params.trace_time_scale, placement_seed=placement_seed, placement=placement)
+    events.counts.update(source=trace.source, placement=_placement_text(placement_seed, placement))
+    return events
+
+
+def _run(params, strategy, redundancy, period, seed, layout, micro_batches, semantics, events, fault_model):
+    """One run on checked arguments: synthetic failures, given events, or a fault model's."""
+    if events is None and fault_model is None:
+        pool = FailurePool(strategy, params.groups, redundancy, seed, layout, micro_batches)
         return run_synthetic(params, strategy, redundancy, period, seed, pool)
-    times, stacks, wipes, counts = trace_failures(trace, params.groups, strategy, redundancy, layout=layout,
-                                                  time_scale=params.trace_time_scale,
-                                                  placement_seed=placement_seed, placement=placement)
-    result = run_events(params, strategy, redundancy, period, seed, times, stacks, wipes)
-    counts["beyond_run"] = int(np.count_nonzero(times > result.wall_seconds))
-    result.trace = dict(counts, source=trace.source, placement=_placement_text(placement_seed, placement))
+    if events is not None:
+        result = run_events(params, strategy, redundancy, period, seed, events.kernel_rows(),
+                            micro_batches=micro_batches, semantics=semantics)
+    else:
+        source = _model_source(fault_model, params.groups, strategy, redundancy, semantics, layout,
+                               micro_batches, params.heal_seconds, seed)
+
+        def rows(horizon):
+            nonlocal events
+            events = _model_events_until(source, horizon)
+            return events.kernel_rows(), False
+
+        result = run_events(params, strategy, redundancy, period, seed, rows, micro_batches=micro_batches,
+                            semantics=semantics)
+        events.counts.update(source=fault_model.source or "failure model")
+    counts = dict(events.counts)
+    counts["beyond_run"] = int(np.count_nonzero(events.times_seconds > result.wall_seconds))
+    result.trace = counts
     return result
 
 
 def simulate_seeds(params, strategy, redundancy=None, *, seeds=10, first_seed=0, checkpoint_period_seconds=None,
-                   layout=None, trace=None, placement_seed=None, placement=None, workers=1, executor=None,
-                   progress=None):
+                   layout=None, trace=None, placement_seed=None, placement=None, micro_batches=1, semantics="paper",
+                   fault_model=None, workers=1, executor=None, progress=None):
     """Run :func:`simulate` for seeds ``first_seed .. first_seed + seeds - 1``.
 
     Parameters
     ----------
     params, strategy, redundancy, checkpoint_period_seconds, layout, trace, placement_seed, placement
         As for :func:`simulate`.  The default period and layout are computed once.
+    micro_batches, semantics, fault_model
+        As for :func:`simulate`.  A trace's events are computed once for every seed.
     seeds : int, default 10
         Number of runs, ``>= 1``.
     first_seed : int, default 0
@@ -227,15 +310,19 @@ def simulate_seeds(params, strategy, redundancy=None, *, seeds=10, first_seed=0,
     if redundancy is None:
         redundancy = default_redundancy(strategy, params.groups)
     redundancy = check_strategy(strategy, redundancy, params.groups)
+    micro_batches, semantics = _check_source(params, strategy, micro_batches, semantics, trace, fault_model)
     if strategy == "spare":
         layout = check_run_layout(layout, params.groups, redundancy)
+    # The period and a trace's events do not depend on the seed: fix them once rather than in every task.
+    period = _period(params, strategy, redundancy, layout, trace, fault_model, micro_batches,
+                     checkpoint_period_seconds)
+    events = None
     if trace is not None:
-        check.instance("trace", trace, FaultTrace, " (spare_opt.read_fault_trace)")
-    # The period does not depend on the seed: fix it once rather than in every task.
-    period = _period(params, strategy, redundancy, layout, trace, checkpoint_period_seconds)
-    tasks = [(params, strategy, redundancy, period, first_seed + s, layout, trace, placement_seed, placement)
-             for s in range(seeds)]
-    return run_tasks(_simulate_task, tasks, workers=workers, executor=executor, progress=progress)
+        events = _trace_events(params, strategy, redundancy, layout, trace, placement_seed, placement, micro_batches,
+                               semantics)
+    tasks = [(params, strategy, redundancy, period, first_seed + s, layout, micro_batches, semantics, events,
+              fault_model) for s in range(seeds)]
+    return run_tasks(_run, tasks, workers=workers, executor=executor, progress=progress)
 
 
 def _check_used(params, strategy, redundancy, layout, trace, placement_seed):
@@ -264,21 +351,25 @@ def _check_used(params, strategy, redundancy, layout, trace, placement_seed):
                       UserWarning, stacklevel=3)
 
 
-def _period(params, strategy, redundancy, layout, trace, checkpoint_period_seconds):
-    """The checkpoint period of a run: the one given, or the closed-form ``T_c*``."""
+def _period(params, strategy, redundancy, layout, trace, fault_model, micro_batches, checkpoint_period_seconds):
+    """The checkpoint period of a run: the one given, or the closed-form ``T_c*``.
+
+    ``T_c*`` takes the system MTBF of the source of failures (a trace's own, a fault
+    model's on ``N`` groups) and the mean number of failures to a wipe-out under the
+    paper's semantics (repairs only make wipe-outs rarer).
+    """
     if checkpoint_period_seconds is not None:
         return check_period(checkpoint_period_seconds)
+    from dataclasses import replace
+
     basis = None
     if trace is not None:
-        from dataclasses import replace
-
         basis = replace(params, system_mtbf_seconds=trace_system_mtbf_seconds(trace, params.trace_time_scale))
+    elif fault_model is not None:
+        mtbf = fault_model.system_mtbf_seconds * fault_model.cluster_nodes / params.groups
+        basis = replace(params, system_mtbf_seconds=mtbf)
+    # wipe-outs do not depend on m (a shard type with no live holder), nor does T_c*
     return default_period(params, strategy, redundancy, layout, basis)
-
-
-def _simulate_task(params, strategy, redundancy, period, seed, layout, trace, placement_seed, placement):
-    return simulate(params, strategy, redundancy, checkpoint_period_seconds=period, seed=seed, layout=layout,
-                    trace=trace, placement_seed=placement_seed, placement=placement)
 
 
 def summarise(results):
@@ -293,10 +384,11 @@ def summarise(results):
     -------
     dict
         For ``ttt_ratio``, ``availability``, ``restarts``, ``masked_failures``,
-        ``mean_stack_number``, ``rework_seconds``, ``checkpoint_seconds``,
-        ``ttt_seconds``: ``{"mean", "ci95": [low, high], "ci_method", "ci_note"}``,
+        ``mean_stack_number``, ``mean_step_cost``, ``rejoins``, ``rework_seconds``,
+        ``checkpoint_seconds``, ``ttt_seconds``: ``{"mean", "ci95": [low, high], "ci_method", "ci_note"}``,
         the interval over seeds within the figure's bounds (availability in
-        ``[0, 1]``, counts and times ``>= 0``, the stack number in ``[1, r]``;
+        ``[0, 1]``, counts and times ``>= 0``, the stack number and step cost in
+        ``[1, r]``;
         :func:`spare_opt._stats.interval95`: Student t, or a BCa bootstrap when the t
         interval leaves the bounds); plus ``runs`` and ``unfinished``.  Unfinished runs
         have ``inf`` time; the interval is ``[nan, nan]`` where it cannot be given (a
@@ -318,6 +410,7 @@ def summarise(results):
     # The bounds of each figure: an interval never leaves them (spare_opt._stats.interval95).
     bounds = {"ttt_ratio": (0.0, None), "ttt_seconds": (0.0, None), "availability": (0.0, 1.0),
               "restarts": (0.0, None), "masked_failures": (0.0, None), "mean_stack_number": (1.0, top),
+              "mean_step_cost": (1.0, top), "rejoins": (0.0, None),
               "rework_seconds": (0.0, None), "checkpoint_seconds": (0.0, None)}
     for key, (lower, upper) in bounds.items():
         values = np.array([getattr(r, key) for r in results], dtype=float)
@@ -379,61 +472,12 @@ def trace_failures(trace, groups, strategy, redundancy, *, layout=None, time_sca
         Unknown strategy, ``N`` or ``r`` out of range, a layout of the wrong shape, a
         bad ``time_scale``.
     """
-    check.instance("trace", trace, FaultTrace, " (spare_opt.read_fault_trace)")
-    redundancy = check_strategy(strategy, redundancy, groups)
-    if strategy == "spare":
-        layout = check_run_layout(layout, groups, redundancy)
-    time_scale = check.number("time_scale", time_scale, above=0.0)
-    seconds = trace_seconds(trace, time_scale)
-    instants, node_group = trace_instants(trace, groups, placement_seed=placement_seed, placement=placement)
-    # Groups each node's start fails (1 unless a placement gives a node several).
-    node_size = np.diff(trace.node_groups(groups, seed=placement_seed, placement=placement, members=True)[0])
-    starts = trace.is_start
-    counts = {"fault_starts": int(trace.n_starts), "used": 0,
-              "outside_cluster": int(np.count_nonzero(starts & ~trace.ignored & (node_group[trace.node] < 0))),
-              "already_down": 0, "ignored_by_reader": int(np.count_nonzero(starts & trace.ignored)),
-              "failure_events": 0}
-    down = np.zeros(groups, dtype=bool)
-    controller = None
-    if strategy == "spare":
-        from .controller import ReorderController
-
-        controller = ReorderController(layout)
-    n_sets = max(1, groups // max(1, redundancy))
-    set_of = np.arange(groups) % n_sets
-    set_size = np.bincount(set_of, minlength=n_sets)
-    lost = np.zeros(n_sets, dtype=np.int64)
-    times, stacks, wipes = [], [], []
-    for instant in instants:
-        span = slice(instant.start, instant.stop)
-        usable_starts = int(np.sum((starts[span] & ~trace.ignored[span]) * node_size[trace.node[span]]))
-        fresh = instant.failing[~down[instant.failing]]
-        counts["already_down"] += usable_starts - fresh.size
-        if not fresh.size:
-            continue
-        counts["used"] += int(fresh.size)
-        down[fresh] = True
-        if strategy == "ckpt":
-            wiped, stack = True, 1
-        elif strategy == "rep":
-            np.add.at(lost, set_of[fresh], 1)
-            wiped, stack = bool(np.any(lost >= set_size)), redundancy
-        else:
-            plan = controller.fail(fresh)
-            wiped = not plan.masked
-            stack = 1 if wiped else int(plan.stack_number)
-        if wiped:
-            down[:] = False
-            lost[:] = 0
-            if controller is not None:
-                controller.restart()
-            stack = redundancy if strategy == "rep" else 1
-        times.append(float(seconds[instant.start]))
-        stacks.append(stack)
-        wipes.append(1 if wiped else 0)
-    counts["failure_events"] = len(times)
-    return (np.asarray(times, dtype=np.float64), np.asarray(stacks, dtype=np.int16),
-            np.asarray(wipes, dtype=np.int8), counts)
+    events = trace_events(trace, groups, strategy, redundancy, semantics="paper", layout=layout,
+                          time_scale=time_scale, placement_seed=placement_seed, placement=placement)
+    counts = {key: events.counts[key] for key in ("fault_starts", "used", "outside_cluster", "already_down",
+                                                  "ignored_by_reader", "failure_events")}
+    return (events.times_seconds, events.stack_numbers.astype(np.int16), events.wipe_outs.astype(np.int8),
+            counts)
 
 
 def trace_system_mtbf_seconds(trace, time_scale=1.0):
@@ -480,45 +524,3 @@ def trace_system_mtbf_seconds(trace, time_scale=1.0):
             "between failures for the default checkpoint period; give the period (--ckpt-period)"
         )
     return mtbf
-
-
-def trace_seconds(trace, time_scale=1.0):
-    """The event times of a trace in seconds: ``times_days * 86400 * time_scale``, all finite.
-
-    Parameters
-    ----------
-    trace : spare_opt.trace.FaultTrace
-    time_scale : float, default 1.0
-        Seconds per trace second, finite and ``> 0``.
-
-    Returns
-    -------
-    numpy.ndarray of float64, shape (E,)
-
-    Raises
-    ------
-    ParameterTypeError
-        ``trace`` is not a :class:`~spare_opt.trace.FaultTrace`.
-    ParameterError
-        ``time_scale`` is not a finite number ``> 0``.
-    TraceError
-        A time overflows a float once converted (day 1.7e308 is a finite number of
-        days but an infinite number of seconds).  The message names the trace, the
-        largest day and the time scale, the two things the user gave.
-    """
-    from .errors import TraceError
-
-    check.instance("trace", trace, FaultTrace, " (spare_opt.read_fault_trace)")
-    time_scale = check.number("time_scale", time_scale, above=0.0)
-    with np.errstate(over="ignore"):
-        seconds = trace.times_days * 86400.0 * time_scale  # the same rounding as day * 86400 * scale
-        if not np.all(np.isfinite(seconds)):
-            # day * 86400 overflows before a small scale brings it back: scale first.
-            seconds = trace.times_days * (86400.0 * time_scale)
-    if not np.all(np.isfinite(seconds)):
-        worst = float(np.max(np.abs(trace.times_days)))
-        raise TraceError(
-            f"{trace.source}: day {worst:g} times 86400 s times the trace time scale {time_scale:g} overflows "
-            "a float; the trace's times are too large to simulate (lower the time scale)"
-        )
-    return seconds

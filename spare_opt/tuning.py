@@ -106,13 +106,16 @@ class TuneResult(Result):
         ``"rep"``, ``"spare"`` (and ``"ckpt"``) to a dict with ``best_ttt_ratio``,
         ``best_ttt_ci95`` (``[nan, nan]`` when no interval can be given, and then
         ``best_ttt_ci_note`` says why, :func:`spare_opt.simulation.summarise`), ``best_r``, ``best_period_seconds``, ``availability`` (mean at
-        the best configuration), ``mean_stack_number``, ``restarts``, ``unfinished`` and
+        the best configuration), ``mean_stack_number``, ``mean_step_cost`` (per executed
+        step), ``restarts``, ``unfinished`` and
         ``curve``: per ``r`` the best ``T_c``'s ``ttt_ratio`` (mean), ``ci95``,
         ``availability`` and ``period_seconds``, plus ``periods``: every ``T_c`` tried.
     gain : float
         ``1 - spare.best_ttt_ratio / rep.best_ttt_ratio``.
     closed_form : dict
         :func:`closed_form`.
+    micro_batches : int
+        ``m`` of the SPARe sweep (1: the paper's model).
     """
 
     groups: int
@@ -121,10 +124,11 @@ class TuneResult(Result):
     strategies: dict
     gain: float
     closed_form: dict = field(default_factory=dict)
+    micro_batches: int = 1
 
     def to_dict(self):
         """dict: JSON-ready; the keys ``rep``, ``spare``, ``ckpt`` and ``gain`` at the top."""
-        out = {"groups": self.groups, "seeds": self.seeds}
+        out = {"groups": self.groups, "seeds": self.seeds, "micro_batches": self.micro_batches}
         out.update(self.strategies)
         out["gain"] = self.gain
         out["closed_form"] = self.closed_form
@@ -132,15 +136,15 @@ class TuneResult(Result):
         return finite_or_none(out)
 
 
-def _task(params, strategy, redundancy, seed, periods, layout):
+def _task(params, strategy, redundancy, seed, periods, layout, micro_batches=1):
     """One task: every checkpoint period of one (strategy, r, seed), on one failure pool."""
-    pool = FailurePool(strategy, params.groups, redundancy, seed, layout)
+    pool = FailurePool(strategy, params.groups, redundancy, seed, layout, micro_batches if strategy == "spare" else 1)
     return [run_synthetic(params, strategy, redundancy, period, seed, pool) for period in periods]
 
 
 def tune(params, *, seeds=10, rep_redundancies=DEFAULT_REP_REDUNDANCIES,
          spare_redundancies=DEFAULT_SPARE_REDUNDANCIES, period_factors=DEFAULT_PERIOD_FACTORS, include_ckpt=True,
-         workers=1, executor=None, progress=None, layout_time_limit=2.0):
+         micro_batches=1, workers=1, executor=None, progress=None, layout_time_limit=2.0):
     """Search ``r`` and ``T_c`` by simulation for replication and SPARe; return the best of each.
 
     For each strategy and ``r``, the checkpoint periods tried are ``period_factors``
@@ -163,6 +167,10 @@ def tune(params, *, seeds=10, rep_redundancies=DEFAULT_REP_REDUNDANCIES,
         :data:`~spare_opt.parameters.DEFAULT_PERIOD_FACTORS`, as the presets).
     include_ckpt : bool, default True
         Also run checkpointing alone (at its ``T_c*`` only).
+    micro_batches : int, default 1
+        ``m``, micro-batches per shard type of SPARe (``docs/fractional.md``): the ``r``
+        sweep runs at this ``m``.  Replication and checkpointing do not use it.  ``m = 1``
+        is the paper's model (bit-identical results).
     workers : int, default 1
         Processes (``-1``: every CPU); 1 runs in this process.
     executor : concurrent.futures.Executor, optional
@@ -191,11 +199,21 @@ def tune(params, *, seeds=10, rep_redundancies=DEFAULT_REP_REDUNDANCIES,
     spares = check.integers("spare redundancies", spare_redundancies, minimum=2, maximum=n)
     factors = check.numbers_("period factors", period_factors, above=0.0)
     include_ckpt = check.flag("include_ckpt", include_ckpt)
+    from .events import check_micro_batches_
+
+    micro_batches = check_micro_batches_(micro_batches, n)
     if params.trace_time_scale != 1.0:
         raise ParameterError(f"params.trace_time_scale = {params.trace_time_scale:g} does nothing in tune, which "
                              "draws Weibull failures (no trace)")
     check_event_budget(params)
+    return _tune(params, seeds, reps, spares, factors, include_ckpt, micro_batches, workers, executor, progress,
+                 layout_time_limit)
 
+
+def _tune(params, seeds, reps, spares, factors, include_ckpt, micro_batches, workers, executor, progress,
+          layout_time_limit):
+    """:func:`tune` on checked arguments; ``reps`` may be empty (SPARe only)."""
+    n = params.groups
     # ---------------------------------------------------------------- the task list
     configs = []  # (strategy, r, periods, layout)
     if include_ckpt:
@@ -207,7 +225,7 @@ def tune(params, *, seeds=10, rep_redundancies=DEFAULT_REP_REDUNDANCIES,
         layout = default_layout(n, r, time_limit=layout_time_limit)
         t_c = closed_form_period(params, mean_failures_to_wipe_out(params, "spare", r, layout))
         configs.append(("spare", r, tuple(t_c * f for f in factors), layout))
-    tasks = [(params, strategy, r, seed, periods, layout)
+    tasks = [(params, strategy, r, seed, periods, layout, micro_batches)
              for strategy, r, periods, layout in configs for seed in range(seeds)]
     results = run_tasks(_task, tasks, workers=workers, executor=executor, progress=progress)
 
@@ -228,6 +246,7 @@ def tune(params, *, seeds=10, rep_redundancies=DEFAULT_REP_REDUNDANCIES,
                 "ci_note": summary["ttt_ratio"]["ci_note"],
                 "availability": summary["availability"]["mean"],
                 "mean_stack_number": summary["mean_stack_number"]["mean"],
+                "mean_step_cost": summary["mean_step_cost"]["mean"],
                 "restarts": summary["restarts"]["mean"],
                 "masked_failures": summary["masked_failures"]["mean"],
                 "unfinished": summary["unfinished"],
@@ -245,19 +264,19 @@ def tune(params, *, seeds=10, rep_redundancies=DEFAULT_REP_REDUNDANCIES,
             best_period_seconds=best["period_seconds"],
             availability=best["availability"],
             mean_stack_number=best["mean_stack_number"],
+            mean_step_cost=best["mean_step_cost"],
             restarts=best["restarts"],
             unfinished=best["unfinished"],
         )
-    gain = math.nan
-    if "rep" in strategies and "spare" in strategies:
-        rep_best = strategies["rep"]["best_ttt_ratio"]
-        gain = 1.0 - strategies["spare"]["best_ttt_ratio"] / rep_best if math.isfinite(rep_best) else math.nan
+    gain = _gain(strategies)
     return TuneResult(groups=n, params=params, seeds=int(seeds), strategies=strategies, gain=gain,
+                      micro_batches=micro_batches,
                       closed_form=closed_form(params))
 
 
-def tune_preset(name, groups=None, *, seeds=10, workers=1, executor=None, progress=None, **overrides):
-    """Run :func:`tune` for a preset: one cluster size or all of the preset's.
+def tune_preset(name, groups=None, *, seeds=10, micro_batches=1, workers=1, executor=None, progress=None,
+                **overrides):
+    """Run :func:`tune` for a preset: one cluster size or all of the preset's, at one ``m`` or several.
 
     Parameters
     ----------
@@ -266,35 +285,62 @@ def tune_preset(name, groups=None, *, seeds=10, workers=1, executor=None, progre
     groups : int or None
         One ``N`` of the preset; ``None``: every ``N`` of the preset.
     seeds, workers, executor, progress
-        As in :func:`tune`; ``progress(done, total)`` counts over all sizes.
+        As in :func:`tune`; ``progress(done, total)`` counts over all sizes and ``m``.
+    micro_batches : int or sequence of int, default 1
+        ``m`` of the SPARe sweep, or several: one result per ``(N, m)``.  Replication
+        and checkpointing do not depend on ``m``: they run once per ``N`` (at the
+        first ``m``) and every result of that ``N`` carries them.
     **overrides
         :class:`SimulationParameters` fields to change.
 
     Returns
     -------
     list of TuneResult
-        One per ``N``, in the preset's order.
+        One per ``N`` and ``m``: ``N`` in the preset's order, ``m`` in the order given
+        within each ``N``.
 
     Raises
     ------
     ParameterTypeError, ParameterError
         Unknown preset, ``N`` not in the preset, or a bad argument.
     """
+    from .events import check_micro_batches_
+
     preset = get_preset(name)
     check.callback("progress", progress)
     sizes = preset.groups if groups is None else (groups,)
     all_params = [preset_parameters(name, n, **overrides) for n in sizes]
+    several = not isinstance(micro_batches, (int, np.integer)) or isinstance(micro_batches, bool)
+    ms = check.integers("micro_batches", micro_batches if several else [micro_batches], minimum=1)
+    ms = tuple(check_micro_batches_(m, max(sizes)) for m in ms)
+    jobs = [(params, m) for params in all_params for m in ms]
     results = []
-    for index, params in enumerate(all_params):
+    for index, (params, m) in enumerate(jobs):
         def relay(done, total, index=index):
             if progress is not None:
-                progress(index * total + done, total * len(all_params))
+                progress(index * total + done, total * len(jobs))
 
-        results.append(tune(params, seeds=seeds, rep_redundancies=preset.rep_redundancies,
-                            spare_redundancies=preset.spare_redundancies,
-                            period_factors=preset.period_factors, workers=workers, executor=executor,
-                            progress=relay))
+        first = m == ms[0]
+        result = tune(params, seeds=seeds, rep_redundancies=preset.rep_redundancies,
+                      spare_redundancies=preset.spare_redundancies, period_factors=preset.period_factors,
+                      micro_batches=m, workers=workers, executor=executor, progress=relay) if first else \
+            _tune(params, check.count("seeds", seeds, maximum=check.MAX_RUNS), (), preset.spare_redundancies,
+                  preset.period_factors, False, m, workers, executor, relay, 2.0)
+        if not first:  # the m-free strategies of this N, from its first m
+            base = results[-1]
+            result.strategies = dict(base.strategies, spare=result.strategies["spare"])
+            result.gain = _gain(result.strategies)
+        results.append(result)
     return results
+
+
+def _gain(strategies):
+    """``1 - spare / rep`` of the best time-to-train ratios, NaN without both."""
+    if "rep" in strategies and "spare" in strategies:
+        rep_best = strategies["rep"]["best_ttt_ratio"]
+        if math.isfinite(rep_best):
+            return 1.0 - strategies["spare"]["best_ttt_ratio"] / rep_best
+    return math.nan
 
 
 def plot_tune(results, path, *, force=False, title=None):
@@ -330,10 +376,20 @@ def plot_tune(results, path, *, force=False, title=None):
         check.instance("results: each item", result, TuneResult)
     from ._plotting import _figure, _save
 
-    figure = _figure(4.2 * len(results), 3.6)
-    axes = figure.subplots(1, len(results), squeeze=False)
-    for ax, result in zip(axes[0], results):
-        for strategy, colour, label in (("rep", "tab:red", "Rep+CKPT"), ("spare", "tab:blue", "SPARe+CKPT")):
+    panels = {}  # one panel per N; several m of one N share it
+    for result in results:
+        panels.setdefault(result.groups, []).append(result)
+    micro = any(result.micro_batches > 1 for result in results)
+    figure = _figure(4.2 * len(panels), 3.6)
+    axes = figure.subplots(1, len(panels), squeeze=False)
+    blues = ("tab:blue", "tab:cyan", "tab:purple", "tab:green", "tab:olive", "tab:brown")
+    for ax, (groups, same_n) in zip(axes[0], panels.items()):
+        lines = [("rep", same_n[0], "tab:red", "Rep+CKPT")]
+        for index, result in enumerate(same_n):
+            label = f"SPARe+CKPT m={result.micro_batches}" if micro else "SPARe+CKPT"
+            lines.append(("spare", result, blues[index % len(blues)], label))
+        tops = []
+        for strategy, result, colour, label in lines:
             entry = result.strategies.get(strategy)
             if not entry:
                 continue
@@ -343,11 +399,14 @@ def plot_tune(results, path, *, force=False, title=None):
             hi = np.array([row["ci95"][1] for row in entry["curve"]])
             ax.errorbar(rs, ys, yerr=[ys - lo, hi - ys], marker="o", ms=3, capsize=2, color=colour, label=label)
             ax.scatter([entry["best_r"]], [entry["best_ttt_ratio"]], s=80, facecolors="none", edgecolors=colour)
-        ax.set_title(f"N = {result.groups}")
+            tops += [row["ttt_ratio"] for row in entry["curve"] if math.isfinite(row["ttt_ratio"])]
+        for strategy in ("ckpt",):  # in the scale as before (checkpointing alone has one point)
+            entry = same_n[0].strategies.get(strategy)
+            if entry:
+                tops += [row["ttt_ratio"] for row in entry.get("curve", []) if math.isfinite(row["ttt_ratio"])]
+        ax.set_title(f"N = {groups}")
         ax.set_xlabel("redundancy r")
         ax.set_ylabel("TTT / T0 (best T_c)")
-        tops = [row["ttt_ratio"] for entry in result.strategies.values() for row in entry.get("curve", [])
-                if math.isfinite(row["ttt_ratio"])]
         ax.set_ylim(1.0, min(max(tops, default=10.0) * 1.05, 3.0 * max(1.0, min(tops, default=1.0))))
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)

@@ -15,26 +15,36 @@ A run alternates three phases; every failure is handled by the phase it lands in
 failure "lands in" a phase running over ``[start, end)`` when its time is below ``end``
 (a failure exactly at ``end`` belongs to whatever comes next).
 
-*Step* (``S`` the stack number at its start): ``S`` layers of compute, then the
+Every event has an outcome: the stack number ``S`` and the *step cost* ``sigma`` (layers
+of compute per step: ``S`` at ``m = 1``, ``L*/m`` with micro-batches) of the job after
+it, or a wipe-out.  The last event handled sets them.
+
+*Step* (``sigma`` the step cost at its start): ``sigma`` layers of compute, then the
 all-reduce, which is always the last ``allreduce`` seconds of the step.  A masked
 failure costs the communicator shrink (SPARe also the controller and ``patch_layers``
 layers of patch compute) before the all-reduce; one that lands inside the all-reduce
-also loses the elapsed part of it, which is redone.  The new stack number applies from
-the next step.  A wipe-out loses the step and the pending progress (rework).
+also loses the elapsed part of it, which is redone.  The new step cost applies from
+the next step.  A wipe-out loses the step and the pending progress (rework).  A
+*rejoin* (a repaired group, healed, ready at the event's time) joins at the end of the
+step: the step is lengthened there by a communicator change (shrink, SPARe: and
+controller), charged as overhead, and the new step cost applies from the next step.
+Events that land in that lengthening belong to what comes next.
 
 *Checkpoint save* (after a step, once ``period`` seconds of progress have passed since
-the last save; never after the last step): a masked failure lengthens the save by the
-shrink (and, SPARe, the controller) and raises ``S`` at once; a wipe-out loses the save
-and the pending progress.  A completed save commits the pending progress.
+the last save; never after the last step): a masked failure or a rejoin lengthens the
+save by the shrink (and, SPARe, the controller) and sets ``sigma`` at once; a wipe-out
+loses the save and the pending progress.  A completed save commits the pending progress.
 
 *Global restart* (after a wipe-out: back to the last checkpoint, every group live,
 ``S = 1``, or ``r`` for replication): lasts ``restart``.  Failures landing in it are either
 absorbed (the restart replaces the node; only counted) or, with ``carry``, stay down: a
-masked one raises ``S`` for the resumed training at no time cost, a wipe-out means one
-more restart right after this one.  The wall-time cap is checked before each step and
-before each additional restart.
+masked one sets ``sigma`` for the resumed training at no time cost, a wipe-out means one
+more restart right after this one.  A rejoin in a restart is free.  The wall-time cap
+is checked before each step and before each additional restart.
 
-Failure times: a trace (given times and outcomes, in order); or one Weibull renewal
+Failure times: given events (a trace or events drawn up front: times, kinds and
+outcomes, in order; when open-ended, events beyond a horizon are not given yet and a
+run that gets there stops asking for more); or one Weibull renewal
 process for the cluster (optionally slowed to the live fraction after each failure; a
 wipe-out that starts a restart is a renewal point with every group live); or one
 Weibull clock per group, all restarted when a restart begins (``carry``) or when
@@ -61,28 +71,37 @@ __all__ = ["PoolExhausted", "naive_run_kernel"]
 
 
 class PoolExhausted(Exception):
-    """The trajectory pool holds no outcome for this restart epoch (the caller extends it)."""
+    """The trajectory pool holds no outcome for this restart epoch, or the given events
+    stop at a horizon the run has reached (the caller gives more)."""
 
 
 # ----------------------------------------------------------------------------- outcomes
-class _TraceFailures:
-    """Failures replayed from a trace: each has a time and a precomputed outcome."""
+class _GivenEvents:
+    """Events given up front (a trace, or drawn from a failure model): time, kind, outcome."""
 
-    def __init__(self, times, stacks, wipes):
-        self.times = [float(x) for x in times]
-        self.stacks = [int(x) for x in stacks]
-        self.wipes = [int(x) == 1 for x in wipes]
+    def __init__(self, events, horizon):
+        self.rows = [(float(row[K.EV_TIME]), int(row[K.EV_KIND]), row[K.EV_WIPE] == 1.0, int(row[K.EV_STACK]),
+                      float(row[K.EV_COST])) for row in events]
+        self.horizon = horizon  # None: every event is given
         self.position = 0
 
     @property
     def next_time(self):
-        return self.times[self.position] if self.position < len(self.times) else math.inf
+        if self.position < len(self.rows):
+            return self.rows[self.position][0]
+        return math.inf if self.horizon is None else self.horizon
+
+    @property
+    def next_is_rejoin(self):
+        if self.position >= len(self.rows):
+            raise PoolExhausted("horizon")  # only reached when next_time is the horizon
+        return self.rows[self.position][1] == K.KIND_REJOIN
 
     def take(self, epoch, failed):
-        """Outcome ``(wipe_out, stack_number)`` of the next failure, which is consumed."""
-        outcome = self.wipes[self.position], self.stacks[self.position]
+        """Outcome ``(wipe_out, stack_number, step_cost)`` of the next event, which is consumed."""
+        _, _, wiped, stack, cost = self.rows[self.position]
         self.position += 1
-        return outcome
+        return wiped, stack, cost
 
     def absorb(self, time):
         self.position += 1
@@ -101,22 +120,23 @@ class _TraceFailures:
 class _PoolOutcomes:
     """Outcome of the ``failed``-th failure of restart epoch ``epoch`` (synthetic failures)."""
 
-    def __init__(self, strategy, stack_traj, wipe_index):
+    def __init__(self, strategy, stack_traj, cost_traj, wipe_index):
         self.strategy = strategy
         self.stack_traj = stack_traj
+        self.cost_traj = cost_traj
         self.wipe_index = wipe_index
 
     def outcome(self, epoch, failed):
         if self.strategy == K.STRATEGY_CKPT:
-            return True, 1  # without redundancy every failure is a wipe-out
+            return True, 1, 1.0  # without redundancy every failure is a wipe-out
         if epoch >= len(self.wipe_index):
             raise PoolExhausted(epoch)
         wiped = int(self.wipe_index[epoch]) == failed
         if self.strategy == K.STRATEGY_REP:
-            return wiped, int(self.stack_traj[0, 0])
+            return wiped, int(self.stack_traj[0, 0]), float(self.cost_traj[0, 0])
         # the trajectory is stored up to its wipe-out; beyond, the last value holds
         column = min(failed, self.stack_traj.shape[1] - 1)
-        return wiped, int(self.stack_traj[epoch, column])
+        return wiped, int(self.stack_traj[epoch, column]), float(self.cost_traj[epoch, column])
 
 
 class _RenewalFailures:
@@ -135,6 +155,8 @@ class _RenewalFailures:
         self.groups = groups
         self.follow_live = follow_live
         self.next_time = self._interval()
+
+    next_is_rejoin = False  # synthetic failures have no repairs
 
     def _interval(self):
         return self.scale * self.rng.weibull(self.shape)
@@ -178,6 +200,8 @@ class _GroupClocks:
         self.carry = carry
         self._start(0.0)
 
+    next_is_rejoin = False  # synthetic failures have no repairs
+
     def _start(self, time):
         self.lifetimes = np.sort(self.group_scale * self.rng.weibull(self.shape, self.groups))
         self.clock_start = time
@@ -208,7 +232,7 @@ class _GroupClocks:
 class _Run:
     """State and phases of one run; :meth:`run` returns the ``R_*`` array."""
 
-    def __init__(self, fparams, iparams, failures, rng, base_stack, log):
+    def __init__(self, fparams, iparams, failures, rng, base_stack, base_cost, log):
         self.layer = fparams[K.F_LAYER_COMPUTE]
         self.allreduce = fparams[K.F_ALLREDUCE]
         self.shrink = fparams[K.F_SHRINK]
@@ -226,6 +250,7 @@ class _Run:
         self.failures = failures
         self.rng = rng
         self.base_stack = base_stack
+        self.base_cost = base_cost
         self.log = log
         self.out = np.zeros(K.N_RESULTS)
         self._normals = []
@@ -237,9 +262,11 @@ class _Run:
         self.pending_useful = 0.0   # step time a wipe-out would still throw away
         self.pending_overhead = 0.0
         self.epoch = 0
-        self.failed = 0             # groups lost in this epoch
-        self.stack = base_stack     # stack number of the next step
+        self.failed = 0             # groups down in this epoch
+        self.stack = base_stack     # stack number and step cost of the next step
+        self.cost = base_cost
         self.next_stack = base_stack
+        self.next_cost = base_cost
 
     # ------------------------------------------------------------ helpers
     def _jitter(self):
@@ -260,6 +287,20 @@ class _Run:
         self.failed += 1
         return self.failures.take(self.epoch, self.failed)
 
+    def _rejoin(self):
+        """A repaired group is back: one group fewer down; return the stack number and step cost after it."""
+        self.out[K.R_REJOINS] += 1
+        self.failed -= 1
+        _, stack, cost = self.failures.take(self.epoch, self.failed)
+        return stack, cost
+
+    def _reconfigure(self, end):
+        """``end`` lengthened by a communicator change and, for SPARe, the controller (in this order)."""
+        end += self.shrink * self._jitter()
+        if self.spare:
+            end += self.controller * self._jitter()
+        return end
+
     def _live(self):
         return self.groups - self.failed
 
@@ -267,43 +308,53 @@ class _Run:
     def step(self):
         """One training step; False when a wipe-out ended it."""
         start = self.t
-        compute = self.stack * self.layer * self._jitter()
+        compute = self.cost * self.layer * self._jitter()
         allreduce = self.allreduce * self._jitter()
         end = start + compute + allreduce
         overhead = 0.0
+        joining = 0.0  # communicator changes of the groups that join at the end of the step
         self.out[K.R_STACK_STEPS] += self.stack
+        self.out[K.R_COST_STEPS] += self.cost
         self.out[K.R_STEPS_EXECUTED] += 1
         while self.failures.next_time < end:
             time = self.failures.next_time
-            wiped, stack = self._strike()
+            if self.failures.next_is_rejoin:
+                self._note("step", "rejoin")
+                self.next_stack, self.next_cost = self._rejoin()
+                joining = self._reconfigure(joining)
+                continue
+            wiped, stack, cost = self._strike()
             if wiped:
                 self._note("step", "wipe-out")
                 self.out[K.R_REWORK] += self.pending_useful + self.pending_overhead + (time - start)
                 self.t = time
                 return False
             self.out[K.R_MASKED] += 1
-            self.next_stack = max(self.next_stack, stack)
+            self.next_stack, self.next_cost = stack, cost
             # detected at the all-reduce: shrink, and for SPARe the controller and the patch
-            cost = self.shrink * self._jitter()
+            masking = self.shrink * self._jitter()
             if self.spare:
-                cost += self.controller * self._jitter() + self.patch_layers * self.layer * self._jitter()
+                masking += self.controller * self._jitter() + self.patch_layers * self.layer * self._jitter()
             allreduce_start = end - allreduce
             if time >= allreduce_start:
                 self._note("step", "all-reduce")
                 # the all-reduce timed out: its elapsed part is lost, then it runs again
-                overhead += (time - allreduce_start) + cost
-                end = time + cost + allreduce
+                overhead += (time - allreduce_start) + masking
+                end = time + masking + allreduce
             else:
                 self._note("step", "compute")
-                overhead += cost
-                end += cost
+                overhead += masking
+                end += masking
             self.failures.after_failure(time, self._live())
+        if joining > 0.0:
+            overhead += joining
+            end += joining
         self.t = end
         self.progress += 1
         self.pending_useful += compute + allreduce
         self.pending_overhead += overhead
         self.since_save += end - start
-        self.stack = self.next_stack
+        self.stack, self.cost = self.next_stack, self.next_cost
         return True
 
     def checkpoint(self):
@@ -312,7 +363,12 @@ class _Run:
         end = start + self.save * self._jitter()
         while self.failures.next_time < end:
             time = self.failures.next_time
-            wiped, stack = self._strike()
+            if self.failures.next_is_rejoin:
+                self._note("save", "rejoin")
+                self.stack, self.cost = self.next_stack, self.next_cost = self._rejoin()
+                end = self._reconfigure(end)
+                continue
+            wiped, stack, cost = self._strike()
             if wiped:
                 self._note("save", "wipe-out")
                 self.out[K.R_CHECKPOINT] += time - start
@@ -321,11 +377,9 @@ class _Run:
                 return False
             self._note("save", "masked")
             self.out[K.R_MASKED] += 1
-            # no step in flight: the new stack number holds from the next step
-            self.stack = self.next_stack = max(self.stack, stack)
-            end += self.shrink * self._jitter()
-            if self.spare:
-                end += self.controller * self._jitter()
+            # no step in flight: the new step cost holds from the next step
+            self.stack, self.cost = self.next_stack, self.next_cost = stack, cost
+            end = self._reconfigure(end)
             self.failures.after_failure(time, self._live())
         self.out[K.R_CHECKPOINT] += end - start
         self.out[K.R_CHECKPOINTS] += 1
@@ -347,19 +401,24 @@ class _Run:
             self.epoch += 1
             self.failed = 0
             self.stack = self.next_stack = self.base_stack
+            self.cost = self.next_cost = self.base_cost
             self.failures.restart_begins(begin, first)
             end = begin + self.restart * self._jitter()
             self.out[K.R_RESTART] += end - begin
             wiped = False
             while self.failures.next_time < end:
                 time = self.failures.next_time
+                if self.failures.next_is_rejoin:
+                    self._note("restart", "rejoin")
+                    self.stack, self.cost = self.next_stack, self.next_cost = self._rejoin()
+                    continue
                 if not self.carry:
                     self._note("restart", "absorbed")
                     self.out[K.R_FAILURES] += 1
                     self.out[K.R_ABSORBED] += 1
                     self.failures.absorb(time)
                     continue
-                wiped, stack = self._strike()
+                wiped, stack, cost = self._strike()
                 # the restart runs on to its end whatever this failure does
                 self.failures.after_failure(time, self._live())
                 if wiped:
@@ -367,7 +426,7 @@ class _Run:
                     break
                 self._note("restart", "masked")
                 self.out[K.R_MASKED] += 1
-                self.stack = self.next_stack = max(self.stack, stack)
+                self.stack, self.cost = self.next_stack, self.next_cost = stack, cost
             if not wiped:
                 self.t = end
                 self.failures.training_resumes(end)
@@ -395,8 +454,7 @@ class _Run:
         return self.out
 
 
-def naive_run_kernel(fparams, iparams, stack_traj, wipe_index, trace_times, trace_stack, trace_wipe, seed=None,
-                     log=None):
+def naive_run_kernel(fparams, iparams, stack_traj, cost_traj, wipe_index, events, seed=None, log=None):
     """Simulate one training run in plain Python; the reference of ``run_kernel``.
 
     Parameters
@@ -407,30 +465,32 @@ def naive_run_kernel(fparams, iparams, stack_traj, wipe_index, trace_times, trac
     stack_traj : numpy.ndarray of int, shape (E, W)
         Synthetic failures: ``stack_traj[e, k]`` is the stack number after ``k`` failures
         of restart epoch ``e`` (replication: one element, ``r``).
+    cost_traj : numpy.ndarray of float, shape (E, W)
+        Synthetic failures: the step cost after ``k`` failures of epoch ``e``.
     wipe_index : numpy.ndarray of int, shape (E,)
         Synthetic failures: the 1-based failure that wipes epoch ``e`` out (``-1``: none).
-    trace_times, trace_stack, trace_wipe : numpy.ndarray, shape (F,)
-        Trace mode: the time of each failure, its stack number when masked, 1 for a
-        wipe-out.
+    events : numpy.ndarray of float64, shape (F, N_EV)
+        Events mode: one row per event (columns ``EV_*``: time, kind, wipe-out flag,
+        step cost and stack number after it), sorted by time.
     seed : int or None
         Seed of this reference's own random stream (jitter, failure times); ``None``
         takes ``iparams[I_SEED]``.  It cannot reproduce the kernel's numba stream, so
         runs with jitter or synthetic failures agree with the kernel only in law.
     log : list or None
-        If a list, ``(phase, what)`` is appended for every failure handled, e.g.
-        ``("step", "all-reduce")`` or ``("restart", "wipe-out")``: tests use it to check
-        which situations a scenario exercises.
+        If a list, ``(phase, what)`` is appended for every event handled, e.g.
+        ``("step", "all-reduce")``, ``("save", "rejoin")`` or ``("restart",
+        "wipe-out")``: tests use it to check which situations a scenario exercises.
 
     Returns
     -------
     numpy.ndarray of float64, shape (N_RESULTS,)
         The ``R_*`` statistics.  When the trajectory pool has no outcome for an epoch,
-        ``R_NEED_MORE`` is 1 and the other entries are meaningless: extend the pool and
-        run again with the same seed.
+        or open-ended events stop at a horizon the run reaches, ``R_NEED_MORE`` is 1 and
+        the other entries are meaningless: give more and run again with the same seed.
 
     Notes
     -----
-    The run is deterministic for a given seed: with zero jitter in trace mode it uses
+    The run is deterministic for a given seed: with zero jitter in events mode it uses
     no random number at all and must equal ``run_kernel`` exactly.  The rules are in the
     module docstring.
     """
@@ -441,16 +501,19 @@ def naive_run_kernel(fparams, iparams, stack_traj, wipe_index, trace_times, trac
     groups = int(iparams[K.I_GROUPS])
     carry = iparams[K.I_CARRY] == 1
     if iparams[K.I_TRACE] == 1:
-        failures = _TraceFailures(trace_times, trace_stack, trace_wipe)
+        horizon = float(fparams[K.F_EVENTS_HORIZON]) if iparams[K.I_EVENTS_OPEN] == 1 else None
+        failures = _GivenEvents(events, horizon)
     else:
-        outcomes = _PoolOutcomes(strategy, stack_traj, wipe_index)
+        outcomes = _PoolOutcomes(strategy, stack_traj, cost_traj, wipe_index)
         if iparams[K.I_FAILURE_MODEL] == K.MODEL_SYSTEM_RENEWAL:
             failures = _RenewalFailures(outcomes, rng, scale, shape, groups, iparams[K.I_RATE_FOLLOWS_LIVE] == 1)
         else:
             # each of the N clocks has mean N m, so N live groups fail every m on average
             failures = _GroupClocks(outcomes, rng, groups * scale, shape, groups, carry)
-    base_stack = int(stack_traj[0, 0]) if strategy == K.STRATEGY_REP else 1
-    run = _Run(fparams, iparams, failures, rng, base_stack, log)
+    replication = strategy == K.STRATEGY_REP
+    base_stack = int(stack_traj[0, 0]) if replication else 1
+    base_cost = float(cost_traj[0, 0]) if replication else 1.0
+    run = _Run(fparams, iparams, failures, rng, base_stack, base_cost, log)
     try:
         return run.run()
     except PoolExhausted:

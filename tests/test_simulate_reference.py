@@ -63,14 +63,22 @@ def packed(strategy, timing, steps, period, groups=8, carry=True, trace=True, ji
     return f, i
 
 
-def trace_arrays(strategy, r, times, wipes, stacks=None):
-    """Kernel arguments of a trace run: ``(stack_traj, wipe_index, times, stacks, wipes)``."""
+def trace_arrays(strategy, r, times, wipes, stacks=None, costs=None, kinds=None):
+    """Kernel arguments of an events run: ``(stack_traj, cost_traj, wipe_index, events)``.
+
+    ``costs`` defaults to the stack numbers (``m = 1``), ``kinds`` to failures only.
+    """
     times = np.asarray(times, dtype=np.float64)
     if stacks is None:
         stacks = np.full(times.size, r if strategy == "rep" else 1)
     base = np.full((1, 1), r if strategy == "rep" else 1, dtype=np.int16)
-    return (base, np.zeros(0, dtype=np.int32), times, np.asarray(stacks, dtype=np.int16),
-            np.asarray(wipes, dtype=np.int8))
+    events = np.zeros((times.size, K.N_EV))
+    events[:, K.EV_TIME] = times
+    events[:, K.EV_KIND] = K.KIND_FAILURE if kinds is None else kinds
+    events[:, K.EV_WIPE] = wipes
+    events[:, K.EV_STACK] = stacks
+    events[:, K.EV_COST] = stacks if costs is None else costs
+    return base, base.astype(np.float64), np.zeros(0, dtype=np.int32), events
 
 
 def assert_same(f, i, arrays, log=None):
@@ -82,18 +90,27 @@ def assert_same(f, i, arrays, log=None):
     return kernel
 
 
-def random_trace(rng, strategy, r, count, mean_gap, wipe_rate, grid=None):
-    """A trace of ``count`` failures: exponential gaps (on ``grid`` when given), bursts at one instant."""
+def random_trace(rng, strategy, r, count, mean_gap, wipe_rate, grid=None, rejoin_rate=0.0, micro_batches=1):
+    """A trace of ``count`` events: exponential gaps (on ``grid`` when given), bursts at one instant.
+
+    With ``rejoin_rate``, that share of the events are rejoins (never wipe-outs); with
+    ``micro_batches`` the step costs are loads over ``m`` (not whole numbers).
+    """
     gaps = rng.exponential(mean_gap, count)
     if grid:
         gaps = np.round(gaps / grid) * grid  # many failures exactly on step and phase boundaries
     gaps[rng.random(count) < 0.15] = 0.0  # several failures at one instant
     times = np.cumsum(gaps)
+    kinds = np.where(rng.random(count) < rejoin_rate, K.KIND_REJOIN, K.KIND_FAILURE)
     wipes = (rng.random(count) < wipe_rate).astype(np.int8)
     if strategy == "ckpt":
         wipes[:] = 1
+    wipes[kinds == K.KIND_REJOIN] = 0
     stacks = rng.integers(1, r + 1, count) if strategy == "spare" else None
-    return trace_arrays(strategy, r, times, wipes, stacks)
+    costs = None
+    if strategy == "spare" and micro_batches > 1:
+        costs = rng.integers(micro_batches, r * micro_batches + 1, count) / micro_batches
+    return trace_arrays(strategy, r, times, wipes, stacks, costs, kinds)
 
 
 # ----------------------------------------------------------------------------- hand-checked
@@ -174,12 +191,49 @@ def _scenarios():
     return out
 
 
+def _repair_scenarios():
+    """Event scenarios with rejoins and step costs that are not whole numbers (micro-batches)."""
+    out = []
+    rng = np.random.default_rng(2027)
+    for strategy, r in (("rep", 3), ("spare", 3), ("spare", 5)):
+        for timing in ("dyadic", "decimal", "paper", "instant-restart"):
+            tm = TIMINGS[timing]
+            step = tm["layer"] + tm["allreduce"]
+            for period_steps in (0.5, 3):
+                for mean_gap in (0.3 * step, 2 * step, 0.5 * tm["restart"]):
+                    for m in ((1, 3) if strategy == "rep" else (1, 8)):
+                        grid = {"dyadic": 2.0, "instant-restart": 0.5}.get(timing)
+                        arrays = random_trace(rng, strategy, r, 80, mean_gap, 0.05 if mean_gap < step else 0.2,
+                                              grid, rejoin_rate=0.4, micro_batches=m)
+                        f, i = packed(strategy, timing, steps=25, period=period_steps * step, max_wall_factor=8.0)
+                        f[K.F_PATCH_LAYERS] = tm["patch"] * np.ceil(m / (r - 1)) / m
+                        name = f"{strategy}{r}-{timing}-p{period_steps}-g{mean_gap:g}-m{m}"
+                        out.append((name, f, i, arrays))
+    return out
+
+
 SCENARIOS = _scenarios()
+REPAIR_SCENARIOS = _repair_scenarios()
 
 
 @pytest.mark.parametrize("name, f, i, arrays", SCENARIOS, ids=[s[0] for s in SCENARIOS])
 def test_trace_mode_kernel_equals_reference(name, f, i, arrays):
     assert_same(f, i, arrays)
+
+
+@pytest.mark.parametrize("name, f, i, arrays", REPAIR_SCENARIOS, ids=[s[0] for s in REPAIR_SCENARIOS])
+def test_events_with_rejoins_and_step_costs_kernel_equals_reference(name, f, i, arrays):
+    assert_same(f, i, arrays)
+
+
+def test_repair_scenarios_cover_every_situation():
+    seen = set()
+    for _name, f, i, arrays in REPAIR_SCENARIOS:
+        log = []
+        naive_run_kernel(f, i, *arrays, log=log)
+        seen.update(log)
+    assert {("step", "rejoin"), ("save", "rejoin"), ("restart", "rejoin"), ("step", "all-reduce"),
+            ("save", "masked"), ("restart", "wipe-out")} <= seen
 
 
 def test_trace_scenarios_cover_every_situation():
@@ -190,7 +244,7 @@ def test_trace_scenarios_cover_every_situation():
         log = []
         out = naive_run_kernel(f, i, *arrays, log=log)
         seen.update(log)
-        times = arrays[2]
+        times = arrays[3][:, K.EV_TIME]
         beyond += int(times[-1] > out[K.R_WALL])
         unfinished += int(out[K.R_FINISHED] == 0.0)
         simultaneous += int(np.any(np.diff(times[times < out[K.R_WALL]]) == 0.0))
@@ -218,6 +272,96 @@ def test_trace_mode_kernel_equals_reference_hypothesis(strategy, timing, steps, 
     stacks = [stack if strategy == "spare" else (r if strategy == "rep" else 1) for _, _, stack in events]
     f, i = packed(strategy, timing, steps=steps, period=period, carry=carry, max_wall_factor=cap)
     assert_same(f, i, trace_arrays(strategy, r, times, wipes, stacks))
+
+
+@settings(max_examples=150)
+@given(
+    strategy=st.sampled_from(["rep", "spare"]),
+    timing=st.sampled_from(sorted(TIMINGS)),
+    steps=st.integers(1, 30),
+    period=st.sampled_from([1.0, 25.0, 90.0, 1e9]),
+    carry=st.booleans(),
+    cap=st.sampled_from([1.5, 4.0, 200.0]),
+    m=st.sampled_from([1, 2, 3, 8]),
+    events=st.lists(st.tuples(st.sampled_from([0.0, 0.125, 1.0, 2.0, 6.0, 8.0, 10.0, 64.0]) | st.floats(0.0, 400.0),
+                              st.integers(0, 5), st.integers(1, 24)), max_size=60),
+)
+def test_events_with_rejoins_kernel_equals_reference_hypothesis(strategy, timing, steps, period, carry, cap, m,
+                                                                events):
+    # kind 0: a wipe-out, 1-2: a masked failure, 3-5: a rejoin; the load (1..24) over m is the step cost
+    r = 3
+    times = np.cumsum([gap for gap, _, _ in events])
+    kinds = [K.KIND_REJOIN if kind >= 3 else K.KIND_FAILURE for _, kind, _ in events]
+    wipes = [1 if kind == 0 else 0 for _, kind, _ in events]
+    stacks = [min(r, -(-load // m)) if strategy == "spare" else r for _, _, load in events]
+    costs = [load / m if strategy == "spare" else float(r) for _, _, load in events]
+    f, i = packed(strategy, timing, steps=steps, period=period, carry=carry, max_wall_factor=cap)
+    assert_same(f, i, trace_arrays(strategy, r, times, wipes, stacks, costs, kinds))
+
+
+def test_open_ended_events_need_more_exactly_when_the_run_reaches_the_horizon():
+    # Events up to a horizon H with "more may come": a run that gets to H stops with
+    # R_NEED_MORE; one that ends before H gives what the whole event list gives.
+    rng = np.random.default_rng(7)
+    reached = ended = 0
+    for trial in range(40):
+        strategy = ("rep", "spare")[trial % 2]
+        arrays = random_trace(rng, strategy, 3, 120, 25.0, 0.1, 2.0, rejoin_rate=0.3, micro_batches=4)
+        f, i = packed(strategy, "dyadic", steps=int(rng.integers(5, 60)), period=30.0)
+        whole = assert_same(f, i, arrays)
+        horizon = float(rng.uniform(50.0, 1500.0))
+        events = arrays[3]
+        given = events[events[:, K.EV_TIME] <= horizon]
+        f[K.F_EVENTS_HORIZON] = horizon
+        i[K.I_EVENTS_OPEN] = 1
+        cut = K.run_kernel(f, i, *arrays[:3], given)
+        # with R_NEED_MORE the other entries are meaningless (the run is redone with more)
+        assert naive_run_kernel(f, i, *arrays[:3], given)[K.R_NEED_MORE] == cut[K.R_NEED_MORE]
+        if cut[K.R_NEED_MORE] == 1.0:
+            reached += 1
+            assert whole[K.R_WALL] >= horizon
+        else:
+            ended += 1
+            assert np.array_equal(cut, whole)
+    assert reached >= 5 and ended >= 5
+
+
+def test_reference_hand_computed_rejoin_in_a_step():
+    # SPARe, dyadic.  Step 0 is [0, 10); a failure at 4 (compute) leaves step cost 1.25
+    # (stack number 2) and costs 0.25 + (0.125 + 8): step 0 ends at 18.375.  Step 1 has
+    # 1.25 * 8 = 10 s of compute: [18.375, 30.375).  A healed group is ready at 20: it
+    # joins at the end of step 1, which the communicator change (0.25 + 0.125) makes
+    # 30.75; the step cost falls back to 1 from step 2 on: [30.75, 40.75).
+    f, i = packed("spare", "dyadic", steps=3, period=1e9)
+    arrays = trace_arrays("spare", 3, [4.0, 20.0], [0, 0], stacks=[2, 1], costs=[1.25, 1.0],
+                          kinds=[K.KIND_FAILURE, K.KIND_REJOIN])
+    log = []
+    out = naive_run_kernel(f, i, *arrays, log=log)
+    assert log == [("step", "compute"), ("step", "rejoin")]
+    assert out[K.R_WALL] == 40.75
+    assert out[K.R_USEFUL] == 10.0 + 12.0 + 10.0 and out[K.R_OVERHEAD] == 8.375 + 0.375
+    assert out[K.R_COST_STEPS] == 1.0 + 1.25 + 1.0 and out[K.R_STACK_STEPS] == 1 + 2 + 1
+    assert out[K.R_REJOINS] == 1 and out[K.R_MASKED] == 1 and out[K.R_FAILURES] == 1
+    assert_same(f, i, arrays)
+
+
+def test_reference_hand_computed_rejoins_in_a_save_and_a_restart():
+    # rep r = 2, dyadic: steps of 2 * 8 + 2 = 18 s, a save (4 s) after each.  A masked
+    # failure at 5 costs the shrink: step 0 ends at 18.25.  A rejoin at 20 lengthens
+    # save 0 [18.25, 22.25) by the shrink: 22.5.  Step 1 [22.5, 40.5), save 1 from 40.5
+    # is wiped out at 42: restart [42, 106), in which a rejoin at 50 is free.  Step 1
+    # again [106, 124), save [124, 128), step 2 [128, 146).
+    f, i = packed("rep", "dyadic", steps=3, period=1.0)
+    arrays = trace_arrays("rep", 2, [5.0, 20.0, 42.0, 50.0], [0, 0, 1, 0],
+                          kinds=[K.KIND_FAILURE, K.KIND_REJOIN, K.KIND_FAILURE, K.KIND_REJOIN])
+    log = []
+    out = naive_run_kernel(f, i, *arrays, log=log)
+    assert log == [("step", "compute"), ("save", "rejoin"), ("save", "wipe-out"), ("restart", "rejoin")]
+    assert out[K.R_WALL] == 146.0
+    assert out[K.R_CHECKPOINT] == 4.25 + 1.5 + 4.0 and out[K.R_REWORK] == 18.0 and out[K.R_RESTART] == 64.0
+    assert out[K.R_USEFUL] == 54.0 and out[K.R_OVERHEAD] == 0.25
+    assert out[K.R_REJOINS] == 2 and out[K.R_FAILURES] == 2 and out[K.R_RESTARTS] == 1
+    assert_same(f, i, arrays)
 
 
 def test_trace_mode_empty_trace_and_single_step():
@@ -264,7 +408,7 @@ def _synthetic_run(run, f, i, pool):
     if pool.strategy != "ckpt" and pool.wipe.size == 0:
         pool.extend(16)
     while True:
-        out = run(f, i, pool.stack, pool.wipe, np.zeros(0), np.zeros(0, np.int16), np.zeros(0, np.int8))
+        out = run(f, i, pool.stack, pool.cost, pool.wipe, np.zeros((0, K.N_EV)))
         if out[K.R_NEED_MORE] == 0.0:
             return out
         pool.extend(max(16, pool.wipe.size))
