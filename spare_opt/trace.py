@@ -41,6 +41,7 @@ __all__ = [
     "read_fault_trace",
     "parse_fault_events",
     "trace_instants",
+    "instant_batches",
     "synthetic_fault_trace",
     "write_fault_trace",
 ]
@@ -323,6 +324,55 @@ def trace_instants(trace, groups, *, placement_seed=None):
         instants.append(Instant(float(times[start]), start, stop, failing, failing_events, recovering,
                                 recovering_events))
     return instants, node_group
+
+
+def instant_batches(trace, instant, node_group):
+    """The usable events of one instant as batches in file order, for ``repair`` semantics.
+
+    Under ``repair`` semantics events are taken in time order and, at one instant, in
+    file order; the order of a ``fault_start`` and a ``fault_end`` of one instant then
+    matters (a fault that starts and ends at the same instant takes its group out and
+    brings it back).  A *batch* is a maximal run of consecutive usable events of one
+    kind (usable as in :func:`trace_instants`; events that are not usable neither
+    belong to a batch nor end one): the starts of a batch fail together (one reorder
+    decision), the ends of a batch recover together.
+
+    Parameters
+    ----------
+    trace : FaultTrace
+    instant : Instant
+        One instant of ``trace_instants(trace, ...)``.
+    node_group : numpy.ndarray of int32
+        The ``node_group`` returned with it.
+
+    Returns
+    -------
+    list of tuple
+        ``(is_start, groups, events)`` per batch, in file order: ``is_start`` is True
+        for a batch of ``fault_start`` events; ``groups`` (int32) the batch's groups,
+        each once, in event order; ``events`` (int64) the index of the event of each.
+
+    Examples
+    --------
+    >>> from spare_opt.trace import instant_batches, parse_fault_events, trace_instants
+    >>> def ev(node, kind):
+    ...     return {"node_id": node, "event_time": 1.0, "event_type": kind, "fault_type": {"Class": "GPU"}}
+    >>> trace = parse_fault_events([ev("a", "fault_start"), ev("b", "fault_start"), ev("a", "fault_end")])
+    >>> instants, node_group = trace_instants(trace, 4)
+    >>> [(is_start, groups.tolist()) for is_start, groups, _ in instant_batches(trace, instants[0], node_group)]
+    [(True, [0, 1]), (False, [0])]
+    """
+    event_group = node_group[trace.node[instant.start:instant.stop]]
+    usable = np.flatnonzero(~trace.ignored[instant.start:instant.stop] & (event_group >= 0))
+    batches = []
+    if usable.size == 0:
+        return batches
+    kinds = trace.is_start[instant.start:instant.stop][usable]
+    cuts = np.concatenate(([0], np.flatnonzero(kinds[1:] != kinds[:-1]) + 1, [usable.size]))
+    for a, b in zip(cuts[:-1].tolist(), cuts[1:].tolist()):
+        groups, events = _groups_once(event_group, usable[a:b])
+        batches.append((bool(kinds[a]), groups, events + instant.start))
+    return batches
 
 
 def _groups_once(event_group, events):
