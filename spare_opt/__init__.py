@@ -17,7 +17,8 @@ Every public name is importable from here; the modules, one per concept:
   :func:`tune`;
 * :mod:`spare_opt.trace` - fault traces; :mod:`spare_opt.fit` - :func:`fit_trace` and the
   :class:`FailureModel` it fits; :mod:`spare_opt.replay` - :func:`replay_trace`;
-  :mod:`spare_opt.demo` - the demo.
+  :mod:`spare_opt.verdict` - :func:`compare`, the operator's verdict (checkpointing,
+  replication and SPARe on the same failures); :mod:`spare_opt.demo` - the demo.
 
 Conventions (``docs/api.md``): core inputs positional, options keyword-only; wrong types
 raise :class:`ParameterTypeError`, bad values :class:`ParameterError` (both
@@ -153,6 +154,7 @@ from .trace import (
     read_fault_trace,
     synthetic_fault_trace,
     trace_instants,
+    instant_batches,
     write_fault_trace,
 )
 from .fit import (
@@ -169,6 +171,7 @@ from .fit import (
 )
 from .replay import (
     PLANNERS,
+    SEMANTICS,
     ROW_STATUSES,
     replay_trace,
     ReplayResult,
@@ -183,6 +186,20 @@ from .demo import (
     find_trace,
     packaged_trace_path,
     run_demo,
+)
+from .verdict import (
+    COMPARE_SEMANTICS,
+    DEFAULT_COMPARE_FACTORS,
+    DEFAULT_COMPARE_MICRO_BATCHES,
+    DEFAULT_COMPARE_REP,
+    DEFAULT_COMPARE_SPARE,
+    DEFAULT_CYCLES,
+    STRATEGY_LABELS,
+    CompareResult,
+    compare,
+    compare_parameters,
+    cyclic_trace,
+    plot_compare,
 )
 from . import theory
 
@@ -288,6 +305,7 @@ __all__ = [
     "read_fault_trace",
     "parse_fault_events",
     "trace_instants",
+    "instant_batches",
     "synthetic_fault_trace",
     "write_fault_trace",
     "Estimate",
@@ -301,6 +319,7 @@ __all__ = [
     "DEFAULT_RESAMPLES",
     "MAX_SAMPLE_EVENTS",
     "PLANNERS",
+    "SEMANTICS",
     "ReplayRow",
     "ReplayResult",
     "replay_trace",
@@ -313,4 +332,16 @@ __all__ = [
     "find_trace",
     "packaged_trace_path",
     "default_trace_document",
+    "COMPARE_SEMANTICS",
+    "DEFAULT_COMPARE_FACTORS",
+    "DEFAULT_COMPARE_MICRO_BATCHES",
+    "DEFAULT_COMPARE_REP",
+    "DEFAULT_COMPARE_SPARE",
+    "DEFAULT_CYCLES",
+    "STRATEGY_LABELS",
+    "CompareResult",
+    "compare",
+    "compare_parameters",
+    "cyclic_trace",
+    "plot_compare",
 ]
