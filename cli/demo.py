@@ -4,7 +4,7 @@ import click
 
 from spare_opt.demo import DEFAULT_OUT, run_demo
 
-from .options import echo_json, force_option, json_option
+from .options import echo_json, force_option, json_option, time_unit_option, trace_format_option
 
 __all__ = ["command"]
 
@@ -14,12 +14,14 @@ __all__ = ["command"]
               help="Output folder (created if needed).")
 @click.option("--trace", "trace_path", default=None, metavar="FILE",
               help="Replay this fault trace instead of the real one shipped with spare-opt.")
+@trace_format_option
+@time_unit_option
 @click.option("--generated", is_flag=True,
               help="Replay a generated failure sequence of the same cluster (seed 0) instead of the real trace.")
 @click.option("--exact", is_flag=True, help="Replay with the exact planner instead of the online controller.")
 @force_option
 @json_option
-def command(out_dir, trace_path, generated, exact, force, as_json):
+def command(out_dir, trace_path, trace_format, time_unit, generated, exact, force, as_json):
     """Generate a Sidon layout for the traced cluster and replay a fault trace on it.
 
     N = 400 DP groups (the 400 servers of the InfiniteHBD trace), r = r* =
@@ -29,8 +31,10 @@ def command(out_dir, trace_path, generated, exact, force, as_json):
     """
     if trace_path is not None and generated:
         raise click.UsageError("--trace and --generated exclude each other")
+    if generated and (trace_format is not None or time_unit is not None):
+        raise click.UsageError("--format and --time-unit describe a trace file; --generated reads none")
     result = run_demo(out_dir, trace_path=trace_path, force=force, planner="exact" if exact else "controller",
-                      generated=generated)
+                      generated=generated, format=trace_format, time_unit=time_unit)
     if as_json:
         echo_json(result.to_dict())
     else:

@@ -6,37 +6,51 @@ from spare_opt.errors import SpareError
 from spare_opt.fit import DEFAULT_RESAMPLES, DEFAULT_WINDOW_MINUTES, REPAIR_DISTRIBUTIONS, fit_trace
 from spare_opt.trace import read_fault_trace
 
-from .options import check_output_path, echo_json, force_option, json_option, seed_option
+from .options import (
+    FLOAT,
+    FloatRange,
+    IntegerRange,
+    check_output_path,
+    echo_json,
+    force_option,
+    json_option,
+    seed_option,
+    time_unit_option,
+    trace_format_option,
+    warn_ignored,
+)
 
 __all__ = ["command"]
 
 
 @click.command("fit")
 @click.argument("trace_path", metavar="TRACE")
-@click.option("--nodes", type=click.IntRange(min=1), default=None, metavar="N",
+@trace_format_option
+@time_unit_option
+@click.option("--nodes", type=IntegerRange(min=1), default=None, metavar="N",
               help="Cluster size (default: the file's, else the nodes the trace names; an InfiniteHBD file "
                    "lists only nodes that failed: its cluster has 400).")
-@click.option("--window-minutes", type=click.FloatRange(min=0), default=DEFAULT_WINDOW_MINUTES, show_default=True,
+@click.option("--window-minutes", type=FloatRange(min=0), default=DEFAULT_WINDOW_MINUTES, show_default=True,
               metavar="MIN", help="Node faults starting within MIN minutes of an event's first fault join that "
                                   "failure event (0: same instant only).")
-@click.option("--start-day", type=float, default=None, metavar="DAY",
+@click.option("--start-day", type=FLOAT, default=None, metavar="DAY",
               help="Start of the observation window (default: day 0, or the first event if earlier).")
-@click.option("--end-day", type=float, default=None, metavar="DAY",
+@click.option("--end-day", type=FLOAT, default=None, metavar="DAY",
               help="End of the observation window (default: the last event); open faults are censored there.")
 @click.option("--repair-distribution", type=click.Choice(list(REPAIR_DISTRIBUTIONS)), default="empirical",
               show_default=True, help="What the failure model draws repair times from: the observed durations, "
                                       "or the lognormal fit.")
-@click.option("--confidence", type=click.FloatRange(min=0, max=1, min_open=True, max_open=True), default=0.95,
+@click.option("--confidence", type=FloatRange(min=0, max=1, min_open=True, max_open=True), default=0.95,
               show_default=True, metavar="LEVEL", help="Level of every confidence interval.")
-@click.option("--resamples", type=click.IntRange(min=99), default=DEFAULT_RESAMPLES, show_default=True, metavar="B",
+@click.option("--resamples", type=IntegerRange(min=99), default=DEFAULT_RESAMPLES, show_default=True, metavar="B",
               help="Bootstrap resamples and Monte-Carlo samples of the goodness-of-fit test.")
 @seed_option
 @click.option("--output", "-o", type=click.Path(dir_okay=False), default=None, metavar="FILE",
               help="Write the failure model to FILE (JSON, for simulate/compare --failure-model).")
 @force_option
 @json_option
-def command(trace_path, nodes, window_minutes, start_day, end_day, repair_distribution, confidence, resamples,
-            seed, output, force, as_json):
+def command(trace_path, trace_format, time_unit, nodes, window_minutes, start_day, end_day, repair_distribution,
+            confidence, resamples, seed, output, force, as_json):
     """Fit a failure model to the node fault trace TRACE.
 
     Reports, with confidence intervals where they apply: the per-node MTBF, the
@@ -53,7 +67,9 @@ def command(trace_path, nodes, window_minutes, start_day, end_day, repair_distri
       spare-opt fit fault_trace.json --nodes 400 -o model.json
     """
     check_output_path(output, force)
-    trace = read_fault_trace(trace_path)
+    if force and output is None:
+        warn_ignored("--force", "there is no output file to overwrite without --output")
+    trace = read_fault_trace(trace_path, format=trace_format, time_unit=time_unit)
     result = fit_trace(trace, nodes=nodes, window_minutes=window_minutes, start_day=start_day, end_day=end_day,
                        repair_distribution=repair_distribution, confidence=confidence, resamples=resamples,
                        seed=seed)

@@ -4,7 +4,17 @@ import click
 
 from spare_opt.generators import DEFAULT_TIME_LIMIT, METHODS, generate
 
-from .options import check_output_path, echo_json, force_option, json_option, seed_option
+from .options import (
+    INTEGER,
+    FloatRange,
+    check_output_path,
+    echo_json,
+    force_option,
+    given,
+    json_option,
+    seed_option,
+    warn_ignored,
+)
 
 __all__ = ["command"]
 
@@ -21,20 +31,21 @@ def _offsets_text(offsets):
 
 
 @click.command("layout")
-@click.option("--groups", "-n", "groups", type=int, required=True, metavar="N", help="Number of DP groups N (>= 1).")
-@click.option("--redundancy", "-r", "redundancy", type=int, required=True, metavar="R",
+@click.option("--groups", "-n", "groups", type=INTEGER, required=True, metavar="N", help="Number of DP groups N (>= 1).")
+@click.option("--redundancy", "-r", "redundancy", type=INTEGER, required=True, metavar="R",
               help="Redundancy r: shard types held by each group (1 <= r <= N).")
 @click.option("--method", "-m", type=click.Choice(list(METHODS)), default="sidon", show_default=True,
               help="Layout generator: Sidon offsets (any two groups share at most one shard type when possible), "
                    "consecutive offsets 0..r-1, blocks of r groups (r must divide N), or random Latin layers.")
 @seed_option
-@click.option("--time-limit", type=click.FloatRange(min=0, min_open=True), default=DEFAULT_TIME_LIMIT,
+@click.option("--time-limit", type=FloatRange(min=0, min_open=True), default=DEFAULT_TIME_LIMIT,
               show_default=True, metavar="SEC", help="CP-SAT time budget in seconds (sidon only).")
 @click.option("--output", "-o", type=click.Path(dir_okay=False, writable=False), required=True, metavar="FILE",
               help="Layout file to write: JSON, or compressed NumPy when FILE ends in .npz (large N).")
 @force_option
 @json_option
-def command(groups, redundancy, method, seed, time_limit, output, force, as_json):
+@click.pass_context
+def command(ctx, groups, redundancy, method, seed, time_limit, output, force, as_json):
     """Generate a stack layout of N DP groups with redundancy R and write it to FILE.
 
     Prints the method, N, r, the overlap lambda (the most shard types two groups
@@ -49,6 +60,11 @@ def command(groups, redundancy, method, seed, time_limit, output, force, as_json
     """
     # Refuse an existing file before any long solve.
     check_output_path(output, force)
+    # Options of the search only: the layout asked for is made all the same (a warning).
+    if method in ("consecutive", "block") and given(ctx, "seed"):
+        warn_ignored("--seed", f"the {method} layout is a fixed construction (it draws no random numbers)")
+    if method != "sidon" and given(ctx, "time_limit"):
+        warn_ignored("--time-limit", f"only the sidon search has a time budget; {method} is built directly")
     layout = generate(method, groups, redundancy, seed=seed, time_limit=time_limit)
     layout.save(output, force=force)
     metadata = layout.metadata

@@ -5,11 +5,14 @@ import os
 import sys
 
 import click
+from click.core import ParameterSource
 
 from spare_opt import Layout
+from spare_opt import _validation as check
 from spare_opt._io import dumps_json
 from spare_opt.errors import FailureSetError, SpareError
 from spare_opt.failure_sets import parse_group_ids
+from spare_opt.trace import TIME_UNITS, TRACE_FILE_FORMATS
 
 __all__ = [
     "json_option",
@@ -27,7 +30,98 @@ __all__ = [
     "workers_option",
     "scheduler_option",
     "executor_for",
+    "INTEGER",
+    "FLOAT",
+    "IntegerRange",
+    "FloatRange",
+    "given",
+    "warn_ignored",
+    "refuse_unused",
+    "trace_format_option",
+    "time_unit_option",
 ]
+
+
+# ------------------------------------------------------------------ number types
+class _Strict:
+    """Mixin: read the option's text with the library's one parser of written numbers.
+
+    click's own ``int`` and ``float`` types call Python's ``int()`` and ``float()``,
+    which take ``1_000``, other scripts' digits, ``nan`` and ``inf``, and fail with a
+    bare ``ValueError`` on integers beyond 4300 digits; every number option of
+    spare-opt goes through :func:`spare_opt._validation.parse_int` /
+    :func:`~spare_opt._validation.parse_float` instead, as ``--fail`` and ``--set`` do.
+    """
+
+    def _parse(self, value, param, ctx):
+        if not isinstance(value, str):
+            return value  # a default, already a number
+        try:
+            return self._parser(value, None)
+        except SpareError as exc:
+            self.fail(str(exc), param, ctx)
+
+    def _check_range(self, value, param, ctx):
+        low, high = getattr(self, "min", None), getattr(self, "max", None)
+        below = low is not None and (value <= low if getattr(self, "min_open", False) else value < low)
+        above = high is not None and (value >= high if getattr(self, "max_open", False) else value > high)
+        if below or above:
+            shown = check.int_text(value) if isinstance(value, int) else f"{value:g}"
+            self.fail(f"{shown} is not in the range {self._describe_range()}.", param, ctx)
+        return value
+
+
+class _StrictInt(_Strict, click.types.IntParamType):
+    _parser = staticmethod(check.parse_int)
+
+    def convert(self, value, param, ctx):
+        return self._parse(value, param, ctx)
+
+
+class _StrictFloat(_Strict, click.types.FloatParamType):
+    _parser = staticmethod(check.parse_float)
+
+    def convert(self, value, param, ctx):
+        return float(self._parse(value, param, ctx))
+
+
+class IntegerRange(_Strict, click.IntRange):
+    """``click.IntRange`` read by the strict parser (help shows the range as click does)."""
+
+    _parser = staticmethod(check.parse_int)
+
+    def convert(self, value, param, ctx):
+        return self._check_range(self._parse(value, param, ctx), param, ctx)
+
+
+class FloatRange(_Strict, click.FloatRange):
+    """``click.FloatRange`` read by the strict parser: finite decimal numbers only."""
+
+    _parser = staticmethod(check.parse_float)
+
+    def convert(self, value, param, ctx):
+        return self._check_range(float(self._parse(value, param, ctx)), param, ctx)
+
+
+#: Strict integer and float types for options without a range.
+INTEGER = _StrictInt()
+FLOAT = _StrictFloat()
+
+
+# ------------------------------------------------------------ options that do nothing
+def given(ctx, name):
+    """Whether the option ``name`` was given (on the command line or the environment), not defaulted."""
+    return ctx.get_parameter_source(name) in (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)
+
+
+def warn_ignored(option, reason):
+    """Say on stderr that ``option`` is ignored (for options that only change how or where the work runs)."""
+    click.echo(f"Warning: {option} is ignored: {reason}", err=True)
+
+
+def refuse_unused(option, reason):
+    """Refuse ``option`` as a usage error (for options that describe the experiment but would do nothing)."""
+    raise click.UsageError(f"{option} {reason}")
 
 
 class OutputExists(click.FileError):
@@ -92,7 +186,8 @@ def layout_argument(func):
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON on stdout instead of text.")
 force_option = click.option("--force", is_flag=True, help="Overwrite existing output files.")
-seed_option = click.option("--seed", type=int, default=0, show_default=True, help="Random seed; equal seeds give equal results.")
+seed_option = click.option("--seed", type=INTEGER, default=0, show_default=True,
+                           help="Random seed; equal seeds give equal results.")
 quiet_option = click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
 
 
@@ -149,7 +244,7 @@ def _workers(ctx, param, value):
 
 
 workers_option = click.option(
-    "--workers", type=int, default=1, show_default=True, metavar="W", callback=_workers,
+    "--workers", type=INTEGER, default=1, show_default=True, metavar="W", callback=_workers,
     help="Processes on this machine (-1: every CPU).  Results do not depend on it.")
 scheduler_option = click.option(
     "--scheduler", default=None, metavar="ADDRESS",
@@ -189,3 +284,12 @@ def executor_for(scheduler, workers):
         client.close()
         if cluster is not None:
             cluster.close()
+
+
+trace_format_option = click.option(
+    "--format", "trace_format", type=click.Choice(TRACE_FILE_FORMATS), default=None,
+    help="Format of the trace file (default: csv for a name ending in .csv, json otherwise).")
+time_unit_option = click.option(
+    "--time-unit", type=click.Choice(list(TIME_UNITS)), default=None,
+    help="Unit of the numeric times of a CSV fault log (needed exactly when its times are numbers, "
+         "not ISO-8601 timestamps).")

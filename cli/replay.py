@@ -5,7 +5,17 @@ import click
 from spare_opt.replay import replay_trace
 from spare_opt.trace import read_fault_trace
 
-from .options import echo_json, json_option, layout_argument, progress_bar, quiet_option
+from .options import (
+    IntegerRange,
+    echo_json,
+    json_option,
+    layout_argument,
+    progress_bar,
+    quiet_option,
+    time_unit_option,
+    trace_format_option,
+    warn_ignored,
+)
 
 __all__ = ["command"]
 
@@ -13,19 +23,22 @@ __all__ = ["command"]
 @click.command("replay")
 @layout_argument
 @click.option("--trace", "trace_path", required=True, metavar="FILE",
-              help="Fault trace: InfiniteHBD JSON (a list of events) or a spare-failure-trace file.")
+              help="Fault trace: InfiniteHBD JSON (a list of events), a spare-failure-trace file, or a CSV "
+                   "fault log (node,start,end[,domain][,kind]; docs/formats.md).")
+@trace_format_option
+@time_unit_option
 @click.option("--exact", is_flag=True, help="Use the exact planner instead of the online controller.")
-@click.option("--placement-seed", type=click.IntRange(min=0), default=None, metavar="SEED",
+@click.option("--placement-seed", type=IntegerRange(min=0), default=None, metavar="SEED",
               help="Place nodes on random distinct groups with this seed, an integer >= 0 "
-                   "(default: order of first appearance).")
+                   "(default: order of first effective fault).")
 @click.option("--rows", "show_rows", is_flag=True, help="Also print one line per trace event.")
 @json_option
 @quiet_option
-def command(layout, trace_path, exact, placement_seed, show_rows, as_json, quiet):
+def command(layout, trace_path, trace_format, time_unit, exact, placement_seed, show_rows, as_json, quiet):
     """Replay the fault trace FILE on the layout LAYOUT.
 
     Each fault_start fails the DP group of its node (nodes are mapped to groups in
-    order of first appearance, or at random with --placement-seed; nodes beyond N
+    order of first effective fault, or at random with --placement-seed; nodes beyond N
     are skipped), starts at the same
     instant fail together, S follows the reorder plans, and a wipe-out is a global
     restart (all groups back, S = 1).  fault_end events are counted but do not bring a
@@ -36,7 +49,9 @@ def command(layout, trace_path, exact, placement_seed, show_rows, as_json, quiet
     mean S.  --json prints the summary and the per-event rows as JSON.
     See docs/replay.md.
     """
-    trace = read_fault_trace(trace_path)
+    if show_rows and as_json:
+        warn_ignored("--rows", "--json always holds the per-event rows")
+    trace = read_fault_trace(trace_path, format=trace_format, time_unit=time_unit)
     with progress_bar(quiet, "replaying") as progress:
         result = replay_trace(layout, trace, planner="exact" if exact else "controller", progress=progress,
                               placement_seed=placement_seed)

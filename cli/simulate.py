@@ -2,6 +2,7 @@
 
 
 import click
+import numpy as np
 
 from spare_opt.parameters import PRESETS, STRATEGIES, parse_overrides, preset_parameters
 from spare_opt.simulation import default_redundancy, simulate_seeds, summarise
@@ -9,52 +10,64 @@ from spare_opt.simulation import default_redundancy, simulate_seeds, summarise
 from spare_opt._stats import finite_or_none
 
 from .options import (
+    INTEGER,
+    FloatRange,
+    IntegerRange,
     echo_json,
     executor_for,
+    given,
     json_option,
     progress_bar,
     quiet_option,
+    refuse_unused,
     scheduler_option,
+    time_unit_option,
+    trace_format_option,
+    warn_ignored,
     workers_option,
 )
 
 __all__ = ["command"]
 
-
-def _positive_period(ctx, param, value):
-    if value is not None and not value > 0:
-        raise click.BadParameter(f"must be > 0 seconds, got {value}")
-    return value
+#: Simulation parameters that a fault trace replaces (the trace gives the failures).
+TRACE_REPLACES = ("system_mtbf_seconds", "weibull_shape", "failure_model", "rate_follows_live", "restart_failures")
+#: Simulation parameters of SPARe's masking only.
+SPARE_ONLY = ("controller_seconds", "patch_layers")
 
 
 @click.command("simulate")
 @click.option("--preset", default="paper-600k", show_default=True, type=click.Choice(sorted(PRESETS)),
               help="Built-in setting (timings, MTBF, Weibull shape, steps).")
-@click.option("--groups", "-N", type=int, default=None,
+@click.option("--groups", "-N", type=INTEGER, default=None,
               help="Number of DP groups N; one of the preset's (default: its first).")
 @click.option("--strategy", type=click.Choice(STRATEGIES), default="spare", show_default=True,
               help="ckpt: checkpointing alone; rep: replication of degree r; spare: SPARe with a Sidon layout.")
-@click.option("--redundancy", "-r", type=click.IntRange(min=1), default=None,
-              help="Redundancy r (default: r* = floor(log2 N + 0.833) for spare, 3 for rep).")
-@click.option("--ckpt-period", type=float, default=None, callback=_positive_period, metavar="SEC",
+@click.option("--redundancy", "-r", type=IntegerRange(min=1), default=None,
+              help="Redundancy r (default: the --layout's r, else r* = floor(log2 N + 0.833) for spare, 3 for rep; "
+                   "not for ckpt).")
+@click.option("--ckpt-period", type=FloatRange(min=0, min_open=True), default=None, metavar="SEC",
               help="Seconds of progress between checkpoints (default: the Young/Daly T_c*).")
-@click.option("--seeds", type=click.IntRange(min=1), default=10, show_default=True, help="Runs (seeds 0..K-1).")
+@click.option("--seeds", type=IntegerRange(min=1), default=10, show_default=True, help="Runs (seeds 0..K-1).")
 @click.option("--trace", "trace_path", type=click.Path(dir_okay=False), default=None, metavar="FILE",
-              help="Replay this fault trace (InfiniteHBD JSON) instead of Weibull failures.")
-@click.option("--trace-time-scale", type=float, default=1.0, show_default=True,
+              help="Replay this fault trace (InfiniteHBD or spare-failure-trace JSON, or a CSV fault log) "
+                   "instead of Weibull failures.")
+@trace_format_option
+@time_unit_option
+@click.option("--trace-time-scale", type=FloatRange(min=0, min_open=True), default=1.0, show_default=True,
               help="With --trace: multiply trace times by this factor (< 1 compresses the trace).")
-@click.option("--placement-seed", type=int, default=None, metavar="SEED",
-              help="With --trace: place nodes on random distinct groups (default: order of first appearance).")
+@click.option("--placement-seed", type=IntegerRange(min=0), default=None, metavar="SEED",
+              help="With --trace: place nodes on random distinct groups (default: order of first effective fault).")
 @click.option("--layout", "layout_path", type=click.Path(dir_okay=False), default=None, metavar="FILE",
-              help="SPARe layout file (default: a Sidon layout for N and r).")
+              help="SPARe layout file (--strategy spare; default: a Sidon layout for N and r).")
 @click.option("--set", "settings", multiple=True, metavar="FIELD=VALUE",
-              help="Change a simulation parameter, e.g. --set steps=20000 (repeatable).")
+              help="Change a simulation parameter, e.g. --set steps=20000 (repeatable, once per field).")
 @workers_option
 @scheduler_option
 @json_option
 @quiet_option
-def command(preset, groups, strategy, redundancy, ckpt_period, seeds, trace_path, trace_time_scale,
-            placement_seed, layout_path, settings, workers, scheduler, as_json, quiet):
+@click.pass_context
+def command(ctx, preset, groups, strategy, redundancy, ckpt_period, seeds, trace_path, trace_format, time_unit,
+            trace_time_scale, placement_seed, layout_path, settings, workers, scheduler, as_json, quiet):
     """Simulate training runs and report the time-to-train.
 
     Discrete-event simulation of the preset's training run under failures: checkpointing
@@ -62,25 +75,31 @@ def command(preset, groups, strategy, redundancy, ckpt_period, seeds, trace_path
     (docs/reproduction.md).  Prints the mean and 95% confidence interval over the
     seeds of TTT/T0 (T0: the fault-free time), availability, restarts, masked
     failures, mean stack number S, rework and checkpoint time.
+
+    Options that would do nothing are refused: the trace options (--format,
+    --time-unit, --trace-time-scale, --placement-seed) without --trace, --layout and
+    --redundancy with a strategy that does not use them, and --set of a field the
+    run does not use (trace_time_scale without a trace; the failure model's fields
+    with a trace, which gives the failures; controller_seconds and patch_layers
+    without SPARe).  --workers with a --scheduler address only warns.
     """
     from spare_opt.layout import Layout
 
+    overrides = parse_overrides(settings)
+    _refuse_unused_options(ctx, strategy, trace_path, overrides)
     if groups is None:
         groups = PRESETS[preset].groups[0]
-    overrides = parse_overrides(settings)
     if trace_path is not None:
-        if not trace_time_scale > 0:
-            raise click.BadParameter(f"must be > 0, got {trace_time_scale}", param_hint="--trace-time-scale")
         overrides["trace_time_scale"] = trace_time_scale
     params = preset_parameters(preset, groups, **overrides)
-    if redundancy is None:
-        redundancy = default_redundancy(strategy, groups)
     layout = Layout.load(layout_path) if layout_path is not None else None
+    if redundancy is None:
+        redundancy = layout.redundancy if layout is not None else default_redundancy(strategy, groups)
     trace = None
     if trace_path is not None:
         from spare_opt.trace import read_fault_trace
 
-        trace = read_fault_trace(trace_path)
+        trace = read_fault_trace(trace_path, format=trace_format, time_unit=time_unit)
     with executor_for(scheduler, workers) as executor, progress_bar(quiet, "simulating") as progress:
         runs = simulate_seeds(params, strategy, redundancy, seeds=seeds, checkpoint_period_seconds=ckpt_period,
                               layout=layout, trace=trace, placement_seed=placement_seed, workers=workers,
@@ -100,28 +119,73 @@ def command(preset, groups, strategy, redundancy, ckpt_period, seeds, trace_path
             "runs": [run.to_dict() for run in runs],
         })
         return
-    click.echo(_format(preset, strategy, groups, runs, summary))
+    click.echo(_format(preset, strategy, groups, runs, summary, params.max_wall_factor))
 
 
-def _format(preset, strategy, groups, runs, summary):
+def _refuse_unused_options(ctx, strategy, trace_path, overrides):
+    """Options that would do nothing: errors for the experiment's options, a warning for --workers.
+
+    An option that describes *what* is simulated (the trace's time scale, the
+    placement, the layout, a simulation parameter) and would be ignored is a usage
+    error: the numbers printed would be taken for a run with that setting.  An option
+    that only says *how* the runs are executed (--workers beside a Dask scheduler
+    address) changes no number: a warning on stderr says it is ignored.
+    """
+    if trace_path is None:
+        for name, option in (("trace_format", "--format"), ("time_unit", "--time-unit"),
+                             ("trace_time_scale", "--trace-time-scale"), ("placement_seed", "--placement-seed")):
+            if given(ctx, name):
+                refuse_unused(option, "applies to --trace runs only (without a trace it would do nothing)")
+        if "trace_time_scale" in overrides:
+            refuse_unused("--set trace_time_scale", "applies to --trace runs only (without a trace it would do "
+                                                     "nothing)")
+    else:
+        if "trace_time_scale" in overrides:
+            refuse_unused("--set trace_time_scale", "and --trace-time-scale give the same setting; use "
+                                                     "--trace-time-scale")
+        replaced = [name for name in TRACE_REPLACES if name in overrides]
+        if replaced:
+            refuse_unused(f"--set {replaced[0]}", "does nothing with --trace: the trace gives the failure times "
+                                                  "(and failures during a restart always carry)")
+    if strategy != "spare":
+        if given(ctx, "layout_path"):
+            refuse_unused("--layout", f"is a SPARe layout; --strategy {strategy} does not use one")
+        unused = [name for name in SPARE_ONLY if name in overrides]
+        if unused:
+            refuse_unused(f"--set {unused[0]}", f"is a cost of SPARe's masking; --strategy {strategy} does not "
+                                                "use it")
+    if strategy == "ckpt" and given(ctx, "redundancy"):
+        refuse_unused("--redundancy", "does nothing with --strategy ckpt (checkpointing alone has r = 1)")
+    if given(ctx, "workers") and ctx.params.get("scheduler") not in (None, "local"):
+        warn_ignored("--workers", "the Dask scheduler's workers run the seeds (--workers sizes only "
+                                  "--scheduler local)")
+
+
+def _format(preset, strategy, groups, runs, summary, max_wall_factor):
     first = runs[0]
     name = {"ckpt": "CKPT only", "rep": f"Rep+CKPT r={first.redundancy}",
             "spare": f"SPARe+CKPT r={first.redundancy}"}[strategy]
+    period = first.checkpoint_period_seconds
     lines = [
-        f"{name}, N={groups}, preset {preset}, T_c={first.checkpoint_period_seconds:.0f} s, "
-        f"{summary['runs']} seeds",
+        f"{name}, N={groups}, preset {preset}, T_c={period:.0f} s, " if period < 1e15 else
+        f"{name}, N={groups}, preset {preset}, T_c={period:.3g} s, ",
         f"T0 (fault-free) = {first.fault_free_seconds / 86400:.2f} days",
     ]
+    lines[0] += f"{summary['runs']} seeds"
     if summary["unfinished"]:
+        # The cap, not wall / T0: a restart under way when the cap passes overshoots it.
         lines.append(f"{summary['unfinished']} of {summary['runs']} runs did not finish within the wall-time cap "
-                     f"(TTT/T0 > {first.wall_seconds / first.fault_free_seconds:.0f})")
+                     f"(TTT/T0 > {max_wall_factor:g})")
 
     def row(label, key, fmt):
         stat = summary[key]
         low, high = stat["ci95"]
-        if low != low:  # NaN: one seed, or unfinished runs
-            return f"  {label:<22}{fmt.format(stat['mean'])}   (no 95% CI: needs 2 or more finished runs)"
-        return f"  {label:<22}{fmt.format(stat['mean'])}   (95% CI {fmt.format(low)} .. {fmt.format(high)})"
+        if not np.isfinite(stat["mean"]):  # unfinished runs: an infinite time-to-train
+            return f"  {label:<22}{'unfinished':>6}   ({stat['ci_note']})"
+        if stat["ci_note"] is not None:  # one seed, unfinished runs, too few seeds for the bounds
+            return f"  {label:<22}{fmt.format(stat['mean'])}   ({stat['ci_note']})"
+        how = " bootstrap" if stat["ci_method"] == "bootstrap" else ""
+        return f"  {label:<22}{fmt.format(stat['mean'])}   (95% CI{how} {fmt.format(low)} .. {fmt.format(high)})"
 
     lines += [
         row("TTT/T0", "ttt_ratio", "{:.3f}"),

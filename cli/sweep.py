@@ -1,7 +1,5 @@
 """``spare-opt sweep``: Monte-Carlo and closed forms over a range of r and layout methods."""
 
-import math
-
 import click
 
 from spare_opt import theory
@@ -10,7 +8,12 @@ from spare_opt.montecarlo import MAX_TRIALS, sweep
 from spare_opt.parameters import PAPER
 
 from .options import (
+    INTEGER,
+    FloatRange,
+    IntegerRange,
     check_output_path,
+    given,
+    warn_ignored,
     echo_json,
     executor_for,
     force_option,
@@ -37,13 +40,6 @@ def _methods(ctx, param, value):
     return list(dict.fromkeys(names))
 
 
-def _finite(ctx, param, value):
-    # click's FloatRange lets nan and inf through ("nan > 0" is False, not an error).
-    if value is not None and not math.isfinite(value):
-        raise click.BadParameter(f"must be a finite number, got {value}")
-    return value
-
-
 def _number(value, digits):
     return "-" if value is None else f"{value:.{digits}f}"
 
@@ -59,26 +55,26 @@ def _percent(value):
 
 
 @click.command("sweep")
-@click.option("--groups", "-n", "groups", type=int, required=True, metavar="N", help="Number of DP groups N.")
-@click.option("--r-min", type=int, default=2, show_default=True, help="Smallest redundancy r.")
-@click.option("--r-max", type=int, default=20, show_default=True, help="Largest redundancy r.")
+@click.option("--groups", "-n", "groups", type=INTEGER, required=True, metavar="N", help="Number of DP groups N.")
+@click.option("--r-min", type=INTEGER, default=2, show_default=True, help="Smallest redundancy r.")
+@click.option("--r-max", type=INTEGER, default=20, show_default=True, help="Largest redundancy r.")
 @click.option("--methods", default="sidon,consecutive,block", show_default=True, callback=_methods,
               help=f"Comma-separated layout methods ({', '.join(METHODS)}); block only where r divides N.")
-@click.option("--trials", type=click.IntRange(min=1, max=MAX_TRIALS), default=200, show_default=True, metavar="K",
+@click.option("--trials", type=IntegerRange(min=1, max=MAX_TRIALS), default=200, show_default=True, metavar="K",
               help="Monte-Carlo failure orders per (method, r); the same orders for every method.")
 @seed_option
 @workers_option
 @scheduler_option
-@click.option("--mtbf", "mtbf_minutes", type=click.FloatRange(min=0, min_open=True), callback=_finite,
+@click.option("--mtbf", "mtbf_minutes", type=FloatRange(min=0, min_open=True),
               default=PAPER["system_mtbf_seconds"] / 60, show_default=True, metavar="MIN",
               help="System MTBF m in minutes, for J.")
-@click.option("--restart", "restart_minutes", type=click.FloatRange(min=0), callback=_finite,
+@click.option("--restart", "restart_minutes", type=FloatRange(min=0),
               default=PAPER["restart_seconds"] / 60, show_default=True, metavar="MIN",
               help="Global restart time T_r in minutes, for J.")
-@click.option("--save", "save_seconds", type=click.FloatRange(min=0, min_open=True), callback=_finite,
+@click.option("--save", "save_seconds", type=FloatRange(min=0, min_open=True),
               default=PAPER["save_seconds"], show_default=True, metavar="SEC",
               help="Checkpoint save time T_s in seconds, for J.")
-@click.option("--time-limit", type=click.FloatRange(min=0, min_open=True), callback=_finite, default=10.0,
+@click.option("--time-limit", type=FloatRange(min=0, min_open=True), default=10.0,
               show_default=True,
               metavar="SEC", help="Sidon generator time budget per layout, in seconds.")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None, metavar="FILE.png",
@@ -86,8 +82,9 @@ def _percent(value):
 @force_option
 @json_option
 @quiet_option
-def command(groups, r_min, r_max, methods, trials, seed, workers, scheduler, mtbf_minutes, restart_minutes, save_seconds,
-            time_limit, plot_path, force, as_json, quiet):
+@click.pass_context
+def command(ctx, groups, r_min, r_max, methods, trials, seed, workers, scheduler, mtbf_minutes, restart_minutes,
+            save_seconds, time_limit, plot_path, force, as_json, quiet):
     """Compare layout methods over r: Monte-Carlo mu and Sbar, closed forms, and J.
 
     For each method and each r in [--r-min, --r-max], generates the layout, runs
@@ -104,6 +101,14 @@ def command(groups, r_min, r_max, methods, trials, seed, workers, scheduler, mtb
       spare-opt sweep --groups 600 --r-min 2 --r-max 20 --methods sidon,consecutive,block \\
           --trials 300 --seed 0 --workers 2 --plot sweep.png
     """
+    # Options of how the work runs, ignored where there is no such work: warnings.
+    if force and plot_path is None:
+        warn_ignored("--force", "there is no output file to overwrite without --plot")
+    if given(ctx, "time_limit") and "sidon" not in methods:
+        warn_ignored("--time-limit", "only the sidon search has a time budget (--methods has no sidon)")
+    if given(ctx, "workers") and scheduler not in (None, "local"):
+        warn_ignored("--workers", "the Dask scheduler's workers run the trials (--workers sizes only "
+                                  "--scheduler local)")
     if plot_path is not None:
         check_output_path(plot_path, force)
         from spare_opt._plotting import require_matplotlib

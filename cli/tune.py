@@ -7,7 +7,12 @@ from spare_opt.parameters import PAPER_TABLE, PRESETS, parse_overrides
 from spare_opt.tuning import plot_tune, tune_preset
 
 from .options import (
+    INTEGER,
+    IntegerRange,
     check_output_path,
+    given,
+    refuse_unused,
+    warn_ignored,
     echo_json,
     executor_for,
     force_option,
@@ -24,8 +29,8 @@ __all__ = ["command"]
 @click.command("tune")
 @click.option("--preset", default="paper-600k", show_default=True, type=click.Choice(sorted(PRESETS)),
               help="Built-in setting; its r sweep and checkpoint-period grid are used.")
-@click.option("--groups", "-N", type=int, default=None, help="One N of the preset (default: all of them).")
-@click.option("--seeds", type=click.IntRange(min=1), default=10, show_default=True,
+@click.option("--groups", "-N", type=INTEGER, default=None, help="One N of the preset (default: all of them).")
+@click.option("--seeds", type=IntegerRange(min=1), default=10, show_default=True,
               help="Runs per configuration (seeds 0..K-1, the same for every configuration).")
 @workers_option
 @scheduler_option
@@ -36,7 +41,8 @@ __all__ = ["command"]
 @json_option
 @force_option
 @quiet_option
-def command(preset, groups, seeds, workers, scheduler, settings, plot_path, as_json, force, quiet):
+@click.pass_context
+def command(ctx, preset, groups, seeds, workers, scheduler, settings, plot_path, as_json, force, quiet):
     """Tune r and the checkpoint period by simulation: Rep+CKPT against SPARe+CKPT.
 
     For each N, every r of the preset's sweep runs at seven checkpoint periods around
@@ -48,6 +54,13 @@ def command(preset, groups, seeds, workers, scheduler, settings, plot_path, as_j
     single --groups the object itself, otherwise {"preset", "results": [...]}.
     """
     overrides = parse_overrides(settings)
+    if "trace_time_scale" in overrides:
+        refuse_unused("--set trace_time_scale", "does nothing in tune, which draws Weibull failures (no trace)")
+    if force and plot_path is None:
+        warn_ignored("--force", "there is no output file to overwrite without --plot")
+    if given(ctx, "workers") and scheduler not in (None, "local"):
+        warn_ignored("--workers", "the Dask scheduler's workers run the tasks (--workers sizes only "
+                                  "--scheduler local)")
     if plot_path is not None:
         check_output_path(plot_path, force)
         require_matplotlib()  # before the long work, not after it
@@ -102,10 +115,14 @@ def format_table(results, preset, show_paper=True):
             else:
                 extra = f"; CKPT only: TTT/T0 {ckpt['best_ttt_ratio']:.2f}"
         rep, spare = result.strategies["rep"], result.strategies["spare"]
+        if spare["best_ttt_ci_note"] is None:
+            interval = (f"95% CI of SPARe TTT/T0 {spare['best_ttt_ci95'][0]:.2f}.."
+                        f"{spare['best_ttt_ci95'][1]:.2f}")
+        else:  # one seed (or too few for an interval within the bounds): say so, never "nan..nan"
+            interval = f"SPARe TTT/T0: {spare['best_ttt_ci_note']}"
         lines.append(
             f"N={result.groups}: best T_c Rep {rep['best_period_seconds']:.0f} s, SPARe "
-            f"{spare['best_period_seconds']:.0f} s (95% CI of SPARe TTT/T0 {spare['best_ttt_ci95'][0]:.2f}.."
-            f"{spare['best_ttt_ci95'][1]:.2f}); closed form r* = {closed['r_star']}, "
+            f"{spare['best_period_seconds']:.0f} s ({interval}); closed form r* = {closed['r_star']}, "
             f"T_c* = {closed['period_seconds']:.0f} s{extra}"
         )
     return "\n".join(lines)

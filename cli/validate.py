@@ -12,7 +12,11 @@ from spare_opt.worst_case import (
 )
 
 from .options import (
+    FloatRange,
+    IntegerRange,
     check_output_path,
+    given,
+    warn_ignored,
     echo_json,
     executor_for,
     force_option,
@@ -41,29 +45,30 @@ def _percent(value):
     return "n/a" if value is None else f"{100 * value:+.2f}%"
 
 
-def _interval(pair, digits):
+def _interval(pair, digits, trials):
     if pair[0] is None:
-        return "n/a (one trial)"
+        return "n/a (one trial)" if trials == 1 else "n/a (too few trials)"
     return f"[{pair[0]:.{digits}f}, {pair[1]:.{digits}f}]"
 
 
 @click.command("validate")
 @layout_argument
-@click.option("--trials", type=click.IntRange(min=0, max=MAX_TRIALS), default=200, show_default=True, metavar="K",
+@click.option("--trials", type=IntegerRange(min=0, max=MAX_TRIALS), default=200, show_default=True, metavar="K",
               help="Monte-Carlo failure orders (0 skips the Monte-Carlo).")
 @seed_option
 @workers_option
 @scheduler_option
-@click.option("--worst-k", "worst_k", type=click.IntRange(min=0), default=None, metavar="K",
+@click.option("--worst-k", "worst_k", type=IntegerRange(min=0), default=None, metavar="K",
               help="Worst-case S* for failure sets of size 1..K  [default: r-1, the sizes always masked].")
-@click.option("--time-limit", type=click.FloatRange(min=0, min_open=True), default=10.0, show_default=True,
+@click.option("--time-limit", type=FloatRange(min=0, min_open=True), default=10.0, show_default=True,
               metavar="SEC", help="Time budget per failure-set size for the worst case (CP-SAT, or local search beyond N = 64).")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None, metavar="FILE.png",
               help="Write a PNG: histogram of masked failures and mean S* against failures (needs matplotlib).")
 @force_option
 @json_option
 @quiet_option
-def command(layout, trials, seed, workers, scheduler, worst_k, time_limit, plot_path, force, as_json, quiet):
+@click.pass_context
+def command(ctx, layout, trials, seed, workers, scheduler, worst_k, time_limit, plot_path, force, as_json, quiet):
     """Check a layout: invariants, guarantees, worst cases and Monte-Carlo endurance.
 
     \b
@@ -92,6 +97,18 @@ def command(layout, trials, seed, workers, scheduler, worst_k, time_limit, plot_
     n, r = layout.groups, layout.redundancy
     if worst_k is not None and worst_k > n:
         raise click.BadParameter(f"must be at most N = {n}", param_hint="--worst-k")
+    # Options of how the work runs, ignored when there is no such work: warnings.
+    if force and plot_path is None:
+        warn_ignored("--force", "there is no output file to overwrite without --plot")
+    if trials == 0:
+        for name, option in (("workers", "--workers"), ("scheduler", "--scheduler")):
+            if given(ctx, name):
+                warn_ignored(option, "--trials 0 runs no Monte-Carlo (the only parallel work)")
+    elif given(ctx, "workers") and scheduler not in (None, "local"):
+        warn_ignored("--workers", "the Dask scheduler's workers run the trials (--workers sizes only "
+                                  "--scheduler local)")
+    if given(ctx, "time_limit") and (r - 1 if worst_k is None else worst_k) == 0:
+        warn_ignored("--time-limit", "no worst-case search runs (--worst-k 0, or r = 1)")
     overlap = layout.overlap()
     shard, wipe_out_set = min_wipe_out_set(layout)
     after_one = worst_case_after_one_failure(layout)
@@ -154,9 +171,9 @@ def command(layout, trials, seed, workers, scheduler, worst_k, time_limit, plot_
         click.echo(f"Monte-Carlo:   {result.trials} random failure orders, seed {result.seed}, "
                    f"{result.workers} worker(s), {result.seconds:.2f} s")
         click.echo(f"  {'':<30} {'Monte-Carlo':>11}  {'95% CI':<20}  {'closed form':>11}  {'rel. error':>10}")
-        click.echo(f"  {'mu (failures masked)':<30} {result.mu:>11.2f}  {_interval(mc['mu_ci95'], 2):<20}  "
+        click.echo(f"  {'mu (failures masked)':<30} {result.mu:>11.2f}  {_interval(mc['mu_ci95'], 2, result.trials):<20}  "
                    f"{result.closed_form_mu:>11.2f}  {_percent(cf['mu_relative_error']):>10}")
-        click.echo(f"  {'Sbar (mean stack number)':<30} {result.sbar:>11.4f}  {_interval(mc['sbar_ci95'], 4):<20}  "
+        click.echo(f"  {'Sbar (mean stack number)':<30} {result.sbar:>11.4f}  {_interval(mc['sbar_ci95'], 4, result.trials):<20}  "
                    f"{result.closed_form_sbar:>11.4f}  {_percent(cf['sbar_relative_error']):>10}")
         click.echo("  (closed forms: Lee et al. 2026, Sec. 4-5; the Sbar form is a lower bound with rho_k = 0;"
                    " rel. error = (closed - MC) / MC)")

@@ -9,7 +9,10 @@ Run from anywhere (``python instances/make_instances.py [--force]``); it writes
 * ``instances/small/layout-N12-r3-consecutive.json``: the consecutive layout (0, 1, 2);
 * ``instances/small/failures-N12-seed1.json``: a generated 30-day sequence for 12 nodes;
 * ``instances/small/irregular-N12.json``: a hand-written InfiniteHBD-format trace with
-  every kind of irregular event (for the docs and the CLI help).
+  every kind of irregular event (for the docs and the CLI help);
+* ``instances/small/fault-log-N12.csv``: a hand-written CSV fault log (ISO-8601 times,
+  failure domains, fault kinds, an open fault, back-to-back faults and an overlapping
+  row), the format of ``docs/formats.md``.
 
 Everything is deterministic: running it twice writes the same bytes.  Existing files are
 kept unless ``--force`` is given.
@@ -31,6 +34,8 @@ from spare_opt.errors import OutputExistsError  # noqa: E402
 from spare_opt.trace import synthetic_fault_trace, write_fault_trace  # noqa: E402
 
 SMALL_GROUPS = 12
+#: File name of the demo's generated failure sequence.
+DEFAULT_TRACE_NAME = "failures-N400-seed0.json"
 
 
 def circulant(groups, offsets, method):
@@ -57,6 +62,26 @@ def irregular_events():
     ]
 
 
+#: The CSV fault log: one row per fault (node, start, end, domain, kind), hand-written.
+FAULT_LOG_ROWS = [
+    ("node", "start", "end", "domain", "kind"),
+    ("gpu-node-03", "2024-03-01T08:00:00Z", "2024-03-01T20:30:00Z", "rack-1", "GPU"),
+    ("gpu-node-07", "2024-03-02T14:15:00Z", "2024-03-04T09:00:00Z", "rack-2", "NIC"),
+    ("gpu-node-08", "2024-03-02T14:15:00Z", "2024-03-03T02:00:00Z", "rack-2", "NIC"),   # same instant as 07
+    ("gpu-node-03", "2024-03-03T06:00:00Z", "2024-03-03T11:00:00Z", "rack-1", "Fan"),
+    ("gpu-node-07", "2024-03-03T10:00:00Z", "2024-03-03T12:00:00Z", "rack-2", "Fan"),   # overlaps its NIC fault
+    ("gpu-node-11", "2024-03-05T00:00:00Z", "2024-03-05T06:45:00Z", "rack-3", "ECC"),
+    ("gpu-node-11", "2024-03-05T06:45:00Z", "2024-03-06T01:00:00Z", "rack-3", "GPU"),   # back to back
+    ("gpu-node-01", "2024-03-06T18:20:00Z", "", "rack-1", "PSU"),                       # still open
+    ("gpu-node-05", "2024-03-07T09:00:00Z", "2024-03-07T09:30:00Z", "", ""),            # no domain, no kind
+]
+
+
+def fault_log_text():
+    """The CSV fault log of ``FAULT_LOG_ROWS``, one row per line."""
+    return "".join(",".join(row) + "\n" for row in FAULT_LOG_ROWS)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--force", action="store_true", help="overwrite existing files")
@@ -78,6 +103,7 @@ def main(argv=None):
                                                            repair_median_days=2.0), p, force=args.force)),
         (small / "irregular-N12.json",
          lambda p: write_atomic(p, json.dumps(irregular_events(), indent=1) + "\n", force=args.force)),
+        (small / "fault-log-N12.csv", lambda p: write_atomic(p, fault_log_text(), force=args.force)),
     ]
     for path, write in jobs:
         path.parent.mkdir(parents=True, exist_ok=True)

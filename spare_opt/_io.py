@@ -1,14 +1,25 @@
 """Atomic, no-clobber file writing shared by every writer in spare-opt, and path checks."""
 
+import errno
 import json
 import os
+import sys
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 
 from .errors import OutputExistsError, OutputWriteError, ParameterError
 
-__all__ = ["write_atomic", "as_path", "json_default", "dumps_json", "reading", "read_json_file"]
+__all__ = [
+    "write_atomic",
+    "as_path",
+    "json_default",
+    "dumps_json",
+    "reading",
+    "read_json_file",
+    "parse_json_text",
+    "check_version",
+]
 
 
 def as_path(value, error=ParameterError, what="path"):
@@ -52,7 +63,10 @@ def write_atomic(path, data, *, force=False):
 
     The bytes go to a temporary file in the same folder, which is then moved into
     place, so a reader never sees a half-written file and a crash leaves the old file
-    intact.  A symbolic link is followed (its target is replaced, the link kept).  An
+    intact.  A symbolic link is followed and kept: its target is written, replaced
+    (with ``force``) when it exists, created when the link dangles (a missing target
+    holds no data to protect, so ``force`` is not needed; the target's folder must
+    exist).  This is what ``open(path, "w")`` and the shell's ``>`` do.  An
     existing special file (``/dev/null``, a FIFO, a terminal) is written through
     directly, ``force`` or not: renaming onto it would replace the device node itself
     with a regular file.
@@ -77,7 +91,8 @@ def write_atomic(path, data, *, force=False):
         ``path`` exists and ``force`` is false.
     OutputWriteError
         ``path`` is not a usable path (empty, not a str/PathLike), is a folder, its
-        folder does not exist or is not a folder, or the file cannot be written
+        folder (or, for a symbolic link, its target's folder) does not exist or is not
+        a folder, is a loop of symbolic links, or the file cannot be written
         (permission, full disk...).  It is an ``OSError`` too; its ``reason``
         attribute is the why without the path.
     """
@@ -85,7 +100,15 @@ def write_atomic(path, data, *, force=False):
     if isinstance(data, str):
         data = data.encode("utf-8")
     try:
-        if path.is_symlink() and path.exists():
+        if path.is_symlink():
+            try:
+                os.stat(path)
+            except FileNotFoundError:
+                pass  # a dangling link: its target is created below
+            except OSError as exc:
+                if exc.errno == errno.ELOOP:
+                    raise _write_error(path, "it is a loop of symbolic links") from None
+                raise
             path = Path(os.path.realpath(path))
         if path.exists() and not path.is_file() and not path.is_dir():
             with open(path, "wb") as handle:
@@ -216,6 +239,9 @@ def dumps_json(document, *, indent=2):
 def read_json_file(path, error, what, expected="JSON", malformed="malformed JSON"):
     """Read and parse a JSON file; every failure becomes one ``error`` line naming the file.
 
+    The one JSON reader of spare-opt (layouts, failure sets, fault traces); the text is
+    parsed by :func:`parse_json_text`.
+
     Parameters
     ----------
     path : pathlib.Path
@@ -238,16 +264,130 @@ def read_json_file(path, error, what, expected="JSON", malformed="malformed JSON
     ------
     error
         The file is missing, a folder, unreadable, not UTF-8 text, or not JSON
-        (including JSON nested too deeply for Python's parser).
+        (including JSON nested too deeply for Python's parser, an object with a
+        duplicated key, an integer too long to convert).
     """
     with reading(path, error, what, expected):
         text = path.read_text(encoding="utf-8")
+    return parse_json_text(text, error, str(path), malformed)
+
+
+class _DuplicateKey(Exception):
+    """Raised by the ``object_pairs_hook`` of :func:`parse_json_text` (never escapes it)."""
+
+
+def _unique_keys(pairs):
+    """``object_pairs_hook``: the object as a dict, refusing a key given twice."""
+    result = dict(pairs)
+    if len(result) != len(pairs):  # rare: find the first key given twice
+        seen = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _DuplicateKey(key)
+            seen.add(key)
+    return result
+
+
+def parse_json_text(text, error, source, malformed="malformed JSON"):
+    """Parse JSON text strictly; every failure becomes one ``error`` line naming ``source``.
+
+    Stricter than :func:`json.loads` where it would silently pick an answer or fail with
+    a bare exception:
+
+    * an object with a **duplicated key** is refused (``json.loads`` keeps the last
+      value, so ``{"events": [...], "events": []}`` would read as no events);
+    * an **integer too long to convert** (more than Python's 4300-digit limit) is
+      refused with one line instead of a ``ValueError`` from ``int()``;
+    * JSON **nested too deeply** for Python's parser is refused instead of a
+      ``RecursionError``.
+
+    ``NaN``, ``Infinity`` and ``-Infinity``, which are not JSON, are refused as well.
+
+    Parameters
+    ----------
+    text : str
+    error : type
+        The :class:`~spare_opt.errors.SpareError` subclass to raise.
+    source : str
+        The file (or document) named in messages.
+    malformed : str
+        How a parse failure is worded.
+
+    Returns
+    -------
+    object
+
+    Raises
+    ------
+    error
+        As above, or any other JSON syntax error (line and column given).
+    """
     try:
-        return json.loads(text)
+        return json.loads(text, object_pairs_hook=_unique_keys, parse_constant=_no_constant)
+    except _DuplicateKey as exc:
+        raise error(f"{source}: {malformed} (duplicated key {_key_text(exc.args[0])} in an object)") from None
+    except _NonStandard as exc:
+        raise error(f"{source}: {malformed} ({exc.args[0]} is not a JSON number)") from None
     except json.JSONDecodeError as exc:
-        raise error(f"{path}: {malformed} ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
+        raise error(f"{source}: {malformed} ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
     except RecursionError:
-        raise error(f"{path}: {malformed} (nested too deeply)") from None
+        raise error(f"{source}: {malformed} (nested too deeply)") from None
+    except ValueError as exc:
+        # int() of a literal beyond sys.get_int_max_str_digits(): "Exceeds the limit (4300 digits)..."
+        if "integer string conversion" not in str(exc):
+            raise
+        limit = getattr(sys, "get_int_max_str_digits", lambda: 4300)()
+        raise error(f"{source}: {malformed} (an integer has more than {limit} digits, "
+                    "too long to convert)") from None
+
+
+class _NonStandard(Exception):
+    """Raised by the ``parse_constant`` hook of :func:`parse_json_text` (never escapes it)."""
+
+
+def _no_constant(name):
+    raise _NonStandard(name)
+
+
+def _key_text(key, limit=40):
+    return repr(key) if len(key) <= limit else f"{key[:limit]!r}... ({len(key)} characters)"
+
+
+def check_version(doc, expected, source, error, format_name):
+    """Check the ``version`` field of a versioned document: an ``int`` (not ``true``, not ``1.0``) equal to ``expected``.
+
+    The one version check of every reader (layouts, ``spare-failure-trace``): ``1.0``
+    and ``true`` compare equal to ``1`` in Python but are not version numbers.
+
+    Parameters
+    ----------
+    doc : dict
+    expected : int
+    source : str
+        The file named in messages.
+    error : type
+        The :class:`~spare_opt.errors.SpareError` subclass to raise.
+    format_name : str
+        The format named in messages (``"spare-layout"``).
+
+    Raises
+    ------
+    error
+        ``version`` is missing, not an integer, or not ``expected``.
+    """
+    version = doc.get("version")
+    if type(version) is not int or version != expected:
+        if "version" not in doc:
+            shown = "(missing)"
+        elif type(version) is int:
+            shown = str(version) if abs(version) < 10**40 else "(a huge integer)"
+        elif isinstance(version, (bool, float, type(None))):
+            shown = repr(version)
+        elif isinstance(version, str):
+            shown = repr(version[:40])
+        else:
+            shown = f"(a JSON {'object' if isinstance(version, dict) else 'list'})"
+        raise error(f"{source}: {format_name} version {shown} is not supported (expected the integer {expected})")
 
 
 @contextmanager

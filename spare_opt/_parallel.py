@@ -41,7 +41,7 @@ def resolve_workers(workers):
     if workers == -1:
         return os.cpu_count() or 1
     if workers < 1:
-        raise ParameterError(f"workers must be a positive integer or -1 (every CPU), got {workers}")
+        raise ParameterError(f"workers must be a positive integer or -1 (every CPU), got {check.int_text(workers)}")
     return workers
 
 

@@ -19,13 +19,15 @@ import numpy as np
 from . import _validation as check
 from . import theory
 from ._results import Result
-from ._stats import finite_or_none
+from ._stats import finite_or_none, weibull_renewals
 from .errors import FailureSetError, ParameterError
 from .parameters import STRATEGIES, SimulationParameters, fault_free_seconds
 from .layout import check_layout, check_size
 
 __all__ = [
     "MAX_EXPECTED_FAILURES",
+    "MAX_RUN_FAILURES",
+    "MAX_RUN_EPOCHS",
     "DEFAULT_REP_REDUNDANCY",
     "SimulationResult",
     "FailurePool",
@@ -47,6 +49,15 @@ __all__ = [
 #: (``max_wall_factor * T0 / system_mtbf_seconds``): every restart epoch keeps its failure
 #: outcomes in memory, so beyond this a hopeless run would exhaust memory or time.
 MAX_EXPECTED_FAILURES = 5 * 10**7
+#: Most failures one run may draw, whatever the parameters: the bound of the event loop.
+#: The budget above is an expectation (a Weibull renewal count); failures that bunch up
+#: after every restart (group clocks with a small shape and a zero restart time) can
+#: still exceed it, and such a run is stopped and refused rather than left to spin.
+MAX_RUN_FAILURES = 2 * MAX_EXPECTED_FAILURES
+#: Most restart epochs one synthetic run may draw outcomes for (each SPARe epoch costs a
+#: controller trajectory, about 0.4 ms at N = 200): the bound of the pool's growth.  A
+#: finishing run of the presets needs at most a few ten thousand.
+MAX_RUN_EPOCHS = 2**18
 #: Seed of the failure orders used to estimate ``T_f`` for the default checkpoint period
 #: (kept apart from the seeds of the runs).
 GRID_SEED = 1_000_003
@@ -59,13 +70,22 @@ def check_params(params):
 
 
 def check_event_budget(params):
-    """Refuse synthetic runs that could need more than :data:`MAX_EXPECTED_FAILURES` failures."""
-    expected = params.max_wall_factor * fault_free_seconds(params) / params.system_mtbf_seconds
-    if expected > MAX_EXPECTED_FAILURES:
+    """Refuse synthetic runs that could need more than :data:`MAX_EXPECTED_FAILURES` failures.
+
+    The count is the expected number of Weibull renewals of mean
+    ``system_mtbf_seconds`` and shape ``weibull_shape`` up to the wall-time cap
+    ``max_wall_factor * T0`` (:func:`spare_opt._stats.weibull_renewals`): about
+    ``cap / m`` for the usual shapes, far more when a shape well below 1 makes most
+    gaps tiny.
+    """
+    cap = params.max_wall_factor * fault_free_seconds(params)
+    expected = weibull_renewals(cap, params.system_mtbf_seconds, params.weibull_shape)
+    if not expected <= MAX_EXPECTED_FAILURES:
         raise ParameterError(
             f"a run could need about {expected:.3g} failures before its wall-time cap "
-            f"(max_wall_factor * T0 / system_mtbf_seconds; at most {MAX_EXPECTED_FAILURES:.0e}): lower "
-            "max_wall_factor, steps or layer_compute_seconds, or raise system_mtbf_seconds"
+            f"(max_wall_factor * T0 = {cap:.3g} s, system_mtbf_seconds {params.system_mtbf_seconds:g}, "
+            f"weibull_shape {params.weibull_shape:g}; at most {MAX_EXPECTED_FAILURES:.0e}): lower "
+            "max_wall_factor, steps or layer_compute_seconds, or raise system_mtbf_seconds or weibull_shape"
         )
 
 
@@ -436,7 +456,7 @@ def mean_failures_to_wipe_out(params, strategy, redundancy, layout=None, *, samp
     """
     check_params(params)
     redundancy = check_strategy(strategy, redundancy, params.groups)
-    samples = check.count("samples", samples)
+    samples = check.count("samples", samples, maximum=10**7)
     seed = check.seed(seed)
     if strategy == "spare":
         layout = check_run_layout(layout, params.groups, redundancy)
@@ -472,6 +492,7 @@ def _pack(params, strategy, redundancy, period, seed, trace_mode):
     f[K.F_JITTER] = params.jitter_sd
     f[K.F_MAX_WALL] = params.max_wall_factor * fault_free_seconds(params)
     f[K.F_PATCH_LAYERS] = params.patch_layers
+    f[K.F_MAX_FAILURES] = MAX_RUN_FAILURES
     i = np.zeros(K.N_IPARAMS, dtype=np.int64)
     i[K.I_STEPS] = params.steps
     i[K.I_GROUPS] = params.groups
@@ -536,9 +557,13 @@ def run_synthetic(params, strategy, redundancy, period, seed, pool):
         pool.extend(16)
     while True:
         raw = K.run_kernel(f, i, pool.stack, pool.wipe, empty_f, empty_i16, empty_i8)
+        _check_capped(raw, params)
         if raw[K.R_NEED_MORE] == 0.0:
             return _result(raw, params, strategy, redundancy, period, seed)
-        pool.extend(max(16, pool.wipe.size))
+        if pool.wipe.size >= MAX_RUN_EPOCHS:
+            raw[K.R_CAPPED] = 1.0
+            _check_capped(raw, params)
+        pool.extend(min(max(16, pool.wipe.size), MAX_RUN_EPOCHS - pool.wipe.size))
 
 
 
@@ -566,4 +591,18 @@ def run_events(params, strategy, redundancy, period, seed, times_seconds, stack_
     f, i = _pack(params, strategy, redundancy, period, seed, trace_mode=True)
     rep_stack = np.full((1, 1), redundancy if strategy == "rep" else 1, dtype=np.int16)
     raw = K.run_kernel(f, i, rep_stack, np.zeros(0, dtype=np.int32), times_seconds, stack_numbers, wipe_outs)
+    _check_capped(raw, params)
     return _result(raw, params, strategy, redundancy, period, seed)
+
+
+def _check_capped(raw, params):
+    """Refuse a run stopped at :data:`MAX_RUN_FAILURES` failures or :data:`MAX_RUN_EPOCHS` restarts."""
+    from . import _simulate_kernels as K
+
+    if raw[K.R_CAPPED] == 1.0:
+        raise ParameterError(
+            f"the run drew more than {MAX_RUN_FAILURES:.0e} failures or {MAX_RUN_EPOCHS} restarts before "
+            f"finishing or reaching its wall-time cap (weibull_shape {params.weibull_shape:g}, system_mtbf_seconds {params.system_mtbf_seconds:g}, "
+            f"restart_seconds {params.restart_seconds:g}): failures bunch up faster than training advances; "
+            "raise weibull_shape, system_mtbf_seconds or restart_seconds, or lower max_wall_factor"
+        )

@@ -33,7 +33,8 @@ F_SHAPE = 8              # Weibull shape k of the inter-arrival times
 F_JITTER = 9             # standard deviation of the multiplicative jitter
 F_MAX_WALL = 10          # give up (unfinished run) after this many wall seconds
 F_PATCH_LAYERS = 11      # layers of patch compute per masked failure that hits a step
-N_FPARAMS = 12
+F_MAX_FAILURES = 12      # stop (R_CAPPED) after this many failures: the bound of the event loop
+N_FPARAMS = 13
 
 # ------------------------------------------------------------------ int parameters
 I_STEPS = 0              # training steps to complete
@@ -70,7 +71,8 @@ R_EPOCHS_USED = 12       # trajectories consumed (synthetic failures)
 R_NEED_MORE = 13         # 1.0 when the trajectory pool ran out (rerun with more)
 R_CHECKPOINTS = 14       # checkpoints completed
 R_FAILURES = 15          # failures that struck (masked + wipe-outs + absorbed)
-N_RESULTS = 16
+R_CAPPED = 16            # 1.0 when the run stopped at F_MAX_FAILURES failures (the caller refuses it)
+N_RESULTS = 17
 
 # ------------------------------------------------------------- event-loop state
 # Phases of a run; a failure is handled by the phase it lands in (_phase_failures).
@@ -198,7 +200,8 @@ def _phase_failures(phase, end, ar, fparams, iparams, clock, epoch_state, out, s
       to its end, so under system renewal the next failure is drawn from it).
 
     Returns ``(status, end, overhead, fail_time)``: ``status`` is ``ENDED``, ``WIPED``
-    or ``NEED_MORE``; ``end`` the phase's end, lengthened by masking costs; ``overhead``
+    or ``NEED_MORE`` (also when the run passes ``F_MAX_FAILURES`` failures, with
+    ``R_CAPPED`` set: the caller refuses the run); ``end`` the phase's end, lengthened by masking costs; ``overhead``
     the masking cost charged to a step (0 for other phases); ``fail_time`` the time of
     the last failure handled (of the wipe-out when ``WIPED``).
     """
@@ -214,6 +217,9 @@ def _phase_failures(phase, end, ar, fparams, iparams, clock, epoch_state, out, s
             # absorbed: the restart replaces the failed node
             out[R_FAILURES] += 1.0
             out[R_ABSORBED] += 1.0
+            if out[R_FAILURES] > fparams[F_MAX_FAILURES]:  # the bound of the event loop
+                out[R_CAPPED] = 1.0
+                return NEED_MORE, end, overhead, fail_time
             if trace_mode:
                 _next_trace_failure(trace_times, clock, epoch_state)
             else:
@@ -221,6 +227,9 @@ def _phase_failures(phase, end, ar, fparams, iparams, clock, epoch_state, out, s
             continue
         epoch_state[E_FAILED] += 1
         out[R_FAILURES] += 1.0
+        if out[R_FAILURES] > fparams[F_MAX_FAILURES]:  # the bound of the event loop
+            out[R_CAPPED] = 1.0
+            return NEED_MORE, end, overhead, fail_time
         is_wipe, new_stack, need_more = _outcome(strategy, trace_mode, epoch_state[E_FAILED], epoch_state[E_EPOCH],
                                                  epoch_state[E_TRACE_POS], stack_traj, wipe_index, trace_stack,
                                                  trace_wipe)

@@ -20,6 +20,7 @@ it; the type check of one of the project's own classes lives beside the class
 
 import math
 import numbers
+import re
 
 import numpy as np
 
@@ -39,7 +40,32 @@ __all__ = [
     "integers",
     "numbers_",
     "sequence",
+    "parse_int",
+    "parse_float",
+    "int_text",
+    "MAX_INT_DIGITS",
+    "MAX_SEED",
+    "MAX_GROUPS",
+    "MAX_RUNS",
 ]
+
+#: Most digits a written integer may have: Python's own limit on converting a decimal
+#: string to an int (``sys.get_int_max_str_digits()``, 4300 by default), fixed here so
+#: that the same text gives the same answer whatever the interpreter's setting.
+MAX_INT_DIGITS = 4300
+#: Largest seed: far beyond any use, and small enough that every message can print it
+#: (``numpy.random.SeedSequence`` mixes any entropy into 128 bits).
+MAX_SEED = 2**128 - 1
+#: Most DP groups ``N``: group ids are 32-bit integers in every array of spare-opt.
+MAX_GROUPS = 2**31 - 1
+#: Most runs (seeds) of one configuration: the task list is built up front.
+MAX_RUNS = 10**6
+#: A written integer: ASCII digits with an optional sign (no ``_``, no other scripts' digits).
+_INT = re.compile(r"[+-]?[0-9]+", re.ASCII)
+#: A written real number: ASCII decimal, optional fraction and exponent (no ``_``, no hex,
+#: no ``nan``; ``inf``/``infinity`` only where infinity is allowed).
+_FLOAT = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?", re.ASCII)
+_INFINITY = re.compile(r"\+?inf(?:inity)?", re.ASCII | re.IGNORECASE)
 
 
 def _is_integer(value):
@@ -74,10 +100,119 @@ def integer(name, value, *, minimum=None, maximum=None, error=ParameterError):
         raise ParameterTypeError(f"{name} must be an integer, got {_shown(value)}")
     value = int(value)
     if minimum is not None and value < minimum:
-        raise error(f"{name} must be >= {minimum}, got {value}")
+        raise error(f"{name} must be >= {int_text(minimum)}, got {int_text(value)}")
     if maximum is not None and value > maximum:
-        raise error(f"{name} must be <= {maximum:,}, got {value}")
+        shown = f"{maximum:,}" if abs(maximum) < 10**30 else int_text(maximum)
+        raise error(f"{name} must be <= {shown}, got {int_text(value)}")
     return value
+
+
+def int_text(value):
+    """``value`` (an int) written for a message: its digits, or ``"a 5000-digit integer"`` when long.
+
+    ``str()`` of an integer beyond Python's conversion limit (4300 digits) raises
+    ``ValueError``; a message must never fail, nor be thousands of digits long.
+    """
+    value = int(value)
+    magnitude = -value if value < 0 else value
+    if magnitude.bit_length() <= 128:  # at most 39 digits
+        return str(value)
+    digits = int(magnitude.bit_length() * math.log10(2)) + 1
+    return f"a {'negative ' if value < 0 else ''}{digits}-digit integer"
+
+
+def parse_int(text, name, *, error=ParameterError):
+    """The integer written in ``text``: the one integer parser of spare-opt for written input.
+
+    Every integer a person or a file writes (``--fail 3,17``, ``--set steps=20000``, every
+    integer option of the command line, the numbers of a CSV fault log) goes through
+    here, so that the same text is accepted or refused the same way everywhere.
+
+    Parameters
+    ----------
+    text : str
+        ASCII decimal digits with an optional ``+``/``-`` sign; white space around is
+        ignored.
+    name : str or None
+        What the number is, for messages (``"steps"``, ``"group id"``); ``None``
+        leaves it out (the caller names it).
+    error : type, default ParameterError
+        The ``ValueError`` subclass raised.
+
+    Returns
+    -------
+    int
+
+    Raises
+    ------
+    ParameterTypeError
+        ``text`` is not a string.
+    error
+        ``text`` is not an integer (``int()`` would also take ``"1_000"`` and the
+        digits of other scripts, such as Arabic-Indic ``"\\u0661\\u0662"``: both are
+        refused here), or has more than :data:`MAX_INT_DIGITS` digits.
+    """
+    if not isinstance(text, str):
+        raise ParameterTypeError(f"{name or 'an integer'} must be given as text, got {type(text).__name__}")
+    prefix = f"{name}: " if name else ""
+    stripped = text.strip()
+    if not _INT.fullmatch(stripped):
+        raise error(f"{prefix}{_quoted(text)} is not an integer (ASCII digits with an optional sign)")
+    digits = len(stripped.lstrip("+-"))
+    if digits > MAX_INT_DIGITS:
+        raise error(f"{prefix}an integer of {digits} digits is too long (at most {MAX_INT_DIGITS})")
+    return int(stripped)
+
+
+def parse_float(text, name, *, allow_inf=False, error=ParameterError):
+    """The real number written in ``text``, finite unless ``allow_inf``: the one float parser for written input.
+
+    Parameters
+    ----------
+    text : str
+        An ASCII decimal number (``"64"``, ``"0.5"``, ``"1e-3"``, ``".5"``); white space
+        around is ignored; ``"inf"`` only with ``allow_inf``.
+    name : str or None
+        What the number is, for messages (``None``: left out).
+    allow_inf : bool, default False
+        Accept ``inf`` / ``infinity`` (never NaN).
+    error : type, default ParameterError
+
+    Returns
+    -------
+    float
+
+    Raises
+    ------
+    ParameterTypeError
+        ``text`` is not a string.
+    error
+        ``text`` is not a decimal number (``float()`` would also take ``"1_0"``,
+        ``"nan"`` and other scripts' digits), names NaN or infinity (unless allowed),
+        or is finite but too large for a float (``"1e999"`` would become infinity) or
+        too small (a non-zero number such as ``"1e-999"`` would become 0).
+    """
+    if not isinstance(text, str):
+        raise ParameterTypeError(f"{name or 'a number'} must be given as text, got {type(text).__name__}")
+    prefix = f"{name}: " if name else ""
+    stripped = text.strip()
+    if allow_inf and _INFINITY.fullmatch(stripped):
+        return math.inf
+    if not _FLOAT.fullmatch(stripped):
+        raise error(f"{prefix}{_quoted(text)} is not a finite decimal number")
+    value = float(stripped)
+    if math.isinf(value):
+        raise error(f"{prefix}{_quoted(text)} is too large for a float (it overflows to infinity)")
+    if value == 0.0 and any(c in "123456789" for c in stripped.split("e")[0].split("E")[0]):
+        raise error(f"{prefix}{_quoted(text)} is too small for a float (it underflows to 0)")
+    return value
+
+
+def _quoted(text, limit=40):
+    """``text`` quoted for a message, shortened when long."""
+    if len(text) <= limit:
+        return repr(text)
+    return f"{text[:limit]!r}... ({len(text)} characters)"
 
 
 def count(name, value, *, maximum=None):
@@ -89,9 +224,10 @@ def seed(value, name="seed"):
     """``value`` as a non-negative ``int``: a seed for ``numpy.random.SeedSequence``.
 
     ``SeedSequence`` refuses negative seeds with a bare ``ValueError``, and a float seed
-    would be truncated silently; both are refused here.
+    would be truncated silently; both are refused here, and so is a seed above
+    :data:`MAX_SEED` (a 5000-digit seed could not even be printed in a report).
     """
-    return integer(name, value, minimum=0)
+    return integer(name, value, minimum=0, maximum=MAX_SEED)
 
 
 def number(name, value, *, minimum=None, above=None, maximum=None, allow_inf=False, error=ParameterError):
@@ -127,7 +263,7 @@ def number(name, value, *, minimum=None, above=None, maximum=None, allow_inf=Fal
     try:
         result = float(value)
     except OverflowError:  # an integer beyond the float range
-        raise error(f"{name} is too large for a float, got a {len(str(value))}-digit integer") from None
+        raise error(f"{name} is too large for a float, got {int_text(value)}") from None
     if math.isnan(result) or (math.isinf(result) and not (allow_inf and result > 0)):
         raise error(f"{name} must be finite, got {result}")
     if minimum is not None and result < minimum:

@@ -64,7 +64,7 @@ class DemoResult(Result):
         The replay of the trace on the layout.
     random_placement : ReplayResult
         The same replay with the nodes placed on random groups (seed 0) instead of
-        in order of first appearance: how much the placement rule matters.
+        in order of first fault: how much the placement rule matters.
     files : dict
         ``{"layout": path, "report": path}`` of the files written.
     notes : list of str
@@ -176,7 +176,7 @@ def _layout_info(layout, seconds):
 
 
 def run_demo(out_dir=DEFAULT_OUT, *, trace_path=None, force=False, planner="controller", generated=False,
-             time_limit=SIDON_TIME_LIMIT, progress=None, environ=None):
+             time_limit=SIDON_TIME_LIMIT, progress=None, environ=None, format=None, time_unit=None):
     """Run the demo: Sidon layout for ``N = 400``, ``r = r*``, and a fault-trace replay.
 
     Parameters
@@ -198,6 +198,11 @@ def run_demo(out_dir=DEFAULT_OUT, *, trace_path=None, force=False, planner="cont
         ``progress(done, total)``, passed to :func:`spare_opt.replay_trace`.
     environ : mapping, optional
         Passed to :func:`find_trace` (tests).
+    format : {"json", "csv"}, optional
+        Format of the trace file (``trace_path`` or ``$SPARE_TRACE``), as for
+        :func:`spare_opt.read_fault_trace`; default: from the file name.
+    time_unit : {"seconds", "minutes", "hours", "days"}, optional
+        Unit of the numeric times of a CSV fault log.
 
     Returns
     -------
@@ -215,6 +220,9 @@ def run_demo(out_dir=DEFAULT_OUT, *, trace_path=None, force=False, planner="cont
         The output folder cannot be created or written.
     TraceError
         ``trace_path`` cannot be read.
+    ParameterError
+        ``format`` or ``time_unit`` is given with ``generated=True`` (there is no
+        file to read), or for the packaged JSON trace (``time_unit``).
 
     Notes
     -----
@@ -230,6 +238,8 @@ def run_demo(out_dir=DEFAULT_OUT, *, trace_path=None, force=False, planner="cont
 
     force = check.flag("force", force)
     generated = check.flag("generated", generated)
+    if generated and (format is not None or time_unit is not None):
+        raise ParameterError("format and time_unit describe a trace file; the generated sequence is none")
     groups = DEMO_GROUPS
     redundancy = r_star(groups)
     out_dir = as_path(out_dir, ParameterError, "demo output folder")
@@ -244,15 +254,15 @@ def run_demo(out_dir=DEFAULT_OUT, *, trace_path=None, force=False, planner="cont
 
     notes = []
     if trace_path is not None:
-        trace = read_fault_trace(trace_path)
-        kind = "real" if trace.format == "infinitehbd" else "generated"
+        trace = read_fault_trace(trace_path, format=format, time_unit=time_unit)
+        kind = _trace_kind(trace)
     elif generated:
         trace = parse_fault_events(default_trace_document(), source=f"<generated: seed {DEFAULT_TRACE_SEED}>")
         kind = "generated"
     else:
         found, notes = find_trace(environ=environ)
-        trace = read_fault_trace(found)
-        kind = "real" if trace.format == "infinitehbd" else "generated"
+        trace = read_fault_trace(found, format=format, time_unit=time_unit)
+        kind = _trace_kind(trace)
 
     started = time.perf_counter()
     layout = sidon(groups, redundancy, time_limit=time_limit, seed=0)
@@ -289,6 +299,11 @@ def run_demo(out_dir=DEFAULT_OUT, *, trace_path=None, force=False, planner="cont
         files={"layout": layout_path, "report": report_path},
         notes=notes,
     )
+
+
+def _trace_kind(trace):
+    """``"real"`` for InfiniteHBD files and CSV fault logs (logs of a cluster), ``"generated"`` otherwise."""
+    return "generated" if trace.format == "spare-failure-trace" else "real"
 
 
 def _placement_digest(result):

@@ -6,10 +6,9 @@ and :func:`read_failure_set` read ids written by a person (``--fail 3,17,42``) o
 file (a JSON list, or ids separated by commas and white space).
 """
 
-import re
-
 import numpy as np
 
+from . import _validation as check
 from ._io import as_path, read_json_file, reading
 from .errors import FailureSetError
 
@@ -60,7 +59,7 @@ def normalise_groups(groups, n, what="failed groups"):
             raise FailureSetError(f"{what}: {value!r} is not an integer group id")
         # Range check on Python ints first: ids beyond int64 would overflow numpy.
         if not 0 <= int(value) < n:
-            raise FailureSetError(f"{what}: group {int(value)} is out of range [0, {n})")
+            raise FailureSetError(f"{what}: group {check.int_text(value)} is out of range [0, {n})")
     return _sorted_unique(np.asarray(values, dtype=np.int64), what)
 
 
@@ -75,16 +74,14 @@ def _sorted_unique(array, what):
     return array.astype(np.int32)
 
 
-_GROUP_ID = re.compile(r"[+-]?[0-9]+", re.ASCII)
-
-
 def parse_group_ids(text):
     """Parse group ids written as ``"3,17,42"`` (commas and/or white space) into ints.
 
-    Ids are ASCII decimal integers (``int()`` would also take ``"1_0"`` and other
-    scripts' digits).  An empty slot between commas (``"1,,2"``, a trailing comma)
-    is refused: it usually means an id went missing.  Range and repeats are checked
-    against a layout by :func:`normalise_groups`.
+    Ids are ASCII decimal integers of at most 4300 digits, read by the project's one
+    integer parser :func:`spare_opt._validation.parse_int` (``int()`` would also take
+    ``"1_0"`` and other scripts' digits).  An empty slot between commas (``"1,,2"``, a
+    trailing comma) is refused: it usually means an id went missing.  Range and
+    repeats are checked against a layout by :func:`normalise_groups`.
 
     Parameters
     ----------
@@ -98,8 +95,12 @@ def parse_group_ids(text):
     ------
     FailureSetError
         ``text`` holds no id, an empty slot between commas, or a token that is not an
-        integer.
+        integer or is too long.
+    ParameterTypeError
+        ``text`` is not a string.
     """
+    if not isinstance(text, str):
+        raise check.ParameterTypeError(f"group ids must be given as text, got {type(text).__name__}")
     if not text.strip():
         raise FailureSetError("no group ids given (an empty list); leave the option out for none")
     values = []
@@ -108,9 +109,7 @@ def parse_group_ids(text):
         if not tokens:
             raise FailureSetError(f"empty group id between commas in {text!r}")
         for token in tokens:
-            if not _GROUP_ID.fullmatch(token):
-                raise FailureSetError(f"{token!r} is not an integer group id")
-            values.append(int(token))
+            values.append(check.parse_int(token, "group id", error=FailureSetError))
     return values
 
 

@@ -38,7 +38,7 @@ from typing import NamedTuple
 import numpy as np
 
 from . import _validation as check
-from ._io import as_path, dumps_json, read_json_file, write_atomic
+from ._io import as_path, check_version, dumps_json, read_json_file, write_atomic
 from ._results import Result
 from ._stats import finite_or_none
 from .errors import (
@@ -521,9 +521,7 @@ class FailureModel(Result):
         if doc.get("format") != FAILURE_MODEL_FORMAT:
             raise FailureModelError(
                 f"{source}: format is {doc.get('format')!r}, expected {FAILURE_MODEL_FORMAT!r}")
-        if type(doc.get("version")) is not int or doc["version"] != FAILURE_MODEL_VERSION:
-            raise FailureModelError(
-                f"{source}: version {doc.get('version')!r} is not supported (expected {FAILURE_MODEL_VERSION})")
+        check_version(doc, FAILURE_MODEL_VERSION, source, FailureModelError, FAILURE_MODEL_FORMAT)
         missing = [key for key in cls._REQUIRED if key not in doc]
         if missing:
             raise FailureModelError(f"{source}: missing key {missing[0]!r}")

@@ -18,7 +18,7 @@ import json
 import numpy as np
 
 from . import _validation as check
-from ._io import as_path, json_default, read_json_file, reading, write_atomic
+from ._io import as_path, check_version, json_default, parse_json_text, read_json_file, reading, write_atomic
 from .errors import LayoutError, LayoutFileError, OutputWriteError, ParameterError
 
 __all__ = ["Layout", "LAYOUT_FORMAT", "LAYOUT_VERSION", "check_size", "check_layout"]
@@ -27,7 +27,7 @@ LAYOUT_FORMAT = "spare-layout"
 LAYOUT_VERSION = 1
 
 
-def check_size(groups, redundancy):
+def check_size(groups, redundancy, *, max_groups=check.MAX_GROUPS):
     """Check a cluster size ``N`` and redundancy ``r``; return them as Python ints.
 
     Parameters
@@ -36,6 +36,9 @@ def check_size(groups, redundancy):
         Number of DP groups ``N``.
     redundancy : int
         Redundancy ``r``: shard types held by each group.
+    max_groups : int or None, default ``2**31 - 1``
+        Largest ``N``: group ids are 32-bit integers in every array of spare-opt.
+        ``None`` for formulas that hold for any ``N`` (:mod:`spare_opt.theory`).
 
     Returns
     -------
@@ -47,12 +50,13 @@ def check_size(groups, redundancy):
     ParameterTypeError
         ``N`` or ``r`` is not an integer.
     ParameterError
-        ``N < 1``, ``r < 1`` or ``r > N``.
+        ``N < 1``, ``N > max_groups``, ``r < 1`` or ``r > N``.
     """
-    groups = check.integer("groups N", groups, minimum=1)
+    groups = check.integer("groups N", groups, minimum=1, maximum=max_groups)
     redundancy = check.integer("redundancy r", redundancy, minimum=1)
     if redundancy > groups:
-        raise ParameterError(f"redundancy r must be <= N (a group holds r distinct shard types), got r={redundancy} > N={groups}")
+        raise ParameterError("redundancy r must be <= N (a group holds r distinct shard types), got "
+                             f"r={check.int_text(redundancy)} > N={check.int_text(groups)}")
     return groups, redundancy
 
 
@@ -76,7 +80,7 @@ def _check_offsets(offsets, groups):
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
             raise LayoutError(f"offsets must be integers, got {value!r}")
         if not 0 <= value < groups:
-            raise LayoutError(f"offset {int(value)} is outside [0, N = {groups})")
+            raise LayoutError(f"offset {check.int_text(value)} is outside [0, N = {groups})")
         values.append(int(value))
     return tuple(values)
 
@@ -347,19 +351,22 @@ class Layout:
         """
         path = as_path(path, LayoutFileError, "layout file path")
         try:
-            json.dumps(self.metadata, default=json_default)
+            json.dumps(self.metadata, default=json_default, allow_nan=False)
         except (TypeError, ValueError) as exc:
+            if "JSON compliant" in str(exc):  # NaN or infinity: JSON has no such numbers
+                exc = "it holds a NaN or infinite number, which JSON cannot hold"
             raise LayoutError(f"metadata cannot be written as JSON: {exc}") from None
         try:
             if path.suffix == ".npz":
                 header = self._header()
-                arrays = {"stacks": self._stacks, "header": np.array(json.dumps(header, default=json_default))}
+                arrays = {"stacks": self._stacks,
+                          "header": np.array(json.dumps(header, default=json_default, allow_nan=False))}
                 write_atomic(path, _npz_bytes(arrays), force=force)
             else:
                 doc = self.to_dict()
                 stacks = doc.pop("stacks")
                 # One group per line keeps large files diff- and grep-friendly.
-                head = json.dumps(doc, indent=1, default=json_default)[:-2]
+                head = json.dumps(doc, indent=1, default=json_default, allow_nan=False)[:-2]
                 rows = ",\n  ".join(json.dumps(row) for row in stacks)
                 write_atomic(path, f'{head},\n "stacks": [\n  {rows}\n ]\n}}\n', force=force)
         except OutputWriteError as exc:
@@ -383,8 +390,7 @@ class Layout:
         if doc.get("format") != LAYOUT_FORMAT:
             raise LayoutFileError(f"{source}: format is {doc.get('format')!r}, expected {LAYOUT_FORMAT!r}")
         # type() is int: 1.0 and true compare equal to 1 but are not a version number.
-        if type(doc.get("version")) is not int or doc["version"] != LAYOUT_VERSION:
-            raise LayoutFileError(f"{source}: version {doc.get('version')!r} is not supported (expected {LAYOUT_VERSION})")
+        check_version(doc, LAYOUT_VERSION, source, LayoutFileError, LAYOUT_FORMAT)
         for key in ("groups", "redundancy", "stacks"):
             if key not in doc:
                 raise LayoutFileError(f"{source}: missing key {key!r}")
@@ -407,7 +413,8 @@ class Layout:
                 f"redundancy={doc['redundancy']!r}"
             )
         offsets = doc.get("offsets")
-        if offsets is not None and (not isinstance(offsets, list) or not all(isinstance(o, int) for o in offsets)):
+        # type() is int: true would pass isinstance(o, int).
+        if offsets is not None and (not isinstance(offsets, list) or not all(type(o) is int for o in offsets)):
             raise LayoutFileError(f"{source}: 'offsets' must be a list of integers or null")
         metadata = doc.get("metadata") or {}
         if not isinstance(metadata, dict):
@@ -490,7 +497,8 @@ def _read_npz(path):
             # A member that is not in .npy format comes back as raw bytes.
             if not isinstance(header_array, np.ndarray) or header_array.shape != () or header_array.dtype.kind != "U":
                 raise LayoutFileError(f"{path}: not a spare-layout .npz file ('header' is not one JSON string)")
-            header = json.loads(str(header_array))
+            header = parse_json_text(str(header_array), LayoutFileError, f"{path}: 'header'",
+                                     malformed="not a spare-layout .npz header")
             stacks = archive["stacks"]
             if not isinstance(stacks, np.ndarray):
                 raise LayoutFileError(f"{path}: not a spare-layout .npz file ('stacks' is not a .npy array)")

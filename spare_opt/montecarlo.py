@@ -63,7 +63,10 @@ class MonteCarloResult(Result):
     mu, sbar : float
         Means over trials.
     mu_ci95, sbar_ci95 : tuple of float
-        95% confidence intervals (Student t); ``(nan, nan)`` for one trial.
+        95% confidence intervals within ``[0, N]`` and ``[1, r]``
+        (:func:`spare_opt._stats.interval95`: Student t, or a bootstrap when the t
+        interval leaves the bounds); ``(nan, nan)`` for one trial, or for fewer than
+        10 trials whose t interval leaves the bounds.
     closed_form_mu, closed_form_sbar : float
         :func:`spare_opt.theory.mu` and :func:`spare_opt.theory.sbar_lower_bound`.
     stack_mean_by_k : numpy.ndarray of float64
@@ -212,8 +215,9 @@ def monte_carlo(layout, *, trials=200, seed=0, workers=1, executor=None, progres
     last = int(np.flatnonzero(survivors)[-1]) + 1 if survivors.any() else 1
     with np.errstate(invalid="ignore", divide="ignore"):
         stack_mean = stack_sum[:last] / survivors[:last]
-    mu_mean, mu_ci = mean_ci95(masked.astype(np.float64))
-    sbar_mean, sbar_ci = mean_ci95(sbar_per_trial)
+    # Intervals within the quantities' bounds: 0 <= masked <= N, 1 <= Sbar <= r.
+    mu_mean, mu_ci = mean_ci95(masked.astype(np.float64), lower=0.0, upper=float(n))
+    sbar_mean, sbar_ci = mean_ci95(sbar_per_trial, lower=1.0, upper=float(r))
     return MonteCarloResult(
         groups=n, redundancy=r, method=layout.method, trials=trials, seed=seed, workers=processes,
         masked=masked, sbar_per_trial=sbar_per_trial,
@@ -351,7 +355,7 @@ def sweep(groups, *, r_min=2, r_max=20, methods=("sidon", "consecutive", "block"
     r_max = check.integer("r_max", r_max, minimum=1)
     groups, _ = check_size(groups, r_max)
     if r_min > r_max:
-        raise ParameterError(f"need r_min <= r_max, got r_min={r_min}, r_max={r_max}")
+        raise ParameterError(f"need r_min <= r_max, got r_min={check.int_text(r_min)}, r_max={r_max}")
     if isinstance(methods, str):  # "sidon,block": a single string would otherwise be split into letters
         methods = methods.split(",")
     methods = [m.strip() if isinstance(m, str) else m for m in check.sequence("methods", methods)]

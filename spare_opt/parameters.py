@@ -353,7 +353,7 @@ def preset_parameters(name, groups, **overrides):
         Unknown preset, ``N`` not in the preset, or a bad override.
     """
     preset = get_preset(name)
-    groups = check.integer("groups N", groups)
+    groups = check.integer("groups N", groups, maximum=check.MAX_GROUPS)
     if groups not in preset.groups:
         raise ParameterError(
             f"preset {name!r} defines N in {{{', '.join(map(str, preset.groups))}}}, got N={groups}"
@@ -388,8 +388,12 @@ _FIELD_KINDS = {
 def parse_overrides(items):
     """Parse ``["field=value", ...]`` into :class:`SimulationParameters` overrides.
 
-    Values are converted to the field's type (``int``, ``float``, ``bool`` from
-    ``true/false/1/0/yes/no``, ``str``).
+    Values are converted to the field's type by the project's one parser of written
+    numbers (:func:`spare_opt._validation.parse_int` and
+    :func:`~spare_opt._validation.parse_float`, shared with ``--fail`` and every
+    numeric option): ``int`` and ``float`` in ASCII decimal (``"1_000"``, other
+    scripts' digits, ``nan``, ``inf`` and numbers that overflow or underflow a float
+    are refused), ``bool`` from ``true/false/1/0/yes/no``, ``str`` as given.
 
     Parameters
     ----------
@@ -404,8 +408,8 @@ def parse_overrides(items):
     ParameterTypeError
         ``items`` is not a list of strings.
     ParameterError
-        An item is not ``field=value``, names no field (or ``groups``), or its value
-        does not convert.
+        An item is not ``field=value``, names no field (or ``groups``), gives a field
+        twice, or its value does not convert.
     """
     fields = SimulationParameters.__dataclass_fields__
     if isinstance(items, str):  # one "field=value", not a sequence of characters
@@ -416,7 +420,9 @@ def parse_overrides(items):
         raise ParameterTypeError(f"overrides must be a list of FIELD=VALUE strings, got {items!r}") from None
     out = {}
     for item in items:
-        key, sep, text = str(item).partition("=")
+        if not isinstance(item, str):
+            raise ParameterTypeError(f"overrides must be FIELD=VALUE strings, got {type(item).__name__}")
+        key, sep, text = item.partition("=")
         key, text = key.strip().replace("-", "_"), text.strip()
         if not sep or not key:
             raise ParameterError(f"expected FIELD=VALUE, got {item!r}")
@@ -424,21 +430,21 @@ def parse_overrides(items):
         if key not in fields or key == "groups":
             names = ", ".join(name for name in fields if name != "groups")
             raise ParameterError(f"unknown simulation parameter {key!r}; known: {names}")
+        if key in out:
+            # Two values for one field: the first would be dropped without a word.
+            raise ParameterError(f"simulation parameter {key!r} is set twice")
         kind = _FIELD_KINDS.get(key, "float")
-        try:
-            if kind == "bool":
-                lowered = text.lower()
-                if lowered not in ("true", "false", "1", "0", "yes", "no"):
-                    raise ValueError(text)
-                out[key] = lowered in ("true", "1", "yes")
-            elif kind == "int":
-                out[key] = int(text)
-            elif kind == "float":
-                out[key] = float(text)
-            else:
-                out[key] = text
-        except ValueError:
-            raise ParameterError(f"{key} expects a {kind}, got {text!r}") from None
+        if kind == "bool":
+            lowered = text.lower()
+            if lowered not in ("true", "false", "1", "0", "yes", "no"):
+                raise ParameterError(f"{key} expects true or false, got {text!r}")
+            out[key] = lowered in ("true", "1", "yes")
+        elif kind == "int":
+            out[key] = check.parse_int(text, key)
+        elif kind == "float":
+            out[key] = check.parse_float(text, key)
+        else:
+            out[key] = text
     return out
 
 

@@ -71,7 +71,7 @@ class ReplayRow(NamedTuple):
     time_days : float
         Event time (days).
     node : int
-        Node index (order of first appearance).
+        Node index (order of first effective fault, :class:`~spare_opt.trace.FaultTrace`).
     node_id : str
         Node identifier in the trace file.
     group : int
@@ -295,7 +295,7 @@ def replay_trace(layout, trace, *, planner="controller", semantics="paper", micr
         Check every plan with :func:`spare_opt.check_plan` (slower; for tests).
     placement_seed : int, optional
         Place nodes on random distinct groups with this seed instead of in order of
-        first appearance (:meth:`~spare_opt.trace.FaultTrace.node_groups`).
+        first effective fault (:meth:`~spare_opt.trace.FaultTrace.node_groups`).
     exact : bool, optional
         Deprecated: ``exact=True`` is ``planner="exact"``.
 
@@ -324,7 +324,7 @@ def replay_trace(layout, trace, *, planner="controller", semantics="paper", micr
     the instants and their groups come from :func:`spare_opt.trace.trace_instants`, the
     same step as the trace-driven simulation:
 
-    * nodes are mapped to groups in order of first appearance (or at random with
+    * nodes are mapped to groups in order of first effective fault (or at random with
       ``placement_seed``; :meth:`~spare_opt.trace.FaultTrace.node_groups`); nodes beyond ``N`` are
       skipped and reported;
     * events the reader flagged as irregular (``FaultTrace.ignored``) do nothing;
@@ -392,13 +392,23 @@ def replay_trace(layout, trace, *, planner="controller", semantics="paper", micr
     wipe_out_days = []
     masked_before_wipe_out = []
     masked_in_epoch = 0
+    # The time-weighted means of S and of the step cost: integral / span, and the same
+    # sum in fractions of the span, which stays finite whatever the times
+    # (S * (now - t_prev) overflows near 1.8e308 days); the first is kept when finite
+    # (the figures of earlier versions).
+    first, last = trace.span_days
+    span = last - first
     area = cost_area = 0.0
+    mean_stack = mean_cost = 0.0
     t_prev = float(times[0]) if count else 0.0
 
     for instant in instants:
         a, b, now = instant.start, instant.stop, instant.time_days
-        area += stack_number * (now - t_prev)
-        cost_area += load / m * (now - t_prev)
+        if span > 0:
+            area += stack_number * (now - t_prev)
+            mean_stack += stack_number * ((now - t_prev) / span)
+            cost_area += load / m * (now - t_prev)
+            mean_cost += load / m * ((now - t_prev) / span)
         t_prev = now
         if repair:
             batch_list = instant_batches(trace, instant, node_group)
@@ -505,10 +515,11 @@ def replay_trace(layout, trace, *, planner="controller", semantics="paper", micr
         if progress is not None:
             progress(b, count)
 
-    first, last = trace.span_days
-    span = last - first
-    mean_stack = float(area / span) if span > 0 else float(stack_number)
-    mean_cost = float(cost_area / span) if span > 0 else load / m
+    if span > 0:
+        mean_stack = float(area / span) if np.isfinite(area) else float(mean_stack)
+        mean_cost = float(cost_area / span) if np.isfinite(cost_area) else float(mean_cost)
+    else:
+        mean_stack, mean_cost = float(stack_number), load / m
     skipped_nodes = int((node_group < 0).sum())
     skipped_mask = node_group[trace.node] < 0 if count else np.zeros(0, dtype=bool)
     summary = {
@@ -520,7 +531,7 @@ def replay_trace(layout, trace, *, planner="controller", semantics="paper", micr
         "method": layout.method,
         "trace": trace.source,
         "trace_format": trace.format,
-        "placement": "first appearance" if placement_seed is None else f"random, seed {placement_seed}",
+        "placement": "first fault" if placement_seed is None else f"random, seed {placement_seed}",
         "events": count,
         "nodes": trace.n_nodes,
         "span_days": [first, last],

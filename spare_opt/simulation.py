@@ -52,6 +52,7 @@ References
 .. [3] Shou et al., arXiv:2502.03885 (the InfiniteHBD fault trace format).
 """
 
+import warnings
 
 import numpy as np
 
@@ -74,7 +75,9 @@ from ._runs import (
     run_events,
     run_synthetic,
 )
-from ._stats import mean_ci95
+from ._stats import interval95
+from .errors import ParameterError
+from .parameters import STRATEGIES
 from .trace import FaultTrace, trace_instants
 
 __all__ = [
@@ -89,6 +92,7 @@ __all__ = [
     "rep_wipe_out_index",
     "trace_failures",
     "trace_system_mtbf_seconds",
+    "trace_seconds",
 ]
 
 
@@ -131,7 +135,13 @@ def simulate(params, strategy, redundancy=None, *, checkpoint_period_seconds=Non
         Unknown strategy, ``r`` out of range, a layout of the wrong shape, a
         non-positive checkpoint period, a negative ``seed``, or (without a trace) more
         than :data:`MAX_EXPECTED_FAILURES` failures expected before the wall-time cap
-        ``max_wall_factor * T0``.
+        ``max_wall_factor * T0``, or a run that draws more than ``MAX_RUN_FAILURES``
+        failures or ``MAX_RUN_EPOCHS`` restarts (the bounds of its loops); or
+        ``placement_seed`` or ``params.trace_time_scale != 1`` without a trace (the
+        run would ignore them).
+    TraceError
+        The trace's times overflow a float in seconds (:func:`trace_seconds`), or it
+        gives no mean time between failures for the default period.
 
     Examples
     --------
@@ -141,12 +151,19 @@ def simulate(params, strategy, redundancy=None, *, checkpoint_period_seconds=Non
     >>> run.finished, 1.0 < run.ttt_ratio < 5.0
     (True, True)
 
+    Warns
+    -----
+    UserWarning
+        A ``layout`` for a strategy other than ``"spare"``, or a ``redundancy`` other
+        than 1 for ``"ckpt"``: ignored (generic code passes them to every strategy).
+
     Notes
     -----
     The run is deterministic for a given ``seed`` (numba's generator is seeded inside
     the kernel; the failure orders come from ``numpy.random.SeedSequence``).
     """
     check_params(params)
+    _check_used(params, strategy, redundancy, layout, trace, placement_seed)
     if redundancy is None:
         redundancy = default_redundancy(strategy, params.groups)
     redundancy = check_strategy(strategy, redundancy, params.groups)
@@ -167,7 +184,7 @@ def simulate(params, strategy, redundancy=None, *, checkpoint_period_seconds=Non
     result = run_events(params, strategy, redundancy, period, seed, times, stacks, wipes)
     counts["beyond_run"] = int(np.count_nonzero(times > result.wall_seconds))
     result.trace = dict(counts, source=trace.source,
-                        placement="first appearance" if placement_seed is None else f"random, seed {placement_seed}")
+                        placement="first fault" if placement_seed is None else f"random, seed {placement_seed}")
     return result
 
 
@@ -202,7 +219,8 @@ def simulate_seeds(params, strategy, redundancy=None, *, seeds=10, first_seed=0,
         :func:`simulate`.
     """
     check_params(params)
-    seeds = check.count("seeds", seeds)
+    _check_used(params, strategy, redundancy, layout, trace, placement_seed)
+    seeds = check.count("seeds", seeds, maximum=check.MAX_RUNS)
     first_seed = check.seed(first_seed, "first_seed")
     if redundancy is None:
         redundancy = default_redundancy(strategy, params.groups)
@@ -216,6 +234,32 @@ def simulate_seeds(params, strategy, redundancy=None, *, seeds=10, first_seed=0,
     tasks = [(params, strategy, redundancy, period, first_seed + s, layout, trace, placement_seed)
              for s in range(seeds)]
     return run_tasks(_simulate_task, tasks, workers=workers, executor=executor, progress=progress)
+
+
+def _check_used(params, strategy, redundancy, layout, trace, placement_seed):
+    """Arguments the run would ignore: an error when they describe a trace run that is not
+    happening, a warning when generic code passes them to every strategy.
+
+    ``placement_seed`` and ``params.trace_time_scale != 1`` without a trace describe a
+    trace replay: the numbers would be taken for one, so they are refused.  A
+    ``redundancy`` for ``"ckpt"`` or a ``layout`` for a strategy other than ``"spare"``
+    is what a loop over :data:`~spare_opt.parameters.STRATEGIES` passes to every
+    strategy; the run is exactly the strategy asked for, so a ``UserWarning`` (on stderr)
+    says the argument is ignored.
+    """
+    check.choice("strategy", strategy, STRATEGIES)
+    if trace is None:
+        if placement_seed is not None:
+            raise ParameterError("placement_seed places the nodes of a trace; without a trace it would do nothing")
+        if params.trace_time_scale != 1.0:
+            raise ParameterError(f"params.trace_time_scale = {params.trace_time_scale:g} applies to trace runs "
+                                 "only; without a trace it would do nothing")
+    if layout is not None and strategy != "spare":
+        warnings.warn(f"layout is ignored: it is a SPARe layout and strategy {strategy!r} does not use one",
+                      UserWarning, stacklevel=3)
+    if strategy == "ckpt" and redundancy is not None and check.integer("redundancy r", redundancy) != 1:
+        warnings.warn(f"redundancy {redundancy} is ignored: checkpointing alone (strategy 'ckpt') has r = 1",
+                      UserWarning, stacklevel=3)
 
 
 def _period(params, strategy, redundancy, layout, trace, checkpoint_period_seconds):
@@ -248,10 +292,14 @@ def summarise(results):
     dict
         For ``ttt_ratio``, ``availability``, ``restarts``, ``masked_failures``,
         ``mean_stack_number``, ``rework_seconds``, ``checkpoint_seconds``,
-        ``ttt_seconds``: ``{"mean", "ci95": [low, high]}`` (Student t interval over
-        seeds); plus ``runs`` and ``unfinished``.  Unfinished runs have ``inf`` time;
-        the interval is ``[nan, nan]`` where it cannot be given (a single run, or an
-        unfinished one).
+        ``ttt_seconds``: ``{"mean", "ci95": [low, high], "ci_method", "ci_note"}``,
+        the interval over seeds within the figure's bounds (availability in
+        ``[0, 1]``, counts and times ``>= 0``, the stack number in ``[1, r]``;
+        :func:`spare_opt._stats.interval95`: Student t, or a BCa bootstrap when the t
+        interval leaves the bounds); plus ``runs`` and ``unfinished``.  Unfinished runs
+        have ``inf`` time; the interval is ``[nan, nan]`` where it cannot be given (a
+        single run, an unfinished one, or fewer than 10 runs whose t interval leaves
+        the bounds) and ``ci_note`` says why.
 
     Raises
     ------
@@ -264,12 +312,16 @@ def summarise(results):
     for result in results:
         check.instance("results: each item", result, SimulationResult)
     out = {"runs": len(results), "unfinished": sum(not r.finished for r in results)}
-    keys = ("ttt_ratio", "ttt_seconds", "availability", "restarts", "masked_failures", "mean_stack_number",
-            "rework_seconds", "checkpoint_seconds")
-    for key in keys:
+    top = float(max(r.redundancy for r in results))
+    # The bounds of each figure: an interval never leaves them (spare_opt._stats.interval95).
+    bounds = {"ttt_ratio": (0.0, None), "ttt_seconds": (0.0, None), "availability": (0.0, 1.0),
+              "restarts": (0.0, None), "masked_failures": (0.0, None), "mean_stack_number": (1.0, top),
+              "rework_seconds": (0.0, None), "checkpoint_seconds": (0.0, None)}
+    for key, (lower, upper) in bounds.items():
         values = np.array([getattr(r, key) for r in results], dtype=float)
-        mean, (low, high) = mean_ci95(values)
-        out[key] = {"mean": mean, "ci95": [low, high]}
+        interval = interval95(values, lower=lower, upper=upper)
+        out[key] = {"mean": interval.mean, "ci95": [interval.low, interval.high], "ci_method": interval.method,
+                    "ci_note": interval.note}
     return out
 
 
@@ -326,6 +378,7 @@ def trace_failures(trace, groups, strategy, redundancy, *, layout=None, time_sca
     if strategy == "spare":
         layout = check_run_layout(layout, groups, redundancy)
     time_scale = check.number("time_scale", time_scale, above=0.0)
+    seconds = trace_seconds(trace, time_scale)
     instants, node_group = trace_instants(trace, groups, placement_seed=placement_seed)
     starts = trace.is_start
     counts = {"fault_starts": int(trace.n_starts), "used": 0,
@@ -367,7 +420,7 @@ def trace_failures(trace, groups, strategy, redundancy, *, layout=None, time_sca
             if controller is not None:
                 controller.restart()
             stack = redundancy if strategy == "rep" else 1
-        times.append(instant.time_days * 86400.0 * time_scale)
+        times.append(float(seconds[instant.start]))
         stacks.append(stack)
         wipes.append(1 if wiped else 0)
     counts["failure_events"] = len(times)
@@ -391,7 +444,7 @@ def trace_system_mtbf_seconds(trace, time_scale=1.0):
     -------
     float
         Mean time between usable fault starts, in seconds (``days * 86400 *
-        time_scale``).
+        time_scale``), finite and ``> 0``.
 
     Raises
     ------
@@ -400,7 +453,9 @@ def trace_system_mtbf_seconds(trace, time_scale=1.0):
     ParameterError
         ``time_scale`` is not a finite number ``> 0``.
     TraceError
-        The trace has no usable ``fault_start``.
+        The trace has no usable ``fault_start``, its times overflow a float in
+        seconds (:func:`trace_seconds`), or its last event is at or before time 0, so
+        that no mean time between failures can be derived (give a checkpoint period).
     """
     from .errors import TraceError
 
@@ -409,4 +464,53 @@ def trace_system_mtbf_seconds(trace, time_scale=1.0):
     starts = np.count_nonzero(trace.is_start & ~trace.ignored)
     if starts == 0:
         raise TraceError(f"{trace.source}: no fault_start event to replay")
-    return float(trace.span_days[1]) * 86400.0 * time_scale / starts
+    last = float(trace_seconds(trace, time_scale)[-1])
+    mtbf = last / starts
+    if not mtbf > 0.0:
+        raise TraceError(
+            f"{trace.source}: the last event is at day {trace.span_days[1]:g}, so the trace gives no mean time "
+            "between failures for the default checkpoint period; give the period (--ckpt-period)"
+        )
+    return mtbf
+
+
+def trace_seconds(trace, time_scale=1.0):
+    """The event times of a trace in seconds: ``times_days * 86400 * time_scale``, all finite.
+
+    Parameters
+    ----------
+    trace : spare_opt.trace.FaultTrace
+    time_scale : float, default 1.0
+        Seconds per trace second, finite and ``> 0``.
+
+    Returns
+    -------
+    numpy.ndarray of float64, shape (E,)
+
+    Raises
+    ------
+    ParameterTypeError
+        ``trace`` is not a :class:`~spare_opt.trace.FaultTrace`.
+    ParameterError
+        ``time_scale`` is not a finite number ``> 0``.
+    TraceError
+        A time overflows a float once converted (day 1.7e308 is a finite number of
+        days but an infinite number of seconds).  The message names the trace, the
+        largest day and the time scale, the two things the user gave.
+    """
+    from .errors import TraceError
+
+    check.instance("trace", trace, FaultTrace, " (spare_opt.read_fault_trace)")
+    time_scale = check.number("time_scale", time_scale, above=0.0)
+    with np.errstate(over="ignore"):
+        seconds = trace.times_days * 86400.0 * time_scale  # the same rounding as day * 86400 * scale
+        if not np.all(np.isfinite(seconds)):
+            # day * 86400 overflows before a small scale brings it back: scale first.
+            seconds = trace.times_days * (86400.0 * time_scale)
+    if not np.all(np.isfinite(seconds)):
+        worst = float(np.max(np.abs(trace.times_days)))
+        raise TraceError(
+            f"{trace.source}: day {worst:g} times 86400 s times the trace time scale {time_scale:g} overflows "
+            "a float; the trace's times are too large to simulate (lower the time scale)"
+        )
+    return seconds

@@ -132,9 +132,9 @@ def mu(groups, redundancy):
     >>> round(mu(600, 20), 1)
     424.2
     """
-    groups, redundancy = check_size(groups, redundancy)
-    too_large = ParameterError(f"N = {groups if groups < 10**20 else f'a {len(str(groups))}-digit number'}, "
-                               f"r = {redundancy if redundancy < 10**20 else '...'}: mu overflows a float")
+    groups, redundancy = check_size(groups, redundancy, max_groups=None)
+    too_large = ParameterError(f"N = {check.int_text(groups)}, r = {check.int_text(redundancy)}: "
+                               "mu overflows a float")
     try:
         inverse = 1.0 / redundancy
         try:
@@ -182,7 +182,7 @@ def sbar_lower_bound(groups, redundancy):
     ----------
     Lee et al., ICML 2026, Sec. 4-5.
     """
-    groups, redundancy = check_size(groups, redundancy)
+    groups, redundancy = check_size(groups, redundancy, max_groups=None)
     terms = int(math.floor(mu(groups, redundancy)))
     terms = max(1, min(terms, groups - 1)) if groups > 1 else 1
     return _sum_ceil_ratios(groups, groups - terms + 1) / terms
@@ -207,7 +207,7 @@ def _sum_ceil_ratios(n, low):
         m = last + 1
         steps += 1
         if steps > _MAX_BLOCKS:
-            raise ParameterError(f"N = {n} is too large for the exact Sbar sum")
+            raise ParameterError(f"N = {check.int_text(n)} is too large for the exact Sbar sum")
     return total
 
 

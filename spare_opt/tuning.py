@@ -30,6 +30,7 @@ from ._runs import (
     run_synthetic,
 )
 from ._stats import finite_or_none
+from .errors import ParameterError
 from .parameters import (
     DEFAULT_PERIOD_FACTORS,
     DEFAULT_REP_REDUNDANCIES,
@@ -103,7 +104,8 @@ class TuneResult(Result):
         Runs per configuration.
     strategies : dict
         ``"rep"``, ``"spare"`` (and ``"ckpt"``) to a dict with ``best_ttt_ratio``,
-        ``best_ttt_ci95``, ``best_r``, ``best_period_seconds``, ``availability`` (mean at
+        ``best_ttt_ci95`` (``[nan, nan]`` when no interval can be given, and then
+        ``best_ttt_ci_note`` says why, :func:`spare_opt.simulation.summarise`), ``best_r``, ``best_period_seconds``, ``availability`` (mean at
         the best configuration), ``mean_stack_number``, ``restarts``, ``unfinished`` and
         ``curve``: per ``r`` the best ``T_c``'s ``ttt_ratio`` (mean), ``ci95``,
         ``availability`` and ``period_seconds``, plus ``periods``: every ``T_c`` tried.
@@ -179,15 +181,19 @@ def tune(params, *, seeds=10, rep_redundancies=DEFAULT_REP_REDUNDANCIES,
     Raises
     ------
     ParameterTypeError, ParameterError
-        Bad seeds, redundancies, factors, workers or executor.
+        Bad seeds, redundancies, factors, workers or executor; a
+        ``params.trace_time_scale`` other than 1 (tune replays no trace).
     """
     check_params(params)
-    seeds = check.count("seeds", seeds)
+    seeds = check.count("seeds", seeds, maximum=check.MAX_RUNS)
     n = params.groups
     reps = check.integers("rep redundancies", rep_redundancies, minimum=1, maximum=n)
     spares = check.integers("spare redundancies", spare_redundancies, minimum=2, maximum=n)
     factors = check.numbers_("period factors", period_factors, above=0.0)
     include_ckpt = check.flag("include_ckpt", include_ckpt)
+    if params.trace_time_scale != 1.0:
+        raise ParameterError(f"params.trace_time_scale = {params.trace_time_scale:g} does nothing in tune, which "
+                             "draws Weibull failures (no trace)")
     check_event_budget(params)
 
     # ---------------------------------------------------------------- the task list
@@ -219,6 +225,7 @@ def tune(params, *, seeds=10, rep_redundancies=DEFAULT_REP_REDUNDANCIES,
                 "period_seconds": period,
                 "ttt_ratio": summary["ttt_ratio"]["mean"],
                 "ci95": summary["ttt_ratio"]["ci95"],
+                "ci_note": summary["ttt_ratio"]["ci_note"],
                 "availability": summary["availability"]["mean"],
                 "mean_stack_number": summary["mean_stack_number"]["mean"],
                 "restarts": summary["restarts"]["mean"],
@@ -233,6 +240,7 @@ def tune(params, *, seeds=10, rep_redundancies=DEFAULT_REP_REDUNDANCIES,
         entry.update(
             best_ttt_ratio=best["ttt_ratio"],
             best_ttt_ci95=best["ci95"],
+            best_ttt_ci_note=best["ci_note"],
             best_r=best["r"],
             best_period_seconds=best["period_seconds"],
             availability=best["availability"],

@@ -251,8 +251,8 @@ def worst_case_stack_number(layout, failed_count, *, method="auto", time_limit=1
     method = check.choice("method", method, WORST_CASE_METHODS)
     time_limit = check.seconds("time_limit", time_limit)
     seed = check.seed(seed)
-    search_workers = check.count("search_workers", search_workers)
-    iterations = check.count("iterations", iterations)
+    search_workers = check.count("search_workers", search_workers, maximum=1024)
+    iterations = check.count("iterations", iterations, maximum=10**12)
     if method == "auto":
         method = "cp-sat" if n <= EXACT_WORST_CASE_MAX_GROUPS else "local-search"
     start = time.perf_counter()

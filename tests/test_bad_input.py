@@ -383,13 +383,18 @@ def test_text_summary_lists_only_the_first_irregular_events(tmp_path, layout_fil
         {"burst_mean": -1.0},  # used to be numpy's ValueError
         {"repair_sigma": -1.0},  # idem
         {"seed": -1},  # idem
-        {"seed": "a"},  # used to be a TypeError
         {"weibull_shape": 1e-3},  # used to be an OverflowError from math.gamma
     ],
 )
 def test_synthetic_trace_bad_parameters_are_parameter_errors(kwargs):
     with pytest.raises(ParameterError):
         synthetic_fault_trace(nodes=5, days=5.0, **kwargs)
+
+
+def test_synthetic_trace_seed_of_the_wrong_type_is_a_parameter_type_error():
+    # It used to be a bare TypeError; the API's rule (docs/api.md) makes it ParameterTypeError.
+    with pytest.raises(spare_opt.ParameterTypeError):
+        synthetic_fault_trace(nodes=5, days=5.0, seed="a")
 
 
 def test_write_fault_trace_errors_are_spare_errors(tmp_path):

@@ -39,7 +39,7 @@ def test_simulate_trace(runner, real_trace_path):
     (["--preset", "nope"], "Invalid value for '--preset'"),
     (["--groups", "500"], "defines N in {200, 600, 1000}"),
     (["-r", "0"], "Invalid value for '--redundancy'"),
-    (["--ckpt-period", "-5"], "must be > 0"),
+    (["--ckpt-period", "-5"], "-5 is not in the range x>0"),
     (["--strategy", "spare", "-r", "1"], "SPARe needs redundancy r >= 2"),
     (["--seeds", "0"], "Invalid value for '--seeds'"),
     (["--trace", "/nonexistent/trace.json"], "does not exist"),

@@ -76,12 +76,13 @@ def reference_replay(stacks, events, exact_s=True, placement=None):
         for pos in range(k, j):
             e = events[order[pos]]
             node = e["node_id"]
-            index = group_of.setdefault(node, len(group_of))
-            group = index if placement is None or index >= n else int(placement[index])
             if e["event_type"] == "fault_start":
                 if node in trace_down:
                     out[pos] = "irregular"
                     continue
+                # Nodes are numbered at their first effective fault (an ignored event moves no node).
+                index = group_of.setdefault(node, len(group_of))
+                group = index if placement is None or index >= n else int(placement[index])
                 trace_down.add(node)
                 if index >= n:
                     out[pos] = "skipped"

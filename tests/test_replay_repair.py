@@ -90,10 +90,11 @@ def reference_repair(stacks, events, m=1, placement=None):
         for pos in range(k, j):
             e = events[order[pos]]
             node, start = e["node_id"], e["event_type"] == "fault_start"
-            index = index_of.setdefault(node, len(index_of))
             if start == (node in trace_down):  # a start while down, or an end while up
                 status[pos] = "irregular"
                 continue
+            # nodes are numbered at their first effective fault (an ignored event moves no node)
+            index = index_of.setdefault(node, len(index_of))
             (trace_down.add if start else trace_down.discard)(node)
             if index >= n:
                 status[pos] = "skipped" if start else "end"

@@ -50,6 +50,7 @@ def packed(strategy, timing, steps, period, groups=8, carry=True, trace=True, ji
     f[K.F_JITTER] = jitter
     f[K.F_MAX_WALL] = max_wall_factor * steps * (tm["layer"] + tm["allreduce"])
     f[K.F_PATCH_LAYERS] = tm["patch"]
+    f[K.F_MAX_FAILURES] = np.inf  # no bound on the event loop here (the library packs MAX_RUN_FAILURES)
     i = np.zeros(K.N_IPARAMS, dtype=np.int64)
     i[K.I_STEPS] = steps
     i[K.I_GROUPS] = groups

@@ -27,15 +27,22 @@ def ev(node, day, kind="fault_start", cls="GPU"):
 
 
 def naive_read(events):
-    """Reference: sort by time (Python's sort is stable), number nodes, replay an up/down set."""
+    """Reference: sort by time (Python's sort is stable), replay an up/down set, number nodes.
+
+    Nodes are numbered in order of their first effective fault (a start that is not
+    ignored), then the nodes with none in order of first appearance.
+    """
     order = sorted(range(len(events)), key=lambda i: events[i]["event_time"])
-    nodes = {}
+    appearance = {}
+    effective = {}
     down = set()
     ignored = []
     kinds = {kind: 0 for kind in IRREGULAR_KINDS}
     for i in order:
         e = events[i]
-        nodes.setdefault(e["node_id"], len(nodes))
+        appearance.setdefault(e["node_id"], len(appearance))
+        if e["event_type"] == "fault_start" and e["node_id"] not in down:
+            effective.setdefault(e["node_id"], len(effective))
         if e["event_type"] == "fault_start":
             ignored.append(e["node_id"] in down)
             kinds["start-while-down"] += e["node_id"] in down
@@ -49,6 +56,9 @@ def naive_read(events):
         kinds["out-of-order"] += e["event_time"] < latest
         latest = max(latest, e["event_time"])
     naive_read.open_at_end = len(down)
+    nodes = dict(effective)
+    for node in appearance:
+        nodes.setdefault(node, len(nodes))
     return order, nodes, ignored, kinds
 
 
@@ -108,7 +118,7 @@ def test_out_of_order_events_are_sorted_stably(tmp_path):
     trace = read_fault_trace(write(tmp_path, events))
     assert trace.times_days.tolist() == [0, 1, 1, 5, 6]
     assert trace.file_index.tolist() == [4, 1, 2, 0, 3]  # b before c: file order kept at equal times
-    assert trace.node_ids == ("d", "b", "c", "a")  # order of first appearance in time
+    assert trace.node_ids == ("d", "b", "c", "a")  # order of first fault in time
     assert trace.node.tolist() == [0, 1, 2, 3, 3]
     out = [e for e in trace.irregular if e.kind == "out-of-order"]
     assert [e.file_index for e in out] == [4, 1, 2]  # listed in time order
@@ -206,10 +216,13 @@ def test_malformed_trace_raises_one_line_trace_error(tmp_path, doc, fragment):
 
 
 def test_non_finite_time_is_rejected(tmp_path):
+    # NaN is not JSON: refused by the parser (it used to be read, then refused per event).
     path = tmp_path / "nan.json"
     path.write_text('[{"node_id": "a", "event_time": NaN, "event_type": "fault_start", "fault_type": {"Class": "GPU"}}]')
-    with pytest.raises(TraceError, match="event 0: 'event_time' must be finite"):
+    with pytest.raises(TraceError, match="NaN is not a JSON number"):
         read_fault_trace(path)
+    with pytest.raises(TraceError, match="event 0: 'event_time' must be finite"):
+        parse_fault_events([ev("a", float("inf"))])
 
 
 def test_missing_unreadable_and_binary_files(tmp_path):
