@@ -153,17 +153,22 @@ class ReplayResult(Result):
             f"Replay of {s['trace']} ({s['trace_format']}: {s['events']} events on {s['nodes']} nodes, "
             f"days {round(first, 4)} to {round(last, 4)})",
             f"Layout: {s['method']}, N = {s['groups']}, r = {s['redundancy']}; planner: {s['planner']}; "
-            f"nodes placed on groups by {s['placement']}",
+            f"nodes placed on groups by {s['placement']}; {s['semantics']} semantics"
+            + (f"; m = {s['micro_batches']} micro-batches per shard type" if s["micro_batches"] > 1 else ""),
             f"Faults: {s['faults']} fault_start, {s['fault_ends']} fault_end "
-            "(ends are counted; a group does not rejoin before a restart)",
+            + ("(ends are counted; a group does not rejoin before a restart)" if s["semantics"] == "paper" else
+               f"({s['recoveries']} groups back in {s['recovery_batches']} batches; {s['ends_after_restart']} "
+               "ends of nodes replaced at a restart ignored)"),
             f"Group failures: {s['group_failures']} in {s['batches']} batches: {s['masked']} masked, "
             f"{s['wipe_outs']} wipe-out(s)" + (f" at day {days}" if days else ""),
             f"Masked failures before each wipe-out: {masked_before}; "
             f"since the last restart: {s['masked_since_last_restart']}",
             f"Starts on a group already out: {s['already_out']} (no effect)",
             f"Stack number: max S = {s['max_stack_number']}, time-weighted mean S = {s['mean_stack_number']:.4f}, "
-            f"final S = {s['final_stack_number']}",
-            f"Most groups out at once: {s['max_failed_groups']}; shard moves: {s['total_moves']}",
+            f"final S = {s['final_stack_number']}"
+            + (f"; step cost L/m: max {s['max_load']}/{s['micro_batches']}, time-weighted mean "
+               f"{s['mean_step_cost']:.4f}" if s["micro_batches"] > 1 else ""),
+            f"Most groups out at once: {s['max_out']}; shard moves: {s['total_moves']}",
             f"Irregular events: {sum(irregular.values())} ("
             + ", ".join(f"{count} {kind}" for kind, count in irregular.items()) + ")",
         ]
