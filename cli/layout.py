@@ -2,6 +2,7 @@
 
 import click
 
+from spare_opt.domain_layouts import DOMAIN_METHODS, domain_safe
 from spare_opt.generators import DEFAULT_TIME_LIMIT, METHODS, generate
 
 from .options import (
@@ -12,7 +13,9 @@ from .options import (
     force_option,
     given,
     json_option,
+    refuse_unused,
     seed_option,
+    topology_option,
     warn_ignored,
 )
 
@@ -40,12 +43,20 @@ def _offsets_text(offsets):
 @seed_option
 @click.option("--time-limit", type=FloatRange(min=0, min_open=True), default=DEFAULT_TIME_LIMIT,
               show_default=True, metavar="SEC", help="CP-SAT time budget in seconds (sidon only).")
+@topology_option("Make the layout domain-safe for this topology file (spare-opt topology): in every domain the "
+                  "groups hold pairwise disjoint shard types.  Needs --method sidon.")
+@click.option("--domain-level", "domain_levels", multiple=True, metavar="LEVEL",
+              help="With --topology: a level to be safe at (repeatable)  [default: the topology's first level].")
+@click.option("--domain-method", type=click.Choice(list(DOMAIN_METHODS)), default="auto", show_default=True,
+              help="With --topology: circulant offsets spaced by the domains, assignment of Sidon rows to groups "
+                   "(colouring + CP-SAT), or auto (circulant when the domains allow it).")
 @click.option("--output", "-o", type=click.Path(dir_okay=False, writable=False), required=True, metavar="FILE",
               help="Layout file to write: JSON, or compressed NumPy when FILE ends in .npz (large N).")
 @force_option
 @json_option
 @click.pass_context
-def command(ctx, groups, redundancy, method, seed, time_limit, output, force, as_json):
+def command(ctx, groups, redundancy, method, seed, time_limit, topology, domain_levels, domain_method, output,
+            force, as_json):
     """Generate a stack layout of N DP groups with redundancy R and write it to FILE.
 
     Prints the method, N, r, the overlap lambda (the most shard types two groups
@@ -54,10 +65,20 @@ def command(ctx, groups, redundancy, method, seed, time_limit, output, force, as
     docs/layouts.md.  Results are reproducible for a given --seed (CP-SAT runs that
     stop at --time-limit excepted).
 
+    With --topology the layout is domain-safe when possible (docs/domains.md): one
+    domain failure (a rack, a switch) then removes at most one holder of each shard
+    type.  The status says whether it is safe, impossible (a domain too large for r),
+    or not found in the time limit, and the file records the topology.
+
     \b
-    Example:
+    Examples:
       spare-opt layout --groups 600 --redundancy 20 -o layout.json
+      spare-opt layout --groups 600 --redundancy 8 --topology racks.json -o safe.json
     """
+    if topology is None and (domain_levels or given(ctx, "domain_method")):
+        refuse_unused("--domain-level and --domain-method", "need --topology")
+    if topology is not None and method != "sidon":
+        refuse_unused("--topology", "makes a domain-safe Sidon layout: use --method sidon (the default)")
     # Refuse an existing file before any long solve.
     check_output_path(output, force)
     # Options of the search only: the layout asked for is made all the same (a warning).
@@ -65,7 +86,11 @@ def command(ctx, groups, redundancy, method, seed, time_limit, output, force, as
         warn_ignored("--seed", f"the {method} layout is a fixed construction (it draws no random numbers)")
     if method != "sidon" and given(ctx, "time_limit"):
         warn_ignored("--time-limit", f"only the sidon search has a time budget; {method} is built directly")
-    layout = generate(method, groups, redundancy, seed=seed, time_limit=time_limit)
+    if topology is None:
+        layout = generate(method, groups, redundancy, seed=seed, time_limit=time_limit)
+    else:
+        layout = domain_safe(groups, redundancy, topology, levels=list(domain_levels) or None, method=domain_method,
+                             time_limit=time_limit, seed=seed)
     layout.save(output, force=force)
     metadata = layout.metadata
     overlap = metadata.get("lambda")
@@ -75,19 +100,21 @@ def command(ctx, groups, redundancy, method, seed, time_limit, output, force, as
     status = metadata.get("solver_status", "n/a (direct construction)")
     seconds = metadata.get("solve_seconds")
     if as_json:
-        echo_json(
-            {
-                "path": str(output),
-                "method": layout.method,
-                "groups": layout.groups,
-                "redundancy": layout.redundancy,
-                "lambda": int(overlap),
-                "solver_status": status,
-                "solve_seconds": seconds,
-                "offsets": None if layout.offsets is None else list(layout.offsets),
-                "metadata": metadata,
-            }
-        )
+        doc = {
+            "path": str(output),
+            "method": layout.method,
+            "groups": layout.groups,
+            "redundancy": layout.redundancy,
+            "lambda": int(overlap),
+            "solver_status": status,
+            "solve_seconds": seconds,
+            "offsets": None if layout.offsets is None else list(layout.offsets),
+            "metadata": metadata,
+        }
+        if topology is not None:
+            doc["domain_status"] = metadata["domain_status"]
+            doc["domain_multiplicity"] = metadata["domain_multiplicity"]
+        echo_json(doc)
         return
     click.echo(f"method:        {layout.method}")
     click.echo(f"groups N:      {layout.groups}")
@@ -100,4 +127,9 @@ def command(ctx, groups, redundancy, method, seed, time_limit, output, force, as
         click.echo(f"time:          {seconds:.4f} s")
     if layout.offsets is not None:
         click.echo(f"offsets:       {_offsets_text(layout.offsets)}")
+    if topology is not None:
+        click.echo(f"domains:       {metadata['domain_status']} at level(s) {', '.join(metadata['domain_levels'])} "
+                   f"(route {metadata['domain_route']}): at most {metadata['domain_multiplicity']} holder(s) of a "
+                   f"shard type in one domain, lower bound {metadata['domain_multiplicity_lower_bound']}")
+        click.echo(f"               {metadata['domain_reason']}")
     click.echo(f"wrote {output}")

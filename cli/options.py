@@ -39,6 +39,8 @@ __all__ = [
     "refuse_unused",
     "trace_format_option",
     "time_unit_option",
+    "load_topology",
+    "topology_option",
 ]
 
 
@@ -177,6 +179,24 @@ def _load_layout(ctx, param, value):
         return Layout.load(value)
     except SpareError as exc:
         raise click.ClickException(str(exc)) from None
+
+
+def load_topology(ctx, param, value):
+    """``--topology FILE`` callback: the file loaded into a :class:`spare_opt.Topology` (one Error line if bad)."""
+    if value is None:
+        return None
+    from spare_opt.topology import Topology
+
+    try:
+        return Topology.load(value)
+    except SpareError as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+def topology_option(help_text):
+    """``--topology FILE``: a topology file (docs/formats.md), loaded and checked."""
+    return click.option("--topology", "topology", default=None, metavar="FILE", callback=load_topology,
+                        help=help_text)
 
 
 def layout_argument(func):

@@ -2,6 +2,7 @@
 
 import click
 
+from spare_opt.placement import Placement
 from spare_opt.replay import SEMANTICS, replay_trace
 from spare_opt.trace import read_fault_trace
 
@@ -12,7 +13,9 @@ from .options import (
     layout_argument,
     progress_bar,
     quiet_option,
+    refuse_unused,
     time_unit_option,
+    topology_option,
     trace_format_option,
     warn_ignored,
 )
@@ -31,19 +34,25 @@ __all__ = ["command"]
 @click.option("--placement-seed", type=IntegerRange(min=0), default=None, metavar="SEED",
               help="Place nodes on random distinct groups with this seed, an integer >= 0 "
                    "(default: order of first effective fault).")
+@click.option("--placement", "placement_path", default=None, metavar="FILE",
+              help="Place nodes as this spare-placement file says: a node on a group, on several groups, or on a "
+                   "whole domain of a topology (docs/formats.md); unlisted nodes are skipped.")
+@topology_option("With --placement: the topology of its domain entries (default: the one embedded in the "
+                 "placement file, else the one the layout records).")
 @click.option("--semantics", type=click.Choice(SEMANTICS), default="paper", show_default=True,
               help="What a fault_end does: paper - nothing before a global restart (the paper's model); "
                    "repair - the node's group comes back and the plan is recomputed (docs/repair.md).")
 @click.option("--rows", "show_rows", is_flag=True, help="Also print one line per trace event.")
 @json_option
 @quiet_option
-def command(layout, trace_path, trace_format, time_unit, exact, placement_seed, semantics, show_rows, as_json,
-            quiet):
+def command(layout, trace_path, trace_format, time_unit, exact, placement_seed, placement_path, topology, semantics,
+            show_rows, as_json, quiet):
     """Replay the fault trace FILE on the layout LAYOUT.
 
     Each fault_start fails the DP group of its node (nodes are mapped to groups in
-    order of first effective fault, or at random with --placement-seed; nodes beyond N
-    are skipped), starts at the same
+    order of first effective fault, at random with --placement-seed, or as --placement
+    says, where a node placed on a domain fails all its groups; nodes beyond N or
+    not in the placement are skipped), starts at the same
     instant fail together, S follows the reorder plans, and a wipe-out is a global
     restart (all groups back, S = 1).  With --semantics paper (the default) fault_end
     events are counted but do not bring a group back before a restart; with
@@ -58,11 +67,19 @@ def command(layout, trace_path, trace_format, time_unit, exact, placement_seed, 
     """
     if show_rows and as_json:
         warn_ignored("--rows", "--json always holds the per-event rows")
+    if placement_path is not None and placement_seed is not None:
+        refuse_unused("--placement", "and --placement-seed are two placements: give one")
+    if topology is not None and placement_path is None:
+        refuse_unused("--topology", "needs --placement (it resolves the placement's domain entries)")
+    placement = None
+    if placement_path is not None:
+        placement = Placement.load(placement_path).prepared(topology=topology, layout=layout)
     trace = read_fault_trace(trace_path, format=trace_format, time_unit=time_unit)
     with progress_bar(quiet, "replaying") as progress:
         result = replay_trace(layout, trace, planner="exact" if exact else "controller", progress=progress,
-                              placement_seed=placement_seed, semantics=semantics)
+                              placement_seed=placement_seed, placement=placement, semantics=semantics)
     if as_json:
         echo_json(result.to_dict(rows=True))
     else:
         click.echo(result.format_text(rows=show_rows))
+

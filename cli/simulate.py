@@ -57,6 +57,9 @@ SPARE_ONLY = ("controller_seconds", "patch_layers")
               help="With --trace: multiply trace times by this factor (< 1 compresses the trace).")
 @click.option("--placement-seed", type=IntegerRange(min=0), default=None, metavar="SEED",
               help="With --trace: place nodes on random distinct groups (default: order of first effective fault).")
+@click.option("--placement", "placement_path", default=None, metavar="FILE",
+              help="With --trace: place nodes as this spare-placement file says (docs/formats.md); domain entries "
+                   "use its embedded topology, else the layout's.")
 @click.option("--layout", "layout_path", type=click.Path(dir_okay=False), default=None, metavar="FILE",
               help="SPARe layout file (--strategy spare; default: a Sidon layout for N and r).")
 @click.option("--set", "settings", multiple=True, metavar="FIELD=VALUE",
@@ -67,7 +70,8 @@ SPARE_ONLY = ("controller_seconds", "patch_layers")
 @quiet_option
 @click.pass_context
 def command(ctx, preset, groups, strategy, redundancy, ckpt_period, seeds, trace_path, trace_format, time_unit,
-            trace_time_scale, placement_seed, layout_path, settings, workers, scheduler, as_json, quiet):
+            trace_time_scale, placement_seed, placement_path, layout_path, settings, workers, scheduler, as_json,
+            quiet):
     """Simulate training runs and report the time-to-train.
 
     Discrete-event simulation of the preset's training run under failures: checkpointing
@@ -77,7 +81,7 @@ def command(ctx, preset, groups, strategy, redundancy, ckpt_period, seeds, trace
     failures, mean stack number S, rework and checkpoint time.
 
     Options that would do nothing are refused: the trace options (--format,
-    --time-unit, --trace-time-scale, --placement-seed) without --trace, --layout and
+    --time-unit, --trace-time-scale, --placement-seed, --placement) without --trace, --layout and
     --redundancy with a strategy that does not use them, and --set of a field the
     run does not use (trace_time_scale without a trace; the failure model's fields
     with a trace, which gives the failures; controller_seconds and patch_layers
@@ -100,9 +104,17 @@ def command(ctx, preset, groups, strategy, redundancy, ckpt_period, seeds, trace
         from spare_opt.trace import read_fault_trace
 
         trace = read_fault_trace(trace_path, format=trace_format, time_unit=time_unit)
+    placement = None
+    if placement_path is not None:
+        if placement_seed is not None:
+            refuse_unused("--placement", "and --placement-seed are two placements: give one")
+        from spare_opt.placement import Placement
+
+        placement = Placement.load(placement_path).prepared(layout=layout)
     with executor_for(scheduler, workers) as executor, progress_bar(quiet, "simulating") as progress:
         runs = simulate_seeds(params, strategy, redundancy, seeds=seeds, checkpoint_period_seconds=ckpt_period,
-                              layout=layout, trace=trace, placement_seed=placement_seed, workers=workers,
+                              layout=layout, trace=trace, placement_seed=placement_seed, placement=placement,
+                              workers=workers,
                               executor=executor, progress=progress)
     summary = summarise(runs)
     if as_json:
@@ -133,7 +145,8 @@ def _refuse_unused_options(ctx, strategy, trace_path, overrides):
     """
     if trace_path is None:
         for name, option in (("trace_format", "--format"), ("time_unit", "--time-unit"),
-                             ("trace_time_scale", "--trace-time-scale"), ("placement_seed", "--placement-seed")):
+                             ("trace_time_scale", "--trace-time-scale"), ("placement_seed", "--placement-seed"),
+                             ("placement_path", "--placement")):
             if given(ctx, name):
                 refuse_unused(option, "applies to --trace runs only (without a trace it would do nothing)")
         if "trace_time_scale" in overrides:

@@ -3,6 +3,7 @@
 import click
 
 from spare_opt import theory
+from spare_opt.domains import DOMAIN_REPORT_MAX_PAIRS, domain_comparison, domain_report
 from spare_opt.montecarlo import MAX_TRIALS, monte_carlo
 from spare_opt.worst_case import (
     EXACT_WORST_CASE_MAX_GROUPS,
@@ -16,6 +17,7 @@ from .options import (
     IntegerRange,
     check_output_path,
     given,
+    refuse_unused,
     warn_ignored,
     echo_json,
     executor_for,
@@ -26,6 +28,7 @@ from .options import (
     quiet_option,
     scheduler_option,
     seed_option,
+    topology_option,
     workers_option,
 )
 
@@ -64,11 +67,27 @@ def _interval(pair, digits, trials):
               metavar="SEC", help="Time budget per failure-set size for the worst case (CP-SAT, or local search beyond N = 64).")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None, metavar="FILE.png",
               help="Write a PNG: histogram of masked failures and mean S* against failures (needs matplotlib).")
+@topology_option("Also report failure domains of this topology file: is the layout domain-safe, the worst single "
+                 "domain failure and the worst pair of domains, per level (exact planner).")
+@click.option("--domain-level", "domain_levels", multiple=True, metavar="LEVEL",
+              help="With --topology: a level to report (repeatable)  [default: every level].")
+@click.option("--max-pairs", type=IntegerRange(min=1), default=DOMAIN_REPORT_MAX_PAIRS, show_default=True,
+              metavar="K", help="With --topology: domain pairs evaluated for the worst pair (all when fewer).")
+@click.option("--domain-probability", type=FloatRange(0, 1), default=None, metavar="P",
+              help="With --topology: Monte-Carlo under correlated failures, a failure event taking a whole domain "
+                   "(of the first reported level) with probability P, beside the baselines; --trials trials.")
+@click.option("--failure-model", "model_path", default=None, metavar="FILE",
+              help="With --topology: instead of --domain-probability, take P from a failure model written by "
+                   "'spare-opt fit --output FILE' (its probability that a failure event takes several nodes).")
+@click.option("--baselines", default="sidon,consecutive", show_default=True, metavar="METHODS",
+              help="With --domain-probability: layouts of the same N and r run side by side (comma-separated "
+                   "methods, or 'none').")
 @force_option
 @json_option
 @quiet_option
 @click.pass_context
-def command(ctx, layout, trials, seed, workers, scheduler, worst_k, time_limit, plot_path, force, as_json, quiet):
+def command(ctx, layout, trials, seed, workers, scheduler, worst_k, time_limit, plot_path, topology, domain_levels,
+            max_pairs, domain_probability, model_path, baselines, force, as_json, quiet):
     """Check a layout: invariants, guarantees, worst cases and Monte-Carlo endurance.
 
     \b
@@ -84,9 +103,33 @@ def command(ctx, layout, trials, seed, workers, scheduler, worst_k, time_limit, 
         beside the closed forms of the paper with relative errors.
 
     \b
-    Example:
+    With --topology (docs/domains.md), per level:
+      * safe: whether every domain holds pairwise disjoint shard types, and the
+        most holders of one shard type in one domain;
+      * the worst single domain failure (status, exact S*) and the worst pair of
+        domains; with --domain-probability P, mu and Sbar when a failure event
+        takes a whole domain with probability P, beside the baselines.
+
+    \b
+    Examples:
       spare-opt validate layout.json --trials 2000 --seed 1 --workers 2 --plot mc.png
+      spare-opt validate safe.json --topology racks.json --domain-probability 0.057 --json
     """
+    if topology is None:
+        for name, option in (("domain_levels", "--domain-level"), ("max_pairs", "--max-pairs"),
+                             ("domain_probability", "--domain-probability"), ("model_path", "--failure-model"),
+                             ("baselines", "--baselines")):
+            if given(ctx, name):
+                refuse_unused(option, "needs --topology (without it it would do nothing)")
+    if model_path is not None:
+        if domain_probability is not None:
+            refuse_unused("--failure-model", "and --domain-probability both give P: give one")
+        from spare_opt.fit import FailureModel
+
+        domain_probability = FailureModel.load(model_path).multi_node_probability
+    if domain_probability is not None and trials == 0:
+        refuse_unused("--domain-probability", "needs --trials > 0 (it runs a Monte-Carlo)")
+    baseline_methods = [] if baselines.strip() == "none" else [b.strip() for b in baselines.split(",") if b.strip()]
     if plot_path is not None:
         if trials == 0:
             raise click.BadParameter("needs --trials > 0 (the plot shows Monte-Carlo results)", param_hint="--plot")
@@ -118,6 +161,18 @@ def command(ctx, layout, trials, seed, workers, scheduler, worst_k, time_limit, 
         with executor_for(scheduler, workers) as executor, progress_bar(quiet, "Monte-Carlo trials") as progress:
             result = monte_carlo(layout, trials=trials, seed=seed, workers=workers, executor=executor,
                                  progress=progress)
+    domains = comparison = None
+    if topology is not None:
+        with progress_bar(quiet, "domain failures") as progress:
+            domains = domain_report(layout, topology, levels=list(domain_levels) or None, max_pairs=max_pairs,
+                                    progress=progress)
+        if domain_probability is not None:
+            level = next(iter(domains.levels))
+            with executor_for(scheduler, workers) as executor, progress_bar(quiet, "correlated trials") as progress:
+                comparison = domain_comparison(layout, topology, domain_probability=domain_probability, level=level,
+                                               baselines=baseline_methods, trials=trials, seed=seed, workers=workers,
+                                               executor=executor, progress=progress)
+            domains.levels[level]["correlated"] = comparison
     written = None
     if plot_path is not None:
         from spare_opt._plotting import plot_monte_carlo
@@ -143,6 +198,8 @@ def command(ctx, layout, trials, seed, workers, scheduler, worst_k, time_limit, 
         }
         if result is not None:
             doc.update(result.to_dict())
+        if domains is not None:
+            doc["domains"] = domains.to_dict()["levels"]
         echo_json(doc)
         return
 
@@ -177,5 +234,35 @@ def command(ctx, layout, trials, seed, workers, scheduler, worst_k, time_limit, 
                    f"{result.closed_form_sbar:>11.4f}  {_percent(cf['sbar_relative_error']):>10}")
         click.echo("  (closed forms: Lee et al. 2026, Sec. 4-5; the Sbar form is a lower bound with rho_k = 0;"
                    " rel. error = (closed - MC) / MC)")
+    if domains is not None:
+        _echo_domains(domains.levels)
     if written is not None:
         click.echo(f"plot:          {written}")
+
+
+def _echo_domains(levels):
+    """The text form of the domain report (and the correlated Monte-Carlo, if run)."""
+    for level, info in levels.items():
+        safe = "yes" if info["safe"] else f"no: up to {info['multiplicity']} holders of a shard type in one domain"
+        click.echo(f"domains {level}: {info['domains']} domains; domain-safe: {safe}")
+        if info["worst_status"] is not None:
+            s = "-" if info["worst_stack_number"] is None else info["worst_stack_number"]
+            click.echo(f"  worst single domain: {info['worst_domain']}: {info['worst_status']}, S* = {s} "
+                       f"(c(k) = {info['worst_lower_bound']}); {info['wipe_out_domains']} domain(s) wipe out alone")
+        pair = info["worst_pair"]
+        if pair is not None:
+            s = "-" if pair["stack_number"] is None else pair["stack_number"]
+            click.echo(f"  worst pair: {pair['domains'][0]} + {pair['domains'][1]}: {pair['status']}, S* = {s} "
+                       f"(c(k) = {pair['lower_bound']}); {info['wipe_out_pairs']} pair(s) lose a shard type "
+                       f"neither loses alone; {info['pairs_evaluated']} of {info['pairs_total']} pairs evaluated "
+                       f"({info['pair_search']})")
+        rows = info.get("correlated")
+        if rows:
+            first = rows[0]
+            click.echo(f"  correlated failures: a failure event takes its whole {level} with probability "
+                       f"{first['domain_probability']} ({first['trials']} trials, seed {first['seed']}):")
+            click.echo(f"    {'layout':<14} {'safe':<5} {'mu (groups)':>12}  {'mu (events)':>12}  {'Sbar':>8}")
+            for row in rows:
+                name = "this layout" if row["name"] == "layout" else row["name"]
+                click.echo(f"    {name:<14} {'yes' if row['safe'] else 'no':<5} {row['mu']:>12.2f}  "
+                           f"{row['mu_events']:>12.2f}  {row['sbar']:>8.4f}")

@@ -18,7 +18,11 @@ Every public name is importable from here; the modules, one per concept:
 * :mod:`spare_opt.trace` - fault traces; :mod:`spare_opt.fit` - :func:`fit_trace` and the
   :class:`FailureModel` it fits; :mod:`spare_opt.replay` - :func:`replay_trace`;
   :mod:`spare_opt.verdict` - :func:`compare`, the operator's verdict (checkpointing,
-  replication and SPARe on the same failures); :mod:`spare_opt.demo` - the demo.
+  replication and SPARe on the same failures); :mod:`spare_opt.demo` - the demo;
+* :mod:`spare_opt.topology` - :class:`Topology`, failure domains;
+  :mod:`spare_opt.domain_layouts` - :func:`domain_safe` layouts;
+  :mod:`spare_opt.domains` - :func:`domain_report` and :func:`derived_topology`;
+  :mod:`spare_opt.placement` - :class:`Placement` of trace nodes.
 
 Conventions (``docs/api.md``): core inputs positional, options keyword-only; wrong types
 raise :class:`ParameterTypeError`, bad values :class:`ParameterError` (both
@@ -42,6 +46,8 @@ from .errors import (
     FailureModelError,
     SolverError,
     SpareError,
+    TopologyError,
+    PlacementError,
     TraceError,
 )
 from .layout import (
@@ -73,6 +79,20 @@ from .generators import (
     random_latin,
     sidon,
 )
+from .topology import (
+    TOPOLOGY_FORMAT,
+    TOPOLOGY_VERSION,
+    check_topology,
+    Topology,
+)
+from .domain_layouts import (
+    DOMAIN_METHODS,
+    DOMAIN_STATUSES,
+    conflict_graph,
+    domain_multiplicity,
+    domain_safe,
+    is_domain_safe,
+)
 from .planner import (
     least_stack_number,
     plan_reorder,
@@ -94,6 +114,8 @@ from .worst_case import (
 )
 from .montecarlo import (
     MAX_TRIALS,
+    domain_monte_carlo,
+    DomainMonteCarloResult,
     monte_carlo,
     MonteCarloResult,
     sweep,
@@ -164,6 +186,18 @@ from .trace import (
     instant_batches,
     write_fault_trace,
 )
+from .placement import (
+    PLACEMENT_FORMAT,
+    PLACEMENT_VERSION,
+    Placement,
+)
+from .domains import (
+    DOMAIN_REPORT_MAX_PAIRS,
+    derived_topology,
+    domain_comparison,
+    domain_report,
+    DomainReport,
+)
 from .fit import (
     DEFAULT_RESAMPLES,
     DEFAULT_WINDOW_MINUTES,
@@ -227,6 +261,8 @@ __all__ = [
     "OutputExistsError",
     "OutputWriteError",
     "SolverError",
+    "TopologyError",
+    "PlacementError",
     "FailureModelError",
     "Layout",
     "LAYOUT_FORMAT",
@@ -249,6 +285,16 @@ __all__ = [
     "generate",
     "METHODS",
     "DEFAULT_TIME_LIMIT",
+    "Topology",
+    "TOPOLOGY_FORMAT",
+    "TOPOLOGY_VERSION",
+    "check_topology",
+    "DOMAIN_METHODS",
+    "DOMAIN_STATUSES",
+    "domain_safe",
+    "domain_multiplicity",
+    "is_domain_safe",
+    "conflict_graph",
     "plan_reorder",
     "least_stack_number",
     "stack_number_certificate",
@@ -267,6 +313,8 @@ __all__ = [
     "SweepResult",
     "monte_carlo",
     "sweep",
+    "DomainMonteCarloResult",
+    "domain_monte_carlo",
     "PAPER",
     "PAPER_TABLE",
     "PAPER_MTBF_SECONDS",
@@ -324,6 +372,14 @@ __all__ = [
     "instant_batches",
     "synthetic_fault_trace",
     "write_fault_trace",
+    "Placement",
+    "PLACEMENT_FORMAT",
+    "PLACEMENT_VERSION",
+    "DOMAIN_REPORT_MAX_PAIRS",
+    "DomainReport",
+    "domain_report",
+    "domain_comparison",
+    "derived_topology",
     "Estimate",
     "FailureModel",
     "FitResult",

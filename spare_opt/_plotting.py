@@ -12,7 +12,7 @@ import numpy as np
 from ._io import write_atomic
 from .errors import SpareError
 
-__all__ = ["MISSING_MATPLOTLIB", "require_matplotlib", "plot_monte_carlo", "plot_sweep"]
+__all__ = ["MISSING_MATPLOTLIB", "require_matplotlib", "plot_monte_carlo", "plot_sweep", "plot_domain_probability"]
 
 MISSING_MATPLOTLIB = "plotting needs matplotlib: pip install 'spare-opt[plot]'"
 
@@ -155,4 +155,47 @@ def plot_sweep(result, path, force=False):
     figure.suptitle(f"N = {result.groups}: {p['trials']} random failure orders per point (seed {p['seed']}); "
                     f"J with m = {p['system_mtbf_seconds'] / 60:g} min, T_r = {p['restart_seconds'] / 60:g} min, "
                     f"T_s = {p['save_seconds']:g} s; 95% CIs")
+    return _save(figure, path, force)
+
+
+def plot_domain_probability(curves, path, *, title, force=False):
+    """``mu`` and ``Sbar`` against the domain probability ``p``, one curve per layout, as a PNG.
+
+    Parameters
+    ----------
+    curves : dict of str to list of spare_opt.DomainMonteCarloResult
+        Layout name -> results at increasing ``domain_probability``.
+    path : str or os.PathLike
+    title : str
+        The figure's title (the instance and the trials).
+    force : bool, default False
+
+    Returns
+    -------
+    pathlib.Path
+
+    Raises
+    ------
+    SpareError
+        matplotlib is not installed.
+    OutputExistsError
+        ``path`` exists and ``force`` is false.
+    """
+    figure = _figure(11, 4.2)
+    axes = figure.subplots(1, 2)
+    for name, results in curves.items():
+        p = [result.domain_probability for result in results]
+        for axis, key in zip(axes, ("mu", "sbar")):
+            values = np.array([getattr(result, key) for result in results])
+            ci = np.array([getattr(result, f"{key}_ci95") for result in results], dtype=float)
+            errors = np.nan_to_num(np.abs(ci.T - values))
+            axis.errorbar(p, values, yerr=errors, marker="o", markersize=3, capsize=2, label=name)
+    axes[0].set_ylabel("mu: groups masked before the first wipe-out")
+    axes[1].set_ylabel("Sbar: mean stack number until the wipe-out")
+    for axis in axes:
+        axis.set_xlabel("p: probability that a failure event takes its whole domain")
+        axis.grid(alpha=0.3)
+        axis.legend(fontsize=8)
+    axes[0].set_yscale("log")
+    figure.suptitle(title)
     return _save(figure, path, force)

@@ -13,6 +13,8 @@ from the closest built-in type so that generic handlers keep working:
 * files that cannot be read or written raise :class:`LayoutFileError`,
   :class:`TraceError`, :class:`OutputExistsError` or :class:`OutputWriteError`;
 * a solver that ends without a usable answer raises :class:`SolverError`;
+* a topology (failure domains) or a node placement that is malformed, in a file or in
+  memory, raises :class:`TopologyError` or :class:`PlacementError`;
 * a failure-model file or document that cannot be read or holds bad values raises
   :class:`FailureModelError`.
 """
@@ -29,6 +31,8 @@ __all__ = [
     "OutputExistsError",
     "OutputWriteError",
     "SolverError",
+    "TopologyError",
+    "PlacementError",
     "FailureModelError",
 ]
 
@@ -78,6 +82,14 @@ class OutputWriteError(SpareError, OSError):
 
 class SolverError(SpareError):
     """A solver (CP-SAT, flow) ended without a usable answer, or was given an invalid model."""
+
+
+class TopologyError(SpareError, ValueError):
+    """A topology (failure domains of DP groups) is malformed, in memory or in a ``spare-topology`` file."""
+
+
+class PlacementError(SpareError, ValueError):
+    """A node placement (trace nodes to DP groups or domains) is malformed, in memory or in a file."""
 
 
 class FailureModelError(SpareError, ValueError):

@@ -629,23 +629,29 @@ def _heuristic_offsets(groups, marks, seed):
     return chosen
 
 
-def _solve_difference_model(groups, marks, deadline, seed, workers, sidon_only, hint=None, upper=None, lower=1):
+def _solve_difference_model(groups, marks, deadline, seed, workers, sidon_only, hint=None, upper=None, lower=1,
+                            window=None, forbidden=None):
     """Build and solve the difference model (:func:`_difference_model`) with CP-SAT.
 
     ``deadline`` is a :func:`time.perf_counter` value; the solver gets what is left of
     it once the model is built.
     """
-    model, offsets = _difference_model(groups, marks, sidon_only, hint=hint, upper=upper, lower=lower)
+    model, offsets = _difference_model(groups, marks, sidon_only, hint=hint, upper=upper, lower=lower,
+                                       window=window, forbidden=forbidden)
     return _solve_model(model, offsets, groups, deadline, seed, workers)
 
 
-def _difference_model(groups, marks, sidon_only, hint=None, upper=None, lower=1):
+def _difference_model(groups, marks, sidon_only, hint=None, upper=None, lower=1, window=None, forbidden=None):
     """CP-SAT model of ``marks`` residues mod ``groups`` with bounded difference multiplicity.
 
     ``sidon_only``: feasibility of a Sidon set (all residues distinct).  Otherwise
     minimise ``lambda`` in ``[lower, upper]``; ``hint`` (canonical offsets) must then
-    have ``lambda <= upper``.  ``O(marks^2)`` variables and constraints, whatever
-    ``groups`` is.  Returns ``(model, offset_variables)``.
+    have ``lambda <= upper``.  ``window = (width, count)``, for failure domains of
+    ``width`` consecutive groups (:mod:`spare_opt.domain_layouts`): at most ``count``
+    offsets in any cyclic window of ``width`` consecutive residues; ``forbidden``, a
+    boolean mask over residues closed under ``x -> N - x``: residues no difference may
+    take.  The hint must then meet them too.  ``O(marks^2)`` variables and
+    constraints, whatever ``groups`` is.  Returns ``(model, offset_variables)``.
     """
     from ortools.sat.python import cp_model
 
@@ -659,7 +665,12 @@ def _difference_model(groups, marks, sidon_only, hint=None, upper=None, lower=1)
     # Variables: offsets and differences d_ij = o_j - o_i.  The domain [1, N-1] of the
     # differences also orders the offsets (see symmetry breaking).
     offsets = [model.new_int_var(0, groups - 1, f"offset_{i}") for i in range(marks)]
-    diffs = {(i, j): model.new_int_var(1, groups - 1, f"diff_{i}_{j}") for i, j in pairs}
+    if forbidden is None:
+        diffs = {(i, j): model.new_int_var(1, groups - 1, f"diff_{i}_{j}") for i, j in pairs}
+    else:
+        # Failure domains: differences of two groups in a common domain are excluded.
+        allowed = cp_model.Domain.from_values(np.flatnonzero(~forbidden[1:]) + 1)
+        diffs = {(i, j): model.new_int_var_from_domain(allowed, f"diff_{i}_{j}") for i, j in pairs}
     overlap = None if sidon_only else model.new_int_var(lower, bound, "lambda")
     residues = [diffs[p] for p in pairs] + [groups - diffs[p] for p in pairs]
     copies = [] if sidon_only else [model.new_int_var(0, bound - 1, f"copy_{k}") for k in range(len(residues))]
@@ -674,6 +685,19 @@ def _difference_model(groups, marks, sidon_only, hint=None, upper=None, lower=1)
         model.add_all_different([residue * bound + copy for residue, copy in zip(residues, copies)])
         for copy in copies:
             model.add(copy <= overlap - 1)
+
+    # Failure domains: at most `count` offsets in any cyclic window of `width` residues,
+    # i.e. o_{i+count} - o_i >= width around the cycle (count = 1: every two offsets at
+    # least `width` apart).  Rotations and reflections keep it: the symmetry breaking
+    # below stays valid.
+    if window is not None:
+        width, count = window
+        for i in range(marks):
+            if i + count < marks:
+                model.add(diffs[i, i + count] >= width)
+            elif count < marks:
+                # o_j + N - o_i >= width with j = i + count - r < i.
+                model.add(diffs[i + count - marks, i] <= groups - width)
 
     # Symmetry breaking.  Translation: o_0 = 0.  Relabelling: offsets increase
     # (differences >= 1).  Rotation: the wrap-around gap N - o_{r-1} is a largest gap,

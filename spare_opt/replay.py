@@ -26,7 +26,7 @@ from . import _validation as check
 from ._results import Result
 from .errors import ParameterError
 from .plan import MASKED, WIPE_OUT, check_plan
-from .trace import FaultTrace, instant_batches, trace_instants
+from .trace import FaultTrace, _placement_text, instant_batches, trace_instants
 from .layout import check_layout
 
 __all__ = [
@@ -53,8 +53,9 @@ ROW_STATUSES = {
     WIPE_OUT: "the group failed in a batch that wiped out a shard type: global restart, all groups back, S = 1",
     "already-out": "the node's group is already out (failed earlier, not back before a restart): no effect",
     "irregular": "irregular event (start for a node already down, end with no start): ignored",
-    "skipped": "the node is beyond the cluster's N groups: ignored",
-    "end": "fault_end: counted, the group does not come back before a restart (paper semantics)",
+    "skipped": "the node is beyond the cluster's N groups (or not in the placement): ignored",
+    "end": "fault_end: counted; the group stays out (paper semantics: until a restart; repair semantics: another "
+           "node of the group is still down)",
     "recovered": "fault_end: the group comes back and the plan is recomputed (repair semantics)",
     "replaced": "fault_end of a node that was down at the last global restart (spares replaced it): counted, ignored "
                 "(repair semantics)",
@@ -274,7 +275,7 @@ class _ExactEngine:
 
 
 def replay_trace(layout, trace, *, planner="controller", semantics="paper", micro_batches=1, progress=None,
-                 check_plans=False, placement_seed=None, exact=None):
+                 check_plans=False, placement_seed=None, placement=None, exact=None):
     """Replay a fault trace on a layout (``docs/replay.md``; ``repair`` semantics: ``docs/repair.md``).
 
     Parameters
@@ -301,6 +302,10 @@ def replay_trace(layout, trace, *, planner="controller", semantics="paper", micr
     placement_seed : int, optional
         Place nodes on random distinct groups with this seed instead of in order of
         first effective fault (:meth:`~spare_opt.trace.FaultTrace.node_groups`).
+    placement : Placement, optional
+        Place nodes as this placement says (a group, several groups, or every group of
+        a domain per node; :class:`~spare_opt.placement.Placement`); nodes it does not
+        list are skipped and counted.  Not together with ``placement_seed``.
     exact : bool, optional
         Deprecated: ``exact=True`` is ``planner="exact"``.
 
@@ -330,8 +335,10 @@ def replay_trace(layout, trace, *, planner="controller", semantics="paper", micr
     same step as the trace-driven simulation:
 
     * nodes are mapped to groups in order of first effective fault (or at random with
-      ``placement_seed``; :meth:`~spare_opt.trace.FaultTrace.node_groups`); nodes beyond ``N`` are
-      skipped and reported;
+      ``placement_seed``, or by ``placement``; :meth:`~spare_opt.trace.FaultTrace.node_groups`);
+      nodes beyond ``N`` (or not in the placement) are skipped and reported; a node
+      placed on several groups or on a domain fails all of them, in one batch (its
+      rows show the lowest of its groups);
     * events the reader flagged as irregular (``FaultTrace.ignored``) do nothing;
     * a wipe-out is a global restart: every group is back (whatever the trace says
       about its node) and ``S = 1``.
@@ -345,7 +352,8 @@ def replay_trace(layout, trace, *, planner="controller", semantics="paper", micr
     (:func:`spare_opt.trace.instant_batches`): a run of consecutive ``fault_start``
     events fails its groups together (one ``fail`` call), a run of consecutive
     ``fault_end`` events brings its groups back together (one ``recover`` call, the
-    plan recomputed for the groups still out: ``S*`` and ``L*`` can fall).  When a
+    plan recomputed for the groups still out: ``S*`` and ``L*`` can fall); a group
+    with several nodes (a placement) is out while any of its nodes is down.  When a
     batch of starts wipes out, the restart brings every group back, those of the batch
     included; the nodes down at that restart were replaced by spares, so their later
     ``fault_end`` is counted (``ends_after_restart``) and ignored (status
@@ -380,17 +388,22 @@ def replay_trace(layout, trace, *, planner="controller", semantics="paper", micr
     if repair and planner == "controller" and not hasattr(engine.controller, "recover"):
         raise ParameterError("repair semantics with planner='controller' need ReorderController.recover; "
                              "use planner='exact'")
-    instants, node_group = trace_instants(trace, n, placement_seed=placement_seed)
+    instants, node_group = trace_instants(trace, n, placement_seed=placement_seed, placement=placement)
+    if repair:
+        members = trace.node_groups(n, seed=placement_seed, placement=placement, members=True)
+        indptr, group_ids = members
+        node_open = np.zeros(trace.n_nodes, dtype=bool)  # an effective fault that holds its groups out
+        node_replaced = np.zeros(trace.n_nodes, dtype=bool)  # down at the last restart: its end is ignored
+        down_count = np.zeros(n, dtype=np.int64)  # nodes of each group with an open fault
     times = trace.times_days
     count = trace.n_events
 
     alive = np.ones(n, dtype=bool)
-    replaced = np.zeros(n, dtype=bool)  # repair: down at the last restart, its fault_end is ignored
     failed_now = 0
     stack_number, load = 1, m
     order = layout.stacks if check_plans else None
     rows = []
-    batches = masked = masked_batches = wipe_outs = already_out = 0
+    batches = masked = masked_batches = wipe_outs = already_out = wiped_groups = 0
     recoveries = recovery_batches = ends_after_restart = decisions = 0
     total_moves = max_failed = 0
     max_stack, max_load = 1, m
@@ -415,19 +428,28 @@ def replay_trace(layout, trace, *, planner="controller", semantics="paper", micr
             cost_area += load / m * (now - t_prev)
             mean_cost += load / m * ((now - t_prev) / span)
         t_prev = now
-        if repair:
-            batch_list = instant_batches(trace, instant, node_group)
-        else:
-            batch_list = [(True, instant.failing, instant.failing_events)] if instant.failing.size else []
         decided = {}  # event index -> (status, decision, moves)
-        for is_start, groups, events in batch_list:
-            if not is_start:
-                back = groups[~alive[groups] & ~replaced[groups]]
-                for group, k in zip(groups.tolist(), events.tolist()):
-                    if replaced[group]:
-                        decided[k] = ("replaced", -1, 0)
-                        ends_after_restart += 1
-                        replaced[group] = False
+        if repair:
+            batch_list = instant_batches(trace, instant, members)
+        else:
+            batch_list = [(True, instant.failing_events)] if instant.failing.size else []
+        for is_start, events in batch_list:
+            if repair:
+                nodes = trace.node[events]
+            if not is_start:  # repair: the groups with no node down any more come back
+                for k in events[node_replaced[nodes]].tolist():
+                    decided[k] = ("replaced", -1, 0)
+                    ends_after_restart += 1
+                node_replaced[nodes] = False
+                closing = node_open[nodes]
+                node_open[nodes[closing]] = False
+                groups, group_events = _groups_of(indptr, group_ids, nodes[closing], events[closing])
+                np.add.at(down_count, groups, -1)
+                returning = (down_count[groups] == 0) & ~alive[groups]
+                back = np.unique(groups[returning]).astype(np.int32)
+                for k in events.tolist():
+                    if k not in decided:
+                        decided[k] = ("end", -1, 0)
                 if not back.size:
                     continue
                 plan = engine.recover(back)
@@ -441,10 +463,17 @@ def replay_trace(layout, trace, *, planner="controller", semantics="paper", micr
                 total_moves += moves
                 stack_number, load = int(plan.stack_number), _load(plan)
                 order = plan.order if check_plans else None
-                for k in events[np.isin(groups, back)].tolist():
+                for k in np.unique(group_events[returning]).tolist():
                     decided[k] = ("recovered", decisions, moves)
                 decisions += 1
                 continue
+            if repair:  # the groups of the batch's nodes go out (those already out stay out)
+                node_open[nodes] = True
+                groups, group_events = _groups_of(indptr, group_ids, nodes, events)
+                np.add.at(down_count, groups, 1)
+                groups, events = _once(groups, group_events)
+            else:
+                groups = instant.failing
             live = alive[groups]
             fresh, fresh_events = groups[live], events[live]
             if not fresh.size:
@@ -462,12 +491,15 @@ def replay_trace(layout, trace, *, planner="controller", semantics="paper", micr
             if plan.status == WIPE_OUT:
                 outcome = WIPE_OUT
                 wipe_outs += 1
+                wiped_groups += int(fresh.size)
                 wipe_out_days.append(now)
                 masked_before_wipe_out.append(masked_in_epoch)
                 masked_in_epoch = 0
                 engine.restart()
-                if repair:
-                    replaced |= ~alive
+                if repair:  # spares replace every node still down
+                    node_replaced |= node_open
+                    node_open[:] = False
+                    down_count[:] = 0
                 alive[:] = True
                 failed_now = 0
                 stack_number, load = 1, m
@@ -483,7 +515,7 @@ def replay_trace(layout, trace, *, planner="controller", semantics="paper", micr
                 max_stack = max(max_stack, stack_number)
                 max_load = max(max_load, load)
                 order = plan.order if check_plans else None
-            for k in fresh_events.tolist():
+            for k in np.unique(fresh_events).tolist():
                 decided[k] = (outcome, batch, moves)
         for k in range(a, b):
             node = int(trace.node[k])
@@ -536,13 +568,13 @@ def replay_trace(layout, trace, *, planner="controller", semantics="paper", micr
         "method": layout.method,
         "trace": trace.source,
         "trace_format": trace.format,
-        "placement": "first fault" if placement_seed is None else f"random, seed {placement_seed}",
+        "placement": _placement_text(placement_seed, placement),
         "events": count,
         "nodes": trace.n_nodes,
         "span_days": [first, last],
         "faults": trace.n_starts,
         "fault_ends": trace.n_ends,
-        "group_failures": masked + sum(1 for row in rows if row.status == WIPE_OUT),
+        "group_failures": masked + wiped_groups,
         "batches": batches,
         "masked": masked,
         "masked_batches": masked_batches,
@@ -571,6 +603,21 @@ def replay_trace(layout, trace, *, planner="controller", semantics="paper", micr
         },
     }
     return ReplayResult(summary=summary, rows=tuple(rows), elapsed_seconds=time.perf_counter() - started)
+
+
+def _groups_of(indptr, group_ids, nodes, events):
+    """Every group of ``nodes`` (CSR ``indptr``/``group_ids``), with the event of each (``events[i]`` of ``nodes[i]``)."""
+    sizes = np.diff(indptr)[nodes]
+    starts = np.repeat(indptr[nodes], sizes)
+    within = np.arange(starts.size) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+    return group_ids[starts + within].astype(np.int32), np.repeat(events, sizes).astype(np.int64)
+
+
+def _once(groups, events):
+    """``groups`` each once, in event order, with the first event of each."""
+    _, first = np.unique(groups, return_index=True)
+    keep = np.sort(first)
+    return groups[keep], events[keep]
 
 
 def _restored(layout, order, back):

@@ -78,7 +78,7 @@ from ._runs import (
 from ._stats import interval95
 from .errors import ParameterError
 from .parameters import STRATEGIES
-from .trace import FaultTrace, trace_instants
+from .trace import FaultTrace, _placement_text, trace_instants
 
 __all__ = [
     "MAX_EXPECTED_FAILURES",
@@ -97,7 +97,7 @@ __all__ = [
 
 
 def simulate(params, strategy, redundancy=None, *, checkpoint_period_seconds=None, seed=0, layout=None,
-             trace=None, placement_seed=None):
+             trace=None, placement_seed=None, placement=None):
     """Simulate one training run and return its time-to-train and accounting.
 
     Parameters
@@ -121,6 +121,8 @@ def simulate(params, strategy, redundancy=None, *, checkpoint_period_seconds=Non
         applies; failures during a restart always "carry").
     placement_seed : int or None
         Trace only: random node-to-group placement (:func:`trace_failures`).
+    placement : Placement or None
+        Trace only: explicit node placement (:func:`trace_failures`).
 
     Returns
     -------
@@ -180,21 +182,21 @@ def simulate(params, strategy, redundancy=None, *, checkpoint_period_seconds=Non
         return run_synthetic(params, strategy, redundancy, period, seed, pool)
     times, stacks, wipes, counts = trace_failures(trace, params.groups, strategy, redundancy, layout=layout,
                                                   time_scale=params.trace_time_scale,
-                                                  placement_seed=placement_seed)
+                                                  placement_seed=placement_seed, placement=placement)
     result = run_events(params, strategy, redundancy, period, seed, times, stacks, wipes)
     counts["beyond_run"] = int(np.count_nonzero(times > result.wall_seconds))
-    result.trace = dict(counts, source=trace.source,
-                        placement="first fault" if placement_seed is None else f"random, seed {placement_seed}")
+    result.trace = dict(counts, source=trace.source, placement=_placement_text(placement_seed, placement))
     return result
 
 
 def simulate_seeds(params, strategy, redundancy=None, *, seeds=10, first_seed=0, checkpoint_period_seconds=None,
-                   layout=None, trace=None, placement_seed=None, workers=1, executor=None, progress=None):
+                   layout=None, trace=None, placement_seed=None, placement=None, workers=1, executor=None,
+                   progress=None):
     """Run :func:`simulate` for seeds ``first_seed .. first_seed + seeds - 1``.
 
     Parameters
     ----------
-    params, strategy, redundancy, checkpoint_period_seconds, layout, trace, placement_seed
+    params, strategy, redundancy, checkpoint_period_seconds, layout, trace, placement_seed, placement
         As for :func:`simulate`.  The default period and layout are computed once.
     seeds : int, default 10
         Number of runs, ``>= 1``.
@@ -231,7 +233,7 @@ def simulate_seeds(params, strategy, redundancy=None, *, seeds=10, first_seed=0,
         check.instance("trace", trace, FaultTrace, " (spare_opt.read_fault_trace)")
     # The period does not depend on the seed: fix it once rather than in every task.
     period = _period(params, strategy, redundancy, layout, trace, checkpoint_period_seconds)
-    tasks = [(params, strategy, redundancy, period, first_seed + s, layout, trace, placement_seed)
+    tasks = [(params, strategy, redundancy, period, first_seed + s, layout, trace, placement_seed, placement)
              for s in range(seeds)]
     return run_tasks(_simulate_task, tasks, workers=workers, executor=executor, progress=progress)
 
@@ -274,9 +276,9 @@ def _period(params, strategy, redundancy, layout, trace, checkpoint_period_secon
     return default_period(params, strategy, redundancy, layout, basis)
 
 
-def _simulate_task(params, strategy, redundancy, period, seed, layout, trace, placement_seed):
+def _simulate_task(params, strategy, redundancy, period, seed, layout, trace, placement_seed, placement):
     return simulate(params, strategy, redundancy, checkpoint_period_seconds=period, seed=seed, layout=layout,
-                    trace=trace, placement_seed=placement_seed)
+                    trace=trace, placement_seed=placement_seed, placement=placement)
 
 
 def summarise(results):
@@ -326,7 +328,8 @@ def summarise(results):
 
 
 # ----------------------------------------------------------------------------- traces
-def trace_failures(trace, groups, strategy, redundancy, *, layout=None, time_scale=1.0, placement_seed=None):
+def trace_failures(trace, groups, strategy, redundancy, *, layout=None, time_scale=1.0, placement_seed=None,
+                   placement=None):
     """Failure times and outcomes of a fault-trace replay (restart at each wipe-out).
 
     The trace is cut into instants by :func:`spare_opt.trace.trace_instants` (the same
@@ -350,6 +353,9 @@ def trace_failures(trace, groups, strategy, redundancy, *, layout=None, time_sca
     placement_seed : int or None
         Place the traced nodes on random distinct groups with this seed instead of
         group ``i`` for the ``i``-th node to appear.
+    placement : Placement or None
+        Place the traced nodes as this placement says (a node on a domain fails all
+        its groups); not together with ``placement_seed``.
 
     Returns
     -------
@@ -379,7 +385,9 @@ def trace_failures(trace, groups, strategy, redundancy, *, layout=None, time_sca
         layout = check_run_layout(layout, groups, redundancy)
     time_scale = check.number("time_scale", time_scale, above=0.0)
     seconds = trace_seconds(trace, time_scale)
-    instants, node_group = trace_instants(trace, groups, placement_seed=placement_seed)
+    instants, node_group = trace_instants(trace, groups, placement_seed=placement_seed, placement=placement)
+    # Groups each node's start fails (1 unless a placement gives a node several).
+    node_size = np.diff(trace.node_groups(groups, seed=placement_seed, placement=placement, members=True)[0])
     starts = trace.is_start
     counts = {"fault_starts": int(trace.n_starts), "used": 0,
               "outside_cluster": int(np.count_nonzero(starts & ~trace.ignored & (node_group[trace.node] < 0))),
@@ -397,8 +405,8 @@ def trace_failures(trace, groups, strategy, redundancy, *, layout=None, time_sca
     lost = np.zeros(n_sets, dtype=np.int64)
     times, stacks, wipes = [], [], []
     for instant in instants:
-        usable_starts = int(np.count_nonzero(starts[instant.start:instant.stop] & ~trace.ignored[instant.start:instant.stop]
-                                             & (node_group[trace.node[instant.start:instant.stop]] >= 0)))
+        span = slice(instant.start, instant.stop)
+        usable_starts = int(np.sum((starts[span] & ~trace.ignored[span]) * node_size[trace.node[span]]))
         fresh = instant.failing[~down[instant.failing]]
         counts["already_down"] += usable_starts - fresh.size
         if not fresh.size:

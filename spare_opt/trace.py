@@ -38,6 +38,7 @@ from . import _validation as check
 from ._io import as_path, check_version, read_json_file, reading, write_atomic
 from ._stats import weibull_renewals
 from .errors import ParameterError, TraceError
+from .placement import Placement
 
 __all__ = [
     "FaultTrace",
@@ -200,7 +201,7 @@ class FaultTrace:
             counts[event.kind] += 1
         return counts
 
-    def node_groups(self, groups, *, seed=None):
+    def node_groups(self, groups, *, seed=None, placement=None, members=False):
         """Map nodes to DP groups for a cluster of ``groups`` groups.
 
         By default node index ``i`` (order of first effective fault, see
@@ -209,6 +210,9 @@ class FaultTrace:
         random instead:
         ``numpy.random.default_rng(seed).permutation(groups)[i]``.  Either way nodes
         beyond the cluster (``i >= groups``) get ``-1`` and are skipped by replay.
+        With ``placement`` (a :class:`~spare_opt.placement.Placement`), each node takes
+        the groups the placement gives it by node id (a group, several groups, or every
+        group of a domain); nodes it does not list get none.
 
         Parameters
         ----------
@@ -216,18 +220,28 @@ class FaultTrace:
             Number of DP groups ``N >= 1``.
         seed : int, optional
             Seed of a random placement; ``None`` for order of first effective fault.
+        placement : Placement, optional
+            An explicit placement (not together with ``seed``).
+        members : bool, default False
+            Return every group of every node (CSR) instead of one group per node.
 
         Returns
         -------
         numpy.ndarray of int32, shape (n_nodes,)
-            Group of each node, or ``-1``.
+            Without ``members``: the group of each node (the lowest, when a placement
+            gives it several), or ``-1``.
+        (indptr, group_ids) : tuple of numpy.ndarray
+            With ``members``: the groups of node ``i`` are
+            ``group_ids[indptr[i]:indptr[i + 1]]`` (int64 ``indptr``, int32 ids, sorted).
 
         Raises
         ------
         ParameterTypeError
-            ``groups`` or ``seed`` is not an integer.
+            ``groups`` or ``seed`` is not an integer, ``placement`` not a Placement.
         ParameterError
-            ``groups < 1`` or ``seed < 0``.
+            ``groups < 1``, ``seed < 0``, or both ``seed`` and ``placement``.
+        PlacementError
+            The placement does not fit ``N`` (see :meth:`Placement.resolve`).
 
         Notes
         -----
@@ -235,18 +249,34 @@ class FaultTrace:
         on neighbouring group ids, and every traced node on the lowest ids; a
         circulant layout whose holder sets are narrow windows of ids then sees
         failures bunched on the same windows (``docs/replay.md`` shows the effect on
-        the InfiniteHBD trace).  A random placement removes that artefact.
+        the InfiniteHBD trace).  A random placement removes that artefact; an explicit
+        placement replaces it by the cluster's real one.
         """
         groups = check.count("groups N", groups)
+        members = check.flag("members", members)
         if seed is not None:
             seed = check.seed(seed, "placement seed")
+        if placement is not None:
+            check.instance("placement", placement, Placement, " (spare_opt.Placement.load)")
+            if seed is not None:
+                raise ParameterError("give a placement or a placement seed, not both")
+            indptr, group_ids = placement.resolve(self.node_ids, int(groups))
+            if members:
+                return indptr, group_ids
+            mapping = np.full(self.n_nodes, -1, dtype=np.int32)
+            placed = np.diff(indptr) > 0
+            mapping[placed] = group_ids[indptr[:-1][placed]]
+            return mapping
         mapping = np.full(self.n_nodes, -1, dtype=np.int32)
         placed = min(self.n_nodes, int(groups))
         if seed is None:
             mapping[:placed] = np.arange(placed, dtype=np.int32)
         else:
             mapping[:placed] = np.random.default_rng(seed).permutation(int(groups))[:placed]
-        return mapping
+        if not members:
+            return mapping
+        indptr = np.concatenate(([0], np.cumsum(mapping >= 0))).astype(np.int64)
+        return indptr, mapping[mapping >= 0]
 
     def summary(self):
         """dict: a JSON-ready description (counts, span, irregular events)."""
@@ -300,7 +330,7 @@ class Instant(NamedTuple):
     recovering_events: np.ndarray
 
 
-def trace_instants(trace, groups, *, placement_seed=None):
+def trace_instants(trace, groups, *, placement_seed=None, placement=None):
     """A trace as a sequence of instants, each with the DP groups its fault starts fail.
 
     The one trace-to-failure-batches step shared by :func:`spare_opt.replay_trace` and
@@ -308,9 +338,10 @@ def trace_instants(trace, groups, *, placement_seed=None):
     to groups by :meth:`FaultTrace.node_groups`; events at the same time form one
     instant (one reorder decision); a ``fault_start`` or ``fault_end`` is *usable* when
     the reader did not ignore it and its node maps to a group; several usable starts on
-    one group at one instant fail it once (likewise for ends).  Whether a group is
-    already down, and what an end does (nothing under the paper's semantics, a
-    recovery under ``repair`` semantics), is the caller's state.
+    one group at one instant fail it once (likewise for ends), and an event whose node
+    maps to several groups (a placement on a domain) takes all of them.  Whether a
+    group is already down, and what an end does (nothing under the paper's semantics,
+    a recovery under ``repair`` semantics), is the caller's state.
 
     Parameters
     ----------
@@ -319,6 +350,8 @@ def trace_instants(trace, groups, *, placement_seed=None):
         Number of DP groups ``N``.
     placement_seed : int, optional
         Random node placement (:meth:`FaultTrace.node_groups`).
+    placement : Placement, optional
+        Explicit node placement (:meth:`FaultTrace.node_groups`).
 
     Returns
     -------
@@ -326,37 +359,44 @@ def trace_instants(trace, groups, *, placement_seed=None):
         Every distinct event time, in time order (instants with no usable start
         included, with empty ``failing``).
     node_group : numpy.ndarray of int32, shape (n_nodes,)
-        The group of each node, ``-1`` for nodes beyond ``N``.
+        The group of each node (the lowest of its groups), ``-1`` for nodes with none.
 
     Raises
     ------
     ParameterTypeError
         ``trace`` is not a :class:`FaultTrace`, ``groups`` or ``placement_seed`` is not
-        an integer.
+        an integer, ``placement`` not a Placement.
     ParameterError
-        ``groups < 1`` or a negative ``placement_seed``.
+        ``groups < 1``, a negative ``placement_seed``, or both placements.
+    PlacementError
+        The placement does not fit ``N``.
     """
     check.instance("trace", trace, FaultTrace, " (spare_opt.read_fault_trace)")
-    node_group = trace.node_groups(groups, seed=placement_seed)
+    indptr, group_ids = trace.node_groups(groups, seed=placement_seed, placement=placement, members=True)
+    sizes = np.diff(indptr)
+    node_group = np.full(trace.n_nodes, -1, dtype=np.int32)
+    node_group[sizes > 0] = group_ids[indptr[:-1][sizes > 0]]
     count = trace.n_events
     times = trace.times_days
     if count == 0:
         return [], node_group
-    event_group = node_group[trace.node]
-    usable = ~trace.ignored & (event_group >= 0)
+    node_sizes = sizes[trace.node]
+    usable = ~trace.ignored & (node_sizes > 0)
     usable_start = usable & trace.is_start
     usable_end = usable & ~trace.is_start
     bounds = np.concatenate(([0], np.flatnonzero(np.diff(times)) + 1, [count]))
     instants = []
     for start, stop in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
-        failing, failing_events = _groups_once(event_group, start + np.flatnonzero(usable_start[start:stop]))
-        recovering, recovering_events = _groups_once(event_group, start + np.flatnonzero(usable_end[start:stop]))
+        starts = start + np.flatnonzero(usable_start[start:stop])
+        ends = start + np.flatnonzero(usable_end[start:stop])
+        failing, failing_events = _groups_once(trace, indptr, group_ids, starts)
+        recovering, recovering_events = _groups_once(trace, indptr, group_ids, ends)
         instants.append(Instant(float(times[start]), start, stop, failing, failing_events, recovering,
                                 recovering_events))
     return instants, node_group
 
 
-def instant_batches(trace, instant, node_group):
+def instant_batches(trace, instant, members):
     """The usable events of one instant as batches in file order, for ``repair`` semantics.
 
     Under ``repair`` semantics events are taken in time order and, at one instant, in
@@ -372,15 +412,16 @@ def instant_batches(trace, instant, node_group):
     trace : FaultTrace
     instant : Instant
         One instant of ``trace_instants(trace, ...)``.
-    node_group : numpy.ndarray of int32
-        The ``node_group`` returned with it.
+    members : tuple of numpy.ndarray
+        ``(indptr, group_ids)``, the groups of every node
+        (:meth:`FaultTrace.node_groups` with ``members=True``, the same placement as
+        the instants).
 
     Returns
     -------
     list of tuple
-        ``(is_start, groups, events)`` per batch, in file order: ``is_start`` is True
-        for a batch of ``fault_start`` events; ``groups`` (int32) the batch's groups,
-        each once, in event order; ``events`` (int64) the index of the event of each.
+        ``(is_start, events)`` per batch, in file order: ``is_start`` is True for a
+        batch of ``fault_start`` events; ``events`` (int64) the indices of its events.
 
     Examples
     --------
@@ -388,28 +429,46 @@ def instant_batches(trace, instant, node_group):
     >>> def ev(node, kind):
     ...     return {"node_id": node, "event_time": 1.0, "event_type": kind, "fault_type": {"Class": "GPU"}}
     >>> trace = parse_fault_events([ev("a", "fault_start"), ev("b", "fault_start"), ev("a", "fault_end")])
-    >>> instants, node_group = trace_instants(trace, 4)
-    >>> [(is_start, groups.tolist()) for is_start, groups, _ in instant_batches(trace, instants[0], node_group)]
-    [(True, [0, 1]), (False, [0])]
+    >>> instants, _ = trace_instants(trace, 4)
+    >>> members = trace.node_groups(4, members=True)
+    >>> [(is_start, events.tolist()) for is_start, events in instant_batches(trace, instants[0], members)]
+    [(True, [0, 1]), (False, [2])]
     """
-    event_group = node_group[trace.node[instant.start:instant.stop]]
-    usable = np.flatnonzero(~trace.ignored[instant.start:instant.stop] & (event_group >= 0))
+    indptr = members[0]
+    window = slice(instant.start, instant.stop)
+    usable = np.flatnonzero(~trace.ignored[window] & (np.diff(indptr)[trace.node[window]] > 0))
     batches = []
     if usable.size == 0:
         return batches
-    kinds = trace.is_start[instant.start:instant.stop][usable]
+    kinds = trace.is_start[window][usable]
     cuts = np.concatenate(([0], np.flatnonzero(kinds[1:] != kinds[:-1]) + 1, [usable.size]))
     for a, b in zip(cuts[:-1].tolist(), cuts[1:].tolist()):
-        groups, events = _groups_once(event_group, usable[a:b])
-        batches.append((bool(kinds[a]), groups, events + instant.start))
+        batches.append((bool(kinds[a]), (instant.start + usable[a:b]).astype(np.int64)))
     return batches
 
 
-def _groups_once(event_group, events):
-    """The groups of ``events`` (indices), each once, in event order, with the event of each."""
-    _, first = np.unique(event_group[events], return_index=True)
-    keep = events[np.sort(first)]
-    return event_group[keep].astype(np.int32), keep.astype(np.int64)
+def _groups_once(trace, indptr, group_ids, events):
+    """The groups of ``events`` (indices), each once, in event order, with the event of each.
+
+    A node may have several groups (``indptr``/``group_ids``: CSR by node, from
+    :meth:`FaultTrace.node_groups` with ``members``): its event takes all of them.
+    """
+    nodes = trace.node[events]
+    per_event = np.diff(indptr)[nodes]
+    event_of = np.repeat(events, per_event)
+    within = np.arange(event_of.size) - np.repeat(np.cumsum(per_event) - per_event, per_event)
+    event_groups = group_ids[np.repeat(indptr[nodes], per_event) + within]
+    _, first = np.unique(event_groups, return_index=True)
+    keep = np.sort(first)  # event order, each group once
+    return event_groups[keep].astype(np.int32), event_of[keep].astype(np.int64)
+
+
+def _placement_text(placement_seed, placement):
+    """How nodes were placed on groups, in words (the ``placement`` key of replay and simulation summaries)."""
+    if placement is not None:
+        where = "" if placement.source == "placement" else f" {placement.source}"
+        return f"placement{where} ({len(placement.nodes)} nodes listed)"
+    return "first fault" if placement_seed is None else f"random, seed {placement_seed}"
 
 
 # ----------------------------------------------------------------------------- reading

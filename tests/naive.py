@@ -21,6 +21,9 @@ __all__ = [
     "naive_least_stack_number_by_assignment",
     "naive_min_moves",
     "naive_patch_types",
+    "naive_domains",
+    "naive_domain_multiplicity",
+    "naive_is_domain_safe",
 ]
 
 
@@ -142,3 +145,40 @@ def naive_patch_types(stacks, failed, mid_step, order, s):
         if all(g in mid for g in producers):
             patch.append(t)
     return patch
+
+
+# ------------------------------------------------------------ failure domains
+def naive_domains(levels_doc, levels):
+    """Domains of a topology's ``levels`` document as a list of ``(level, label, set of groups)``.
+
+    ``levels_doc`` is the ``levels`` object of a ``spare-topology`` document: read the
+    entries one by one (a label, a list of labels, or an empty list).
+    """
+    found = {}
+    for level in levels:
+        for g, entry in enumerate(levels_doc[level]):
+            labels = entry if isinstance(entry, list) else [entry]
+            for label in labels:
+                found.setdefault((level, label), set()).add(g)
+    return [(level, label, groups) for (level, label), groups in found.items()]
+
+
+def naive_domain_multiplicity(stacks, domains):
+    """Most holders of one shard type inside one domain, by counting every domain's rows."""
+    worst = 0
+    for _level, _label, groups in domains:
+        counts = {}
+        for g in groups:
+            for t in stacks[g]:
+                counts[int(t)] = counts.get(int(t), 0) + 1
+        worst = max([worst] + list(counts.values()))
+    return worst
+
+
+def naive_is_domain_safe(stacks, domains):
+    """Whether every two groups of every domain hold disjoint sets of shard types (pairwise check)."""
+    for _level, _label, groups in domains:
+        for g, h in itertools.combinations(sorted(groups), 2):
+            if set(stacks[g].tolist()) & set(stacks[h].tolist()):
+                return False
+    return True

@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.sparse.csgraph import maximum_flow
 
-from spare_opt import Layout, read_fault_trace, replay_trace
+from spare_opt import Layout, Placement, read_fault_trace, replay_trace
 from spare_opt.errors import ParameterError
 from spare_opt.replay import ROW_STATUSES
 from spare_opt.trace import parse_fault_events
@@ -64,14 +64,19 @@ def least_load(stacks, dead, m):
     return load
 
 
-def reference_repair(stacks, events, m=1, placement=None):
-    """The repair rules written out step by step; returns per-event statuses and a summary."""
+def reference_repair(stacks, events, m=1, placement=None, groups_of=None):
+    """The repair rules written out step by step; returns per-event statuses and a summary.
+
+    ``placement`` (a permutation) places the i-th node to fail on ``placement[i]``;
+    ``groups_of`` (node id -> list of groups) places nodes explicitly, a node on several
+    groups, several nodes on one group (a group is out while any of its nodes is down).
+    """
     stacks = [[int(x) for x in row] for row in stacks]
     n = len(stacks)
     order = sorted(range(len(events)), key=lambda i: events[i]["event_time"])
     times = [events[i]["event_time"] for i in order]
     index_of, trace_down = {}, set()
-    dead, replaced = set(), set()
+    dead, replaced, open_nodes, node_groups = set(), set(), set(), {}
     load = m
     status = [None] * len(order)
     summary = {"wipe_outs": 0, "max_out": 0, "max_load": m, "recoveries": 0, "ends_after_restart": 0,
@@ -96,10 +101,15 @@ def reference_repair(stacks, events, m=1, placement=None):
             # nodes are numbered at their first effective fault (an ignored event moves no node)
             index = index_of.setdefault(node, len(index_of))
             (trace_down.add if start else trace_down.discard)(node)
-            if index >= n:
+            if groups_of is not None:
+                mine = set(groups_of.get(node, []))
+            else:
+                mine = set() if index >= n else {index if placement is None else int(placement[index])}
+            if not mine:
                 status[pos] = "skipped" if start else "end"
                 continue
-            usable.append((pos, start, index if placement is None else int(placement[index])))
+            node_groups[node] = mine
+            usable.append((pos, start, node, mine))
         b = 0
         while b < len(usable):  # one batch: a run of usable events of one kind
             c = b
@@ -108,34 +118,44 @@ def reference_repair(stacks, events, m=1, placement=None):
             batch = usable[b:c]
             b = c
             if batch[0][1]:
-                fresh = [(pos, g) for pos, _, g in batch if g not in dead]
-                for pos, _, g in batch:
-                    if g in dead:
-                        status[pos] = "already-out"
-                dead |= {g for _, g in fresh}
+                fresh, newly = [], set()
+                for pos, _, node, mine in batch:
+                    open_nodes.add(node)
+                    new = mine - dead
+                    status[pos] = "already-out" if not new else None
+                    if new:
+                        fresh.append(pos)
+                    dead |= new
+                    newly |= new
                 summary["max_out"] = max(summary["max_out"], len(dead))
+                if not fresh:
+                    continue
                 new_load = least_load(stacks, dead, m)
                 if new_load is None:
                     summary["wipe_outs"] += 1
-                    replaced |= dead
-                    dead, load, outcome = set(), m, "wipe-out"
+                    replaced |= open_nodes
+                    open_nodes, dead, load, outcome = set(), set(), m, "wipe-out"
                 else:
                     load, outcome = new_load, "masked"
-                    summary["masked"] += len(fresh)
                     summary["max_load"] = max(summary["max_load"], load)
-                for pos, _ in fresh:
+                    summary["masked"] += len(newly)
+                for pos in fresh:
                     status[pos] = outcome
             else:
                 back = set()
-                for pos, _, g in batch:
-                    if g in replaced:
-                        replaced.discard(g)
+                for pos, _, node, mine in batch:
+                    if node in replaced:
+                        replaced.discard(node)
                         status[pos] = "replaced"
                         summary["ends_after_restart"] += 1
-                    else:
-                        assert g in dead
-                        back.add(g)
-                        status[pos] = "recovered"
+                        continue
+                    open_nodes.discard(node)
+                    still = set()
+                    for other in open_nodes:
+                        still |= node_groups[other]
+                    returning = (mine & dead) - still
+                    status[pos] = "recovered" if returning else "end"
+                    back |= returning
                 if back:
                     dead -= back
                     summary["recoveries"] += len(back)
@@ -152,13 +172,14 @@ def rows_of(result):
     return [(row.status, row.failed_groups) for row in result.rows]
 
 
-def check_against_reference(layout, events, placement_seed=None, m=1, planners=("exact",)):
+def check_against_reference(layout, events, placement_seed=None, m=1, planners=("exact",), groups_of=None):
     placement = None if placement_seed is None else np.random.default_rng(placement_seed).permutation(layout.groups)
-    expected, ref = reference_repair(layout.stacks, events, m=m, placement=placement)
+    expected, ref = reference_repair(layout.stacks, events, m=m, placement=placement, groups_of=groups_of)
     trace = parse_fault_events(events)
+    explicit = None if groups_of is None else Placement(groups_of)
     for planner in planners:
         result = replay_trace(layout, trace, planner=planner, semantics="repair", micro_batches=m,
-                              check_plans=True, placement_seed=placement_seed)
+                              check_plans=True, placement_seed=placement_seed, placement=explicit)
         assert rows_of(result) == expected
         s = result.summary
         assert s["semantics"] == "repair" and s["micro_batches"] == m
@@ -249,6 +270,34 @@ def repair_cases(draw):
 def test_repair_replay_matches_the_step_by_step_reference(case):
     layout, events, seed = case
     check_against_reference(layout, events, placement_seed=seed)
+
+
+@st.composite
+def placed_cases(draw):
+    """Explicit placements: a node on several groups, several nodes on one group, unplaced nodes."""
+    layout, events, _ = draw(repair_cases())
+    nodes = sorted({e["node_id"] for e in events})
+    groups_of = {}
+    for node in nodes:  # an unlisted node is skipped
+        mine = draw(st.lists(st.integers(0, layout.groups - 1), max_size=3, unique=True))
+        if mine:
+            groups_of[node] = mine
+    return layout, events, groups_of
+
+
+@settings(max_examples=100, deadline=None)
+@given(placed_cases())
+def test_repair_replay_with_placements_matches_the_reference(case):
+    layout, events, groups_of = case
+    check_against_reference(layout, events, groups_of=groups_of)
+
+
+def test_a_group_of_two_nodes_comes_back_when_both_are_repaired():
+    layout = circulant(5, [0, 1])
+    events = [ev("a", 1), ev("b", 2), ev("a", 3, "fault_end"), ev("b", 4, "fault_end")]
+    result = check_against_reference(layout, events, groups_of={"a": [2], "b": [2]})
+    assert [row.status for row in result.rows] == ["masked", "already-out", "end", "recovered"]
+    assert [row.failed_groups for row in result.rows] == [1, 1, 1, 0]
 
 
 # ------------------------------------------------------------------ real trace
