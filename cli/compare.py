@@ -63,6 +63,8 @@ def _shown(values):
                    "(docs/formats.md).  Without it, the failures of --preset (Weibull).")
 @trace_format_option
 @time_unit_option
+@click.option("--failure-model", "model_path", type=click.Path(dir_okay=False), default=None, metavar="FILE",
+              help="Without --trace: draw failures and repairs from this fitted model (spare-opt fit TRACE -o FILE).")
 @click.option("--preset", default=None, type=click.Choice(sorted(PRESETS)),
               help="Built-in setting whose timings are the defaults (default: trace-400 with --trace, "
                    "paper-600k without).")
@@ -93,7 +95,8 @@ def _shown(values):
 @click.option("--seeds", type=IntegerRange(min=1), default=5, show_default=True,
               help="Seeds per setting: placements of the traced nodes on the groups, and the jitter.")
 @click.option("--cycles", type=IntegerRange(min=1), default=DEFAULT_CYCLES, show_default=True,
-              help="With --trace: copies of the trace end to end; slower runs are unfinished (TTT/T0 > cycles).")
+              help="Copies of the trace end to end (with --trace); a run not finished within cycles x T0 is "
+                   "unfinished (TTT/T0 > cycles).")
 @click.option("--set", "settings", multiple=True, metavar="FIELD=VALUE",
               help="Change another simulation parameter, e.g. --set jitter_sd=0 (repeatable).")
 @workers_option
@@ -104,15 +107,15 @@ def _shown(values):
 @force_option
 @quiet_option
 @click.pass_context
-def command(ctx, trace_path, trace_format, time_unit, preset, groups, restart_minutes, ckpt_save_seconds,
+def command(ctx, trace_path, trace_format, time_unit, model_path, preset, groups, restart_minutes, ckpt_save_seconds,
             step_seconds, time_scale, steps, semantics, rep_redundancies, spare_redundancies, micro_batches, seeds,
             cycles, settings, workers, scheduler, plot_path, as_json, force, quiet):
     """The verdict: checkpointing alone, replication and SPARe on the same failures.
 
     Runs checkpointing alone, replication with r in --rep-r and SPARe over the grid
     --spare-r x --micro-batches on the failures of --trace (replayed --cycles times end
-    to end, so every strategy meets the trace's failure rate for its whole run) or of
-    --preset, each setting with its own tuned checkpoint period (the Young/Daly T_c* of
+    to end, so every strategy meets the trace's failure rate for its whole run), of
+    --failure-model, or of --preset (Weibull, paper semantics only), each setting with its own tuned checkpoint period (the Young/Daly T_c* of
     its measured wipe-out rate, times 0.5 .. 2), over --seeds placements of the traced
     nodes on the groups.  Prints one row per strategy at its best setting: TTT/T0 with
     a 95% interval, availability, restarts, mean step cost, the setting and its
@@ -122,9 +125,11 @@ def command(ctx, trace_path, trace_format, time_unit, preset, groups, restart_mi
     """
     if trace_path is None:
         for name, option in (("trace_format", "--format"), ("time_unit", "--time-unit"),
-                             ("time_scale", "--time-scale"), ("cycles", "--cycles")):
+                             ("time_scale", "--time-scale")):
             if given(ctx, name):
                 refuse_unused(option, "needs --trace")
+    elif model_path is not None:
+        refuse_unused("--failure-model", "and --trace are two sources of failures: give one")
     if plot_path is not None:
         check_output_path(plot_path, force)
         require_matplotlib()  # before the long work, not after it
@@ -134,13 +139,18 @@ def command(ctx, trace_path, trace_format, time_unit, preset, groups, restart_mi
         from spare_opt.trace import read_fault_trace
 
         trace = read_fault_trace(trace_path, format=trace_format, time_unit=time_unit)
+    fault_model = None
+    if model_path is not None:
+        from spare_opt.fit import FailureModel
+
+        fault_model = FailureModel.load(model_path)
     if preset is None:
-        preset = "trace-400" if trace is not None else "paper-600k"
+        preset = "trace-400" if trace is not None or fault_model is not None else "paper-600k"
     params = compare_parameters(
         preset, groups, trace=trace, restart_seconds=None if restart_minutes is None else restart_minutes * 60.0,
         save_seconds=ckpt_save_seconds, step_seconds=step_seconds, time_scale=time_scale, steps=steps, **overrides)
     with executor_for(scheduler, workers) as executor, progress_bar(quiet, "comparing") as progress:
-        result = compare(params, trace=trace, semantics=semantics, rep_redundancies=rep_redundancies,
+        result = compare(params, trace=trace, fault_model=fault_model, semantics=semantics, rep_redundancies=rep_redundancies,
                          spare_redundancies=spare_redundancies, micro_batches=micro_batches, seeds=seeds,
                          cycles=cycles, workers=workers, executor=executor, progress=progress)
     written = None

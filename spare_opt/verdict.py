@@ -88,13 +88,15 @@ class CompareResult(Result):
     params : SimulationParameters
         The run's parameters (``steps``, ``trace_time_scale``, ``max_wall_factor`` as run).
     source : str
-        The trace's path, or ``"preset"`` for a preset's failure model.
+        The trace's path, ``"failure model ..."`` for a fitted model, or ``"preset"``
+        for the Weibull failures of the parameters.
     semantics : str
         ``"paper"`` or ``"repair"``.
     seeds : int
         Seeds per setting (placements of the traced nodes and jitter).
-    cycles : int or None
-        Copies of the trace laid end to end (``None`` without a trace).
+    cycles : int
+        Copies of the trace laid end to end (with a trace); a run not finished within
+        ``cycles * T0`` is unfinished.
     strategies : list of dict
         One row per strategy (``ckpt``, ``rep``, ``spare``, those that ran), its best
         setting: ``strategy``, ``redundancy``, ``micro_batches``, ``ttt_ratio`` (mean
@@ -105,8 +107,9 @@ class CompareResult(Result):
         Every ``(strategy, r, m)`` tried, with the same keys at its best period, plus
         ``periods`` (every ``T_c`` tried) and ``ttt_ratio_by_period``.
     trace_info : dict or None
-        What the trace replay used (``trace_failures`` counts of the first seed of
-        each setting, keyed by setting label).
+        With a trace: what its replay used (the walk's counts for the first seed of
+        each setting, keyed by setting label, and ``mean_wipe_outs``); ``None``
+        without a trace.
     elapsed_seconds : float
         Wall-clock time (not compared by ``==``).
     """
@@ -115,7 +118,7 @@ class CompareResult(Result):
     source: str
     semantics: str
     seeds: int
-    cycles: int | None
+    cycles: int
     strategies: list
     settings: list
     trace_info: dict | None = None
@@ -135,7 +138,7 @@ class CompareResult(Result):
             "semantics": self.semantics,
             "seeds": self.seeds,
             "cycles": self.cycles,
-            "time_scale": self.params.trace_time_scale if self.cycles is not None else None,
+            "time_scale": self.params.trace_time_scale if self.trace_info is not None else None,
             "fault_free_seconds": fault_free_seconds(self.params),
             "strategies": self.strategies,
             "settings": self.settings,
@@ -146,10 +149,12 @@ class CompareResult(Result):
     def format_text(self):
         """The verdict as a table, one row per strategy, and a one-line conclusion."""
         p = self.params
-        if self.cycles is not None:
+        if self.trace_info is not None:
             scale = p.trace_time_scale
             rate = "real rate" if scale == 1.0 else f"compressed {1 / scale:g}x" if scale < 1 else f"stretched {scale:g}x"
             failures = f"trace {self.source} ({rate}, replayed {self.cycles}x end to end)"
+        elif self.source != "preset":
+            failures = f"failures and repairs drawn from the {self.source}"
         else:
             failures = f"{p.failure_model} failures, system MTBF {p.system_mtbf_seconds / 60:g} min"
         lines = [
@@ -335,19 +340,29 @@ def compare_parameters(preset="trace-400", groups=None, *, trace=None, restart_s
 
 
 # ----------------------------------------------------------------------------- the runs
-# The walk of a setting over the trace and one run on it.  These two adapters are the
+# The walk of a setting over the failures and one run on it.  These adapters are the
 # only places that know how the simulation takes failures given up front.
 def _walk(params, strategy, redundancy, micro_batches, layout, trace, seed, semantics):
-    """Failure events of one setting and placement (outcome of each), and how many wipe out."""
-    from .simulation import trace_failures
+    """Failure (and rejoin) events of one setting and placement, how many wipe out, and the walk's counts."""
+    try:
+        from .events import trace_events
+    except ImportError:  # TEMPORARY: the simulation before repairs and micro-batches (paper semantics, m = 1)
+        from .simulation import trace_failures
 
-    times, stacks, wipes, counts = trace_failures(trace, params.groups, strategy, redundancy, layout=layout,
-                                                  time_scale=params.trace_time_scale, placement_seed=seed)
-    return (times, stacks, wipes), int(wipes.sum()), counts
+        times, stacks, wipes, counts = trace_failures(trace, params.groups, strategy, redundancy, layout=layout,
+                                                      time_scale=params.trace_time_scale, placement_seed=seed)
+        return (times, stacks, wipes), int(wipes.sum()), counts
+    events = trace_events(trace, params.groups, strategy, redundancy, semantics=semantics, layout=layout,
+                          micro_batches=micro_batches, heal_seconds=params.heal_seconds,
+                          time_scale=params.trace_time_scale, placement_seed=seed)
+    return events.kernel_rows(), int(np.count_nonzero(events.wipe_outs)), dict(events.counts)
 
 
 def _run(params, strategy, redundancy, micro_batches, period, seed, events, semantics):
-    return run_events(params, strategy, redundancy, period, seed, *events)
+    if isinstance(events, tuple):  # TEMPORARY: the simulation before repairs (see _walk)
+        return run_events(params, strategy, redundancy, period, seed, *events)
+    return run_events(params, strategy, redundancy, period, seed, events, micro_batches=micro_batches,
+                      semantics=semantics)
 
 
 def _walk_task(params, strategy, redundancy, micro_batches, layout, trace, seed, semantics):
@@ -359,9 +374,16 @@ def _trace_runs_task(params, strategy, redundancy, micro_batches, periods, seed,
             for period in periods]
 
 
-def _synthetic_runs_task(params, strategy, redundancy, micro_batches, periods, seed, layout, semantics):
-    pool = FailurePool(strategy, params.groups, redundancy, seed, layout)
-    return [_digest(run_synthetic(params, strategy, redundancy, period, seed, pool)) for period in periods]
+def _model_runs_task(params, strategy, redundancy, micro_batches, periods, seed, layout, semantics, fault_model):
+    if fault_model is None:  # the preset's Weibull failures, the paper's semantics
+        pool = FailurePool(strategy, params.groups, redundancy, seed, layout)
+        return [_digest(run_synthetic(params, strategy, redundancy, period, seed, pool)) for period in periods]
+    from .simulation import simulate
+
+    return [_digest(simulate(params, strategy, None if strategy == "ckpt" else redundancy,
+                             checkpoint_period_seconds=period, seed=seed, layout=layout,
+                             micro_batches=micro_batches, semantics=semantics, fault_model=fault_model))
+            for period in periods]
 
 
 def _digest(run):
@@ -393,7 +415,7 @@ def _check_semantics(semantics, micro_batches):
 def compare(params, *, trace=None, semantics="repair", rep_redundancies=DEFAULT_COMPARE_REP,
             spare_redundancies=DEFAULT_COMPARE_SPARE, micro_batches=DEFAULT_COMPARE_MICRO_BATCHES,
             period_factors=DEFAULT_COMPARE_FACTORS, seeds=5, cycles=DEFAULT_CYCLES, include_ckpt=True,
-            workers=1, executor=None, progress=None, layout_time_limit=2.0):
+            fault_model=None, workers=1, executor=None, progress=None, layout_time_limit=2.0):
     """Checkpointing alone, replication and SPARe on the same failures, each at its best setting.
 
     Parameters
@@ -401,12 +423,12 @@ def compare(params, *, trace=None, semantics="repair", rep_redundancies=DEFAULT_
     params : SimulationParameters
         Timings, ``N`` and steps (:func:`compare_parameters` builds them from a
         preset and the operator's figures).  With a trace, ``trace_time_scale``
-        compresses it and ``max_wall_factor`` is replaced by ``cycles``.
+        compresses it; ``max_wall_factor`` is replaced by ``cycles``.
     trace : FaultTrace, optional
-        The failures, replayed ``cycles`` times end to end (:func:`cyclic_trace`);
-        without one, the failures of ``params`` (Weibull, ``failure_model``).
+        The failures, replayed ``cycles`` times end to end (:func:`cyclic_trace`).
     semantics : {"paper", "repair"}, default "repair"
-        Repaired groups rejoin (``"repair"``) or stay out until a restart.
+        Repaired groups rejoin (``"repair"``, :mod:`spare_opt.events`) or stay out
+        until a restart.  Without a trace, ``"repair"`` needs a ``fault_model``.
     rep_redundancies : sequence of int, default (2, 3)
         Replication degrees (``1 <= r <= N``).
     spare_redundancies : sequence of int, default (2, 3, 4, 6, 9)
@@ -423,6 +445,10 @@ def compare(params, *, trace=None, semantics="repair", rep_redundancies=DEFAULT_
         unfinished (``TTT/T0 > cycles``).
     include_ckpt : bool, default True
         Also run checkpointing alone.
+    fault_model : FailureModel, optional
+        Without a trace: draw failures and repairs from this fitted model
+        (:func:`spare_opt.fit_trace`); without either, the Weibull failures of
+        ``params`` (the paper's semantics only).
     workers : int, default 1
         Processes (``-1``: every CPU); the result does not depend on it.
     executor : concurrent.futures.Executor, optional
@@ -443,7 +469,8 @@ def compare(params, *, trace=None, semantics="repair", rep_redundancies=DEFAULT_
         An argument of the wrong type.
     ParameterError
         An ``r`` or ``m`` out of range, no strategy to run, a bad factor, seed count
-        or semantics.
+        or semantics; ``repair`` semantics with neither a trace nor a fault model;
+        both a trace and a fault model.
 
     Notes
     -----
@@ -453,8 +480,9 @@ def compare(params, *, trace=None, semantics="repair", rep_redundancies=DEFAULT_
     for checkpointing alone); the Young/Daly ``T_c* = T_s + sqrt(T_s^2 + 2 T_s (T_f +
     T_r))`` (:func:`spare_opt.theory.checkpoint_period`) times each factor is run, and
     the period with the least mean ``TTT/T0`` over the seeds is the setting's.
-    Without a trace, ``T_f`` comes from the failure model as in
-    :func:`spare_opt.tune`.
+    Without a trace, ``T_c*`` is the closed form of :func:`spare_opt.simulate`: the
+    system MTBF of the failures (the preset's, or the fault model's on ``N`` groups)
+    times the mean number of failures to a wipe-out under the paper's semantics.
 
     *Why cyclic.*  A run takes longer than ``T0``; replayed once, the trace would end
     before the slower strategies finish and leave the end of their runs free of
@@ -479,16 +507,26 @@ def compare(params, *, trace=None, semantics="repair", rep_redundancies=DEFAULT_
     semantics = _check_semantics(semantics, ms)
     if not (include_ckpt or reps or spares):
         raise ParameterError("nothing to compare: no strategy to run")
+    cycles = check.count("cycles", cycles)
+    params = replace(params, max_wall_factor=float(cycles))
     if trace is not None:
         check.instance("trace", trace, FaultTrace, " (spare_opt.read_fault_trace)")
-        cycles = check.count("cycles", cycles)
-        params = replace(params, max_wall_factor=float(cycles))
+        if fault_model is not None:
+            raise ParameterError("give the failures once: a trace or a fault model, not both")
         replayed = cyclic_trace(trace, cycles)
     else:
-        from ._runs import check_event_budget
+        if fault_model is None and semantics != "paper":
+            raise ParameterError("repair semantics need repair times: give a trace or a fault model "
+                                 "(spare-opt fit TRACE -o model.json), or use semantics='paper'")
+        if fault_model is None:
+            from ._runs import check_event_budget
 
-        check_event_budget(params)
-        cycles = replayed = None
+            check_event_budget(params)
+        else:
+            from .fit import FailureModel
+
+            check.instance("fault_model", fault_model, FailureModel, " (spare_opt.FailureModel.load)")
+        replayed = None
 
     configs = []  # (strategy, r, m, layout)
     if include_ckpt:
@@ -525,13 +563,18 @@ def compare(params, *, trace=None, semantics="repair", rep_redundancies=DEFAULT_
         results = run_tasks(_trace_runs_task, run_tasks_list, workers=workers, executor=executor,
                             progress=relay(walks_total))
     else:
+        basis = params
+        if fault_model is not None:
+            mtbf = fault_model.system_mtbf_seconds * fault_model.cluster_nodes / n
+            basis = replace(params, system_mtbf_seconds=mtbf)
         periods, run_tasks_list = [], []
         for strategy, r, m, layout in configs:
-            mean_failures = 1.0 if strategy == "ckpt" else mean_failures_to_wipe_out(params, strategy, r, layout)
-            centre = closed_form_period(params, mean_failures)
+            mean_failures = 1.0 if strategy == "ckpt" else mean_failures_to_wipe_out(basis, strategy, r, layout)
+            centre = closed_form_period(basis, mean_failures)
             periods.append(tuple(centre * f for f in factors))
-            run_tasks_list += [(params, strategy, r, m, periods[-1], seed, layout, semantics) for seed in range(seeds)]
-        results = run_tasks(_synthetic_runs_task, run_tasks_list, workers=workers, executor=executor,
+            run_tasks_list += [(params, strategy, r, m, periods[-1], seed, layout, semantics, fault_model)
+                               for seed in range(seeds)]
+        results = run_tasks(_model_runs_task, run_tasks_list, workers=workers, executor=executor,
                             progress=relay(0))
 
     settings = []
@@ -549,7 +592,9 @@ def compare(params, *, trace=None, semantics="repair", rep_redundancies=DEFAULT_
             best = min(mine, key=lambda row: row["ttt_ratio"])
             strategies.append({key: value for key, value in best.items()
                                if key not in ("periods", "ttt_ratio_by_period")})
-    return CompareResult(params=params, source=trace.source if trace is not None else "preset",
+    source = trace.source if trace is not None else (
+        "preset" if fault_model is None else f"failure model {fault_model.source or ''}".strip())
+    return CompareResult(params=params, source=source,
                          semantics=semantics, seeds=seeds, cycles=cycles, strategies=strategies,
                          settings=settings, trace_info=trace_info,
                          elapsed_seconds=time.perf_counter() - started)

@@ -166,7 +166,8 @@ def test_synthetic_failures_of_a_preset():
     params = preset_parameters("paper-600k", 200, steps=300)
     result = compare(params, semantics="paper", rep_redundancies=(3,), spare_redundancies=(8,), seeds=2,
                      period_factors=(1.0,))
-    assert isinstance(result, CompareResult) and result.cycles is None and result.source == "preset"
+    assert isinstance(result, CompareResult) and result.trace_info is None and result.source == "preset"
+    assert result.params.max_wall_factor == 3.0
     assert [row["strategy"] for row in result.strategies] == ["ckpt", "rep", "spare"]
 
 
@@ -186,6 +187,8 @@ def test_bad_arguments(small_trace, small_params):
         compare("params", semantics="paper")
     with pytest.raises(ParameterError):
         compare(small_params, trace=small_trace, semantics="paper", seeds=0)
+    with pytest.raises(ParameterError, match="repair"):
+        compare(small_params, semantics="repair")
 
 
 # ------------------------------------------------------------------ CLI
