@@ -463,7 +463,10 @@ def replay_trace(layout, trace, *, planner="controller", semantics="paper", micr
                 total_moves += moves
                 stack_number, load = int(plan.stack_number), _load(plan)
                 order = plan.order if check_plans else None
-                for k in np.unique(group_events[returning]).tolist():
+                last = {}  # each returning group is brought back by the last end of its nodes, in file order
+                for group, k in zip(groups[returning].tolist(), group_events[returning].tolist()):
+                    last[group] = max(k, last.get(group, k))
+                for k in set(last.values()):
                     decided[k] = ("recovered", decisions, moves)
                 decisions += 1
                 continue

@@ -7,6 +7,7 @@ least load ``L*`` after every batch from scratch with a maximum flow (scipy's
 live holder ``m``, live group -> sink ``L``), never through spare_opt's planner.
 """
 
+import inspect
 import json
 import math
 
@@ -17,10 +18,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.sparse.csgraph import maximum_flow
 
-from spare_opt import Layout, Placement, read_fault_trace, replay_trace
+from spare_opt import Layout, Placement, ReorderController, plan_reorder, read_fault_trace, replay_trace
 from spare_opt.errors import ParameterError
 from spare_opt.replay import ROW_STATUSES
 from spare_opt.trace import parse_fault_events
+
+
+#: The engines that can replay with repairs, and the micro-batch counts to test.
+HAS_RECOVER = hasattr(ReorderController, "recover")
+PLANNERS = ("exact", "controller") if HAS_RECOVER else ("exact",)
+HAS_MICRO = "micro_batches" in inspect.signature(plan_reorder).parameters
+MICRO = (1, 3) if HAS_MICRO else (1,)
 
 
 def circulant(n, offsets):
@@ -172,7 +180,7 @@ def rows_of(result):
     return [(row.status, row.failed_groups) for row in result.rows]
 
 
-def check_against_reference(layout, events, placement_seed=None, m=1, planners=("exact",), groups_of=None):
+def check_against_reference(layout, events, placement_seed=None, m=1, planners=PLANNERS, groups_of=None):
     placement = None if placement_seed is None else np.random.default_rng(placement_seed).permutation(layout.groups)
     expected, ref = reference_repair(layout.stacks, events, m=m, placement=placement, groups_of=groups_of)
     trace = parse_fault_events(events)
@@ -250,11 +258,15 @@ def test_bad_semantics_and_micro_batches():
         replay_trace(layout, trace, semantics="repairs")
     with pytest.raises(ParameterError, match="micro_batches"):
         replay_trace(layout, trace, micro_batches=0)
+    if not HAS_RECOVER:
+        with pytest.raises(ParameterError, match="recover"):
+            replay_trace(layout, trace, semantics="repair")
 
 
 # ------------------------------------------------------------ random agreement
 @st.composite
 def repair_cases(draw):
+    m = draw(st.sampled_from(MICRO))
     n = draw(st.integers(3, 8))
     r = draw(st.integers(1, min(3, n)))
     rest = draw(st.lists(st.integers(1, n - 1), min_size=r - 1, max_size=r - 1, unique=True))
@@ -262,34 +274,34 @@ def repair_cases(draw):
     spec = draw(st.lists(st.tuples(st.integers(0, nodes - 1), st.integers(0, 8), st.booleans()), max_size=24))
     events = [ev(f"n{node}", day / 4, "fault_start" if start else "fault_end") for node, day, start in spec]
     seed = draw(st.none() | st.integers(0, 3))
-    return circulant(n, [0] + rest), events, seed
+    return circulant(n, [0] + rest), events, seed, m
 
 
 @settings(max_examples=150, deadline=None)
 @given(repair_cases())
 def test_repair_replay_matches_the_step_by_step_reference(case):
-    layout, events, seed = case
-    check_against_reference(layout, events, placement_seed=seed)
+    layout, events, seed, m = case
+    check_against_reference(layout, events, placement_seed=seed, m=m)
 
 
 @st.composite
 def placed_cases(draw):
     """Explicit placements: a node on several groups, several nodes on one group, unplaced nodes."""
-    layout, events, _ = draw(repair_cases())
+    layout, events, _, m = draw(repair_cases())
     nodes = sorted({e["node_id"] for e in events})
     groups_of = {}
     for node in nodes:  # an unlisted node is skipped
         mine = draw(st.lists(st.integers(0, layout.groups - 1), max_size=3, unique=True))
         if mine:
             groups_of[node] = mine
-    return layout, events, groups_of
+    return layout, events, groups_of, m
 
 
 @settings(max_examples=100, deadline=None)
 @given(placed_cases())
 def test_repair_replay_with_placements_matches_the_reference(case):
-    layout, events, groups_of = case
-    check_against_reference(layout, events, groups_of=groups_of)
+    layout, events, groups_of, m = case
+    check_against_reference(layout, events, groups_of=groups_of, m=m)
 
 
 def test_a_group_of_two_nodes_comes_back_when_both_are_repaired():
@@ -301,11 +313,12 @@ def test_a_group_of_two_nodes_comes_back_when_both_are_repaired():
 
 
 # ------------------------------------------------------------------ real trace
-def test_real_trace_under_repair_matches_the_reference(real_trace_path):
+@pytest.mark.parametrize("m", [1])
+def test_real_trace_under_repair_matches_the_reference(real_trace_path, m):
     # r = 2 and a random placement: the real trace wipes this layout out 14 times
     layout = circulant(400, [0, 1])
     raw = json.loads(real_trace_path.read_text())
-    result = check_against_reference(layout, raw, placement_seed=1)
+    result = check_against_reference(layout, raw, placement_seed=1, m=m)
     s = result.summary
     assert s["wipe_outs"] >= 2 and s["ends_after_restart"] >= 2
     assert s["recoveries"] + s["ends_after_restart"] == 583  # every usable end: the trace has none open
