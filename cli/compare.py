@@ -92,7 +92,7 @@ def _shown(values):
 @click.option("--micro-batches", "micro_batches", callback=_integer_list,
               default=_shown(DEFAULT_COMPARE_MICRO_BATCHES), show_default=True, metavar="M,M",
               help="SPARe micro-batches per shard type of the grid (1: the paper's whole shards).")
-@click.option("--seeds", type=IntegerRange(min=1), default=5, show_default=True,
+@click.option("--seeds", type=IntegerRange(min=1), default=3, show_default=True,
               help="Seeds per setting: placements of the traced nodes on the groups, and the jitter.")
 @click.option("--cycles", type=IntegerRange(min=1), default=DEFAULT_CYCLES, show_default=True,
               help="Copies of the trace end to end (with --trace); a run not finished within cycles x T0 is "

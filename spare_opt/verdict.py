@@ -64,14 +64,14 @@ __all__ = [
 
 #: Replication degrees of the verdict.
 DEFAULT_COMPARE_REP = (2, 3)
-#: SPARe redundancies of the verdict's grid.
-DEFAULT_COMPARE_SPARE = (2, 3, 4, 6, 9)
+#: SPARe redundancies of the verdict's grid (9 = r* at N = 400, the traced cluster).
+DEFAULT_COMPARE_SPARE = (2, 3, 5, 9)
 #: Micro-batches per shard type of the verdict's grid (1: the paper's whole shards).
 DEFAULT_COMPARE_MICRO_BATCHES = (1,)
 #: Checkpoint periods tried for every setting, as multiples of its Young/Daly ``T_c*``.
 DEFAULT_COMPARE_FACTORS = (0.5, 0.7, 1.0, 1.4, 2.0)
 #: Copies of the trace laid end to end; a run that needs longer is unfinished (``TTT/T0 > cycles``).
-DEFAULT_CYCLES = 3
+DEFAULT_CYCLES = 2
 #: Semantics :func:`compare` runs under (``"repair"``: repaired groups rejoin).
 COMPARE_SEMANTICS = ("paper", "repair")
 #: Names of the strategies in tables and figures.
@@ -414,7 +414,7 @@ def _check_semantics(semantics, micro_batches):
 
 def compare(params, *, trace=None, semantics="repair", rep_redundancies=DEFAULT_COMPARE_REP,
             spare_redundancies=DEFAULT_COMPARE_SPARE, micro_batches=DEFAULT_COMPARE_MICRO_BATCHES,
-            period_factors=DEFAULT_COMPARE_FACTORS, seeds=5, cycles=DEFAULT_CYCLES, include_ckpt=True,
+            period_factors=DEFAULT_COMPARE_FACTORS, seeds=3, cycles=DEFAULT_CYCLES, include_ckpt=True,
             fault_model=None, workers=1, executor=None, progress=None, layout_time_limit=2.0):
     """Checkpointing alone, replication and SPARe on the same failures, each at its best setting.
 
@@ -431,16 +431,16 @@ def compare(params, *, trace=None, semantics="repair", rep_redundancies=DEFAULT_
         until a restart.  Without a trace, ``"repair"`` needs a ``fault_model``.
     rep_redundancies : sequence of int, default (2, 3)
         Replication degrees (``1 <= r <= N``).
-    spare_redundancies : sequence of int, default (2, 3, 4, 6, 9)
+    spare_redundancies : sequence of int, default (2, 3, 5, 9)
         SPARe redundancies (``2 <= r <= N``); each gets a Sidon layout.
     micro_batches : sequence of int, default (1,)
         SPARe micro-batches per shard type ``m`` (1: the paper's whole shards).
     period_factors : sequence of float, default (0.5, 0.7, 1.0, 1.4, 2.0)
         Checkpoint periods tried, as multiples of each setting's Young/Daly ``T_c*``.
-    seeds : int, default 5
+    seeds : int, default 3
         Seeds per setting, ``0 .. seeds - 1``: the placement of the traced nodes on
         the groups (``placement_seed``) and the jitter; the same for every setting.
-    cycles : int, default 3
+    cycles : int, default 2
         Copies of the trace end to end; a run that has not finished within them is
         unfinished (``TTT/T0 > cycles``).
     include_ckpt : bool, default True

@@ -13,6 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from spare_opt import (
+    DEFAULT_CYCLES,
     CompareResult,
     compare,
     compare_parameters,
@@ -167,7 +168,7 @@ def test_synthetic_failures_of_a_preset():
     result = compare(params, semantics="paper", rep_redundancies=(3,), spare_redundancies=(8,), seeds=2,
                      period_factors=(1.0,))
     assert isinstance(result, CompareResult) and result.trace_info is None and result.source == "preset"
-    assert result.params.max_wall_factor == 3.0
+    assert result.params.max_wall_factor == float(DEFAULT_CYCLES)
     assert [row["strategy"] for row in result.strategies] == ["ckpt", "rep", "spare"]
 
 
