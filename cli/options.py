@@ -10,6 +10,7 @@ from click.core import ParameterSource
 from spare_opt import Layout
 from spare_opt import _validation as check
 from spare_opt._io import dumps_json
+from spare_opt._parallel import check_scheduler_address, dask_executor
 from spare_opt.errors import FailureSetError, SpareError
 from spare_opt.failure_sets import parse_group_ids
 from spare_opt.trace import TIME_UNITS, TRACE_FILE_FORMATS
@@ -263,13 +264,24 @@ def _workers(ctx, param, value):
     return value
 
 
+def _scheduler(ctx, param, value):
+    if value is None:
+        return None
+    try:
+        return check_scheduler_address(value)
+    except SpareError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
 workers_option = click.option(
     "--workers", type=INTEGER, default=1, show_default=True, metavar="W", callback=_workers,
-    help="Processes on this machine (-1: every CPU).  Results do not depend on it.")
+    help="Processes on this machine (-1: every CPU); with --scheduler local, the workers of the local "
+         "cluster.  Results do not depend on it.")
 scheduler_option = click.option(
-    "--scheduler", default=None, metavar="ADDRESS",
+    "--scheduler", default=None, metavar="ADDRESS", callback=_scheduler,
     help="Run on a Dask distributed cluster: its scheduler address (tcp://host:8786), or 'local' to start "
-         "a local cluster of --workers processes.  Needs the 'dask' extra; results do not depend on it.")
+         "a local cluster of --workers processes.  Needs the 'dask' extra; results do not depend on it "
+         "(docs/scaling.md).")
 
 
 @contextlib.contextmanager
@@ -278,32 +290,15 @@ def executor_for(scheduler, workers):
 
     ``"local"`` starts a ``distributed.LocalCluster`` of ``workers`` single-threaded
     worker processes (every CPU for ``-1``) and stops it afterwards; an address connects
-    to a running scheduler.  See ``docs/scaling.md``.
+    to a running scheduler.  The library does the work
+    (:func:`spare_opt._parallel.dask_executor`); its errors (Dask missing, a scheduler
+    that cannot be reached) become one ``Error:`` line.  See ``docs/scaling.md``.
     """
     if scheduler is None:
         yield None
         return
-    try:
-        from distributed import Client, LocalCluster
-    except ImportError:
-        raise click.ClickException("--scheduler needs Dask: pip install 'spare-opt[dask]'") from None
-    cluster = None
-    try:
-        if scheduler == "local":
-            count = (os.cpu_count() or 1) if workers == -1 else workers
-            cluster = LocalCluster(n_workers=count, threads_per_worker=1, processes=True,
-                                   dashboard_address=None)
-            client = Client(cluster)
-        else:
-            client = Client(scheduler, timeout="10s")
-    except OSError as exc:
-        raise click.ClickException(f"cannot reach the Dask scheduler {scheduler}: {exc}") from None
-    try:
-        yield client.get_executor()
-    finally:
-        client.close()
-        if cluster is not None:
-            cluster.close()
+    with dask_executor(scheduler, workers=workers) as executor:
+        yield executor
 
 
 trace_format_option = click.option(

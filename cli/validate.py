@@ -152,27 +152,30 @@ def command(ctx, layout, trials, seed, workers, scheduler, worst_k, time_limit, 
                                   "--scheduler local)")
     if given(ctx, "time_limit") and (r - 1 if worst_k is None else worst_k) == 0:
         warn_ignored("--time-limit", "no worst-case search runs (--worst-k 0, or r = 1)")
-    overlap = layout.overlap()
-    shard, wipe_out_set = min_wipe_out_set(layout)
-    after_one = worst_case_after_one_failure(layout)
-    profile = worst_case_profile(layout, max_failed=worst_k, time_limit=time_limit, seed=seed)
-    result = None
-    if trials:
-        with executor_for(scheduler, workers) as executor, progress_bar(quiet, "Monte-Carlo trials") as progress:
-            result = monte_carlo(layout, trials=trials, seed=seed, workers=workers, executor=executor,
-                                 progress=progress)
-    domains = comparison = None
-    if topology is not None:
-        with progress_bar(quiet, "domain failures") as progress:
-            domains = domain_report(layout, topology, levels=list(domain_levels) or None, max_pairs=max_pairs,
-                                    progress=progress)
-        if domain_probability is not None:
-            level = next(iter(domains.levels))
-            with executor_for(scheduler, workers) as executor, progress_bar(quiet, "correlated trials") as progress:
-                comparison = domain_comparison(layout, topology, domain_probability=domain_probability, level=level,
-                                               baselines=baseline_methods, trials=trials, seed=seed, workers=workers,
-                                               executor=executor, progress=progress)
-            domains.levels[level]["correlated"] = comparison
+    # The cluster is reached (or a bad address refused) before the worst case, not after it,
+    # and started once for both the Monte-Carlo and the correlated trials.
+    with executor_for(scheduler if trials else None, workers) as executor:
+        overlap = layout.overlap()
+        shard, wipe_out_set = min_wipe_out_set(layout)
+        after_one = worst_case_after_one_failure(layout)
+        profile = worst_case_profile(layout, max_failed=worst_k, time_limit=time_limit, seed=seed)
+        result = None
+        if trials:
+            with progress_bar(quiet, "Monte-Carlo trials") as progress:
+                result = monte_carlo(layout, trials=trials, seed=seed, workers=workers, executor=executor,
+                                     progress=progress)
+        domains = comparison = None
+        if topology is not None:
+            with progress_bar(quiet, "domain failures") as progress:
+                domains = domain_report(layout, topology, levels=list(domain_levels) or None, max_pairs=max_pairs,
+                                        progress=progress)
+            if domain_probability is not None:
+                level = next(iter(domains.levels))
+                with progress_bar(quiet, "correlated trials") as progress:
+                    comparison = domain_comparison(layout, topology, domain_probability=domain_probability,
+                                                   level=level, baselines=baseline_methods, trials=trials, seed=seed,
+                                                   workers=workers, executor=executor, progress=progress)
+                domains.levels[level]["correlated"] = comparison
     written = None
     if plot_path is not None:
         from spare_opt._plotting import plot_monte_carlo

@@ -35,6 +35,7 @@ Fault-Tolerant LLM Pretraining Systems with 100k+ GPUs", ICML 2026, arXiv:2603.0
 """
 
 from .errors import (
+    ExecutorError,
     FailureSetError,
     LayoutError,
     LayoutFileError,
@@ -264,6 +265,7 @@ __all__ = [
     "TopologyError",
     "PlacementError",
     "FailureModelError",
+    "ExecutorError",
     "Layout",
     "LAYOUT_FORMAT",
     "LAYOUT_VERSION",

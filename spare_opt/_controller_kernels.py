@@ -128,7 +128,11 @@ def _save_row(g, order, group_state, scratch, saved_rows, stamp, row_count):
         group_state[ROW_STAMP, g] = stamp
         group_state[ROW_SLOT, g] = row_count
         scratch[LOG_ROW_GROUP, row_count] = g
-        saved_rows[row_count, :] = order[g, :]
+        # An element loop, not ``saved_rows[row_count, :] = order[g, :]``: the slice copy
+        # makes numba compile its shape-mismatch error message (string formatting), about
+        # 40% of the first compilation of the fail path (docs/benchmarks.md, "First run").
+        for layer in range(order.shape[1]):
+            saved_rows[row_count, layer] = order[g, layer]
         row_count += 1
     return row_count
 

@@ -16,7 +16,9 @@ from the closest built-in type so that generic handlers keep working:
 * a topology (failure domains) or a node placement that is malformed, in a file or in
   memory, raises :class:`TopologyError` or :class:`PlacementError`;
 * a failure-model file or document that cannot be read or holds bad values raises
-  :class:`FailureModelError`.
+  :class:`FailureModelError`;
+* parallel work that cannot be run where it was sent (a Dask scheduler that cannot be
+  reached, Dask missing, a worker process that died) raises :class:`ExecutorError`.
 """
 
 __all__ = [
@@ -34,6 +36,7 @@ __all__ = [
     "TopologyError",
     "PlacementError",
     "FailureModelError",
+    "ExecutorError",
 ]
 
 
@@ -94,3 +97,14 @@ class PlacementError(SpareError, ValueError):
 
 class FailureModelError(SpareError, ValueError):
     """A failure-model file or document (:class:`spare_opt.FailureModel`) is missing, unreadable, malformed or out of range."""
+
+
+class ExecutorError(SpareError, RuntimeError):
+    """Parallel work could not be run where it was sent.
+
+    A Dask scheduler that cannot be reached, Dask not installed, a worker process that
+    died, a task that could not be sent or returned, or a task that failed on another
+    process with an error that is not a :class:`SpareError` (the original exception is
+    chained as ``__cause__``).  A :class:`SpareError` raised inside a task is re-raised
+    as it is, whatever ran the task.
+    """

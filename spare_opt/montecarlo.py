@@ -29,7 +29,7 @@ import numpy as np
 
 from . import _validation as check
 from . import theory
-from ._parallel import resolve_workers, run_tasks
+from ._parallel import parallelism, resolve_workers, run_tasks
 from ._results import Result
 from ._stats import finite_or_none, mean_ci95
 from .domain_layouts import _checked_domains
@@ -175,7 +175,9 @@ def monte_carlo(layout, *, trials=200, seed=0, workers=1, executor=None, progres
     progress : callable, optional
         ``progress(done, total)`` in trials, after each chunk.
     chunk_size : int, optional
-        Trials per task; default splits the work into about 8 chunks per worker.
+        Trials per task; default splits the work into about 8 chunks per worker (of
+        ``workers``, or of the executor: its ``max_workers``, a Dask cluster's threads),
+        at most 250 trials and ``4e6 / N`` trials per chunk.
 
     Returns
     -------
@@ -211,8 +213,9 @@ def monte_carlo(layout, *, trials=200, seed=0, workers=1, executor=None, progres
     processes = resolve_workers(workers)
     seed = check.seed(seed)
     if chunk_size is None:
-        # About 8 chunks per worker, each at most ~4 million order entries.
-        chunk_size = max(1, min(250, 4_000_000 // n, math.ceil(trials / (8 * processes))))
+        # About 8 chunks per worker (the executor's workers when it has its own), each at
+        # most ~4 million order entries.
+        chunk_size = max(1, min(250, 4_000_000 // n, math.ceil(trials / (8 * parallelism(workers, executor)))))
     chunk_size = check.count("chunk_size", chunk_size)
     bounds = [(lo, min(trials, lo + chunk_size)) for lo in range(0, trials, chunk_size)]
 

@@ -19,8 +19,6 @@ Graph algorithms come from well-kept libraries: Dinic's maximum flow of
 """
 
 import numpy as np
-import scipy.sparse as sp
-from scipy.sparse.csgraph import maximum_flow
 
 from . import _validation as check
 from .errors import FailureSetError, LayoutError, SolverError
@@ -457,6 +455,8 @@ class _CoverNetwork:
         if self._capacity_graph is None:
             self._capacity_graph = self._build_capacity_graph()
         graph = self._capacity_graph
+        from scipy.sparse.csgraph import maximum_flow  # imported on first use: a cheap "import spare_opt"
+
         graph.data[-self.live.size:] = s  # the group -> sink arcs are the last rows
         return maximum_flow(graph, 0, 2 * self.n + 1).flow_value == self.n
 
@@ -476,6 +476,8 @@ class _CoverNetwork:
             np.full(live.size, 2 * n + 1),
         )).astype(np.int32)
         data = np.ones(indices.size, dtype=np.int32)
+        import scipy.sparse as sp
+
         return sp.csr_matrix((data, indices, indptr), shape=(2 * n + 2, 2 * n + 2))
 
     def hall_violator(self, s):
@@ -486,7 +488,7 @@ class _CoverNetwork:
         exactly when ``s`` is infeasible (Hall's theorem in its deficiency form).
         Requires ``s`` to be infeasible.
         """
-        from scipy.sparse.csgraph import breadth_first_order
+        from scipy.sparse.csgraph import breadth_first_order, maximum_flow
 
         if self._capacity_graph is None:
             self._capacity_graph = self._build_capacity_graph()

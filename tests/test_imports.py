@@ -112,10 +112,11 @@ def test_deprecated_analysis_module_still_answers_with_a_warning():
 
 
 def test_importing_the_package_compiles_and_imports_no_heavy_module():
-    # ortools, matplotlib and Dask load on first use; the numba kernels compile on first call
-    # (tests/test_jit.py), the simulation kernel's module is not even imported.
-    code = ("import sys, spare_opt; heavy = [m for m in ('ortools', 'matplotlib', 'distributed', "
-            "'spare_opt._simulate_kernels') if m in sys.modules]; print(heavy)")
+    # ortools, matplotlib, scipy and Dask load on first use; numba is imported and the
+    # kernels compile on the first kernel call (spare_opt/_jit.py, tests/test_jit.py); the
+    # simulation kernel's module is not even imported.
+    code = ("import sys, spare_opt; heavy = [m for m in ('ortools', 'matplotlib', 'distributed', 'scipy', "
+            "'numba', 'asyncio', 'spare_opt._simulate_kernels') if m in sys.modules]; print(heavy)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 

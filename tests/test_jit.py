@@ -36,4 +36,4 @@ def test_kernel_does_not_hide_other_numba_errors(monkeypatch):
 
     monkeypatch.setattr(_jit, "njit", broken_njit)
     with pytest.raises(RuntimeError, match="something else"):
-        _jit.kernel(_add_one)
+        _jit.kernel(_add_one)(1)  # numba is only asked on first use

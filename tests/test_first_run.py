@@ -1,0 +1,118 @@
+"""Each command compiles only the numba kernels it calls (nothing is timed here).
+
+The commands run one after the other in one fresh interpreter; after each, the kernels
+that gained a signature (compiled, or loaded from numba's cache) are listed.  A kernel
+loaded from the cache carries the kernels it calls inside it, so those may or may not
+appear: the test accepts them, and refuses anything outside the command's path.
+"""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from spare_opt import _controller_kernels, _simulate_kernels
+from spare_opt._jit import LazyKernel
+from spare_opt.demo import packaged_trace_path
+
+# The kernels of each path: the entry kernel called from Python, then the kernels it calls.
+FAIL_PATH = {"fail_packed", "fail_groups", "_write_journal", "_place_greedy", "_place_augmenting",
+             "_set_assignment", "_save_row", "_layer_of", "_next_stamp", "undo_journal"}
+TRAJECTORY_PATH = {"run_trajectories", "_run_sequence", "reset_state", "fail_groups", "_place_greedy",
+                   "_place_augmenting", "_set_assignment", "_save_row", "_layer_of", "_next_stamp"}
+
+def _kernels(module):
+    return {name for name, value in vars(module).items()
+            if isinstance(value, LazyKernel) or type(value).__name__ == "CPUDispatcher"}
+
+
+SIMULATION_PATH = _kernels(_simulate_kernels)  # the simulation's kernels, all of them
+
+_SCRIPT = r'''
+import json, sys
+from click.testing import CliRunner
+import spare_opt
+from spare_opt._jit import LazyKernel
+from spare_opt_cli.main import main
+
+def compiled():
+    names = set()
+    for module_name in ("spare_opt._controller_kernels", "spare_opt._simulate_kernels"):
+        module = sys.modules.get(module_name)
+        for name, value in (vars(module) if module else {}).items():
+            if getattr(value, "__module__", None) == module_name and not isinstance(value, LazyKernel) \
+                    and getattr(value, "signatures", None):
+                names.add(name)
+    return names
+
+report = {"after import": {"numba": "numba" in sys.modules, "kernels": sorted(compiled())}}
+seen = compiled()
+for label, args in json.loads(sys.argv[1]):
+    result = CliRunner().invoke(main, args)
+    now = compiled()
+    report[label] = {"exit_code": result.exit_code, "output": result.output[-500:], "new": sorted(now - seen),
+                     "numba": "numba" in sys.modules,
+                     "simulation module": "spare_opt._simulate_kernels" in sys.modules}
+    seen = now
+print(json.dumps(report))
+'''
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("first-run")
+    layout = str(folder / "layout.json")
+    trace = str(packaged_trace_path())
+    commands = [
+        ("layout", ["layout", "--groups", "40", "--redundancy", "4", "-o", layout]),
+        ("plan", ["plan", layout, "--fail", "3,17"]),
+        ("validate without trials", ["validate", layout, "--trials", "0", "--worst-k", "1"]),
+        ("demo", ["demo", "--out", str(folder / "demo"), "--json"]),
+        ("replay", ["replay", layout, "--trace", trace]),
+        ("validate", ["validate", layout, "--trials", "20", "--worst-k", "1"]),
+        ("simulate", ["simulate", "--groups", "200", "--seeds", "1", "--set", "steps=200"]),
+    ]
+    done = subprocess.run([sys.executable, "-c", _SCRIPT, json.dumps(commands)], capture_output=True, text=True,
+                          timeout=600, cwd=folder)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_the_paths_name_kernels_that_exist():
+    assert FAIL_PATH | TRAJECTORY_PATH <= _kernels(_controller_kernels)
+    assert "run_kernel" in SIMULATION_PATH
+
+
+def test_import_neither_imports_numba_nor_compiles(report):
+    assert report["after import"] == {"numba": False, "kernels": []}
+
+
+@pytest.mark.parametrize("command", ["layout", "plan", "validate without trials"])
+def test_commands_without_the_controller_compile_nothing_and_do_not_import_numba(report, command):
+    assert report[command]["exit_code"] == 0, report[command]["output"]
+    assert report[command]["new"] == []
+    assert not report[command]["numba"]
+
+
+def test_demo_compiles_the_controllers_fail_path_only(report):
+    demo = report["demo"]
+    assert demo["exit_code"] == 0, demo["output"]
+    assert "fail_packed" in demo["new"]
+    assert set(demo["new"]) <= FAIL_PATH
+    assert not demo["simulation module"]
+
+
+def test_monte_carlo_compiles_the_trajectory_path_only(report):
+    validate = report["validate"]
+    assert validate["exit_code"] == 0, validate["output"]
+    assert "run_trajectories" in validate["new"]
+    assert set(validate["new"]) <= TRAJECTORY_PATH
+    assert not validate["simulation module"]
+
+
+def test_simulation_compiles_its_kernel_and_the_trajectories_it_draws(report):
+    simulate = report["simulate"]
+    assert simulate["exit_code"] == 0, simulate["output"]
+    assert "run_kernel" in simulate["new"]
+    assert set(simulate["new"]) <= SIMULATION_PATH | TRAJECTORY_PATH
