@@ -168,7 +168,7 @@ class CompareResult(Result):
         ]
         for row in self.strategies:
             lines.append(
-                f"{STRATEGY_LABELS[row['strategy']]:<11} {_setting(row):<13} {_ratio(row['ttt_ratio'], row):>7} "
+                f"{STRATEGY_LABELS[row['strategy']]:<11} {_setting(row):<13} {_ratio(row['ttt_ratio'], p):>7} "
                 f"{_interval(row['ttt_ci']):>15} {row['availability']:>7.2%} {row['restarts']:>8.1f} "
                 f"{row['mean_step_cost']:>9.3f} {_duration(row['checkpoint_period_seconds']):>8}"
             )
@@ -190,7 +190,8 @@ class CompareResult(Result):
                 parts.append(f"{1 - best['ttt_ratio'] / row['ttt_ratio']:.1%} less time than "
                              f"{STRATEGY_LABELS[row['strategy']]}")
             else:
-                parts.append(f"{STRATEGY_LABELS[row['strategy']]} does not finish")
+                parts.append(f"{STRATEGY_LABELS[row['strategy']]} does not finish within "
+                             f"{self.params.max_wall_factor:g} x T0")
         setting = _setting(best)
         return (f"Best: {STRATEGY_LABELS[best['strategy']]}" + (f" {setting}" if setting != "-" else "")
                 + f", TTT/T0 {best['ttt_ratio']:.3f}" + (": " + "; ".join(parts) if parts else ""))
@@ -204,10 +205,11 @@ def _setting(row):
     return f"r = {row['redundancy']}, m = {row['micro_batches']}"
 
 
-def _ratio(value, row):
+def _ratio(value, params):
+    """``TTT/T0``, or ``> cap`` for a run stopped at the wall-time cap."""
     if math.isfinite(value):
         return f"{value:.3f}"
-    return "n/a"
+    return f"> {params.max_wall_factor:g}"
 
 
 def _interval(ci):

@@ -158,7 +158,7 @@ def test_unfinished_runs_give_no_ratio_and_no_interval(small_trace):
     assert row["unfinished"] == 2 and math.isinf(row["ttt_ratio"])
     doc = result.to_dict()
     assert doc["strategies"][0]["ttt_ratio"] is None and doc["strategies"][0]["ttt_ci"] == [None, None]
-    assert "n/a" in result.format_text() and "No strategy finished" in result.conclusion()
+    assert "  > 1 " in result.format_text() and "No strategy finished" in result.conclusion()
 
 
 def test_synthetic_failures_of_a_preset():
