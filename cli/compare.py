@@ -70,7 +70,7 @@ def _shown(values):
                    "paper-600k without).")
 @click.option("--groups", "-N", type=IntegerRange(min=1), default=None,
               help="DP groups N, one node of the trace per group (default: the trace file's cluster size, "
-                   "else the preset's first N).")
+                   "else the larger of the preset's first N and the nodes the trace names).")
 @click.option("--restart-minutes", type=FloatRange(min=0), default=None, metavar="MIN",
               help="Global restart time T_r (default: the preset's, 60 min).")
 @click.option("--ckpt-save-seconds", type=FloatRange(min=0, min_open=True), default=None, metavar="SEC",

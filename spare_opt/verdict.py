@@ -289,7 +289,8 @@ def compare_parameters(preset="trace-400", groups=None, *, trace=None, restart_s
         Preset whose timings are the defaults (:data:`spare_opt.parameters.PRESETS`).
     groups : int, optional
         ``N``; default: the trace's cluster size when its file says so, else the
-        preset's first ``N``.  Any ``N >= 1`` (not only the preset's).
+        larger of the preset's first ``N`` and the number of nodes the trace names
+        (400 for the InfiniteHBD trace, which names 231).  Any ``N >= 1``.
     trace : FaultTrace, optional
         The failures; sets the default ``steps``.
     restart_seconds, save_seconds : float, optional
@@ -322,7 +323,9 @@ def compare_parameters(preset="trace-400", groups=None, *, trace=None, restart_s
     if trace is not None:
         check.instance("trace", trace, FaultTrace, " (spare_opt.read_fault_trace)")
     if groups is None:
-        groups = trace.cluster_nodes if trace is not None and trace.cluster_nodes else get_preset(preset).groups[0]
+        groups = get_preset(preset).groups[0]
+        if trace is not None:  # one node per group: every node of the trace has a group
+            groups = trace.cluster_nodes if trace.cluster_nodes else max(groups, trace.n_nodes)
     for name, value in (("restart_seconds", restart_seconds), ("save_seconds", save_seconds),
                         ("layer_compute_seconds", step_seconds)):
         if value is not None:

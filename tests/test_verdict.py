@@ -60,6 +60,9 @@ def test_compare_parameters_take_the_operator_figures_and_one_trace_span_of_step
     assert params.steps == round(small_trace.span_days[1] * 86400 * 0.1 / step)
     assert compare_parameters("trace-400", 24, trace=small_trace, steps=77).steps == 77
     assert compare_parameters("trace-400").groups == 400  # the preset's N without a trace
+    many = parse_fault_events([{"node_id": f"n{i}", "event_time": 1.0 + i, "event_type": "fault_start",
+                                "fault_type": {"Class": "GPU"}} for i in range(450)])
+    assert compare_parameters("trace-400", trace=many).groups == 450  # every named node gets a group
     with pytest.raises(TraceError, match="no event after day 0"):
         compare_parameters("trace-400", 4, trace=parse_fault_events([]))
 
