@@ -42,11 +42,14 @@ __all__ = ["command"]
 @click.option("--semantics", type=click.Choice(SEMANTICS), default="paper", show_default=True,
               help="What a fault_end does: paper - nothing before a global restart (the paper's model); "
                    "repair - the node's group comes back and the plan is recomputed (docs/repair.md).")
+@click.option("--micro-batches", "micro_batches", type=IntegerRange(min=1), default=1, show_default=True,
+              metavar="M", help="Micro-batches per shard type (fractional stacking): the summary adds the load L* "
+                                "and the time-weighted step cost L/M.  1 is the paper's model.")
 @click.option("--rows", "show_rows", is_flag=True, help="Also print one line per trace event.")
 @json_option
 @quiet_option
 def command(layout, trace_path, trace_format, time_unit, exact, placement_seed, placement_path, topology, semantics,
-            show_rows, as_json, quiet):
+            micro_batches, show_rows, as_json, quiet):
     """Replay the fault trace FILE on the layout LAYOUT.
 
     Each fault_start fails the DP group of its node (nodes are mapped to groups in
@@ -77,7 +80,8 @@ def command(layout, trace_path, trace_format, time_unit, exact, placement_seed, 
     trace = read_fault_trace(trace_path, format=trace_format, time_unit=time_unit)
     with progress_bar(quiet, "replaying") as progress:
         result = replay_trace(layout, trace, planner="exact" if exact else "controller", progress=progress,
-                              placement_seed=placement_seed, placement=placement, semantics=semantics)
+                              placement_seed=placement_seed, placement=placement, semantics=semantics,
+                              micro_batches=micro_batches)
     if as_json:
         echo_json(result.to_dict(rows=True))
     else:

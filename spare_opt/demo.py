@@ -34,6 +34,7 @@ __all__ = [
     "DEMO_GROUPS",
     "DEMO_VERDICT",
     "DEMO_COMPRESSION",
+    "DEMO_MICRO_BATCHES",
     "DEFAULT_OUT",
     "DEFAULT_TRACE_SEED",
     "DemoResult",
@@ -58,8 +59,8 @@ DEMO_VERDICT = {"rep_redundancies": (2,), "spare_redundancies": (9,), "seeds": 3
                 "period_factors": (0.5, 1.0, 2.0), "cycles": 2}
 #: Trace time multiplier of the demo's second verdict: the trace 100 times faster (the paper's regime).
 DEMO_COMPRESSION = 0.01
-#: Semantics of the demo's verdict (``"repair"`` once the simulation brings repaired groups back).
-DEMO_SEMANTICS = "paper"
+#: Micro-batches per shard type of the demo's verdict: whole shards beside micro-batches.
+DEMO_MICRO_BATCHES = (1, 16)
 
 
 @dataclass(eq=False)
@@ -240,7 +241,8 @@ def run_demo(out_dir=DEFAULT_OUT, *, trace_path=None, force=False, planner="cont
         Unit of the numeric times of a CSV fault log.
     micro_batches : int, default 1
         ``M``; above 1 the trace is also replayed with repairs at ``m = 1`` and at
-        ``m = M``, and the verdict's SPARe grid takes ``m`` in ``{1, M}``.
+        ``m = M`` side by side.  The verdict's SPARe grid takes ``m`` in
+        :data:`DEMO_MICRO_BATCHES` and ``M``.
     verdict : bool, default True
         End with the verdict (:func:`spare_opt.compare` on the trace at its rate and
         compressed :data:`DEMO_COMPRESSION`, grid :data:`DEMO_VERDICT`).
@@ -325,10 +327,11 @@ def run_demo(out_dir=DEFAULT_OUT, *, trace_path=None, force=False, planner="cont
     if verdict:
         from .verdict import compare, compare_parameters
 
-        grid = dict(DEMO_VERDICT, micro_batches=(1,) if micro_batches == 1 else (1, micro_batches))
+        semantics, ms = _verdict_options(micro_batches)
+        grid = dict(DEMO_VERDICT, micro_batches=ms)
         for scale in (1.0, DEMO_COMPRESSION):
             params = compare_parameters("trace-400", groups, trace=trace, time_scale=scale)
-            verdicts.append(compare(params, trace=trace, semantics=DEMO_SEMANTICS, workers=workers,
+            verdicts.append(compare(params, trace=trace, semantics=semantics, workers=workers,
                                     executor=executor, **grid))
     trace_info = {"kind": kind, "path": trace.source, **trace.summary()}
     trace_info.pop("source", None)
@@ -363,6 +366,22 @@ def run_demo(out_dir=DEFAULT_OUT, *, trace_path=None, force=False, planner="cont
         verdicts=verdicts,
         micro_replays=micro_replays,
     )
+
+
+def _verdict_options(micro_batches):
+    """Semantics and micro-batch grid of the demo's verdict: repairs, ``m`` in ``{1, 16, M}``.
+
+    TEMPORARY until the simulation with repairs and micro-batches is merged: the
+    paper's semantics and ``m = 1`` when :func:`spare_opt.simulate` takes neither.
+    """
+    import inspect
+
+    from .simulation import simulate
+
+    accepted = inspect.signature(simulate).parameters
+    if "semantics" not in accepted or "micro_batches" not in accepted:
+        return "paper", (1,)
+    return "repair", tuple(sorted(set(DEMO_MICRO_BATCHES) | {micro_batches}))
 
 
 def _micro_digest(result):

@@ -67,7 +67,7 @@ DEFAULT_COMPARE_REP = (2, 3)
 #: SPARe redundancies of the verdict's grid (9 = r* at N = 400, the traced cluster).
 DEFAULT_COMPARE_SPARE = (2, 3, 5, 9)
 #: Micro-batches per shard type of the verdict's grid (1: the paper's whole shards).
-DEFAULT_COMPARE_MICRO_BATCHES = (1,)
+DEFAULT_COMPARE_MICRO_BATCHES = (1, 4, 16)
 #: Checkpoint periods tried for every setting, as multiples of its Young/Daly ``T_c*``.
 DEFAULT_COMPARE_FACTORS = (0.5, 0.7, 1.0, 1.4, 2.0)
 #: Copies of the trace laid end to end; a run that needs longer is unfinished (``TTT/T0 > cycles``).
@@ -438,7 +438,7 @@ def compare(params, *, trace=None, semantics="repair", rep_redundancies=DEFAULT_
         Replication degrees (``1 <= r <= N``).
     spare_redundancies : sequence of int, default (2, 3, 5, 9)
         SPARe redundancies (``2 <= r <= N``); each gets a Sidon layout.
-    micro_batches : sequence of int, default (1,)
+    micro_batches : sequence of int, default (1, 4, 16)
         SPARe micro-batches per shard type ``m`` (1: the paper's whole shards).
     period_factors : sequence of float, default (0.5, 0.7, 1.0, 1.4, 2.0)
         Checkpoint periods tried, as multiples of each setting's Young/Daly ``T_c*``.

@@ -47,7 +47,8 @@ def small_params(small_trace):
 @pytest.fixture(scope="module")
 def verdict(small_trace, small_params):
     return compare(small_params, trace=small_trace, semantics="paper", rep_redundancies=(2, 3),
-                   spare_redundancies=(2, 4), seeds=3, cycles=3, period_factors=(0.5, 1.0, 2.0))
+                   spare_redundancies=(2, 4), seeds=3, cycles=3, period_factors=(0.5, 1.0, 2.0),
+                   micro_batches=(1,))
 
 
 # ------------------------------------------------------------------ parameters and trace
@@ -134,7 +135,8 @@ def test_the_young_daly_centre_follows_the_measured_wipe_outs(verdict, small_tra
 
 def test_workers_do_not_change_the_verdict(small_trace, small_params, verdict):
     again = compare(small_params, trace=small_trace, semantics="paper", rep_redundancies=(2, 3),
-                    spare_redundancies=(2, 4), seeds=3, cycles=3, period_factors=(0.5, 1.0, 2.0), workers=2)
+                    spare_redundancies=(2, 4), seeds=3, cycles=3, period_factors=(0.5, 1.0, 2.0), workers=2,
+                    micro_batches=(1,))
     assert again == verdict
 
 
@@ -169,7 +171,7 @@ def test_synthetic_failures_of_a_preset():
 
     params = preset_parameters("paper-600k", 200, steps=300)
     result = compare(params, semantics="paper", rep_redundancies=(3,), spare_redundancies=(8,), seeds=2,
-                     period_factors=(1.0,))
+                     period_factors=(1.0,), micro_batches=(1,))
     assert isinstance(result, CompareResult) and result.trace_info is None and result.source == "preset"
     assert result.params.max_wall_factor == float(DEFAULT_CYCLES)
     assert [row["strategy"] for row in result.strategies] == ["ckpt", "rep", "spare"]
@@ -178,21 +180,21 @@ def test_synthetic_failures_of_a_preset():
 def test_bad_arguments(small_trace, small_params):
     with pytest.raises(ParameterError, match="nothing to compare"):
         compare(small_params, trace=small_trace, semantics="paper", include_ckpt=False, rep_redundancies=(),
-                spare_redundancies=())
+                spare_redundancies=(), micro_batches=(1,))
     with pytest.raises(ParameterError):
-        compare(small_params, trace=small_trace, semantics="paper", spare_redundancies=(1,))
+        compare(small_params, trace=small_trace, semantics="paper", spare_redundancies=(1,), micro_batches=(1,))
     with pytest.raises(ParameterError):
-        compare(small_params, trace=small_trace, semantics="paper", rep_redundancies=(25,))
+        compare(small_params, trace=small_trace, semantics="paper", rep_redundancies=(25,), micro_batches=(1,))
     with pytest.raises(ParameterError, match="semantics"):
-        compare(small_params, trace=small_trace, semantics="repairs")
+        compare(small_params, trace=small_trace, semantics="repairs", micro_batches=(1,))
     with pytest.raises(ParameterTypeError):
-        compare(small_params, trace="trace.json", semantics="paper")
+        compare(small_params, trace="trace.json", semantics="paper", micro_batches=(1,))
     with pytest.raises(ParameterTypeError):
-        compare("params", semantics="paper")
+        compare("params", semantics="paper", micro_batches=(1,))
     with pytest.raises(ParameterError):
-        compare(small_params, trace=small_trace, semantics="paper", seeds=0)
+        compare(small_params, trace=small_trace, semantics="paper", seeds=0, micro_batches=(1,))
     with pytest.raises(ParameterError, match="repair"):
-        compare(small_params, semantics="repair")
+        compare(small_params, semantics="repair", micro_batches=(1,))
 
 
 # ------------------------------------------------------------------ CLI
@@ -202,7 +204,7 @@ def test_cli_compare_json_and_usage_errors(tmp_path):
     path = write_fault_trace(synthetic_fault_trace(nodes=24, days=40.0, seed=3, incidents_per_day=2.0),
                              tmp_path / "t.json")
     runner = CliRunner()
-    args = ["compare", "--trace", str(path), "--semantics", "paper", "--rep-r", "2", "--spare-r", "3",
+    args = ["compare", "--trace", str(path), "--semantics", "paper", "--rep-r", "2", "--spare-r", "3", "--micro-batches", "1",
             "--seeds", "2", "--step-seconds", "30", "--restart-minutes", "30", "--ckpt-save-seconds", "20", "-q"]
     result = runner.invoke(main, args + ["--json"])
     assert result.exit_code == 0, result.output
