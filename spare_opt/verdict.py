@@ -71,7 +71,7 @@ DEFAULT_COMPARE_MICRO_BATCHES = (1, 4, 16)
 #: Checkpoint periods tried for every setting, as multiples of its Young/Daly ``T_c*``.
 DEFAULT_COMPARE_FACTORS = (0.5, 0.7, 1.0, 1.4, 2.0)
 #: Copies of the trace laid end to end; a run that needs longer is unfinished (``TTT/T0 > cycles``).
-DEFAULT_CYCLES = 3
+DEFAULT_CYCLES = 2
 #: Semantics :func:`compare` runs under (``"repair"``: repaired groups rejoin).
 COMPARE_SEMANTICS = ("paper", "repair")
 #: Names of the strategies in tables and figures.
@@ -445,7 +445,7 @@ def compare(params, *, trace=None, semantics="repair", rep_redundancies=DEFAULT_
     seeds : int, default 3
         Seeds per setting, ``0 .. seeds - 1``: the placement of the traced nodes on
         the groups (``placement_seed``) and the jitter; the same for every setting.
-    cycles : int, default 3
+    cycles : int, default 2
         Copies of the trace end to end; a run that has not finished within them is
         unfinished (``TTT/T0 > cycles``).
     include_ckpt : bool, default True
