@@ -357,9 +357,14 @@ def _walk(params, strategy, redundancy, micro_batches, layout, trace, seed, sema
         times, stacks, wipes, counts = trace_failures(trace, params.groups, strategy, redundancy, layout=layout,
                                                       time_scale=params.trace_time_scale, placement_seed=seed)
         return (times, stacks, wipes), int(wipes.sum()), counts
+    import inspect
+
+    # Re-planning the groups still down gives the same outcomes as ReorderController.recover
+    # (wipe-outs and L* depend on the failed set only) about 4 times faster; moves do not matter here.
+    fast = {"replan": True} if "replan" in inspect.signature(trace_events).parameters else {}
     events = trace_events(trace, params.groups, strategy, redundancy, semantics=semantics, layout=layout,
                           micro_batches=micro_batches, heal_seconds=params.heal_seconds,
-                          time_scale=params.trace_time_scale, placement_seed=seed)
+                          time_scale=params.trace_time_scale, placement_seed=seed, **fast)
     return events.kernel_rows(), int(np.count_nonzero(events.wipe_outs)), dict(events.counts)
 
 
