@@ -213,7 +213,7 @@ from .fit import (
 )
 from .replay import (
     PLANNERS,
-    SEMANTICS,
+    REPLAY_SEMANTICS,
     ROW_STATUSES,
     replay_trace,
     ReplayResult,
@@ -233,7 +233,6 @@ from .demo import (
     run_demo,
 )
 from .verdict import (
-    COMPARE_SEMANTICS,
     DEFAULT_COMPARE_FACTORS,
     DEFAULT_COMPARE_MICRO_BATCHES,
     DEFAULT_COMPARE_REP,
@@ -394,7 +393,7 @@ __all__ = [
     "DEFAULT_RESAMPLES",
     "MAX_SAMPLE_EVENTS",
     "PLANNERS",
-    "SEMANTICS",
+    "REPLAY_SEMANTICS",
     "ReplayRow",
     "ReplayResult",
     "replay_trace",
@@ -410,7 +409,6 @@ __all__ = [
     "find_trace",
     "packaged_trace_path",
     "default_trace_document",
-    "COMPARE_SEMANTICS",
     "DEFAULT_COMPARE_FACTORS",
     "DEFAULT_COMPARE_MICRO_BATCHES",
     "DEFAULT_COMPARE_REP",

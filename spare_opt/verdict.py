@@ -45,10 +45,10 @@ from ._runs import (
 from ._stats import finite_or_none, mean_ci95
 from .errors import ParameterError, TraceError
 from .parameters import SimulationParameters, fault_free_seconds, get_preset
+from .replay import REPLAY_SEMANTICS
 from .trace import FaultTrace, parse_fault_events
 
 __all__ = [
-    "COMPARE_SEMANTICS",
     "DEFAULT_COMPARE_FACTORS",
     "DEFAULT_COMPARE_MICRO_BATCHES",
     "DEFAULT_COMPARE_REP",
@@ -72,8 +72,6 @@ DEFAULT_COMPARE_MICRO_BATCHES = (1, 4, 16)
 DEFAULT_COMPARE_FACTORS = (0.5, 0.7, 1.0, 1.4, 2.0)
 #: Copies of the trace laid end to end; a run that needs longer is unfinished (``TTT/T0 > cycles``).
 DEFAULT_CYCLES = 2
-#: Semantics :func:`compare` runs under (``"repair"``: repaired groups rejoin).
-COMPARE_SEMANTICS = ("paper", "repair")
 #: Names of the strategies in tables and figures.
 STRATEGY_LABELS = {"ckpt": "CKPT only", "rep": "Rep+CKPT", "spare": "SPARe+CKPT"}
 
@@ -408,7 +406,7 @@ def _digest(run):
 
 
 def _check_semantics(semantics, micro_batches):
-    semantics = check.choice("semantics", semantics, COMPARE_SEMANTICS)
+    semantics = check.choice("semantics", semantics, REPLAY_SEMANTICS)
     import inspect
 
     from .simulation import simulate
