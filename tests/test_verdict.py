@@ -5,6 +5,7 @@ same cyclic trace and placement, and its choices (best period, best setting) aga
 per-period figures it reports.
 """
 
+import inspect
 import json
 import math
 
@@ -27,6 +28,9 @@ from spare_opt import (
 from spare_opt._io import dumps_json
 from spare_opt.errors import OutputExistsError, ParameterError, ParameterTypeError, TraceError
 from spare_opt_cli.main import main
+
+#: The simulation with repairs and micro-batches (branch simx) is merged.
+REPAIRS = {"semantics", "micro_batches"} <= set(inspect.signature(simulate).parameters)
 
 ROW_KEYS = {"strategy", "redundancy", "micro_batches", "ttt_ratio", "ttt_ci", "availability", "restarts",
             "mean_step_cost"}
@@ -102,6 +106,24 @@ def test_every_setting_is_run_on_the_same_failures_as_simulate(verdict, small_tr
         if all(math.isfinite(x) for x in ratios):
             half = row["ttt_ci"][1] - row["ttt_ratio"]
             assert half >= 0 and row["ttt_ci"][0] == pytest.approx(row["ttt_ratio"] - half)
+
+
+@pytest.mark.skipif(not REPAIRS, reason="needs simulate(..., semantics=, micro_batches=), the simulation with repairs")
+def test_repair_verdict_runs_equal_simulate_with_repairs(small_trace, small_params):
+    result = compare(small_params, trace=small_trace, semantics="repair", rep_redundancies=(2,),
+                     spare_redundancies=(3,), micro_batches=(1, 4), seeds=2, cycles=2, period_factors=(1.0, 2.0))
+    tiled = cyclic_trace(small_trace, 2)
+    assert result.semantics == "repair"
+    assert [(row["strategy"], row["micro_batches"]) for row in result.settings] == \
+        [("ckpt", 1), ("rep", 1), ("spare", 1), ("spare", 4)]
+    for row in result.settings:
+        runs = [simulate(result.params, row["strategy"], None if row["strategy"] == "ckpt" else row["redundancy"],
+                         checkpoint_period_seconds=row["checkpoint_period_seconds"], seed=seed, trace=tiled,
+                         placement_seed=seed, micro_batches=row["micro_batches"], semantics="repair")
+                for seed in range(2)]
+        assert row["ttt_ratio"] == pytest.approx(np.mean([run.ttt_ratio for run in runs]))
+        assert row["restarts"] == pytest.approx(np.mean([run.restarts for run in runs]))
+        assert row["mean_step_cost"] == pytest.approx(np.mean([run.mean_step_cost for run in runs]))
 
 
 def test_each_setting_keeps_its_best_period_and_each_strategy_its_best_setting(verdict):
