@@ -27,15 +27,16 @@ def main():
     """Plan fault tolerance for data-parallel LLM pretraining with SPARe.
 
     Generate stack layouts, plan reorders after DP-group failures, validate coverage
-    guarantees, replay real fault traces and simulate time-to-train.  Run
+    guarantees, replay real fault traces, simulate time-to-train and compare
+    checkpointing, replication and SPARe on a failure log.  Run
     'spare-opt demo' for a tour on a built-in instance.
     """
 
 
 def _register():
-    from . import demo, fit, layout, plan, replay, simulate, sweep, topology, tune, validate
+    from . import compare, demo, fit, layout, plan, replay, simulate, sweep, topology, tune, validate
 
-    for module in (layout, topology, plan, validate, replay, fit, sweep, simulate, tune, demo):
+    for module in (layout, topology, plan, validate, replay, fit, sweep, simulate, tune, compare, demo):
         main.add_command(module.command)
 
 

@@ -1,9 +1,9 @@
-"""`spare-opt replay`: replay a node fault trace on a layout (paper semantics)."""
+"""`spare-opt replay`: replay a node fault trace on a layout (paper or repair semantics)."""
 
 import click
 
 from spare_opt.placement import Placement
-from spare_opt.replay import replay_trace
+from spare_opt.replay import REPLAY_SEMANTICS, replay_trace
 from spare_opt.trace import read_fault_trace
 
 from .options import (
@@ -39,11 +39,17 @@ __all__ = ["command"]
                    "whole domain of a topology (docs/formats.md); unlisted nodes are skipped.")
 @topology_option("With --placement: the topology of its domain entries (default: the one embedded in the "
                  "placement file, else the one the layout records).")
+@click.option("--semantics", type=click.Choice(REPLAY_SEMANTICS), default="paper", show_default=True,
+              help="What a fault_end does: paper - nothing before a global restart (the paper's model); "
+                   "repair - the node's group comes back and the plan is recomputed (docs/repair.md).")
+@click.option("--micro-batches", "micro_batches", type=IntegerRange(min=1), default=1, show_default=True,
+              metavar="M", help="Micro-batches per shard type (fractional stacking): the summary adds the load L* "
+                                "and the time-weighted step cost L/M.  1 is the paper's model.")
 @click.option("--rows", "show_rows", is_flag=True, help="Also print one line per trace event.")
 @json_option
 @quiet_option
-def command(layout, trace_path, trace_format, time_unit, exact, placement_seed, placement_path, topology, show_rows,
-            as_json, quiet):
+def command(layout, trace_path, trace_format, time_unit, exact, placement_seed, placement_path, topology, semantics,
+            micro_batches, show_rows, as_json, quiet):
     """Replay the fault trace FILE on the layout LAYOUT.
 
     Each fault_start fails the DP group of its node (nodes are mapped to groups in
@@ -51,12 +57,15 @@ def command(layout, trace_path, trace_format, time_unit, exact, placement_seed, 
     says, where a node placed on a domain fails all its groups; nodes beyond N or
     not in the placement are skipped), starts at the same
     instant fail together, S follows the reorder plans, and a wipe-out is a global
-    restart (all groups back, S = 1).  fault_end events are counted but do not bring a
-    group back before a restart.  Irregular events (a start for a node already
+    restart (all groups back, S = 1).  With --semantics paper (the default) fault_end
+    events are counted but do not bring a group back before a restart; with
+    --semantics repair a fault_end brings its group back (events at one instant in
+    file order), and the end of a node that was down at a restart (spares replaced
+    it) is counted and ignored.  Irregular events (a start for a node already
     down, an end with no start, events out of time order) are handled and reported.
 
-    Prints the summary: faults, masked failures, wipe-outs, max and time-weighted
-    mean S.  --json prints the summary and the per-event rows as JSON.
+    Prints the summary: faults, masked failures, wipe-outs, most groups out at once,
+    max and time-weighted mean S.  --json prints the summary and the per-event rows as JSON.
     See docs/replay.md.
     """
     if show_rows and as_json:
@@ -71,7 +80,8 @@ def command(layout, trace_path, trace_format, time_unit, exact, placement_seed, 
     trace = read_fault_trace(trace_path, format=trace_format, time_unit=time_unit)
     with progress_bar(quiet, "replaying") as progress:
         result = replay_trace(layout, trace, planner="exact" if exact else "controller", progress=progress,
-                              placement_seed=placement_seed, placement=placement)
+                              placement_seed=placement_seed, placement=placement, semantics=semantics,
+                              micro_batches=micro_batches)
     if as_json:
         echo_json(result.to_dict(rows=True))
     else:

@@ -18,7 +18,8 @@ Every public name is importable from here; the modules, one per concept:
   :func:`tune`;
 * :mod:`spare_opt.trace` - fault traces; :mod:`spare_opt.fit` - :func:`fit_trace` and the
   :class:`FailureModel` it fits; :mod:`spare_opt.replay` - :func:`replay_trace`;
-  :mod:`spare_opt.demo` - the demo;
+  :mod:`spare_opt.verdict` - :func:`compare`, the operator's verdict (checkpointing,
+  replication and SPARe on the same failures); :mod:`spare_opt.demo` - the demo;
 * :mod:`spare_opt.topology` - :class:`Topology`, failure domains;
   :mod:`spare_opt.domain_layouts` - :func:`domain_safe` layouts;
   :mod:`spare_opt.domains` - :func:`domain_report` and :func:`derived_topology`;
@@ -198,6 +199,7 @@ from .trace import (
     trace_file_format,
     synthetic_fault_trace,
     trace_instants,
+    instant_batches,
     write_fault_trace,
 )
 from .placement import (
@@ -226,6 +228,7 @@ from .fit import (
 )
 from .replay import (
     PLANNERS,
+    REPLAY_SEMANTICS,
     ROW_STATUSES,
     replay_trace,
     ReplayResult,
@@ -235,11 +238,27 @@ from .demo import (
     DEFAULT_OUT,
     DEFAULT_TRACE_SEED,
     DEMO_GROUPS,
+    DEMO_VERDICT,
+    DEMO_COMPRESSION,
+    DEMO_MICRO_BATCHES,
     default_trace_document,
     DemoResult,
     find_trace,
     packaged_trace_path,
     run_demo,
+)
+from .verdict import (
+    DEFAULT_COMPARE_FACTORS,
+    DEFAULT_COMPARE_MICRO_BATCHES,
+    DEFAULT_COMPARE_REP,
+    DEFAULT_COMPARE_SPARE,
+    DEFAULT_CYCLES,
+    STRATEGY_LABELS,
+    CompareResult,
+    compare,
+    compare_parameters,
+    cyclic_trace,
+    plot_compare,
 )
 from . import theory
 
@@ -379,6 +398,7 @@ __all__ = [
     "parse_fault_csv",
     "trace_file_format",
     "trace_instants",
+    "instant_batches",
     "synthetic_fault_trace",
     "write_fault_trace",
     "Placement",
@@ -400,11 +420,15 @@ __all__ = [
     "DEFAULT_RESAMPLES",
     "MAX_SAMPLE_EVENTS",
     "PLANNERS",
+    "REPLAY_SEMANTICS",
     "ReplayRow",
     "ReplayResult",
     "replay_trace",
     "ROW_STATUSES",
     "DEMO_GROUPS",
+    "DEMO_VERDICT",
+    "DEMO_COMPRESSION",
+    "DEMO_MICRO_BATCHES",
     "DEFAULT_OUT",
     "DEFAULT_TRACE_SEED",
     "DemoResult",
@@ -412,4 +436,15 @@ __all__ = [
     "find_trace",
     "packaged_trace_path",
     "default_trace_document",
+    "DEFAULT_COMPARE_FACTORS",
+    "DEFAULT_COMPARE_MICRO_BATCHES",
+    "DEFAULT_COMPARE_REP",
+    "DEFAULT_COMPARE_SPARE",
+    "DEFAULT_CYCLES",
+    "STRATEGY_LABELS",
+    "CompareResult",
+    "compare",
+    "compare_parameters",
+    "cyclic_trace",
+    "plot_compare",
 ]

@@ -10,6 +10,12 @@ fault trace on it and writes the replay report.  The trace is, in this order:
   Apache-2.0, source named in ``SOURCE.md`` beside it);
 * with ``generated=True``, a generated trace of the same cluster
   (:func:`default_trace_document`, the file ``instances/failures-N400-seed0.json``).
+
+It ends with the operator's verdict (:func:`spare_opt.compare`) on that trace:
+checkpointing alone, replication and SPARe on the same failures, at the trace's own
+rate and compressed (:data:`DEMO_COMPRESSION`), on a reduced grid
+(:data:`DEMO_VERDICT`) so that the demo stays short.  With ``micro_batches=M > 1`` it
+also replays the trace with repairs at ``m = 1`` and at ``m = M`` side by side.
 """
 
 import os
@@ -26,6 +32,9 @@ from .trace import parse_fault_events, read_fault_trace, synthetic_fault_trace
 
 __all__ = [
     "DEMO_GROUPS",
+    "DEMO_VERDICT",
+    "DEMO_COMPRESSION",
+    "DEMO_MICRO_BATCHES",
     "DEFAULT_OUT",
     "DEFAULT_TRACE_SEED",
     "DemoResult",
@@ -45,6 +54,13 @@ DEFAULT_TRACE_SEED = 0
 PLACEMENT_SEED = 0
 #: Time limit of the Sidon search (seconds); r(r-1) = 72 << N - 1 = 399, so it is found at once.
 SIDON_TIME_LIMIT = 5.0
+#: The demo's verdict: a reduced grid of :func:`spare_opt.compare` (the full one is ``spare-opt compare``).
+DEMO_VERDICT = {"rep_redundancies": (2,), "spare_redundancies": (9,), "seeds": 3,
+                "period_factors": (0.5, 1.0, 2.0), "cycles": 2}
+#: Trace time multiplier of the demo's second verdict: the trace 100 times faster (the paper's regime).
+DEMO_COMPRESSION = 0.01
+#: Micro-batches per shard type of the demo's verdict: whole shards beside micro-batches.
+DEMO_MICRO_BATCHES = (1, 16)
 
 
 @dataclass(eq=False)
@@ -69,6 +85,10 @@ class DemoResult(Result):
         ``{"layout": path, "report": path}`` of the files written.
     notes : list of str
         Where the trace was looked for and why a candidate was not used.
+    verdicts : list of CompareResult
+        The verdict at the trace's rate, then compressed (empty without ``verdict``).
+    micro_replays : list of ReplayResult
+        With ``micro_batches = M > 1``: the replay with repairs at ``m = 1`` and at ``m = M``.
     """
 
     layout: object
@@ -78,6 +98,8 @@ class DemoResult(Result):
     random_placement: object
     files: dict
     notes: list = field(default_factory=list)
+    verdicts: list = field(default_factory=list)
+    micro_replays: list = field(default_factory=list)
 
     def to_dict(self):
         """dict: the demo summary (layout, trace, replay summary, files, notes), JSON-ready."""
@@ -88,6 +110,8 @@ class DemoResult(Result):
             "random_placement": _placement_digest(self.random_placement),
             "files": {key: str(path) for key, path in self.files.items()},
             "notes": list(self.notes),
+            "micro_batches": [_micro_digest(replay) for replay in self.micro_replays],
+            "verdicts": [_verdict_digest(verdict) for verdict in self.verdicts],
         }
 
     def format_text(self):
@@ -106,7 +130,18 @@ class DemoResult(Result):
             f"Same trace, nodes placed on random groups (seed {PLACEMENT_SEED}): {other['wipe_outs']} wipe-out(s), "
             f"{other['masked']} masked, max S = {other['max_stack_number']}, mean S = {other['mean_stack_number']:.4f}"
         )
+        if self.micro_replays:
+            one, many = (_micro_digest(replay) for replay in self.micro_replays)
+            lines.append(
+                f"With repairs (a fault_end brings its group back), same layout: m = 1: mean step cost "
+                f"{one['mean_step_cost']:.4f}, max {one['max_step_cost']:g}; m = {many['micro_batches']}: mean step "
+                f"cost {many['mean_step_cost']:.4f}, max {many['max_step_cost']:g} (the work of a lost group spread "
+                f"in 1/{many['micro_batches']} shards)"
+            )
         lines.append(f"Wrote {self.files['layout']} (layout) and {self.files['report']} (replay report)")
+        for verdict in self.verdicts:
+            lines.append("")
+            lines.append(_verdict_lines(verdict))
         return "\n".join(lines)
 
 
@@ -176,7 +211,8 @@ def _layout_info(layout, seconds):
 
 
 def run_demo(out_dir=DEFAULT_OUT, *, trace_path=None, force=False, planner="controller", generated=False,
-             time_limit=SIDON_TIME_LIMIT, progress=None, environ=None, format=None, time_unit=None):
+             time_limit=SIDON_TIME_LIMIT, progress=None, environ=None, format=None, time_unit=None,
+             micro_batches=1, verdict=True, workers=1, executor=None):
     """Run the demo: Sidon layout for ``N = 400``, ``r = r*``, and a fault-trace replay.
 
     Parameters
@@ -203,6 +239,17 @@ def run_demo(out_dir=DEFAULT_OUT, *, trace_path=None, force=False, planner="cont
         :func:`spare_opt.read_fault_trace`; default: from the file name.
     time_unit : {"seconds", "minutes", "hours", "days"}, optional
         Unit of the numeric times of a CSV fault log.
+    micro_batches : int, default 1
+        ``M``; above 1 the trace is also replayed with repairs at ``m = 1`` and at
+        ``m = M`` side by side.  The verdict's SPARe grid takes ``m`` in
+        :data:`DEMO_MICRO_BATCHES` and ``M``.
+    verdict : bool, default True
+        End with the verdict (:func:`spare_opt.compare` on the trace at its rate and
+        compressed :data:`DEMO_COMPRESSION`, grid :data:`DEMO_VERDICT`).
+    workers : int, default 1
+        Processes of the verdict (``-1``: every CPU); the numbers do not depend on it.
+    executor : concurrent.futures.Executor, optional
+        Run the verdict's tasks here instead.
 
     Returns
     -------
@@ -238,6 +285,8 @@ def run_demo(out_dir=DEFAULT_OUT, *, trace_path=None, force=False, planner="cont
 
     force = check.flag("force", force)
     generated = check.flag("generated", generated)
+    verdict = check.flag("verdict", verdict)
+    micro_batches = check.integer("micro_batches m", micro_batches, minimum=1)
     if generated and (format is not None or time_unit is not None):
         raise ParameterError("format and time_unit describe a trace file; the generated sequence is none")
     groups = DEMO_GROUPS
@@ -270,6 +319,20 @@ def run_demo(out_dir=DEFAULT_OUT, *, trace_path=None, force=False, planner="cont
 
     result = replay_trace(layout, trace, planner=planner, progress=progress)
     random_placement = replay_trace(layout, trace, planner=planner, placement_seed=PLACEMENT_SEED)
+    micro_replays = []
+    if micro_batches > 1:
+        micro_replays = [replay_trace(layout, trace, planner=planner, semantics="repair", micro_batches=m)
+                         for m in (1, micro_batches)]
+    verdicts = []
+    if verdict:
+        from .verdict import compare, compare_parameters
+
+        semantics, ms = _verdict_options(micro_batches)
+        grid = dict(DEMO_VERDICT, micro_batches=ms)
+        for scale in (1.0, DEMO_COMPRESSION):
+            params = compare_parameters("trace-400", groups, trace=trace, time_scale=scale)
+            verdicts.append(compare(params, trace=trace, semantics=semantics, workers=workers,
+                                    executor=executor, **grid))
     trace_info = {"kind": kind, "path": trace.source, **trace.summary()}
     trace_info.pop("source", None)
 
@@ -280,6 +343,8 @@ def run_demo(out_dir=DEFAULT_OUT, *, trace_path=None, force=False, planner="cont
         "trace": trace_info,
         "replay": result.to_dict(rows=True),
         "random_placement": _placement_digest(random_placement),
+        "micro_batches": [_micro_digest(replay) for replay in micro_replays],
+        "verdicts": [_verdict_digest(v) for v in verdicts],
     }
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
@@ -298,7 +363,60 @@ def run_demo(out_dir=DEFAULT_OUT, *, trace_path=None, force=False, planner="cont
         random_placement=random_placement,
         files={"layout": layout_path, "report": report_path},
         notes=notes,
+        verdicts=verdicts,
+        micro_replays=micro_replays,
     )
+
+
+def _verdict_options(micro_batches):
+    """Semantics and micro-batch grid of the demo's verdict: repairs, ``m`` in ``{1, 16, M}``.
+
+    TEMPORARY until the simulation with repairs and micro-batches is merged: the
+    paper's semantics and ``m = 1`` when :func:`spare_opt.simulate` takes neither.
+    """
+    import inspect
+
+    from .simulation import simulate
+
+    accepted = inspect.signature(simulate).parameters
+    if "semantics" not in accepted or "micro_batches" not in accepted:
+        return "paper", (1,)
+    return "repair", tuple(sorted(set(DEMO_MICRO_BATCHES) | {micro_batches}))
+
+
+def _micro_digest(result):
+    s = result.summary
+    return {"micro_batches": s["micro_batches"], "semantics": s["semantics"], "mean_step_cost": s["mean_step_cost"],
+            "max_step_cost": s["max_load"] / s["micro_batches"], "max_load": s["max_load"],
+            "mean_stack_number": s["mean_stack_number"], "wipe_outs": s["wipe_outs"], "max_out": s["max_out"]}
+
+
+def _verdict_digest(verdict):
+    doc = verdict.to_dict()
+    return {key: doc[key] for key in ("source", "semantics", "seeds", "cycles", "time_scale", "fault_free_seconds",
+                                      "strategies")}
+
+
+def _verdict_lines(verdict):
+    """The verdict in a few lines: context, one line per strategy, the conclusion."""
+    from .verdict import STRATEGY_LABELS
+
+    scale = verdict.params.trace_time_scale
+    rate = "at the trace's rate" if scale == 1.0 else f"trace compressed {1 / scale:g}x"
+    ms = sorted({row["micro_batches"] for row in verdict.settings if row["strategy"] == "spare"})
+    rs = sorted({row["redundancy"] for row in verdict.settings if row["strategy"] == "spare"})
+    reps = sorted({row["redundancy"] for row in verdict.settings if row["strategy"] == "rep"})
+    lines = [f"Verdict {rate} ({verdict.semantics} semantics, {verdict.seeds} node placements; reduced grid: "
+             f"Rep r in {reps}, SPARe r in {rs}, m in {ms}; spare-opt compare runs the full one):"]
+    for row in verdict.strategies:
+        setting = "" if row["strategy"] == "ckpt" else f" r={row['redundancy']}" + (
+            f" m={row['micro_batches']}" if row["strategy"] == "spare" else "")
+        ratio = f"{row['ttt_ratio']:.3f}" if row["ttt_ratio"] == row["ttt_ratio"] and row["ttt_ratio"] < float("inf") \
+            else f"> {verdict.params.max_wall_factor:g}"
+        lines.append(f"  {STRATEGY_LABELS[row['strategy']] + setting:<24} TTT/T0 {ratio:>7}  availability "
+                     f"{row['availability']:.2%}  restarts {row['restarts']:.0f}  step cost {row['mean_step_cost']:.3f}")
+    lines.append("  " + verdict.conclusion())
+    return "\n".join(lines)
 
 
 def _trace_kind(trace):

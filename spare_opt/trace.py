@@ -56,6 +56,7 @@ __all__ = [
     "parse_fault_csv",
     "trace_file_format",
     "trace_instants",
+    "instant_batches",
     "synthetic_fault_trace",
     "write_fault_trace",
 ]
@@ -393,6 +394,57 @@ def trace_instants(trace, groups, *, placement_seed=None, placement=None):
         instants.append(Instant(float(times[start]), start, stop, failing, failing_events, recovering,
                                 recovering_events))
     return instants, node_group
+
+
+def instant_batches(trace, instant, members):
+    """The usable events of one instant as batches in file order, for ``repair`` semantics.
+
+    Under ``repair`` semantics events are taken in time order and, at one instant, in
+    file order; the order of a ``fault_start`` and a ``fault_end`` of one instant then
+    matters (a fault that starts and ends at the same instant takes its group out and
+    brings it back).  A *batch* is a maximal run of consecutive usable events of one
+    kind (usable as in :func:`trace_instants`; events that are not usable neither
+    belong to a batch nor end one): the starts of a batch fail together (one reorder
+    decision), the ends of a batch recover together.
+
+    Parameters
+    ----------
+    trace : FaultTrace
+    instant : Instant
+        One instant of ``trace_instants(trace, ...)``.
+    members : tuple of numpy.ndarray
+        ``(indptr, group_ids)``, the groups of every node
+        (:meth:`FaultTrace.node_groups` with ``members=True``, the same placement as
+        the instants).
+
+    Returns
+    -------
+    list of tuple
+        ``(is_start, events)`` per batch, in file order: ``is_start`` is True for a
+        batch of ``fault_start`` events; ``events`` (int64) the indices of its events.
+
+    Examples
+    --------
+    >>> from spare_opt.trace import instant_batches, parse_fault_events, trace_instants
+    >>> def ev(node, kind):
+    ...     return {"node_id": node, "event_time": 1.0, "event_type": kind, "fault_type": {"Class": "GPU"}}
+    >>> trace = parse_fault_events([ev("a", "fault_start"), ev("b", "fault_start"), ev("a", "fault_end")])
+    >>> instants, _ = trace_instants(trace, 4)
+    >>> members = trace.node_groups(4, members=True)
+    >>> [(is_start, events.tolist()) for is_start, events in instant_batches(trace, instants[0], members)]
+    [(True, [0, 1]), (False, [2])]
+    """
+    indptr = members[0]
+    window = slice(instant.start, instant.stop)
+    usable = np.flatnonzero(~trace.ignored[window] & (np.diff(indptr)[trace.node[window]] > 0))
+    batches = []
+    if usable.size == 0:
+        return batches
+    kinds = trace.is_start[window][usable]
+    cuts = np.concatenate(([0], np.flatnonzero(kinds[1:] != kinds[:-1]) + 1, [usable.size]))
+    for a, b in zip(cuts[:-1].tolist(), cuts[1:].tolist()):
+        batches.append((bool(kinds[a]), (instant.start + usable[a:b]).astype(np.int64)))
+    return batches
 
 
 def _groups_once(trace, indptr, group_ids, events):

@@ -85,7 +85,7 @@ def test_replay_bad_input(tmp_path):
 # ------------------------------------------------------------------------ demo
 def test_demo_generated_replays_the_sequence_rebuilt_from_its_seed(tmp_path, monkeypatch, no_spare_trace):
     monkeypatch.chdir(tmp_path)
-    result = run("demo", "--generated", "--json")
+    result = run("demo", "--generated", "--json", "--no-verdict")
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
     assert doc["layout"]["groups"] == 400 and doc["layout"]["redundancy"] == r_star(400) == 9
@@ -104,9 +104,9 @@ def test_demo_generated_replays_the_sequence_rebuilt_from_its_seed(tmp_path, mon
 
     # No clobbering without --force; the files are left as they were.
     before = report_file.read_bytes()
-    assert "exists already" in one_error_line(run("demo", "--generated"))
+    assert "exists already" in one_error_line(run("demo", "--generated", "--no-verdict"))
     assert report_file.read_bytes() == before
-    again = run("demo", "--generated", "--force")
+    again = run("demo", "--generated", "--force", "--no-verdict")
     assert again.exit_code == 0, again.output
     lines = again.stdout.splitlines()
     assert lines[0].startswith("Layout: sidon, N = 400, r = 9") and "lambda = 1" in lines[0]
@@ -115,10 +115,17 @@ def test_demo_generated_replays_the_sequence_rebuilt_from_its_seed(tmp_path, mon
 
 def test_demo_replays_the_packaged_real_trace_by_default(tmp_path, no_spare_trace, real_trace_path):
     out = tmp_path / "out"
-    result = run("demo", "--out", out)
+    result = run("demo", "--out", out, "--workers", "2")
     assert result.exit_code == 0, result.output
     assert "Trace: real" in result.stdout and str(real_trace_path) in result.stdout
     assert "584 fault_start" in result.stdout and "note:" not in result.stdout
+    # it ends with the verdict, at the trace's rate and compressed, in a few lines each
+    text = result.stdout.split("\n\nVerdict")
+    assert len(text) == 3 and text[1].startswith(" at the trace's rate") and text[2].startswith(" trace compressed 100x")
+    for part in text[1:]:
+        lines = part.strip().splitlines()
+        assert len(lines) == 5 and "CKPT only" in lines[1] and "Rep+CKPT r=2" in lines[2] and "SPARe+CKPT r=" in lines[3]
+        assert lines[4].strip().startswith(("Best:", "No strategy finished"))
     assert "start-while-down" in result.stdout and (out / "replay-N400-r9.json").is_file()
     report = json.loads((out / "replay-N400-r9.json").read_text())
     assert report["trace"]["fault_starts"] == 584 and len(report["replay"]["rows"]) == 1168
@@ -127,11 +134,11 @@ def test_demo_replays_the_packaged_real_trace_by_default(tmp_path, no_spare_trac
 def test_demo_takes_spare_trace_and_notes_a_missing_one(tmp_path, monkeypatch, real_trace_path):
     small_trace = SMALL / "failures-N12-seed1.json"
     monkeypatch.setenv("SPARE_TRACE", str(small_trace))
-    doc = json.loads(run("demo", "--out", tmp_path / "a", "--json").stdout)
+    doc = json.loads(run("demo", "--out", tmp_path / "a", "--json", "--no-verdict").stdout)
     assert doc["trace"]["kind"] == "generated" and Path(doc["trace"]["path"]) == small_trace.resolve()
     assert doc["notes"] == []
     monkeypatch.setenv("SPARE_TRACE", str(tmp_path / "missing.json"))
-    result = run("demo", "--out", tmp_path / "b", "--json")
+    result = run("demo", "--out", tmp_path / "b", "--json", "--no-verdict")
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
     assert doc["trace"]["kind"] == "real" and Path(doc["trace"]["path"]) == real_trace_path
@@ -156,7 +163,7 @@ def test_demo_bad_options(tmp_path, monkeypatch):
     assert "does not exist" in one_error_line(run("demo", "--trace", tmp_path / "none.json"))
     (tmp_path / "file").write_text("")
     assert "not a folder" in one_error_line(run("demo", "--out", tmp_path / "file", "--generated"))
-    assert "cannot write the demo output" in one_error_line(run("demo", "--out", tmp_path / "file" / "sub", "--generated"))
+    assert "cannot write the demo output" in one_error_line(run("demo", "--out", tmp_path / "file" / "sub", "--generated", "--no-verdict"))
 
 
 def test_default_trace_is_rebuilt_from_its_seed(tmp_path):
@@ -165,7 +172,7 @@ def test_default_trace_is_rebuilt_from_its_seed(tmp_path):
     rebuilt = parse_fault_events(demo.default_trace_document(), source=f"<generated: seed {demo.DEFAULT_TRACE_SEED}>")
     committed = read_fault_trace(REPO / "instances" / "failures-N400-seed0.json")
     assert np.array_equal(rebuilt.times_days, committed.times_days) and rebuilt.node_ids == committed.node_ids
-    result = demo.run_demo(tmp_path / "out", generated=True, environ={})
+    result = demo.run_demo(tmp_path / "out", generated=True, environ={}, verdict=False)
     assert result.trace_info["kind"] == "generated"
     again = replay_trace(result.layout, rebuilt)
     # Results compare by value; the wall-clock time of the replay is not part of the value.

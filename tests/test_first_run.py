@@ -68,7 +68,8 @@ def report(tmp_path_factory):
         ("layout", ["layout", "--groups", "40", "--redundancy", "4", "-o", layout]),
         ("plan", ["plan", layout, "--fail", "3,17"]),
         ("validate without trials", ["validate", layout, "--trials", "0", "--worst-k", "1"]),
-        ("demo", ["demo", "--out", str(folder / "demo"), "--json"]),
+        # the demo's verdict is a simulation (the "simulate" path below); without it, a replay
+        ("demo", ["demo", "--out", str(folder / "demo"), "--json", "--no-verdict"]),
         ("replay", ["replay", layout, "--trace", trace]),
         ("validate", ["validate", layout, "--trials", "20", "--worst-k", "1"]),
         ("simulate", ["simulate", "--groups", "200", "--seeds", "1", "--set", "steps=200"]),

@@ -1,0 +1,244 @@
+"""Tests of the verdict (spare_opt.verdict.compare, spare-opt compare): grid, tuned periods, rows, JSON, figure.
+
+The runs of ``compare`` are checked against the public :func:`spare_opt.simulate` on the
+same cyclic trace and placement, and its choices (best period, best setting) against the
+per-period figures it reports.
+"""
+
+import inspect
+import json
+import math
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from spare_opt import (
+    DEFAULT_CYCLES,
+    CompareResult,
+    compare,
+    compare_parameters,
+    cyclic_trace,
+    parse_fault_events,
+    plot_compare,
+    simulate,
+    synthetic_fault_trace,
+    theory,
+)
+from spare_opt._io import dumps_json
+from spare_opt.errors import OutputExistsError, ParameterError, ParameterTypeError, TraceError
+from spare_opt_cli.main import main
+
+#: The simulation with repairs and micro-batches (branch simx) is merged.
+REPAIRS = {"semantics", "micro_batches"} <= set(inspect.signature(simulate).parameters)
+
+ROW_KEYS = {"strategy", "redundancy", "micro_batches", "ttt_ratio", "ttt_ci", "availability", "restarts",
+            "mean_step_cost"}
+
+
+@pytest.fixture(scope="module")
+def small_trace():
+    """A generated trace of 24 nodes over 40 days, bursty enough to wipe out small r."""
+    doc = synthetic_fault_trace(nodes=24, days=40.0, seed=3, incidents_per_day=2.0, repair_median_days=0.5)
+    return parse_fault_events(doc, source="<small>")
+
+
+@pytest.fixture(scope="module")
+def small_params(small_trace):
+    return compare_parameters("trace-400", 24, trace=small_trace, step_seconds=30.0, jitter_sd=0.02)
+
+
+@pytest.fixture(scope="module")
+def verdict(small_trace, small_params):
+    return compare(small_params, trace=small_trace, semantics="paper", rep_redundancies=(2, 3),
+                   spare_redundancies=(2, 4), seeds=3, cycles=3, period_factors=(0.5, 1.0, 2.0),
+                   micro_batches=(1,))
+
+
+# ------------------------------------------------------------------ parameters and trace
+def test_compare_parameters_take_the_operator_figures_and_one_trace_span_of_steps(small_trace):
+    params = compare_parameters("trace-400", 24, trace=small_trace, restart_seconds=600.0, save_seconds=20.0,
+                                step_seconds=30.0, time_scale=0.1)
+    assert (params.groups, params.restart_seconds, params.save_seconds, params.layer_compute_seconds) == \
+        (24, 600.0, 20.0, 30.0)
+    step = 30.0 + params.allreduce_seconds
+    assert params.steps == round(small_trace.span_days[1] * 86400 * 0.1 / step)
+    assert compare_parameters("trace-400", 24, trace=small_trace, steps=77).steps == 77
+    assert compare_parameters("trace-400").groups == 400  # the preset's N without a trace
+    many = parse_fault_events([{"node_id": f"n{i}", "event_time": 1.0 + i, "event_type": "fault_start",
+                                "fault_type": {"Class": "GPU"}} for i in range(450)])
+    assert compare_parameters("trace-400", trace=many).groups == 450  # every named node gets a group
+    with pytest.raises(TraceError, match="no event after day 0"):
+        compare_parameters("trace-400", 4, trace=parse_fault_events([]))
+
+
+def test_cyclic_trace_repeats_every_event_shifted_by_the_span(small_trace):
+    tiled = cyclic_trace(small_trace, 3)
+    period = small_trace.span_days[1]
+    count = small_trace.n_events
+    assert tiled.n_events == 3 * count and tiled.source == small_trace.source
+    for c in range(3):
+        part = slice(c * count, (c + 1) * count)
+        assert np.allclose(tiled.times_days[part], small_trace.times_days + c * period)
+        assert [tiled.node_ids[i] for i in tiled.node[part]] == [small_trace.node_ids[i] for i in small_trace.node]
+    # a fault still open at the end of a copy keeps its node down into the next copy, whose
+    # first start of that node is then irregular (a start while down)
+    assert small_trace.open_at_end == 1 and tiled.open_at_end == 1
+    assert tiled.irregular_counts()["start-while-down"] == 3 * small_trace.irregular_counts()["start-while-down"] + 2
+    assert cyclic_trace(small_trace, 1) is small_trace
+    with pytest.raises(ParameterError):
+        cyclic_trace(small_trace, 0)
+
+
+# ------------------------------------------------------------------ the runs and the choices
+def test_every_setting_is_run_on_the_same_failures_as_simulate(verdict, small_trace, small_params):
+    tiled = cyclic_trace(small_trace, 3)
+    params = verdict.params
+    assert params.max_wall_factor == 3.0 and params.steps == small_params.steps
+    for row in verdict.settings:
+        runs = [simulate(params, row["strategy"], None if row["strategy"] == "ckpt" else row["redundancy"],
+                         checkpoint_period_seconds=row["checkpoint_period_seconds"], seed=seed, trace=tiled,
+                         placement_seed=seed) for seed in range(verdict.seeds)]
+        ratios = [run.ttt_ratio for run in runs]
+        assert row["ttt_ratio"] == pytest.approx(np.mean(ratios))
+        assert row["availability"] == pytest.approx(np.mean([run.availability for run in runs]))
+        assert row["restarts"] == pytest.approx(np.mean([run.restarts for run in runs]))
+        if all(math.isfinite(x) for x in ratios):
+            half = row["ttt_ci"][1] - row["ttt_ratio"]
+            assert half >= 0 and row["ttt_ci"][0] == pytest.approx(row["ttt_ratio"] - half)
+
+
+@pytest.mark.skipif(not REPAIRS, reason="needs simulate(..., semantics=, micro_batches=), the simulation with repairs")
+def test_repair_verdict_runs_equal_simulate_with_repairs(small_trace, small_params):
+    result = compare(small_params, trace=small_trace, semantics="repair", rep_redundancies=(2,),
+                     spare_redundancies=(3,), micro_batches=(1, 4), seeds=2, cycles=2, period_factors=(1.0, 2.0))
+    tiled = cyclic_trace(small_trace, 2)
+    assert result.semantics == "repair"
+    assert [(row["strategy"], row["micro_batches"]) for row in result.settings] == \
+        [("ckpt", 1), ("rep", 1), ("spare", 1), ("spare", 4)]
+    for row in result.settings:
+        runs = [simulate(result.params, row["strategy"], None if row["strategy"] == "ckpt" else row["redundancy"],
+                         checkpoint_period_seconds=row["checkpoint_period_seconds"], seed=seed, trace=tiled,
+                         placement_seed=seed, micro_batches=row["micro_batches"], semantics="repair")
+                for seed in range(2)]
+        assert row["ttt_ratio"] == pytest.approx(np.mean([run.ttt_ratio for run in runs]))
+        assert row["restarts"] == pytest.approx(np.mean([run.restarts for run in runs]))
+        assert row["mean_step_cost"] == pytest.approx(np.mean([run.mean_step_cost for run in runs]))
+
+
+def test_each_setting_keeps_its_best_period_and_each_strategy_its_best_setting(verdict):
+    labels = [(row["strategy"], row["redundancy"], row["micro_batches"]) for row in verdict.settings]
+    assert labels == [("ckpt", 1, 1), ("rep", 2, 1), ("rep", 3, 1), ("spare", 2, 1), ("spare", 4, 1)]
+    for row in verdict.settings:
+        by_period = row["ttt_ratio_by_period"]
+        assert len(row["periods"]) == 3 and row["ttt_ratio"] == min(by_period)
+        assert row["checkpoint_period_seconds"] == row["periods"][by_period.index(min(by_period))]
+        # the periods are 0.5, 1 and 2 times one Young/Daly period
+        assert row["periods"][0] * 2 == pytest.approx(row["periods"][1]) == pytest.approx(row["periods"][2] / 2)
+    for row in verdict.strategies:
+        mine = [s for s in verdict.settings if s["strategy"] == row["strategy"]]
+        assert row["ttt_ratio"] == min(s["ttt_ratio"] for s in mine)
+        assert ROW_KEYS <= set(row)
+    assert [row["strategy"] for row in verdict.strategies] == ["ckpt", "rep", "spare"]
+    assert verdict.best("rep")["strategy"] == "rep"
+
+
+def test_the_young_daly_centre_follows_the_measured_wipe_outs(verdict, small_trace):
+    # checkpointing alone restarts at every failure event: T_f = span of the cyclic trace / (events + 1)
+    p = verdict.params
+    events = verdict.trace_info["ckpt"]["failure_events"]
+    span_seconds = 3 * small_trace.span_days[1] * 86400.0
+    assert events > 10
+    expected = theory.checkpoint_period(p.save_seconds, p.restart_seconds, span_seconds / (events + 1))
+    assert verdict.settings[0]["periods"][1] == pytest.approx(expected)
+    spare = [row for row in verdict.settings if row["strategy"] == "spare"]
+    assert spare[0]["periods"][1] < spare[1]["periods"][1]  # r = 4 wipes out less often than r = 2
+
+
+def test_workers_do_not_change_the_verdict(small_trace, small_params, verdict):
+    again = compare(small_params, trace=small_trace, semantics="paper", rep_redundancies=(2, 3),
+                    spare_redundancies=(2, 4), seeds=3, cycles=3, period_factors=(0.5, 1.0, 2.0), workers=2,
+                    micro_batches=(1,))
+    assert again == verdict
+
+
+def test_json_table_and_figure(verdict, tmp_path):
+    pytest.importorskip("matplotlib")
+    doc = json.loads(dumps_json(verdict.to_dict()))
+    assert [row["strategy"] for row in doc["strategies"]] == ["ckpt", "rep", "spare"]
+    for row in doc["strategies"]:
+        assert ROW_KEYS <= set(row)
+    assert doc["semantics"] == "paper" and doc["seeds"] == 3 and doc["cycles"] == 3
+    text = verdict.format_text()
+    assert text.count("\n") >= 6 and "CKPT only" in text and "SPARe+CKPT" in text and "Best:" in text
+    path = plot_compare(verdict, tmp_path / "verdict.png")
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    with pytest.raises(OutputExistsError):
+        plot_compare(verdict, path)
+
+
+def test_unfinished_runs_give_no_ratio_and_no_interval(small_trace):
+    params = compare_parameters("trace-400", 24, trace=small_trace, step_seconds=30.0, restart_seconds=40000.0)
+    result = compare(params, trace=small_trace, semantics="paper", rep_redundancies=(), spare_redundancies=(),
+                     seeds=2, cycles=1, period_factors=(1.0,))
+    row = result.best("ckpt")
+    assert row["unfinished"] == 2 and math.isinf(row["ttt_ratio"])
+    doc = result.to_dict()
+    assert doc["strategies"][0]["ttt_ratio"] is None and doc["strategies"][0]["ttt_ci"] == [None, None]
+    assert "  > 1 " in result.format_text() and "No strategy finished" in result.conclusion()
+
+
+def test_synthetic_failures_of_a_preset():
+    from spare_opt import preset_parameters
+
+    params = preset_parameters("paper-600k", 200, steps=300)
+    result = compare(params, semantics="paper", rep_redundancies=(3,), spare_redundancies=(8,), seeds=2,
+                     period_factors=(1.0,), micro_batches=(1,))
+    assert isinstance(result, CompareResult) and result.trace_info is None and result.source == "preset"
+    assert result.params.max_wall_factor == float(DEFAULT_CYCLES)
+    assert [row["strategy"] for row in result.strategies] == ["ckpt", "rep", "spare"]
+
+
+def test_bad_arguments(small_trace, small_params):
+    with pytest.raises(ParameterError, match="nothing to compare"):
+        compare(small_params, trace=small_trace, semantics="paper", include_ckpt=False, rep_redundancies=(),
+                spare_redundancies=(), micro_batches=(1,))
+    with pytest.raises(ParameterError):
+        compare(small_params, trace=small_trace, semantics="paper", spare_redundancies=(1,), micro_batches=(1,))
+    with pytest.raises(ParameterError):
+        compare(small_params, trace=small_trace, semantics="paper", rep_redundancies=(25,), micro_batches=(1,))
+    with pytest.raises(ParameterError, match="semantics"):
+        compare(small_params, trace=small_trace, semantics="repairs", micro_batches=(1,))
+    with pytest.raises(ParameterTypeError):
+        compare(small_params, trace="trace.json", semantics="paper", micro_batches=(1,))
+    with pytest.raises(ParameterTypeError):
+        compare("params", semantics="paper", micro_batches=(1,))
+    with pytest.raises(ParameterError):
+        compare(small_params, trace=small_trace, semantics="paper", seeds=0, micro_batches=(1,))
+    with pytest.raises(ParameterError, match="repair"):
+        compare(small_params, semantics="repair", micro_batches=(1,))
+
+
+# ------------------------------------------------------------------ CLI
+def test_cli_compare_json_and_usage_errors(tmp_path):
+    from spare_opt.trace import write_fault_trace
+
+    path = write_fault_trace(synthetic_fault_trace(nodes=24, days=40.0, seed=3, incidents_per_day=2.0),
+                             tmp_path / "t.json")
+    runner = CliRunner()
+    args = ["compare", "--trace", str(path), "--semantics", "paper", "--rep-r", "2", "--spare-r", "3", "--micro-batches", "1",
+            "--seeds", "2", "--step-seconds", "30", "--restart-minutes", "30", "--ckpt-save-seconds", "20", "-q"]
+    result = runner.invoke(main, args + ["--json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.output)
+    assert [row["strategy"] for row in doc["strategies"]] == ["ckpt", "rep", "spare"]
+    assert doc["parameters"]["restart_seconds"] == 1800.0 and doc["parameters"]["save_seconds"] == 20.0
+    assert doc["parameters"]["groups"] == 24  # the generated trace says its cluster size
+    text = runner.invoke(main, args)
+    assert text.exit_code == 0 and "Verdict: N = 24" in text.output
+    for bad, message in ((["--time-scale", "0.1"], "needs --trace"), (["--spare-r", "2,x"], "not an integer"),
+                         (["--seeds", "0"], "0")):
+        out = runner.invoke(main, ["compare", "--semantics", "paper"] + bad)
+        assert out.exit_code == 2 and message in out.output
+    missing = runner.invoke(main, ["compare", "--trace", str(tmp_path / "none.json")])
+    assert missing.exit_code == 1 and missing.output.startswith("Error:")
