@@ -6,7 +6,7 @@ from spare_opt import _validation as check
 from spare_opt._plotting import require_matplotlib
 from spare_opt.errors import SpareError
 from spare_opt.parameters import PRESETS, parse_overrides
-from spare_opt.replay import REPLAY_SEMANTICS
+from spare_opt.events import SEMANTICS
 from spare_opt.verdict import (
     DEFAULT_COMPARE_MICRO_BATCHES,
     DEFAULT_COMPARE_REP,
@@ -83,7 +83,7 @@ def _shown(values):
                                 "(0.1: ten times the failure rate).")
 @click.option("--steps", type=IntegerRange(min=1), default=None,
               help="Training steps (default with --trace: one trace span of fault-free steps, T0 = the span).")
-@click.option("--semantics", type=click.Choice(REPLAY_SEMANTICS), default="repair", show_default=True,
+@click.option("--semantics", type=click.Choice(SEMANTICS), default="repair", show_default=True,
               help="repair: repaired groups rejoin; paper: failed groups stay out until a global restart.")
 @click.option("--rep-r", "rep_redundancies", callback=_integer_list, default=_shown(DEFAULT_COMPARE_REP),
               show_default=True, metavar="R,R", help="Replication degrees (empty list: none).")

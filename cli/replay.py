@@ -3,7 +3,8 @@
 import click
 
 from spare_opt.placement import Placement
-from spare_opt.replay import REPLAY_SEMANTICS, replay_trace
+from spare_opt.events import SEMANTICS
+from spare_opt.replay import replay_trace
 from spare_opt.trace import read_fault_trace
 
 from .options import (
@@ -39,7 +40,7 @@ __all__ = ["command"]
                    "whole domain of a topology (docs/formats.md); unlisted nodes are skipped.")
 @topology_option("With --placement: the topology of its domain entries (default: the one embedded in the "
                  "placement file, else the one the layout records).")
-@click.option("--semantics", type=click.Choice(REPLAY_SEMANTICS), default="paper", show_default=True,
+@click.option("--semantics", type=click.Choice(SEMANTICS), default="paper", show_default=True,
               help="What a fault_end does: paper - nothing before a global restart (the paper's model); "
                    "repair - the node's group comes back and the plan is recomputed (docs/repair.md).")
 @click.option("--micro-batches", "micro_batches", type=IntegerRange(min=1), default=1, show_default=True,

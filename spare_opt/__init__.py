@@ -228,7 +228,6 @@ from .fit import (
 )
 from .replay import (
     PLANNERS,
-    REPLAY_SEMANTICS,
     ROW_STATUSES,
     replay_trace,
     ReplayResult,
@@ -420,7 +419,6 @@ __all__ = [
     "DEFAULT_RESAMPLES",
     "MAX_SAMPLE_EVENTS",
     "PLANNERS",
-    "REPLAY_SEMANTICS",
     "ReplayRow",
     "ReplayResult",
     "replay_trace",

@@ -369,18 +369,7 @@ def run_demo(out_dir=DEFAULT_OUT, *, trace_path=None, force=False, planner="cont
 
 
 def _verdict_options(micro_batches):
-    """Semantics and micro-batch grid of the demo's verdict: repairs, ``m`` in ``{1, 16, M}``.
-
-    TEMPORARY until the simulation with repairs and micro-batches is merged: the
-    paper's semantics and ``m = 1`` when :func:`spare_opt.simulate` takes neither.
-    """
-    import inspect
-
-    from .simulation import simulate
-
-    accepted = inspect.signature(simulate).parameters
-    if "semantics" not in accepted or "micro_batches" not in accepted:
-        return "paper", (1,)
+    """Semantics and micro-batch grid of the demo's verdict: repairs, ``m`` in ``{1, 16, M}``."""
     return "repair", tuple(sorted(set(DEMO_MICRO_BATCHES) | {micro_batches}))
 
 

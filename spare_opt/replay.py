@@ -25,13 +25,13 @@ import numpy as np
 from . import _validation as check
 from ._results import Result
 from .errors import ParameterError
+from .events import SEMANTICS
 from .plan import MASKED, WIPE_OUT, check_plan
 from .trace import FaultTrace, _placement_text, instant_batches, trace_instants
 from .layout import check_layout
 
 __all__ = [
     "PLANNERS",
-    "REPLAY_SEMANTICS",
     "ReplayRow",
     "ReplayResult",
     "replay_trace",
@@ -42,7 +42,6 @@ __all__ = [
 PLANNERS = ("controller", "exact")
 
 #: What a ``fault_end`` does: nothing before a restart (``"paper"``) or bring the group back (``"repair"``).
-REPLAY_SEMANTICS = ("paper", "repair")
 
 #: Irregular-event messages, wipe-out days... printed by :meth:`ReplayResult.format_text` (JSON has all).
 SHOWN_IRREGULAR = 20
@@ -290,7 +289,7 @@ def replay_trace(layout, trace, *, planner="controller", semantics="paper", micr
         :func:`spare_opt.plan_reorder`.  Both give the same status and least stack
         number ``S*`` (and load ``L*``); only the moves may differ.
     semantics : {"paper", "repair"}, default "paper"
-        What a ``fault_end`` does (:data:`REPLAY_SEMANTICS`): nothing before a restart, the
+        What a ``fault_end`` does (:data:`SEMANTICS`): nothing before a restart, the
         paper's model, or bring the node's group back.
     micro_batches : int, default 1
         ``m``, micro-batches per shard type (fractional stacking); 1 is the paper's
@@ -379,7 +378,7 @@ def replay_trace(layout, trace, *, planner="controller", semantics="paper", micr
         warnings.warn("replay_trace(exact=...) is deprecated; use planner='exact'", DeprecationWarning, stacklevel=2)
         planner = "exact" if check.flag("exact", exact) else "controller"
     planner = check.choice("planner", planner, PLANNERS)
-    semantics = check.choice("semantics", semantics, REPLAY_SEMANTICS)
+    semantics = check.choice("semantics", semantics, SEMANTICS)
     m = _check_micro_batches(micro_batches, layout.groups)
     repair = semantics == "repair"
     started = time.perf_counter()

@@ -45,7 +45,7 @@ from ._runs import (
 from ._stats import finite_or_none, mean_ci95
 from .errors import ParameterError, TraceError
 from .parameters import SimulationParameters, fault_free_seconds, get_preset
-from .replay import REPLAY_SEMANTICS
+from .events import SEMANTICS
 from .trace import FaultTrace, parse_fault_events
 
 __all__ = [
@@ -347,28 +347,17 @@ def compare_parameters(preset="trace-400", groups=None, *, trace=None, restart_s
 # only places that know how the simulation takes failures given up front.
 def _walk(params, strategy, redundancy, micro_batches, layout, trace, seed, semantics):
     """Failure (and rejoin) events of one setting and placement, how many wipe out, and the walk's counts."""
-    try:
-        from .events import trace_events
-    except ImportError:  # TEMPORARY: the simulation before repairs and micro-batches (paper semantics, m = 1)
-        from .simulation import trace_failures
-
-        times, stacks, wipes, counts = trace_failures(trace, params.groups, strategy, redundancy, layout=layout,
-                                                      time_scale=params.trace_time_scale, placement_seed=seed)
-        return (times, stacks, wipes), int(wipes.sum()), counts
-    import inspect
+    from .events import trace_events
 
     # Re-planning the groups still down gives the same outcomes as ReorderController.recover
     # (wipe-outs and L* depend on the failed set only) about 4 times faster; moves do not matter here.
-    fast = {"replan": True} if "replan" in inspect.signature(trace_events).parameters else {}
     events = trace_events(trace, params.groups, strategy, redundancy, semantics=semantics, layout=layout,
                           micro_batches=micro_batches, heal_seconds=params.heal_seconds,
-                          time_scale=params.trace_time_scale, placement_seed=seed, **fast)
+                          time_scale=params.trace_time_scale, placement_seed=seed, replan=True)
     return events.kernel_rows(), int(np.count_nonzero(events.wipe_outs)), dict(events.counts)
 
 
 def _run(params, strategy, redundancy, micro_batches, period, seed, events, semantics):
-    if isinstance(events, tuple):  # TEMPORARY: the simulation before repairs (see _walk)
-        return run_events(params, strategy, redundancy, period, seed, *events)
     return run_events(params, strategy, redundancy, period, seed, events, micro_batches=micro_batches,
                       semantics=semantics)
 
@@ -400,24 +389,11 @@ def _digest(run):
         "ttt_ratio": run.ttt_ratio,
         "availability": run.availability,
         "restarts": run.restarts,
-        "mean_step_cost": getattr(run, "mean_step_cost", run.mean_stack_number),
+        "mean_step_cost": run.mean_step_cost,
         "finished": run.finished,
     }
 
 
-def _check_semantics(semantics, micro_batches):
-    semantics = check.choice("semantics", semantics, REPLAY_SEMANTICS)
-    import inspect
-
-    from .simulation import simulate
-
-    accepted = inspect.signature(simulate).parameters
-    if semantics != "paper" and "semantics" not in accepted:
-        raise ParameterError("repair semantics need the simulation with repairs, not in this build: "
-                             "use semantics='paper'")
-    if any(m != 1 for m in micro_batches) and "micro_batches" not in accepted:
-        raise ParameterError("micro_batches > 1 needs the simulation with micro-batches, not in this build")
-    return semantics
 
 
 def compare(params, *, trace=None, semantics="repair", rep_redundancies=DEFAULT_COMPARE_REP,
@@ -512,7 +488,7 @@ def compare(params, *, trace=None, semantics="repair", rep_redundancies=DEFAULT_
     factors = check.numbers_("period factors", period_factors, above=0.0)
     seeds = check.count("seeds", seeds)
     include_ckpt = check.flag("include_ckpt", include_ckpt)
-    semantics = _check_semantics(semantics, ms)
+    semantics = check.choice("semantics", semantics, SEMANTICS)
     if not (include_ckpt or reps or spares):
         raise ParameterError("nothing to compare: no strategy to run")
     cycles = check.count("cycles", cycles)
@@ -665,7 +641,7 @@ def plot_compare(result, path, *, force=False, title=None):
     figure = _figure(7.0, 3.8)
     ax = figure.subplots()
     cap = result.params.max_wall_factor
-    labels, x = [], 0
+    x = 0
 
     def draw(rows, colour, label):
         nonlocal x

@@ -7,12 +7,7 @@ import pytest
 
 import spare_opt
 
-# TEMPORARY: the micro-batch planner and controller (branch micro) are merged into main
-# in parallel with this branch; until then these tests cannot run.
-pytestmark = pytest.mark.skipif(not hasattr(spare_opt, "load_trajectories"),
-                                reason="needs the micro-batch planner of branch micro (not merged yet)")
-
-from spare_opt import (  # noqa: E402
+from spare_opt import (
     FailureModel,
     ParameterError,
     least_stack_number,

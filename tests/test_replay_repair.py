@@ -7,7 +7,6 @@ least load ``L*`` after every batch from scratch with a maximum flow (scipy's
 live holder ``m``, live group -> sink ``L``), never through spare_opt's planner.
 """
 
-import inspect
 import json
 import math
 
@@ -18,17 +17,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.sparse.csgraph import maximum_flow
 
-from spare_opt import Layout, Placement, ReorderController, plan_reorder, read_fault_trace, replay_trace
+from spare_opt import Layout, Placement, read_fault_trace, replay_trace
 from spare_opt.errors import ParameterError
 from spare_opt.replay import ROW_STATUSES
 from spare_opt.trace import parse_fault_events
 
 
-#: The engines that can replay with repairs, and the micro-batch counts to test.
-HAS_RECOVER = hasattr(ReorderController, "recover")
-PLANNERS = ("exact", "controller") if HAS_RECOVER else ("exact",)
-HAS_MICRO = "micro_batches" in inspect.signature(plan_reorder).parameters
-MICRO = (1, 3) if HAS_MICRO else (1,)
+#: The engines that replay with repairs, and the micro-batch counts to test.
+PLANNERS = ("exact", "controller")
+MICRO = (1, 3)
 
 
 def circulant(n, offsets):
@@ -258,9 +255,6 @@ def test_bad_semantics_and_micro_batches():
         replay_trace(layout, trace, semantics="repairs")
     with pytest.raises(ParameterError, match="micro_batches"):
         replay_trace(layout, trace, micro_batches=0)
-    if not HAS_RECOVER:
-        with pytest.raises(ParameterError, match="recover"):
-            replay_trace(layout, trace, semantics="repair")
 
 
 # ------------------------------------------------------------ random agreement

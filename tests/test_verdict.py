@@ -5,7 +5,6 @@ same cyclic trace and placement, and its choices (best period, best setting) aga
 per-period figures it reports.
 """
 
-import inspect
 import json
 import math
 
@@ -28,9 +27,6 @@ from spare_opt import (
 from spare_opt._io import dumps_json
 from spare_opt.errors import OutputExistsError, ParameterError, ParameterTypeError, TraceError
 from spare_opt_cli.main import main
-
-#: The simulation with repairs and micro-batches (branch simx) is merged.
-REPAIRS = {"semantics", "micro_batches"} <= set(inspect.signature(simulate).parameters)
 
 ROW_KEYS = {"strategy", "redundancy", "micro_batches", "ttt_ratio", "ttt_ci", "availability", "restarts",
             "mean_step_cost"}
@@ -108,7 +104,6 @@ def test_every_setting_is_run_on_the_same_failures_as_simulate(verdict, small_tr
             assert half >= 0 and row["ttt_ci"][0] == pytest.approx(row["ttt_ratio"] - half)
 
 
-@pytest.mark.skipif(not REPAIRS, reason="needs simulate(..., semantics=, micro_batches=), the simulation with repairs")
 def test_repair_verdict_runs_equal_simulate_with_repairs(small_trace, small_params):
     result = compare(small_params, trace=small_trace, semantics="repair", rep_redundancies=(2,),
                      spare_redundancies=(3,), micro_batches=(1, 4), seeds=2, cycles=2, period_factors=(1.0, 2.0))
