@@ -354,15 +354,7 @@ def least_stack_number(layout, failed):
     .. [2] L. R. Ford and D. R. Fulkerson, "Maximal flow through a network",
        Canadian J. Math. 8 (1956).
     """
-    stacks = check_layout(layout).stacks
-    n, r = stacks.shape
-    failed = normalise_groups(failed, n)
-    alive = np.ones(n, dtype=bool)
-    alive[failed] = False
-    if _lost_shard_types(layout, alive).size:
-        return None
-    network = _CoverNetwork(stacks, np.flatnonzero(alive).astype(np.int32))
-    return int(network.least_stack_number(lower_bound(n, failed.size), r))
+    return least_load(layout, failed, micro_batches=1)  # L* = S* for whole shards
 
 
 def least_load(layout, failed, *, micro_batches=1):

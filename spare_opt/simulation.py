@@ -198,10 +198,20 @@ def simulate(params, strategy, redundancy=None, *, checkpoint_period_seconds=Non
     """
     check_params(params)
     _check_used(params, strategy, redundancy, layout, trace, placement_seed)
+    seed = check.seed(seed)
+    redundancy, period, layout, micro_batches, semantics, events = _prepare(
+        params, strategy, redundancy, layout, trace, placement_seed, placement, micro_batches, semantics, fault_model,
+        checkpoint_period_seconds)
+    return _run(params, strategy, redundancy, period, seed, layout, micro_batches, semantics, events, fault_model)
+
+
+def _prepare(params, strategy, redundancy, layout, trace, placement_seed, placement, micro_batches, semantics,
+             fault_model, checkpoint_period_seconds):
+    """The checked setting and what does not depend on the seed (the period, a trace's events):
+    ``(redundancy, period, layout, micro_batches, semantics, events)``, fixed once for every seed."""
     if redundancy is None:
         redundancy = default_redundancy(strategy, params.groups)
     redundancy = check_strategy(strategy, redundancy, params.groups)
-    seed = check.seed(seed)
     micro_batches, semantics = _check_source(params, strategy, micro_batches, semantics, trace, fault_model)
     if strategy == "spare":
         layout = check_run_layout(layout, params.groups, redundancy)
@@ -211,7 +221,7 @@ def simulate(params, strategy, redundancy=None, *, checkpoint_period_seconds=Non
     if trace is not None:
         events = _trace_events(params, strategy, redundancy, layout, trace, placement_seed, placement, micro_batches,
                                semantics)
-    return _run(params, strategy, redundancy, period, seed, layout, micro_batches, semantics, events, fault_model)
+    return redundancy, period, layout, micro_batches, semantics, events
 
 
 def _check_source(params, strategy, micro_batches, semantics, trace, fault_model):
@@ -307,19 +317,9 @@ def simulate_seeds(params, strategy, redundancy=None, *, seeds=10, first_seed=0,
     _check_used(params, strategy, redundancy, layout, trace, placement_seed)
     seeds = check.count("seeds", seeds, maximum=check.MAX_RUNS)
     first_seed = check.seed(first_seed, "first_seed")
-    if redundancy is None:
-        redundancy = default_redundancy(strategy, params.groups)
-    redundancy = check_strategy(strategy, redundancy, params.groups)
-    micro_batches, semantics = _check_source(params, strategy, micro_batches, semantics, trace, fault_model)
-    if strategy == "spare":
-        layout = check_run_layout(layout, params.groups, redundancy)
-    # The period and a trace's events do not depend on the seed: fix them once rather than in every task.
-    period = _period(params, strategy, redundancy, layout, trace, fault_model, micro_batches,
-                     checkpoint_period_seconds)
-    events = None
-    if trace is not None:
-        events = _trace_events(params, strategy, redundancy, layout, trace, placement_seed, placement, micro_batches,
-                               semantics)
+    redundancy, period, layout, micro_batches, semantics, events = _prepare(
+        params, strategy, redundancy, layout, trace, placement_seed, placement, micro_batches, semantics, fault_model,
+        checkpoint_period_seconds)
     tasks = [(params, strategy, redundancy, period, first_seed + s, layout, micro_batches, semantics, events,
               fault_model) for s in range(seeds)]
     return run_tasks(_run, tasks, workers=workers, executor=executor, progress=progress)
