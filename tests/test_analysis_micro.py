@@ -1,0 +1,174 @@
+"""Analysis with micro-batches (issue 9, scope 3): Monte-Carlo mean step cost, its closed-form
+bound and physical limit, the worst-case load after one failure, and the sweep over ``m``.
+
+References are independent of the code under test: the exact planner
+(:func:`spare_opt.plan_reorder` with ``micro_batches=m``) replayed over the same failure
+orders, plain sums for the closed forms, and a bitmask brute force of Hall's formula
+``L* = max_T ceil(m |T| / |H(T)|)`` for the worst case.
+"""
+
+import math
+
+import numpy as np
+import pytest
+
+from spare_opt import block, consecutive, monte_carlo, plan_reorder, random_latin, sidon, theory
+from spare_opt.errors import ParameterError, ParameterTypeError
+
+
+# ---------------------------------------------------------------- references
+def _order(n, seed, trial):
+    return np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(trial,))).permutation(n)
+
+
+def _reference_step_cost(layout, m, seed, trial):
+    """Masked count and mean of ``L_k / m`` over ``k = 0 .. masked``, from the exact planner."""
+    order = _order(layout.groups, seed, trial)
+    costs = [1.0]
+    for k in range(1, layout.groups + 1):
+        plan = plan_reorder(layout, order[:k].tolist(), micro_batches=m)
+        if plan.load is None:
+            return k - 1, float(np.mean(costs))
+        assert plan.step_cost == plan.load / m
+        costs.append(plan.load / m)
+    raise AssertionError("no wipe-out after every group failed")
+
+
+def _terms(n, r):
+    return max(1, min(int(math.floor(theory.mu(n, r))), n - 1))
+
+
+# ---------------------------------------------------------------- closed forms
+@pytest.mark.parametrize("n, r", [(2, 2), (10, 3), (61, 5), (600, 8), (1000, 10)])
+@pytest.mark.parametrize("m", [1, 2, 3, 8, 16])
+def test_step_cost_bound_is_the_plain_sum(n, r, m):
+    terms = _terms(n, r)
+    plain = sum(math.ceil(m * n / (n - k)) for k in range(terms)) / (terms * m)
+    assert theory.step_cost_lower_bound(n, r, m) == pytest.approx(plain, rel=1e-15)
+    limit = sum(n / (n - k) for k in range(terms)) / terms
+    assert theory.physical_step_cost(n, r) == pytest.approx(limit, rel=1e-12)
+    # ceil(m x) / m >= x, and it falls to x: m = 1 is the paper's bound exactly.
+    assert theory.physical_step_cost(n, r) <= theory.step_cost_lower_bound(n, r, m) + 1e-12
+    if m == 1:
+        assert theory.step_cost_lower_bound(n, r, 1) == theory.sbar_lower_bound(n, r)
+
+
+def test_closed_forms_for_huge_n_use_the_block_sum_and_digamma():
+    n, r = 10**12, 3
+    terms = _terms(n, r)
+    assert terms > 10**6
+    # Every k < terms << N has N / (N - k) in (1, 2): ceil(m N / (N - k)) = m + 1 for k >= 1.
+    m = 4
+    expected = (m + (m + 1) * (terms - 1)) / (terms * m)
+    assert theory.step_cost_lower_bound(n, r, m) == pytest.approx(expected, rel=1e-12)
+    # N / (N - k) = 1 + k / N + (k / N)^2 + O((k / N)^3), averaged over k < K << N.
+    second = (terms - 1) * (2 * terms - 1) / (6 * n**2)
+    assert theory.physical_step_cost(n, r) == pytest.approx(1 + (terms - 1) / (2 * n) + second, rel=1e-10)
+
+
+@pytest.mark.parametrize("args, error", [
+    ((600, 8, 0), ParameterError),
+    ((600, 8, 2.5), ParameterTypeError),
+    ((600, 8, True), ParameterTypeError),
+    ((600, 601, 2), ParameterError),
+])
+def test_step_cost_bound_bad_arguments(args, error):
+    with pytest.raises(error) as info:
+        theory.step_cost_lower_bound(*args)
+    assert type(info.value) is error
+
+
+# ---------------------------------------------------------------- Monte-Carlo
+@pytest.mark.parametrize("make, m", [
+    (lambda: sidon(31, 4, time_limit=5), 3),
+    (lambda: consecutive(30, 3), 8),
+    (lambda: block(30, 3), 2),
+    (lambda: random_latin(24, 3, seed=4), 5),
+])
+def test_mean_step_cost_matches_the_exact_planner(make, m):
+    layout = make()
+    trials = 6
+    result = monte_carlo(layout, trials=trials, seed=3, micro_batches=m)
+    paper = monte_carlo(layout, trials=trials, seed=3)
+    assert np.array_equal(result.masked, paper.masked)
+    assert np.array_equal(result.sbar_per_trial, paper.sbar_per_trial)
+    for trial in range(trials):
+        masked, cost = _reference_step_cost(layout, m, 3, trial)
+        assert result.masked[trial] == masked
+        assert result.step_cost_per_trial[trial] == pytest.approx(cost, rel=1e-12)
+    assert result.mean_step_cost == pytest.approx(np.mean(result.step_cost_per_trial))
+    assert result.micro_batches == m
+
+
+@pytest.mark.parametrize("m", [2, 8])
+def test_mean_step_cost_lies_between_its_bounds(m):
+    layout = sidon(101, 5, time_limit=5)
+    n = layout.groups
+    result = monte_carlo(layout, trials=40, seed=7, micro_batches=m)
+    paper = monte_carlo(layout, trials=40, seed=7)
+    for trial in range(40):
+        # Per trial: L_k >= ceil(m N / (N - k)) over the trial's own states, and L_k / m <= S_k.
+        states = int(result.masked[trial]) + 1
+        floor = np.mean([math.ceil(m * n / (n - k)) / m for k in range(states)])
+        assert result.step_cost_per_trial[trial] >= floor - 1e-12
+        assert result.step_cost_per_trial[trial] <= paper.sbar_per_trial[trial] + 1e-12
+    assert result.step_cost_bound == theory.step_cost_lower_bound(n, 5, m)
+    assert result.physical_step_cost == theory.physical_step_cost(n, 5)
+    assert result.physical_step_cost < result.step_cost_bound <= result.mean_step_cost < result.sbar
+    low, high = result.mean_step_cost_ci95
+    assert 1.0 <= low < result.mean_step_cost < high <= 5.0
+
+
+def test_m_equal_1_is_bit_identical_and_the_step_cost_is_sbar():
+    layout = sidon(61, 5, time_limit=5)
+    one = monte_carlo(layout, trials=30, seed=2)
+    explicit = monte_carlo(layout, trials=30, seed=2, micro_batches=1)
+    assert np.array_equal(one.masked, explicit.masked)
+    assert np.array_equal(one.sbar_per_trial, explicit.sbar_per_trial)
+    assert one.sbar == explicit.sbar and one.sbar_ci95 == explicit.sbar_ci95
+    assert one.mean_step_cost == one.sbar and one.mean_step_cost_ci95 == one.sbar_ci95
+    assert np.array_equal(one.step_cost_per_trial, one.sbar_per_trial)
+    assert one.step_cost_bound == one.closed_form_sbar
+    doc = one.to_dict()
+    assert doc["monte_carlo"]["mean_step_cost"] == doc["monte_carlo"]["sbar"]
+    assert doc["closed_form"]["step_cost_bound"] == doc["closed_form"]["sbar"]
+
+
+def test_mean_step_cost_json_keys_and_any_chunking():
+    layout = sidon(31, 4, time_limit=5)
+    one = monte_carlo(layout, trials=20, seed=1, micro_batches=4)
+    two = monte_carlo(layout, trials=20, seed=1, micro_batches=4, chunk_size=3)
+    assert np.array_equal(one.step_cost_per_trial, two.step_cost_per_trial)
+    doc = one.to_dict(per_trial=True)
+    assert doc["monte_carlo"]["micro_batches"] == 4
+    assert doc["monte_carlo"]["mean_step_cost"] == pytest.approx(one.mean_step_cost)
+    assert len(doc["monte_carlo"]["mean_step_cost_ci95"]) == 2
+    assert len(doc["monte_carlo"]["step_cost_per_trial"]) == 20
+    for key in ("step_cost_bound", "physical_step_cost", "step_cost_relative_error"):
+        assert isinstance(doc["closed_form"][key], float)
+
+
+@pytest.mark.parametrize("value, error", [(0, ParameterError), (-3, ParameterError), (2.0, ParameterTypeError),
+                                          ("4", ParameterTypeError), (10**9, ParameterError)])
+def test_monte_carlo_refuses_bad_micro_batches(value, error):
+    with pytest.raises(error) as info:
+        monte_carlo(consecutive(10, 2), trials=2, micro_batches=value)
+    assert type(info.value) is error
+
+
+def test_domain_monte_carlo_takes_micro_batches():
+    from spare_opt import Topology, domain_monte_carlo
+
+    layout = sidon(60, 4, time_limit=5)
+    racks = Topology.blocks(60, {"rack": 6})
+    # p = 0 is the paper's failure model: the same orders as monte_carlo, the same step costs.
+    plain = domain_monte_carlo(layout, racks, domain_probability=0.0, trials=15, seed=4, micro_batches=4)
+    direct = monte_carlo(layout, trials=15, seed=4, micro_batches=4)
+    assert np.allclose(plain.step_cost_per_trial, direct.step_cost_per_trial, rtol=1e-12, atol=0)
+    correlated = domain_monte_carlo(layout, racks, domain_probability=0.3, trials=15, seed=4, micro_batches=4)
+    paper = domain_monte_carlo(layout, racks, domain_probability=0.3, trials=15, seed=4)
+    assert np.array_equal(correlated.masked_events, paper.masked_events)
+    assert np.all(correlated.step_cost_per_trial <= paper.sbar_per_trial + 1e-12)
+    assert np.all(correlated.step_cost_per_trial >= 1.0)
+    assert paper.mean_step_cost == paper.sbar and paper.to_dict()["micro_batches"] == 1
+    assert correlated.to_dict()["mean_step_cost"] == pytest.approx(correlated.mean_step_cost)
