@@ -172,3 +172,109 @@ def test_domain_monte_carlo_takes_micro_batches():
     assert np.all(correlated.step_cost_per_trial >= 1.0)
     assert paper.mean_step_cost == paper.sbar and paper.to_dict()["micro_batches"] == 1
     assert correlated.to_dict()["mean_step_cost"] == pytest.approx(correlated.mean_step_cost)
+
+
+# ---------------------------------------------------------------- worst case after one failure
+def _hall_load(stacks, failed, m):
+    """``max_T ceil(m |T| / |H(T)|)`` over every non-empty set ``T`` of shard types (bitmasks); None on a wipe-out."""
+    n = stacks.shape[0]
+    holders = [0] * n
+    for g in range(n):
+        if g in failed:
+            continue
+        for t in stacks[g]:
+            holders[int(t)] |= 1 << g
+    if any(h == 0 for h in holders):
+        return None
+    best = 0
+    for mask in range(1, 1 << n):
+        live = 0
+        size = 0
+        for t in range(n):
+            if mask >> t & 1:
+                live |= holders[t]
+                size += 1
+        best = max(best, -(-m * size // bin(live).count("1")))
+    return best
+
+
+def _two_components(sizes, r):
+    """A layout made of consecutive layouts of the given sizes side by side (disconnected)."""
+    from spare_opt import Layout
+
+    parts, base = [], 0
+    for size in sizes:
+        parts.append(base + (np.arange(size)[:, None] + np.arange(r)) % size)
+        base += size
+    return Layout(np.concatenate(parts).astype(np.int32))
+
+
+@pytest.mark.parametrize("make", [
+    lambda: consecutive(9, 3), lambda: block(12, 3), lambda: block(12, 4), lambda: random_latin(10, 3, seed=1),
+    lambda: _two_components((5, 7), 3), lambda: _two_components((4, 4, 3), 2), lambda: consecutive(8, 1),
+])
+@pytest.mark.parametrize("m", [1, 2, 5])
+def test_worst_load_after_one_failure_against_brute_force(make, m):
+    from spare_opt import worst_case_load_after_one_failure
+
+    layout = make()
+    worst = worst_case_load_after_one_failure(layout, micro_batches=m)
+    loads = [_hall_load(layout.stacks, {g}, m) for g in range(layout.groups)]
+    if layout.redundancy == 1:
+        assert worst["load"] is None and worst["status"] == "wipe-out" and all(v is None for v in loads)
+        return
+    assert worst["load"] == max(loads)
+    assert loads[worst["group"]] == worst["load"]
+    assert worst["step_cost"] == worst["load"] / m
+    assert worst["lower_bound"] == math.ceil(m * layout.groups / (layout.groups - 1)) <= worst["load"]
+    if m == 1:
+        assert worst["load"] == 2
+
+
+@pytest.mark.parametrize("make", [lambda: sidon(40, 4, time_limit=5), lambda: block(40, 5),
+                                  lambda: _two_components((13, 9, 20), 3)])
+@pytest.mark.parametrize("m", [3, 8])
+def test_worst_load_after_one_failure_against_the_exact_planner(make, m):
+    from spare_opt import worst_case_load_after_one_failure
+
+    layout = make()
+    worst = worst_case_load_after_one_failure(layout, micro_batches=m)
+    loads = [plan_reorder(layout, [g], micro_batches=m).load for g in range(layout.groups)]
+    assert worst["load"] == max(loads) and loads[worst["group"]] == worst["load"]
+    # The closed form's component sizes: every group of a component of s groups costs ceil(m s / (s - 1)).
+    sizes = {"sidon": layout.groups, "block": layout.redundancy}.get(layout.method)
+    if sizes is not None:
+        assert worst["component_groups"] == sizes and worst["load"] == -(-m * sizes // (sizes - 1))
+
+
+def test_worst_load_after_one_failure_bad_input():
+    from spare_opt import worst_case_load_after_one_failure
+
+    with pytest.raises(ParameterError):
+        worst_case_load_after_one_failure(consecutive(10, 2), micro_batches=0)
+    with pytest.raises(ParameterTypeError):
+        worst_case_load_after_one_failure(consecutive(10, 2), micro_batches=1.5)
+    with pytest.raises(ParameterTypeError):
+        worst_case_load_after_one_failure(None)
+
+
+# ---------------------------------------------------------------- domains: worst_load
+@pytest.mark.parametrize("m", [1, 4])
+def test_domain_report_worst_load_is_the_exact_planners(m):
+    from spare_opt import Topology, domain_report, domain_safe
+
+    racks = Topology.blocks(48, {"rack": 6})
+    for layout in (domain_safe(48, 4, racks), sidon(48, 4, time_limit=5)):
+        info = domain_report(layout, racks, micro_batches=m).levels["rack"]
+        members = [np.flatnonzero(np.arange(48) // 6 == d) for d in range(8)]
+        loads = [plan_reorder(layout, groups.tolist(), micro_batches=m).load for groups in members]
+        assert info["micro_batches"] == m
+        if any(load is None for load in loads):
+            assert info["worst_load"] is None and info["wipe_out_domains"] > 0
+            continue
+        assert info["worst_load"] == max(loads) >= math.ceil(m * 48 / 42)
+        assert info["worst_step_cost"] == info["worst_load"] / m
+        if m == 1:
+            assert info["worst_load"] == info["worst_stack_number"]
+    with pytest.raises(ParameterError):
+        domain_report(sidon(48, 4, time_limit=5), racks, micro_batches=0)
