@@ -669,12 +669,16 @@ class SweepResult(Result):
     groups : int
         ``N``.
     rows : list of dict
-        One per (method, r) evaluated, keys ``method``, ``redundancy``, ``overlap``
+        One per (method, r, m) evaluated, keys ``method``, ``redundancy``, ``overlap``
         (lambda), ``layout_status``, ``mu``, ``mu_ci95``, ``sbar``, ``sbar_ci95``,
         ``closed_form_mu``, ``closed_form_sbar``, ``mu_relative_error``,
-        ``sbar_relative_error``, ``j_closed_form``, ``j_monte_carlo``.
+        ``sbar_relative_error``, ``j_closed_form``, ``j_monte_carlo``, and
+        ``micro_batches`` (``m``), ``mean_step_cost``, ``mean_step_cost_ci95``,
+        ``step_cost_bound``, ``physical_step_cost`` (:class:`MonteCarloResult`).  ``J``
+        uses the step cost: ``mean_step_cost / A*`` and ``step_cost_bound / A*``
+        (``Sbar`` at ``m = 1``).
     skipped : list of dict
-        ``method``, ``redundancy``, ``reason`` for each (method, r) not evaluated.
+        ``method``, ``redundancy``, ``reason`` for each (method, r) not evaluated (for every ``m``).
     parameters : dict
         The arguments (trials, seed, times in seconds...).
     seconds : list of float
@@ -698,7 +702,7 @@ class SweepResult(Result):
 def sweep(groups, *, r_min=2, r_max=20, methods=("sidon", "consecutive", "block"), trials=200, seed=0,
           workers=1, executor=None, system_mtbf_seconds=PAPER["system_mtbf_seconds"],
           save_seconds=PAPER["save_seconds"], restart_seconds=PAPER["restart_seconds"], time_limit=10.0,
-          progress=None):
+          micro_batches=(1,), progress=None):
     """Compare layout methods over a range of redundancies by Monte-Carlo and closed forms.
 
     Parameters
@@ -721,6 +725,9 @@ def sweep(groups, *, r_min=2, r_max=20, methods=("sidon", "consecutive", "block"
         Global restart time ``T_r`` (paper: 60 min).
     time_limit : float, default 10.0
         Seconds per layout for the Sidon generator.
+    micro_batches : int or sequence of int, default (1,)
+        Values of ``m`` (micro-batches per shard type): one row per (method, r, m), on
+        the same layout and the same failure orders.  ``(1,)`` is the paper's sweep.
     progress : callable, optional
         ``progress(done, total)`` in trials over the whole sweep.
 
@@ -740,7 +747,8 @@ def sweep(groups, *, r_min=2, r_max=20, methods=("sidon", "consecutive", "block"
     -----
     ``j_closed_form`` is :func:`spare_opt.theory.normalised_ttt`; ``j_monte_carlo`` puts
     the Monte-Carlo ``Sbar`` and ``mu`` in the same formula:
-    ``Sbar_MC / A*(mu_MC * m)``.
+    ``Sbar_MC / A*(mu_MC * m)``.  At ``m > 1`` the step cost replaces ``Sbar`` in both
+    (``step_cost_bound`` and ``mean_step_cost``); ``mu`` does not depend on ``m``.
     """
     from .generators import METHODS, generate
 
@@ -764,12 +772,11 @@ def sweep(groups, *, r_min=2, r_max=20, methods=("sidon", "consecutive", "block"
     resolve_workers(workers)
     seed = check.seed(seed)
     check.callback("progress", progress)
+    micro_values = _micro_batch_values(micro_batches, groups)
     combinations = [(method, r) for method in methods for r in range(r_min, r_max + 1)]
-    total = trials * len(combinations)
+    total = trials * len(combinations) * len(micro_values)
     rows, skipped, seconds = [], [], []
     for index, (method, r) in enumerate(combinations):
-        done_before = index * trials
-        relay = None if progress is None else (lambda done, _total, base=done_before: progress(base + done, total))
         if method == "block" and groups % r:
             skipped.append({"method": method, "redundancy": r, "reason": f"r = {r} does not divide N = {groups}"})
             continue
@@ -778,33 +785,64 @@ def sweep(groups, *, r_min=2, r_max=20, methods=("sidon", "consecutive", "block"
         except SpareError as exc:
             skipped.append({"method": method, "redundancy": r, "reason": str(exc)})
             continue
-        result = monte_carlo(layout, trials=trials, seed=seed, workers=workers, executor=executor, progress=relay)
-        a_mc = (theory.availability(save_seconds, restart_seconds, result.mu * system_mtbf_seconds)
-                if result.mu > 0 else 0.0)
-        j_closed = theory.normalised_ttt(groups, r, system_mtbf_seconds=system_mtbf_seconds,
-                                         save_seconds=save_seconds, restart_seconds=restart_seconds)
-        rows.append({
-            "method": method,
-            "redundancy": r,
-            "overlap": layout.overlap(),
-            "layout_status": layout.metadata.get("solver_status", layout.metadata.get("status")),
-            "mu": result.mu,
-            "mu_ci95": list(result.mu_ci95),
-            "sbar": result.sbar,
-            "sbar_ci95": list(result.sbar_ci95),
-            "closed_form_mu": result.closed_form_mu,
-            "closed_form_sbar": result.closed_form_sbar,
-            "mu_relative_error": result.mu_relative_error,
-            "sbar_relative_error": result.sbar_relative_error,
-            "j_closed_form": j_closed,
-            "j_monte_carlo": result.sbar / a_mc if a_mc > 0 else None,
-        })
-        seconds.append(result.seconds)
-    if progress is not None and total and (not rows or combinations[-1] != (rows[-1]["method"], rows[-1]["redundancy"])):
+        for position, m in enumerate(micro_values):
+            done_before = (index * len(micro_values) + position) * trials
+            relay = None if progress is None else (lambda done, _total, base=done_before: progress(base + done, total))
+            result = monte_carlo(layout, trials=trials, seed=seed, micro_batches=m, workers=workers,
+                                 executor=executor, progress=relay)
+            rows.append(_sweep_row(result, layout, groups, r, method, system_mtbf_seconds, save_seconds,
+                                   restart_seconds))
+            seconds.append(result.seconds)
+    last_rows = (rows[-1]["method"], rows[-1]["redundancy"], rows[-1]["micro_batches"]) if rows else None
+    if progress is not None and total and last_rows != combinations[-1] + (micro_values[-1],):
         progress(total, total)  # the last combinations were skipped: the bar still ends full
     parameters = {
         "r_min": r_min, "r_max": r_max, "methods": methods, "trials": trials, "seed": seed,
         "system_mtbf_seconds": system_mtbf_seconds, "save_seconds": save_seconds,
-        "restart_seconds": restart_seconds, "time_limit": time_limit,
+        "restart_seconds": restart_seconds, "time_limit": time_limit, "micro_batches": list(micro_values),
     }
     return SweepResult(groups=groups, rows=rows, skipped=skipped, parameters=parameters, seconds=seconds)
+
+
+def _micro_batch_values(micro_batches, groups):
+    """``micro_batches`` of :func:`sweep` as a list of distinct checked ``m``, in the given order."""
+    from .plan import check_micro_batches
+
+    if isinstance(micro_batches, (int, np.integer)) and not isinstance(micro_batches, bool):
+        micro_batches = (micro_batches,)
+    values = check.sequence("micro_batches", micro_batches)
+    return list(dict.fromkeys(check_micro_batches(m, groups) for m in values))
+
+
+def _sweep_row(result, layout, groups, r, method, system_mtbf_seconds, save_seconds, restart_seconds):
+    """One row of :func:`sweep` from a :class:`MonteCarloResult`."""
+    m = result.micro_batches
+    a_mc = (theory.availability(save_seconds, restart_seconds, result.mu * system_mtbf_seconds)
+            if result.mu > 0 else 0.0)
+    if m == 1:  # the paper's J, computed as it always was
+        j_closed = theory.normalised_ttt(groups, r, system_mtbf_seconds=system_mtbf_seconds,
+                                         save_seconds=save_seconds, restart_seconds=restart_seconds)
+    else:
+        a_cf = theory.availability(save_seconds, restart_seconds, theory.mu(groups, r) * system_mtbf_seconds)
+        j_closed = math.inf if a_cf == 0.0 else result.step_cost_bound / a_cf
+    return {
+        "method": method,
+        "redundancy": r,
+        "overlap": layout.overlap(),
+        "layout_status": layout.metadata.get("solver_status", layout.metadata.get("status")),
+        "mu": result.mu,
+        "mu_ci95": list(result.mu_ci95),
+        "sbar": result.sbar,
+        "sbar_ci95": list(result.sbar_ci95),
+        "closed_form_mu": result.closed_form_mu,
+        "closed_form_sbar": result.closed_form_sbar,
+        "mu_relative_error": result.mu_relative_error,
+        "sbar_relative_error": result.sbar_relative_error,
+        "j_closed_form": j_closed,
+        "j_monte_carlo": result.mean_step_cost / a_mc if a_mc > 0 else None,
+        "micro_batches": m,
+        "mean_step_cost": result.mean_step_cost,
+        "mean_step_cost_ci95": list(result.mean_step_cost_ci95),
+        "step_cost_bound": result.step_cost_bound,
+        "physical_step_cost": result.physical_step_cost,
+    }

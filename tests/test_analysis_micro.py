@@ -278,3 +278,42 @@ def test_domain_report_worst_load_is_the_exact_planners(m):
             assert info["worst_load"] == info["worst_stack_number"]
     with pytest.raises(ParameterError):
         domain_report(sidon(48, 4, time_limit=5), racks, micro_batches=0)
+
+
+# ---------------------------------------------------------------- sweep over m
+def test_sweep_rows_per_method_r_and_m():
+    from spare_opt import sweep
+
+    calls = []
+    result = sweep(12, r_min=2, r_max=3, methods=("consecutive", "block"), trials=6, seed=1, time_limit=2,
+                   micro_batches=(1, 4), system_mtbf_seconds=1e6,
+                   progress=lambda done, total: calls.append((done, total)))
+    keys = [(row["method"], row["redundancy"], row["micro_batches"]) for row in result.rows]
+    assert keys == [(method, r, m) for method in ("consecutive", "block") for r in (2, 3) for m in (1, 4)]
+    assert calls[-1] == (48, 48)
+    assert result.parameters["micro_batches"] == [1, 4]
+    for one, four in zip(result.rows[::2], result.rows[1::2]):
+        assert one["mu"] == four["mu"] and one["sbar"] == four["sbar"]  # the same layout and orders
+        assert one["mean_step_cost"] == one["sbar"] and one["step_cost_bound"] == one["closed_form_sbar"]
+        assert four["mean_step_cost"] <= one["mean_step_cost"]
+        assert four["physical_step_cost"] <= four["step_cost_bound"] <= one["step_cost_bound"]
+        assert one["j_monte_carlo"] is not None
+        assert four["j_monte_carlo"] == pytest.approx(one["j_monte_carlo"] * four["mean_step_cost"] / one["sbar"])
+    direct = monte_carlo(consecutive(12, 3), trials=6, seed=1, micro_batches=4)
+    row = result.rows[3]
+    assert row["mean_step_cost"] == direct.mean_step_cost
+    assert row["j_closed_form"] == pytest.approx(
+        direct.step_cost_bound / theory.availability(60, 3600, theory.mu(12, 3) * 1e6))
+    # The default is the paper's sweep, row for row (plus the m = 1 step-cost keys).
+    paper = sweep(12, r_min=2, r_max=3, methods=("consecutive",), trials=6, seed=1, system_mtbf_seconds=1e6)
+    for old, new in zip(paper.rows, result.rows[::2]):
+        assert {k: old[k] for k in old} == {k: new[k] for k in old}
+
+
+@pytest.mark.parametrize("value, error", [((), ParameterError), ((1, 0), ParameterError), ("4", ParameterTypeError),
+                                          ((2.5,), ParameterTypeError)])
+def test_sweep_refuses_bad_micro_batches(value, error):
+    from spare_opt import sweep
+
+    with pytest.raises(error):
+        sweep(12, r_min=2, r_max=2, methods=("consecutive",), trials=2, micro_batches=value)
