@@ -317,3 +317,83 @@ def test_sweep_refuses_bad_micro_batches(value, error):
 
     with pytest.raises(error):
         sweep(12, r_min=2, r_max=2, methods=("consecutive",), trials=2, micro_batches=value)
+
+
+# ---------------------------------------------------------------- CLI
+def _cli(*args):
+    from click.testing import CliRunner
+    from spare_opt_cli.main import main
+
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+@pytest.fixture(scope="module")
+def layout_path(tmp_path_factory):
+    return str(sidon(31, 4, time_limit=5).save(tmp_path_factory.mktemp("micro") / "layout.json"))
+
+
+def test_validate_micro_batches_json_keys_match_the_library(layout_path, tmp_path):
+    import json
+
+    from spare_opt import Layout, Topology, domain_report, worst_case_load_after_one_failure
+
+    racks = Topology.blocks(31, {"rack": 4})
+    racks_path = tmp_path / "racks.json"
+    racks.save(racks_path)
+    result = _cli("validate", layout_path, "--trials", 20, "--seed", 3, "--micro-batches", 8, "--worst-k", 1,
+                  "--topology", racks_path, "--json")
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    layout = Layout.load(layout_path)
+    direct = monte_carlo(layout, trials=20, seed=3, micro_batches=8)
+    assert doc["micro_batches"] == 8
+    assert doc["monte_carlo"]["mean_step_cost"] == pytest.approx(direct.mean_step_cost)
+    assert doc["monte_carlo"]["mean_step_cost_ci95"] == pytest.approx(list(direct.mean_step_cost_ci95))
+    assert doc["closed_form"]["step_cost_bound"] == pytest.approx(theory.step_cost_lower_bound(31, 4, 8))
+    assert doc["closed_form"]["physical_step_cost"] == pytest.approx(theory.physical_step_cost(31, 4))
+    assert doc["worst_case"]["load_after_one_failure"] == worst_case_load_after_one_failure(layout, micro_batches=8)
+    expected = domain_report(layout, racks, micro_batches=8).levels["rack"]
+    assert doc["domains"]["rack"]["worst_load"] == expected["worst_load"]
+    text = _cli("validate", layout_path, "--trials", 20, "--seed", 3, "--micro-batches", 8, "--worst-k", 1,
+                "--topology", racks_path)
+    assert text.exit_code == 0, text.output
+    assert f"{direct.mean_step_cost:.4f}" in text.stdout and "physical limit" in text.stdout
+    assert "worst-case L* = 9" in text.stdout  # ceil(8 * 31 / 30): a Sidon layout is connected
+    # Without --trials the closed forms are still in the JSON.
+    bare = json.loads(_cli("validate", layout_path, "--trials", 0, "--worst-k", 0, "--micro-batches", 4,
+                           "--json").stdout)
+    assert bare["monte_carlo"] is None
+    assert bare["closed_form"]["step_cost_bound"] == pytest.approx(theory.step_cost_lower_bound(31, 4, 4))
+
+
+def test_sweep_micro_batches_json_and_text():
+    import json
+
+    result = _cli("sweep", "-n", 12, "--r-min", 2, "--r-max", 3, "--methods", "consecutive", "--trials", 5,
+                  "--micro-batches", "1,4", "--micro-batches", 8, "--json")
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert [(row["redundancy"], row["micro_batches"]) for row in doc["rows"]] == [
+        (2, 1), (2, 4), (2, 8), (3, 1), (3, 4), (3, 8)]
+    assert doc["parameters"]["micro_batches"] == [1, 4, 8]
+    text = _cli("sweep", "-n", 12, "--r-min", 2, "--r-max", 3, "--methods", "consecutive", "--trials", 5,
+                "--micro-batches", "1,4")
+    assert text.exit_code == 0, text.output
+    assert "mean step cost L*/M" in text.stdout
+    for row in doc["rows"]:
+        if row["micro_batches"] == 4:
+            assert f"{row['mean_step_cost']:.4f}" in text.stdout
+
+
+@pytest.mark.parametrize("command, value", [
+    ("validate", "0"), ("validate", "-2"), ("validate", "1.5"), ("validate", "x"), ("validate", "10000000000"),
+    ("sweep", "0"), ("sweep", "1,,4"), ("sweep", "2.5"), ("sweep", "4,-1"), ("sweep", ""), ("sweep", "10000000000"),
+])
+def test_bad_micro_batches_give_one_line_errors(layout_path, command, value):
+    args = ([command, layout_path, "--trials", 2, "--worst-k", 0] if command == "validate"
+            else [command, "-n", 12, "--r-min", 2, "--r-max", 2, "--methods", "consecutive", "--trials", 2])
+    result = _cli(*args, "--micro-batches", value)
+    assert result.exit_code != 0
+    assert result.exception is None or isinstance(result.exception, SystemExit)  # no traceback
+    errors = [line for line in result.stderr.splitlines() if line.startswith("Error")]
+    assert len(errors) == 1 and "micro" in errors[0].lower()
