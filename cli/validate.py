@@ -187,7 +187,8 @@ def command(ctx, layout, trials, seed, micro_batches, workers, scheduler, worst_
                 with progress_bar(quiet, "correlated trials") as progress:
                     comparison = domain_comparison(layout, topology, domain_probability=domain_probability,
                                                    level=level, baselines=baseline_methods, trials=trials, seed=seed,
-                                                   workers=workers, executor=executor, progress=progress)
+                                                   micro_batches=micro_batches, workers=workers, executor=executor,
+                                                   progress=progress)
                 domains.levels[level]["correlated"] = comparison
     written = None
     if plot_path is not None:
@@ -302,8 +303,11 @@ def _echo_domains(levels):
             first = rows[0]
             click.echo(f"  correlated failures: a failure event takes its whole {level} with probability "
                        f"{first['domain_probability']} ({first['trials']} trials, seed {first['seed']}):")
-            click.echo(f"    {'layout':<14} {'safe':<5} {'mu (groups)':>12}  {'mu (events)':>12}  {'Sbar':>8}")
+            m = first["micro_batches"]
+            cost = f"  {f'L*/M (M = {m})':>14}" if m > 1 else ""
+            click.echo(f"    {'layout':<14} {'safe':<5} {'mu (groups)':>12}  {'mu (events)':>12}  {'Sbar':>8}{cost}")
             for row in rows:
                 name = "this layout" if row["name"] == "layout" else row["name"]
+                cost = f"  {row['mean_step_cost']:>14.4f}" if m > 1 else ""
                 click.echo(f"    {name:<14} {'yes' if row['safe'] else 'no':<5} {row['mu']:>12.2f}  "
-                           f"{row['mu_events']:>12.2f}  {row['sbar']:>8.4f}")
+                           f"{row['mu_events']:>12.2f}  {row['sbar']:>8.4f}{cost}")

@@ -348,7 +348,8 @@ def _pair_candidates(layout, domains, max_pairs):
 
 # ============================================================ side by side
 def domain_comparison(layout, topology, *, domain_probability, level=None, baselines=("sidon", "consecutive"),
-                      trials=200, seed=0, workers=1, executor=None, progress=None, time_limit=DEFAULT_TIME_LIMIT):
+                      trials=200, seed=0, micro_batches=1, workers=1, executor=None, progress=None,
+                      time_limit=DEFAULT_TIME_LIMIT):
     """A layout beside plain layouts of the same ``N`` and ``r`` under correlated failures.
 
     Each layout gets its domain multiplicity at ``level`` and a
@@ -369,7 +370,7 @@ def domain_comparison(layout, topology, *, domain_probability, level=None, basel
     baselines : sequence of str, default ("sidon", "consecutive")
         Methods of :func:`spare_opt.generate` built for comparison (``block`` only
         where ``r`` divides ``N``; skipped otherwise); may be empty.
-    trials, seed, workers, executor
+    trials, seed, micro_batches, workers, executor
         As in :func:`spare_opt.domain_monte_carlo`; ``seed`` also seeds the baselines.
     progress : callable, optional
         ``progress(done, total)`` in trials over every layout.
@@ -382,7 +383,7 @@ def domain_comparison(layout, topology, *, domain_probability, level=None, basel
         One row per layout (the given one first, named ``"layout"``): ``name``,
         ``method``, ``safe``, ``multiplicity``, and the figures of
         :meth:`~spare_opt.DomainMonteCarloResult.to_dict` (``mu``, ``mu_events``,
-        ``sbar`` with intervals...).
+        ``sbar`` with intervals, ``micro_batches``, ``mean_step_cost``...).
 
     Raises
     ------
@@ -396,6 +397,7 @@ def domain_comparison(layout, topology, *, domain_probability, level=None, basel
         domain_probability = domain_probability.multi_node_probability
     domain_probability = check.probability("domain_probability", domain_probability)
     trials = check.count("trials", trials, maximum=MAX_TRIALS)
+    micro_batches = check_micro_batches(micro_batches, layout.groups)
     check.callback("progress", progress)
     if isinstance(baselines, str):
         baselines = [b for b in baselines.split(",") if b]
@@ -411,8 +413,9 @@ def domain_comparison(layout, topology, *, domain_probability, level=None, basel
     for index, (name, candidate) in enumerate(layouts):
         relay = None if progress is None else (lambda d, _t, base=index * trials: progress(base + d, total))
         result = domain_monte_carlo(candidate, topology, domain_probability=domain_probability,
-                                    level=domains.levels[0], trials=trials, seed=seed, workers=workers,
-                                    executor=executor, progress=relay)
+                                    level=domains.levels[0], trials=trials, seed=seed,
+                                    micro_batches=micro_batches, workers=workers, executor=executor,
+                                    progress=relay)
         multiplicity = domains.worst(candidate.stacks)[0]
         rows.append({"name": name, "method": candidate.method, "safe": bool(multiplicity <= 1),
                      "multiplicity": int(multiplicity), **result.to_dict()})

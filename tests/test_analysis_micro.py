@@ -397,3 +397,22 @@ def test_bad_micro_batches_give_one_line_errors(layout_path, command, value):
     assert result.exception is None or isinstance(result.exception, SystemExit)  # no traceback
     errors = [line for line in result.stderr.splitlines() if line.startswith("Error")]
     assert len(errors) == 1 and "micro" in errors[0].lower()
+
+
+def test_validate_correlated_table_takes_micro_batches(layout_path, tmp_path):
+    import json
+
+    from spare_opt import Layout, Topology, domain_monte_carlo
+
+    racks = Topology.blocks(31, {"rack": 4})
+    racks_path = tmp_path / "racks.json"
+    racks.save(racks_path)
+    args = ["validate", layout_path, "--trials", 10, "--worst-k", 0, "--topology", racks_path,
+            "--domain-probability", 0.2, "--baselines", "none", "--micro-batches", 4]
+    doc = json.loads(_cli(*args, "--json").stdout)
+    row = doc["domains"]["rack"]["correlated"][0]
+    direct = domain_monte_carlo(Layout.load(layout_path), racks, domain_probability=0.2, trials=10, micro_batches=4)
+    assert row["micro_batches"] == 4 and row["mean_step_cost"] == pytest.approx(direct.mean_step_cost)
+    text = _cli(*args)
+    assert text.exit_code == 0, text.output
+    assert "L*/M (M = 4)" in text.stdout and f"{direct.mean_step_cost:.4f}" in text.stdout
