@@ -31,6 +31,7 @@ __all__ = [
     "workers_option",
     "scheduler_option",
     "micro_batches_option",
+    "micro_batches_list_option",
     "executor_for",
     "INTEGER",
     "FLOAT",
@@ -264,6 +265,31 @@ micro_batches_option = click.option(
     help="Micro-batches per shard type (fractional stacking): the work of a failed group is spread in "
          "units of 1/M of a shard, so the step cost is L*/M instead of a whole number of layers.  1 is the "
          f"paper's model.  N M is limited to {MAX_SPLIT_ENTRIES:,}.")
+
+
+def _micro_batch_list(ctx, param, value):
+    """``--micro-batches 1,4,8`` (or repeated) as a tuple of distinct integers ``m >= 1``, in order."""
+    values = []
+    for text in value:
+        items = [item.strip() for item in text.split(",")]
+        if any(not item for item in items):
+            raise click.BadParameter(f"expected integers M >= 1 separated by commas, got {text!r}")
+        for item in items:
+            try:
+                m = check.parse_int(item, None)
+            except SpareError as exc:
+                raise click.BadParameter(str(exc)) from None
+            if m < 1:
+                raise click.BadParameter(f"{check.int_text(m)} is not a number of micro-batches (M >= 1)")
+            values.append(m)
+    return tuple(dict.fromkeys(values)) or (1,)
+
+
+micro_batches_list_option = click.option(
+    "--micro-batches", "micro_batches", multiple=True, callback=_micro_batch_list, metavar="M[,M...]",
+    help="Micro-batches per shard type to evaluate, comma-separated or repeated (e.g. 1,4,8,16): one row per "
+         "value, on the same layouts and failure orders.  1 is the paper's model  [default: 1].  N M is "
+         f"limited to {MAX_SPLIT_ENTRIES:,}.")
 
 
 def _workers(ctx, param, value):

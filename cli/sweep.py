@@ -18,6 +18,7 @@ from .options import (
     executor_for,
     force_option,
     json_option,
+    micro_batches_list_option,
     progress_bar,
     quiet_option,
     scheduler_option,
@@ -63,6 +64,7 @@ def _percent(value):
 @click.option("--trials", type=IntegerRange(min=1, max=MAX_TRIALS), default=200, show_default=True, metavar="K",
               help="Monte-Carlo failure orders per (method, r); the same orders for every method.")
 @seed_option
+@micro_batches_list_option
 @workers_option
 @scheduler_option
 @click.option("--mtbf", "mtbf_minutes", type=FloatRange(min=0, min_open=True),
@@ -83,7 +85,7 @@ def _percent(value):
 @json_option
 @quiet_option
 @click.pass_context
-def command(ctx, groups, r_min, r_max, methods, trials, seed, workers, scheduler, mtbf_minutes, restart_minutes,
+def command(ctx, groups, r_min, r_max, methods, trials, seed, micro_batches, workers, scheduler, mtbf_minutes, restart_minutes,
             save_seconds, time_limit, plot_path, force, as_json, quiet):
     """Compare layout methods over r: Monte-Carlo mu and Sbar, closed forms, and J.
 
@@ -94,12 +96,16 @@ def command(ctx, groups, r_min, r_max, methods, trials, seed, workers, scheduler
     the normalised time-to-train J = Sbar / A*(mu m) from the Monte-Carlo and from
     the closed forms (defaults: the paper's m = 5 min, T_r = 60 min, T_s = 60 s).
     Combinations that cannot be built (block where r does not divide N) are
-    listed as skipped.
+    listed as skipped.  With --micro-batches 1,4,8 every (method, r) is also run
+    with M micro-batches per shard type on the same failure orders: one row per
+    (method, r, M) with the Monte-Carlo mean step cost L*/M, its 95% interval, the
+    closed-form bound and the physical limit, and J from the step cost.
 
     \b
     Example:
       spare-opt sweep --groups 600 --r-min 2 --r-max 20 --methods sidon,consecutive,block \\
           --trials 300 --seed 0 --workers 2 --plot sweep.png
+      spare-opt sweep --groups 600 --r-min 4 --r-max 12 --methods sidon --micro-batches 1,4,8,16
     """
     # Options of how the work runs, ignored where there is no such work: warnings.
     if force and plot_path is None:
@@ -117,7 +123,8 @@ def command(ctx, groups, r_min, r_max, methods, trials, seed, workers, scheduler
     with executor_for(scheduler, workers) as executor, progress_bar(quiet, "sweep trials") as progress:
         result = sweep(groups, r_min=r_min, r_max=r_max, methods=methods, trials=trials, seed=seed, workers=workers,
                        executor=executor, system_mtbf_seconds=mtbf_minutes * 60, save_seconds=save_seconds,
-                       restart_seconds=restart_minutes * 60, time_limit=time_limit, progress=progress)
+                       restart_seconds=restart_minutes * 60, time_limit=time_limit, micro_batches=micro_batches,
+                       progress=progress)
     written = None
     if plot_path is not None:
         from spare_opt._plotting import plot_sweep
@@ -134,7 +141,8 @@ def command(ctx, groups, r_min, r_max, methods, trials, seed, workers, scheduler
     header = (f"{'method':<12} {'r':>3} {'lam':>3} {'mu MC':>8} {'95% CI':>17} {'mu cf':>7} {'err':>7} "
               f"{'Sbar MC':>7} {'95% CI':>15} {'Sbar cf':>7} {'err':>6} {'J MC':>6} {'J cf':>6}")
     click.echo(header)
-    for row in result.rows:
+    # mu and Sbar do not depend on M: one row per (method, r), with J at the first M.
+    for row in (row for row in result.rows if row["micro_batches"] == micro_batches[0]):
         mu_ci = f"[{_number(row['mu_ci95'][0], 1)}, {_number(row['mu_ci95'][1], 1)}]"
         s_ci = f"[{_number(row['sbar_ci95'][0], 3)}, {_number(row['sbar_ci95'][1], 3)}]"
         click.echo(
@@ -143,13 +151,31 @@ def command(ctx, groups, r_min, r_max, methods, trials, seed, workers, scheduler
             f"{row['closed_form_sbar']:>7.3f} {_percent(row['sbar_relative_error']):>6} "
             f"{_ratio(row['j_monte_carlo']):>6} {_ratio(row['j_closed_form']):>6}"
         )
+    if micro_batches != (1,):
+        _echo_step_costs(result.rows)
     for skip in result.skipped:
         click.echo(f"skipped {skip['method']} r = {skip['redundancy']}: {skip['reason']}")
     best = [row for row in result.rows if row["j_monte_carlo"] is not None]
     if best:
         top = min(best, key=lambda row: row["j_monte_carlo"])
-        click.echo(f"least J (Monte-Carlo): {top['method']} r = {top['redundancy']} (J = {top['j_monte_carlo']:.3f}); "
+        shown_m = "" if micro_batches == (1,) else f", M = {top['micro_batches']}"
+        click.echo(f"least J (Monte-Carlo): {top['method']} r = {top['redundancy']}{shown_m} "
+                   f"(J = {top['j_monte_carlo']:.3f}); "
                    f"closed-form r* = floor(log2 N + 0.833) = {theory.r_star(groups)}")
     click.echo("err = (closed form - Monte-Carlo) / Monte-Carlo; lam = lambda, the most shard types two groups share")
     if written is not None:
         click.echo(f"plot: {written}")
+
+
+def _echo_step_costs(rows):
+    """The step-cost table of a sweep over M (mu, Sbar and their closed forms do not depend on M)."""
+    click.echo("mean step cost L*/M until the wipe-out (same failure orders for every M):")
+    click.echo(f"  {'method':<12} {'r':>3} {'M':>4} {'cost MC':>8} {'95% CI':>17} {'bound':>7} {'limit':>7} "
+               f"{'J MC':>6} {'J cf':>6}")
+    for row in rows:
+        ci = f"[{_number(row['mean_step_cost_ci95'][0], 4)}, {_number(row['mean_step_cost_ci95'][1], 4)}]"
+        click.echo(f"  {row['method']:<12} {row['redundancy']:>3} {row['micro_batches']:>4} "
+                   f"{row['mean_step_cost']:>8.4f} {ci:>17} {row['step_cost_bound']:>7.4f} "
+                   f"{row['physical_step_cost']:>7.4f} {_ratio(row['j_monte_carlo']):>6} "
+                   f"{_ratio(row['j_closed_form']):>6}")
+    click.echo("  bound = mean ceil(M N/(N-k))/M and limit = mean N/(N-k) over k < floor(mu); J uses the step cost")

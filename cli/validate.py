@@ -9,6 +9,7 @@ from spare_opt.worst_case import (
     EXACT_WORST_CASE_MAX_GROUPS,
     min_wipe_out_set,
     worst_case_after_one_failure,
+    worst_case_load_after_one_failure,
     worst_case_profile,
 )
 
@@ -24,6 +25,7 @@ from .options import (
     force_option,
     json_option,
     layout_argument,
+    micro_batches_option,
     progress_bar,
     quiet_option,
     scheduler_option,
@@ -59,6 +61,7 @@ def _interval(pair, digits, trials):
 @click.option("--trials", type=IntegerRange(min=0, max=MAX_TRIALS), default=200, show_default=True, metavar="K",
               help="Monte-Carlo failure orders (0 skips the Monte-Carlo).")
 @seed_option
+@micro_batches_option
 @workers_option
 @scheduler_option
 @click.option("--worst-k", "worst_k", type=IntegerRange(min=0), default=None, metavar="K",
@@ -86,7 +89,7 @@ def _interval(pair, digits, trials):
 @json_option
 @quiet_option
 @click.pass_context
-def command(ctx, layout, trials, seed, workers, scheduler, worst_k, time_limit, plot_path, topology, domain_levels,
+def command(ctx, layout, trials, seed, micro_batches, workers, scheduler, worst_k, time_limit, plot_path, topology, domain_levels,
             max_pairs, domain_probability, model_path, baselines, force, as_json, quiet):
     """Check a layout: invariants, guarantees, worst cases and Monte-Carlo endurance.
 
@@ -100,19 +103,25 @@ def command(ctx, layout, trials, seed, workers, scheduler, worst_k, time_limit, 
         beyond, each with its label;
       * with --trials > 0: Monte-Carlo mu (failures masked before the first wipe-out)
         and Sbar (mean stack number until then) with 95% confidence intervals,
-        beside the closed forms of the paper with relative errors.
+        beside the closed forms of the paper with relative errors;
+      * with --micro-batches M > 1 (docs/analysis.md, "Micro-batches"): the
+        worst-case load L* after one failure (closed form), and the Monte-Carlo
+        mean step cost L*/M until the wipe-out with its 95% interval, beside the
+        closed-form bound mean(ceil(M N/(N-k))/M) and the physical limit
+        mean(N/(N-k)) over the same k.
 
     \b
     With --topology (docs/domains.md), per level:
       * safe: whether every domain holds pairwise disjoint shard types, and the
         most holders of one shard type in one domain;
-      * the worst single domain failure (status, exact S*) and the worst pair of
-        domains; with --domain-probability P, mu and Sbar when a failure event
+      * the worst single domain failure (status, exact S*; with --micro-batches
+        M > 1 also its worst load L*) and the worst pair of domains; with --domain-probability P, mu and Sbar when a failure event
         takes a whole domain with probability P, beside the baselines.
 
     \b
     Examples:
       spare-opt validate layout.json --trials 2000 --seed 1 --workers 2 --plot mc.png
+      spare-opt validate layout.json --trials 1000 --micro-batches 8 --json
       spare-opt validate safe.json --topology racks.json --domain-probability 0.057 --json
     """
     if topology is None:
@@ -138,6 +147,9 @@ def command(ctx, layout, trials, seed, workers, scheduler, worst_k, time_limit, 
 
         require_matplotlib()  # before the long work, not after it
     n, r = layout.groups, layout.redundancy
+    from spare_opt.plan import check_micro_batches
+
+    check_micro_batches(micro_batches, n)  # N M beyond memory: refused before any work
     if worst_k is not None and worst_k > n:
         raise click.BadParameter(f"must be at most N = {n}", param_hint="--worst-k")
     # Options of how the work runs, ignored when there is no such work: warnings.
@@ -158,23 +170,25 @@ def command(ctx, layout, trials, seed, workers, scheduler, worst_k, time_limit, 
         overlap = layout.overlap()
         shard, wipe_out_set = min_wipe_out_set(layout)
         after_one = worst_case_after_one_failure(layout)
+        load_after_one = worst_case_load_after_one_failure(layout, micro_batches=micro_batches)
         profile = worst_case_profile(layout, max_failed=worst_k, time_limit=time_limit, seed=seed)
         result = None
         if trials:
             with progress_bar(quiet, "Monte-Carlo trials") as progress:
-                result = monte_carlo(layout, trials=trials, seed=seed, workers=workers, executor=executor,
-                                     progress=progress)
+                result = monte_carlo(layout, trials=trials, seed=seed, micro_batches=micro_batches,
+                                     workers=workers, executor=executor, progress=progress)
         domains = comparison = None
         if topology is not None:
             with progress_bar(quiet, "domain failures") as progress:
                 domains = domain_report(layout, topology, levels=list(domain_levels) or None, max_pairs=max_pairs,
-                                        progress=progress)
+                                        micro_batches=micro_batches, progress=progress)
             if domain_probability is not None:
                 level = next(iter(domains.levels))
                 with progress_bar(quiet, "correlated trials") as progress:
                     comparison = domain_comparison(layout, topology, domain_probability=domain_probability,
                                                    level=level, baselines=baseline_methods, trials=trials, seed=seed,
-                                                   workers=workers, executor=executor, progress=progress)
+                                                   micro_batches=micro_batches, workers=workers, executor=executor,
+                                                   progress=progress)
                 domains.levels[level]["correlated"] = comparison
     written = None
     if plot_path is not None:
@@ -182,17 +196,21 @@ def command(ctx, layout, trials, seed, workers, scheduler, worst_k, time_limit, 
 
         written = plot_monte_carlo(result, plot_path, force=force)
 
-    closed = {"mu": theory.mu(n, r), "sbar": theory.sbar_lower_bound(n, r)}
+    closed = {"mu": theory.mu(n, r), "sbar": theory.sbar_lower_bound(n, r),
+              "step_cost_bound": theory.step_cost_lower_bound(n, r, micro_batches),
+              "physical_step_cost": theory.physical_step_cost(n, r)}
     if as_json:
         doc = {
             "layout": {"method": layout.method, "groups": n, "redundancy": r, "lambda": overlap,
                        "offsets": None if layout.offsets is None else list(layout.offsets)},
             "invariants": "ok",
+            "micro_batches": micro_batches,
             "guaranteed_tolerance": r - 1,
             "worst_case": {
                 "min_wipe_out_set": [int(g) for g in wipe_out_set],
                 "min_wipe_out_shard_type": shard,
                 "after_one_failure": after_one,
+                "load_after_one_failure": load_after_one,
                 "by_failed_count": [w.to_dict() for w in profile],
             },
             "monte_carlo": None,
@@ -215,6 +233,12 @@ def command(ctx, layout, trials, seed, workers, scheduler, worst_k, time_limit, 
         click.echo("after 1 fail:  wipe-out (r = 1)")
     else:
         click.echo(f"after 1 fail:  worst-case S* = {after_one['stack_number']} (= c(1), for every failed group)")
+        if micro_batches > 1:
+            w = load_after_one
+            even = "the even share" if w["load"] == w["lower_bound"] else f"above the even share {w['lower_bound']}"
+            click.echo(f"               with M = {micro_batches} micro-batches: worst-case L* = {w['load']}, step cost "
+                       f"{w['step_cost']:.4f} ({even}; ceil(M s/(s-1)), s = {w['component_groups']} groups in the "
+                       f"smallest component)")
     if profile:
         label = "exact, CP-SAT" if n <= EXACT_WORST_CASE_MAX_GROUPS else "local search: lower bounds"
         click.echo(f"worst-case S* over every failure set of size k ({label}):")
@@ -225,6 +249,9 @@ def command(ctx, layout, trials, seed, workers, scheduler, worst_k, time_limit, 
             click.echo(f"  {w.failed_count:>4}  {s:>4}  {w.lower_bound!s:>4}  {status:<14}  {_groups_text(w.failure_set)}")
     if result is None:
         click.echo(f"closed forms:  mu = {closed['mu']:.1f}, Sbar >= {closed['sbar']:.3f} (Monte-Carlo skipped: --trials 0)")
+        if micro_batches > 1:
+            click.echo(f"               M = {micro_batches}: mean step cost >= {closed['step_cost_bound']:.4f}; "
+                       f"physical limit mean N/(N-k) = {closed['physical_step_cost']:.4f}")
     else:
         doc = result.to_dict()
         mc, cf = doc["monte_carlo"], doc["closed_form"]
@@ -235,8 +262,17 @@ def command(ctx, layout, trials, seed, workers, scheduler, worst_k, time_limit, 
                    f"{result.closed_form_mu:>11.2f}  {_percent(cf['mu_relative_error']):>10}")
         click.echo(f"  {'Sbar (mean stack number)':<30} {result.sbar:>11.4f}  {_interval(mc['sbar_ci95'], 4, result.trials):<20}  "
                    f"{result.closed_form_sbar:>11.4f}  {_percent(cf['sbar_relative_error']):>10}")
+        if micro_batches > 1:
+            label = f"step cost L*/M (M = {micro_batches})"
+            click.echo(f"  {label:<30} {result.mean_step_cost:>11.4f}  "
+                       f"{_interval(mc['mean_step_cost_ci95'], 4, result.trials):<20}  "
+                       f"{result.step_cost_bound:>11.4f}  {_percent(cf['step_cost_relative_error']):>10}")
+            click.echo(f"  {'physical limit N/(N-k)':<30} {'':>11}  {'':<20}  {result.physical_step_cost:>11.4f}")
         click.echo("  (closed forms: Lee et al. 2026, Sec. 4-5; the Sbar form is a lower bound with rho_k = 0;"
                    " rel. error = (closed - MC) / MC)")
+        if micro_batches > 1:
+            click.echo("  (step cost: mean of L_k/M over the same k = 0 .. masked as Sbar; its closed form is the "
+                       "lower bound mean ceil(M N/(N-k))/M over k < floor(mu))")
     if domains is not None:
         _echo_domains(domains.levels)
     if written is not None:
@@ -252,6 +288,9 @@ def _echo_domains(levels):
             s = "-" if info["worst_stack_number"] is None else info["worst_stack_number"]
             click.echo(f"  worst single domain: {info['worst_domain']}: {info['worst_status']}, S* = {s} "
                        f"(c(k) = {info['worst_lower_bound']}); {info['wipe_out_domains']} domain(s) wipe out alone")
+            if info["micro_batches"] > 1 and info["worst_load"] is not None:
+                click.echo(f"  worst load with M = {info['micro_batches']}: {info['worst_load_domain']}: "
+                           f"L* = {info['worst_load']}, step cost {info['worst_step_cost']:.4f}")
         pair = info["worst_pair"]
         if pair is not None:
             s = "-" if pair["stack_number"] is None else pair["stack_number"]
@@ -264,8 +303,11 @@ def _echo_domains(levels):
             first = rows[0]
             click.echo(f"  correlated failures: a failure event takes its whole {level} with probability "
                        f"{first['domain_probability']} ({first['trials']} trials, seed {first['seed']}):")
-            click.echo(f"    {'layout':<14} {'safe':<5} {'mu (groups)':>12}  {'mu (events)':>12}  {'Sbar':>8}")
+            m = first["micro_batches"]
+            cost = f"  {f'L*/M (M = {m})':>14}" if m > 1 else ""
+            click.echo(f"    {'layout':<14} {'safe':<5} {'mu (groups)':>12}  {'mu (events)':>12}  {'Sbar':>8}{cost}")
             for row in rows:
                 name = "this layout" if row["name"] == "layout" else row["name"]
+                cost = f"  {row['mean_step_cost']:>14.4f}" if m > 1 else ""
                 click.echo(f"    {name:<14} {'yes' if row['safe'] else 'no':<5} {row['mu']:>12.2f}  "
-                           f"{row['mu_events']:>12.2f}  {row['sbar']:>8.4f}")
+                           f"{row['mu_events']:>12.2f}  {row['sbar']:>8.4f}{cost}")

@@ -123,11 +123,27 @@ def plot_sweep(result, path, force=False):
     OutputExistsError
         ``path`` exists and ``force`` is false.
     """
-    figure = _figure(14, 4.2)
-    axes = figure.subplots(1, 3)
-    methods = list(dict.fromkeys(row["method"] for row in result.rows))
+    micro = list(dict.fromkeys(row.get("micro_batches", 1) for row in result.rows))
+    # mu and Sbar do not depend on m: the first three panels use the rows of the first m.
+    base = [row for row in result.rows if row.get("micro_batches", 1) == micro[0]] if micro else []
+    figure = _figure(14 if len(micro) <= 1 else 18.5, 4.2)
+    axes = figure.subplots(1, 3 if len(micro) <= 1 else 4)
+    methods = list(dict.fromkeys(row["method"] for row in base))
+    if len(micro) > 1:
+        for method in methods:
+            for m in micro:
+                rows = [row for row in result.rows if row["method"] == method and row["micro_batches"] == m]
+                values = np.array([row["mean_step_cost"] for row in rows])
+                ci = np.array([row["mean_step_cost_ci95"] for row in rows], dtype=float)
+                axes[3].errorbar([row["redundancy"] for row in rows], values, yerr=np.abs(ci.T - values),
+                                 marker="o", markersize=3, capsize=2, label=f"{method}, m = {m}")
+        for m in micro:
+            by_r = {row["redundancy"]: row for row in result.rows if row["micro_batches"] == m}
+            all_r = sorted(by_r)
+            axes[3].plot(all_r, [by_r[x]["step_cost_bound"] for x in all_r], "k--", linewidth=0.8)
+        axes[3].set_ylabel("mean step cost L*/m until the wipe-out (dashed: bounds)")
     for method in methods:
-        rows = [row for row in result.rows if row["method"] == method]
+        rows = [row for row in base if row["method"] == method]
         r = [row["redundancy"] for row in rows]
         for axis, key in zip(axes, ("mu", "sbar")):
             values = np.array([row[key] for row in rows])
@@ -136,9 +152,9 @@ def plot_sweep(result, path, force=False):
             axis.errorbar(r, values, yerr=errors, marker="o", markersize=3, capsize=2, label=method)
         j = [np.nan if row["j_monte_carlo"] is None else row["j_monte_carlo"] for row in rows]
         axes[2].plot(r, j, marker="o", markersize=3, label=method)
-    all_r = sorted({row["redundancy"] for row in result.rows})
+    all_r = sorted({row["redundancy"] for row in base})
     if all_r:
-        by_r = {row["redundancy"]: row for row in result.rows}
+        by_r = {row["redundancy"]: row for row in base}
         axes[0].plot(all_r, [by_r[x]["closed_form_mu"] for x in all_r], "k--", label="closed form")
         axes[1].plot(all_r, [by_r[x]["closed_form_sbar"] for x in all_r], "k--", label="closed form (rho = 0)")
         j = [np.nan if by_r[x]["j_closed_form"] is None else by_r[x]["j_closed_form"] for x in all_r]

@@ -26,8 +26,8 @@ from .montecarlo import MAX_TRIALS, domain_monte_carlo
 from .errors import ParameterError, ParameterTypeError
 from .fit import FailureModel
 from .layout import check_layout
-from .plan import MASKED, WIPE_OUT, lower_bound
-from .planner import least_stack_number
+from .plan import MASKED, WIPE_OUT, check_micro_batches, lower_bound
+from .planner import least_stack_number, plan_reorder
 from .topology import Topology, check_topology
 from .trace import FaultTrace
 
@@ -48,7 +48,8 @@ class DomainReport(Result):
     levels : dict of str to dict
         For each level, the keys of ``docs/domains.md``: ``safe``, ``multiplicity``,
         ``domains``, ``worst_status``, ``worst_stack_number``, ``worst_lower_bound``,
-        ``worst_domain``, ``worst_load``, ``wipe_out_domains``, ``planner_calls``,
+        ``worst_domain``, ``micro_batches``, ``worst_load``, ``worst_load_domain``,
+        ``worst_step_cost``, ``wipe_out_domains``, ``planner_calls``,
         ``worst_pair``, ``wipe_out_pairs``, ``pairs_total``, ``pairs_evaluated``,
         ``pair_search``.
     seconds : float
@@ -66,7 +67,8 @@ class DomainReport(Result):
                 "seconds": round(self.seconds, 4)}
 
 
-def domain_report(layout, topology, *, levels=None, max_pairs=DOMAIN_REPORT_MAX_PAIRS, progress=None):
+def domain_report(layout, topology, *, levels=None, max_pairs=DOMAIN_REPORT_MAX_PAIRS, micro_batches=1,
+                  progress=None):
     """Domain safety and the worst single and paired domain failures of a layout.
 
     Parameters
@@ -81,6 +83,8 @@ def domain_report(layout, topology, *, levels=None, max_pairs=DOMAIN_REPORT_MAX_
         level has at most this many pairs, else the ``max_pairs`` pairs that share the
         most shard types (``pair_search`` says which).  Wipe-outs by a pair are found
         over all pairs whatever this is.
+    micro_batches : int, default 1
+        ``m``, micro-batches per shard type, for ``worst_load``.
     progress : callable, optional
         ``progress(done, total)`` in failure sets evaluated.
 
@@ -91,8 +95,11 @@ def domain_report(layout, topology, *, levels=None, max_pairs=DOMAIN_REPORT_MAX_
         type in one domain); ``domains`` (their number); the worst single domain
         failure: ``worst_status`` (``"masked"`` or ``"wipe-out"``),
         ``worst_stack_number`` (``S*``, ``None`` on a wipe-out), ``worst_lower_bound``
-        (``c(k)`` of that failure), ``worst_domain`` (its label), ``worst_load``
-        (``None`` until the planner takes micro-batches), ``wipe_out_domains``
+        (``c(k)`` of that failure), ``worst_domain`` (its label); ``micro_batches``
+        (``m``), ``worst_load`` (the largest least load ``L*`` over the single domain
+        failures, in micro-batches: ``worst_stack_number`` at ``m = 1``; ``None`` when
+        a domain wipes out), ``worst_load_domain`` (the label of a domain attaining it),
+        ``worst_step_cost`` (``worst_load / m``); ``wipe_out_domains``
         (how many single domains wipe out); the worst pair: ``worst_pair``
         (``domains``, ``status``, ``stack_number``, ``lower_bound``,
         ``failed_groups``; ``None`` with fewer than two domains), ``wipe_out_pairs``,
@@ -102,9 +109,10 @@ def domain_report(layout, topology, *, levels=None, max_pairs=DOMAIN_REPORT_MAX_
     ------
     ParameterTypeError
         ``layout`` is not a Layout, ``topology`` not a Topology, ``max_pairs`` not an
-        integer, ``progress`` not callable.
+        integer, ``micro_batches`` not an integer, ``progress`` not callable.
     ParameterError
-        The sizes differ, an unknown level, ``max_pairs < 1``.
+        The sizes differ, an unknown level, ``max_pairs < 1``, ``m < 1`` or ``N m``
+        above :data:`~spare_opt.plan.MAX_SPLIT_ENTRIES`.
 
     Notes
     -----
@@ -117,7 +125,9 @@ def domain_report(layout, topology, *, levels=None, max_pairs=DOMAIN_REPORT_MAX_
     ``planner_calls`` counts those.  A domain or pair wipes out exactly when some
     shard type has all its holders in it: found from the holders' domains, over all
     pairs.  For a domain-safe layout with ``r >= 2`` no single domain wipes out, and
-    with ``r >= 3`` no pair does.
+    with ``r >= 3`` no pair does.  At ``m > 1`` each masked domain failure's ``L*``
+    comes from the exact planner (:func:`spare_opt.plan_reorder` with
+    ``micro_batches=m``, one call per domain, counted in ``planner_calls``).
 
     Examples
     --------
@@ -135,6 +145,7 @@ def domain_report(layout, topology, *, levels=None, max_pairs=DOMAIN_REPORT_MAX_
     check_topology(topology)
     chosen = topology.levels if levels is None else topology.select_levels(levels)
     max_pairs = check.count("max_pairs", max_pairs)
+    micro_batches = check_micro_batches(micro_batches, n)
     check.callback("progress", progress)
     per_level = {}
     work = []
@@ -147,14 +158,14 @@ def domain_report(layout, topology, *, levels=None, max_pairs=DOMAIN_REPORT_MAX_
     done = 0
     for level, domains, units in work:
         relay = None if progress is None else (lambda d, _t, base=done: progress(base + d, total))
-        per_level[level] = _level_report(layout, domains, max_pairs, relay)
+        per_level[level] = _level_report(layout, domains, max_pairs, relay, micro_batches)
         done += units
     if progress is not None:
         progress(total, total)
     return DomainReport(groups=n, redundancy=r, levels=per_level, seconds=time.perf_counter() - started)
 
 
-def _level_report(layout, domains, max_pairs, progress):
+def _level_report(layout, domains, max_pairs, progress, micro_batches=1):
     """The report of one level (see :func:`domain_report`)."""
     n, r = layout.stacks.shape
     multiplicity, _domain, _shard = domains.worst(layout.stacks)
@@ -166,6 +177,8 @@ def _level_report(layout, domains, max_pairs, progress):
 
     # Single domains.
     worst = None
+    worst_load = None  # (L*, domain) at m > 1
+    load_calls = 0
     wipe_out_domains = 0
     for k in range(count):
         failed = members[bounds[k]:bounds[k + 1]]
@@ -175,8 +188,17 @@ def _level_report(layout, domains, max_pairs, progress):
         key = (status == WIPE_OUT, -1 if stack is None else stack)
         if worst is None or key > worst[0]:
             worst = (key, k, stack, status, failed.size)
+        if micro_batches > 1 and stack is not None and not wipe_out_domains:
+            load = plan_reorder(layout, failed, micro_batches=micro_batches).load
+            load_calls += 1
+            if worst_load is None or load > worst_load[0]:
+                worst_load = (load, k)
         if progress is not None and (k + 1) % 64 == 0:
             progress(k + 1, total)
+    if micro_batches == 1 and worst is not None and worst[2] is not None:
+        worst_load = (worst[2], worst[1])  # L* = S* at m = 1
+    if wipe_out_domains:
+        worst_load = None
     report = {
         "safe": bool(multiplicity <= 1),
         "multiplicity": int(multiplicity),
@@ -185,10 +207,10 @@ def _level_report(layout, domains, max_pairs, progress):
         "worst_stack_number": None if worst is None else worst[2],
         "worst_lower_bound": None if worst is None else lower_bound(n, worst[4]),
         "worst_domain": None if worst is None else labels[worst[1]],
-        # HOOK (micro-batches): the least load L* of the worst domain failure, once the
-        # planner takes micro_batches= (docs/beyond-the-paper.md, section 1).  The lead
-        # wires it: call the micro-batch planner on each domain's failure set here.
-        "worst_load": None,
+        "micro_batches": micro_batches,
+        "worst_load": None if worst_load is None else int(worst_load[0]),
+        "worst_load_domain": None if worst_load is None else labels[worst_load[1]],
+        "worst_step_cost": None if worst_load is None else worst_load[0] / micro_batches,
         "wipe_out_domains": int(wipe_out_domains),
     }
 
@@ -221,7 +243,7 @@ def _level_report(layout, domains, max_pairs, progress):
         "pairs_total": int(pairs_total),
         "pairs_evaluated": len(candidates),
         "pair_search": search,
-        "planner_calls": checker.planner_calls,
+        "planner_calls": checker.planner_calls + load_calls,
     })
     return report
 
@@ -326,7 +348,8 @@ def _pair_candidates(layout, domains, max_pairs):
 
 # ============================================================ side by side
 def domain_comparison(layout, topology, *, domain_probability, level=None, baselines=("sidon", "consecutive"),
-                      trials=200, seed=0, workers=1, executor=None, progress=None, time_limit=DEFAULT_TIME_LIMIT):
+                      trials=200, seed=0, micro_batches=1, workers=1, executor=None, progress=None,
+                      time_limit=DEFAULT_TIME_LIMIT):
     """A layout beside plain layouts of the same ``N`` and ``r`` under correlated failures.
 
     Each layout gets its domain multiplicity at ``level`` and a
@@ -347,7 +370,7 @@ def domain_comparison(layout, topology, *, domain_probability, level=None, basel
     baselines : sequence of str, default ("sidon", "consecutive")
         Methods of :func:`spare_opt.generate` built for comparison (``block`` only
         where ``r`` divides ``N``; skipped otherwise); may be empty.
-    trials, seed, workers, executor
+    trials, seed, micro_batches, workers, executor
         As in :func:`spare_opt.domain_monte_carlo`; ``seed`` also seeds the baselines.
     progress : callable, optional
         ``progress(done, total)`` in trials over every layout.
@@ -360,7 +383,7 @@ def domain_comparison(layout, topology, *, domain_probability, level=None, basel
         One row per layout (the given one first, named ``"layout"``): ``name``,
         ``method``, ``safe``, ``multiplicity``, and the figures of
         :meth:`~spare_opt.DomainMonteCarloResult.to_dict` (``mu``, ``mu_events``,
-        ``sbar`` with intervals...).
+        ``sbar`` with intervals, ``micro_batches``, ``mean_step_cost``...).
 
     Raises
     ------
@@ -374,6 +397,7 @@ def domain_comparison(layout, topology, *, domain_probability, level=None, basel
         domain_probability = domain_probability.multi_node_probability
     domain_probability = check.probability("domain_probability", domain_probability)
     trials = check.count("trials", trials, maximum=MAX_TRIALS)
+    micro_batches = check_micro_batches(micro_batches, layout.groups)
     check.callback("progress", progress)
     if isinstance(baselines, str):
         baselines = [b for b in baselines.split(",") if b]
@@ -389,8 +413,9 @@ def domain_comparison(layout, topology, *, domain_probability, level=None, basel
     for index, (name, candidate) in enumerate(layouts):
         relay = None if progress is None else (lambda d, _t, base=index * trials: progress(base + d, total))
         result = domain_monte_carlo(candidate, topology, domain_probability=domain_probability,
-                                    level=domains.levels[0], trials=trials, seed=seed, workers=workers,
-                                    executor=executor, progress=relay)
+                                    level=domains.levels[0], trials=trials, seed=seed,
+                                    micro_batches=micro_batches, workers=workers, executor=executor,
+                                    progress=relay)
         multiplicity = domains.worst(candidate.stacks)[0]
         rows.append({"name": name, "method": candidate.method, "safe": bool(multiplicity <= 1),
                      "multiplicity": int(multiplicity), **result.to_dict()})

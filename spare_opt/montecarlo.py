@@ -3,7 +3,8 @@
 * :func:`monte_carlo` runs uniformly random failure orders through the online
   controller (:func:`spare_opt.stack_number_trajectories`) until the first wipe-out and
   estimates ``mu`` (failures masked) and ``Sbar`` (mean stack number) with 95%
-  confidence intervals, beside the closed forms of :mod:`spare_opt.theory`.
+  confidence intervals, beside the closed forms of :mod:`spare_opt.theory`; with
+  ``micro_batches=m`` also the mean step cost ``L*/m`` (:func:`spare_opt.load_trajectories`).
 * :func:`sweep` repeats it over a range of ``r`` and layout methods and adds the
   normalised time-to-train ``J``.
 * :func:`domain_monte_carlo` runs the same trials under correlated failures: a failure
@@ -81,6 +82,20 @@ class MonteCarloResult(Result):
         10 trials whose t interval leaves the bounds.
     closed_form_mu, closed_form_sbar : float
         :func:`spare_opt.theory.mu` and :func:`spare_opt.theory.sbar_lower_bound`.
+    micro_batches : int
+        ``m``, micro-batches per shard type.
+    step_cost_per_trial : numpy.ndarray of float64, shape (trials,)
+        Mean step cost ``L_k / m`` over ``k = 0 .. masked`` (``L_0 = m``), per trial;
+        the same array as ``sbar_per_trial`` at ``m = 1``.
+    mean_step_cost : float
+        Mean over trials (``== sbar`` at ``m = 1``).
+    mean_step_cost_ci95 : tuple of float
+        Its 95% interval within ``[1, r]``, as ``sbar_ci95``.
+    step_cost_bound : float
+        :func:`spare_opt.theory.step_cost_lower_bound` (``== closed_form_sbar`` at ``m = 1``).
+    physical_step_cost : float
+        :func:`spare_opt.theory.physical_step_cost`: the mean of ``N / (N - k)`` over the
+        same ``k``, the limit of the bound as ``m`` grows.
     stack_mean_by_k : numpy.ndarray of float64
         Mean ``S*`` after ``k`` failures over the trials still masked at ``k``
         (``nan`` where none is).
@@ -104,6 +119,12 @@ class MonteCarloResult(Result):
     sbar_ci95: tuple
     closed_form_mu: float
     closed_form_sbar: float
+    micro_batches: int
+    step_cost_per_trial: np.ndarray = field(repr=False)
+    mean_step_cost: float
+    mean_step_cost_ci95: tuple
+    step_cost_bound: float
+    physical_step_cost: float
     stack_mean_by_k: np.ndarray = field(repr=False)
     survivors_by_k: np.ndarray = field(repr=False)
     seconds: float = field(default=0.0, compare=False)
@@ -118,8 +139,17 @@ class MonteCarloResult(Result):
         """float: ``(closed form - Monte-Carlo) / Monte-Carlo`` for ``Sbar``."""
         return _relative(self.closed_form_sbar, self.sbar)
 
+    @property
+    def step_cost_relative_error(self):
+        """float: ``(closed-form bound - Monte-Carlo) / Monte-Carlo`` for the mean step cost."""
+        return _relative(self.step_cost_bound, self.mean_step_cost)
+
     def to_dict(self, per_trial=False):
         """JSON-ready nested dict: ``monte_carlo`` and ``closed_form`` objects.
+
+        ``monte_carlo.mean_step_cost`` (and its ``_ci95``), ``closed_form.step_cost_bound``
+        and ``closed_form.physical_step_cost`` are given for every ``m`` (at ``m = 1``
+        they equal ``sbar``, ``closed_form.sbar`` and the mean of ``N / (N - k)``).
 
         Parameters
         ----------
@@ -134,22 +164,30 @@ class MonteCarloResult(Result):
             "mu_ci95": [finite_or_none(v) for v in self.mu_ci95],
             "sbar": finite_or_none(self.sbar),
             "sbar_ci95": [finite_or_none(v) for v in self.sbar_ci95],
+            "micro_batches": self.micro_batches,
+            "mean_step_cost": finite_or_none(self.mean_step_cost),
+            "mean_step_cost_ci95": [finite_or_none(v) for v in self.mean_step_cost_ci95],
             "seconds": round(self.seconds, 4),
         }
         if per_trial:
             monte["masked"] = [int(v) for v in self.masked]
             monte["sbar_per_trial"] = [float(v) for v in self.sbar_per_trial]
+            monte["step_cost_per_trial"] = [float(v) for v in self.step_cost_per_trial]
         closed = {
             "mu": finite_or_none(self.closed_form_mu),
             "sbar": finite_or_none(self.closed_form_sbar),
             "mu_relative_error": finite_or_none(self.mu_relative_error),
             "sbar_relative_error": finite_or_none(self.sbar_relative_error),
+            "step_cost_bound": finite_or_none(self.step_cost_bound),
+            "physical_step_cost": finite_or_none(self.physical_step_cost),
+            "step_cost_relative_error": finite_or_none(self.step_cost_relative_error),
         }
         return {"monte_carlo": monte, "closed_form": closed}
 
 
-def monte_carlo(layout, *, trials=200, seed=0, workers=1, executor=None, progress=None, chunk_size=None):
-    """Estimate ``mu`` and ``Sbar`` by running random failure orders through the controller.
+def monte_carlo(layout, *, trials=200, seed=0, micro_batches=1, workers=1, executor=None, progress=None,
+                chunk_size=None):
+    """Estimate ``mu``, ``Sbar`` and the mean step cost by running random failure orders through the controller.
 
     Each trial draws a uniformly random order of the ``N`` groups (failures without
     replacement) and feeds it to the online controller until the first wipe-out
@@ -157,6 +195,13 @@ def monte_carlo(layout, *, trials=200, seed=0, workers=1, executor=None, progres
     trials).  ``mu`` is the number of failures masked before it; ``Sbar`` is the mean
     stack number over ``k = 0 .. mu`` failures (``S = 1`` at ``k = 0``), i.e. the
     time-weighted mean when failures arrive at a constant rate.
+
+    With ``m`` micro-batches per shard type the same orders also run through the
+    micro-batch controller (:func:`spare_opt.load_trajectories`): a trial's step cost
+    is the mean of ``L_k / m`` over the same states ``k = 0 .. masked`` as its ``Sbar``
+    (``L_0 / m = 1``), where ``L_k`` is the least load after ``k`` failures; the wipe-out
+    does not depend on ``m``, so ``mu`` and ``Sbar`` (the paper's integer stacking) are
+    unchanged and the two costs are compared on the same failures.
 
     Parameters
     ----------
@@ -167,6 +212,10 @@ def monte_carlo(layout, *, trials=200, seed=0, workers=1, executor=None, progres
         Root seed (``>= 0``).  Trial ``i`` draws its order from
         ``SeedSequence(seed, spawn_key=(i,))``, so results are identical for any
         ``workers``, ``executor`` and ``chunk_size``.
+    micro_batches : int, default 1
+        ``m``, micro-batches per shard type (``docs/planner.md``, "Micro-batches").  At
+        ``m = 1`` the results are those of the paper's model, and ``mean_step_cost``
+        is ``sbar`` exactly.
     workers : int, default 1
         Processes (``-1``: every CPU); 1 runs in this process.
     executor : concurrent.futures.Executor, optional
@@ -186,10 +235,12 @@ def monte_carlo(layout, *, trials=200, seed=0, workers=1, executor=None, progres
     Raises
     ------
     ParameterTypeError
-        ``layout`` is not a Layout; ``trials``, ``seed``, ``workers`` or ``chunk_size``
-        is not an integer; ``executor`` is not an Executor; ``progress`` is not callable.
+        ``layout`` is not a Layout; ``trials``, ``seed``, ``micro_batches``, ``workers``
+        or ``chunk_size`` is not an integer; ``executor`` is not an Executor;
+        ``progress`` is not callable.
     ParameterError
-        ``trials``, ``seed``, ``workers`` or ``chunk_size`` out of range.
+        ``trials``, ``seed``, ``workers`` or ``chunk_size`` out of range; ``m < 1`` or
+        ``N m`` above :data:`~spare_opt.plan.MAX_SPLIT_ENTRIES`.
 
     Examples
     --------
@@ -200,13 +251,26 @@ def monte_carlo(layout, *, trials=200, seed=0, workers=1, executor=None, progres
     >>> low, high = result.mu_ci95  # the closed form mu(N, r) lies inside the 95% interval
     >>> round(result.closed_form_mu, 1), bool(low < result.closed_form_mu < high)
     (43.1, True)
+    >>> eight = monte_carlo(sidon(100, 6), trials=50, seed=1, micro_batches=8)
+    >>> eight.mu == result.mu, result.mean_step_cost == result.sbar
+    (True, True)
+    >>> bool(eight.step_cost_bound <= eight.mean_step_cost < result.mean_step_cost)
+    True
 
     Notes
     -----
     The 95% intervals are ``mean +- t(0.975, n-1) s / sqrt(n)`` (``scipy.stats.t``);
-    trials are independent, so the central limit theorem applies to both means.
+    trials are independent, so the central limit theorem applies to the means
+    (:func:`spare_opt._stats.interval95`: a bootstrap where that interval leaves the
+    quantity's bounds).  Per trial, ``L_k >= ceil(m N / (N - k))`` (Hall's formula
+    with every shard type), so the mean step cost of a trial is at least the mean of
+    that bound over its states; :attr:`MonteCarloResult.step_cost_bound` averages the
+    bound over ``floor(mu)`` states like ``closed_form_sbar``.
     """
+    from .plan import check_micro_batches
+
     n, r = check_layout(layout).stacks.shape
+    micro_batches = check_micro_batches(micro_batches, n)
     # The per-trial results are kept in memory (16 bytes a trial): refuse absurd counts
     # before allocating anything rather than exhausting memory.
     trials = check.count("trials", trials, maximum=MAX_TRIALS)
@@ -220,9 +284,9 @@ def monte_carlo(layout, *, trials=200, seed=0, workers=1, executor=None, progres
     bounds = [(lo, min(trials, lo + chunk_size)) for lo in range(0, trials, chunk_size)]
 
     started = time.perf_counter()
-    parts = run_tasks(_run_chunk, [(layout, seed, lo, hi) for lo, hi in bounds], workers=workers,
+    parts = run_tasks(_run_chunk, [(layout, seed, lo, hi, micro_batches) for lo, hi in bounds], workers=workers,
                       executor=executor, progress=progress, weights=[hi - lo for lo, hi in bounds],
-                      warm_up=lambda: _run_chunk(layout, seed, 0, 1))
+                      warm_up=lambda: _run_chunk(layout, seed, 0, 1, micro_batches))
     masked = np.concatenate([p[0] for p in parts])
     sbar_per_trial = np.concatenate([p[1] for p in parts])
     stack_sum = np.sum([p[2] for p in parts], axis=0)
@@ -233,19 +297,28 @@ def monte_carlo(layout, *, trials=200, seed=0, workers=1, executor=None, progres
     # Intervals within the quantities' bounds: 0 <= masked <= N, 1 <= Sbar <= r.
     mu_mean, mu_ci = mean_ci95(masked.astype(np.float64), lower=0.0, upper=float(n))
     sbar_mean, sbar_ci = mean_ci95(sbar_per_trial, lower=1.0, upper=float(r))
+    if micro_batches == 1:  # the paper's model: the step cost is the stack number, bit for bit
+        step_cost_per_trial, cost_mean, cost_ci = sbar_per_trial, sbar_mean, sbar_ci
+    else:
+        step_cost_per_trial = np.concatenate([p[4] for p in parts])
+        cost_mean, cost_ci = mean_ci95(step_cost_per_trial, lower=1.0, upper=float(r))
     return MonteCarloResult(
         groups=n, redundancy=r, method=layout.method, trials=trials, seed=seed, workers=processes,
         masked=masked, sbar_per_trial=sbar_per_trial,
         mu=mu_mean, mu_ci95=mu_ci, sbar=sbar_mean, sbar_ci95=sbar_ci,
         closed_form_mu=theory.mu(n, r), closed_form_sbar=theory.sbar_lower_bound(n, r),
+        micro_batches=micro_batches, step_cost_per_trial=step_cost_per_trial, mean_step_cost=cost_mean,
+        mean_step_cost_ci95=cost_ci, step_cost_bound=theory.step_cost_lower_bound(n, r, micro_batches),
+        physical_step_cost=theory.physical_step_cost(n, r),
         stack_mean_by_k=stack_mean, survivors_by_k=survivors[:last].astype(np.int64),
         seconds=time.perf_counter() - started,
     )
 
 
-def _run_chunk(layout, seed, lo, hi):
-    """Trials ``lo .. hi-1``: masked counts, per-trial Sbar, and S sums / counts by ``k``."""
-    from .controller import stack_number_trajectories, stack_number_trajectory
+def _run_chunk(layout, seed, lo, hi, micro_batches=1):
+    """Trials ``lo .. hi-1``: masked counts, per-trial Sbar, S sums / counts by ``k``, and
+    (``m > 1``) per-trial mean step costs."""
+    from .controller import load_trajectories, load_trajectory, stack_number_trajectories, stack_number_trajectory
 
     n, r = layout.stacks.shape
     # Wipe-outs come after about mu failures: run a prefix of each random order in one
@@ -272,7 +345,22 @@ def _run_chunk(layout, seed, lo, hi):
         sbar[row] = stack_numbers.mean()
         stack_sum[:states] += stack_numbers
         survivors[:states] += 1
-    return masked, sbar, stack_sum, survivors
+    if micro_batches == 1:
+        return masked, sbar, stack_sum, survivors
+    # The same orders through the micro-batch controller: the wipe-out (a shard type
+    # without live holder) does not depend on m, so its states are the same k.
+    loads, load_wipeout, _moves = load_trajectories(layout, orders[:, :prefix], micro_batches=micro_batches)
+    step_cost = np.empty(hi - lo, dtype=np.float64)
+    for row in range(hi - lo):
+        if load_wipeout[row] > 0:
+            row_loads = loads[row, :load_wipeout[row]]
+        else:
+            row_loads, _index = load_trajectory(layout, orders[row], micro_batches=micro_batches)
+        if row_loads.size != masked[row] + 1:  # an invariant of the model; never silently averaged
+            raise AssertionError(f"trial {lo + row}: the micro-batch controller masked {row_loads.size - 1} "
+                                 f"failures, the stack-number controller {masked[row]}")
+        step_cost[row] = row_loads.mean() / micro_batches
+    return masked, sbar, stack_sum, survivors, step_cost
 
 
 def _relative(estimate, reference):
@@ -313,6 +401,12 @@ class DomainMonteCarloResult(Result):
         Mean of ``masked_events``.
     sbar, sbar_ci95 : float, tuple
         Mean stack number until the wipe-out, events arriving at a constant rate.
+    micro_batches : int
+        ``m``, micro-batches per shard type.
+    step_cost_per_trial : numpy.ndarray of float64, shape (trials,)
+        Mean of ``L / m`` over the same states as ``sbar_per_trial`` (the same array at ``m = 1``).
+    mean_step_cost, mean_step_cost_ci95 : float, tuple
+        Its mean over trials and 95% interval (``sbar`` and ``sbar_ci95`` at ``m = 1``).
     seconds : float
         Wall-clock time.
     """
@@ -335,6 +429,10 @@ class DomainMonteCarloResult(Result):
     mu_events_ci95: tuple
     sbar: float
     sbar_ci95: tuple
+    micro_batches: int
+    step_cost_per_trial: np.ndarray = field(repr=False)
+    mean_step_cost: float
+    mean_step_cost_ci95: tuple
     seconds: float = field(default=0.0, compare=False)
 
     def to_dict(self, per_trial=False):
@@ -352,17 +450,21 @@ class DomainMonteCarloResult(Result):
             "sbar": finite_or_none(self.sbar),
             "sbar_ci95": [finite_or_none(v) for v in self.sbar_ci95],
             "domain_events": finite_or_none(float(self.domain_events.mean())) if self.trials else None,
+            "micro_batches": self.micro_batches,
+            "mean_step_cost": finite_or_none(self.mean_step_cost),
+            "mean_step_cost_ci95": [finite_or_none(v) for v in self.mean_step_cost_ci95],
             "seconds": round(self.seconds, 4),
         }
         if per_trial:
             doc["masked_groups"] = [int(v) for v in self.masked_groups]
             doc["masked_events"] = [int(v) for v in self.masked_events]
             doc["sbar_per_trial"] = [float(v) for v in self.sbar_per_trial]
+            doc["step_cost_per_trial"] = [float(v) for v in self.step_cost_per_trial]
         return doc
 
 
-def domain_monte_carlo(layout, topology, *, domain_probability, level=None, trials=200, seed=0, workers=1,
-                       executor=None, progress=None, chunk_size=None):
+def domain_monte_carlo(layout, topology, *, domain_probability, level=None, trials=200, seed=0, micro_batches=1,
+                       workers=1, executor=None, progress=None, chunk_size=None):
     """Estimate ``mu`` and ``Sbar`` when failures take whole domains with probability ``p``.
 
     The correlated failure model (``docs/domains.md``): each failure event strikes a
@@ -386,6 +488,9 @@ def domain_monte_carlo(layout, topology, *, domain_probability, level=None, tria
         As in :func:`monte_carlo`; trial ``i`` draws its order from
         ``SeedSequence(seed, spawn_key=(i,))`` (the same order as :func:`monte_carlo`)
         and its domain draws from ``SeedSequence(seed, spawn_key=(i, 1))``.
+    micro_batches : int, default 1
+        ``m``: the mean step cost ``L / m`` is averaged over the same states as
+        ``sbar`` (:func:`spare_opt.load_trajectories` on the same flattened orders).
 
     Returns
     -------
@@ -400,7 +505,7 @@ def domain_monte_carlo(layout, topology, *, domain_probability, level=None, tria
         wrong type.
     ParameterError
         ``p`` outside ``[0, 1]``, sizes that differ, an unknown level, counts out of
-        range.
+        range; ``m < 1`` or ``N m`` above :data:`~spare_opt.plan.MAX_SPLIT_ENTRIES`.
 
     Examples
     --------
@@ -422,7 +527,10 @@ def domain_monte_carlo(layout, topology, *, domain_probability, level=None, tria
     the one after its last group.  The wipe-out event is the one holding the failure
     that wiped out.  95% intervals as in :func:`monte_carlo`.
     """
+    from .plan import check_micro_batches
+
     n, r = check_layout(layout).stacks.shape
+    micro_batches = check_micro_batches(micro_batches, n)
     domains = _checked_domains(layout, topology, level)
     level = domains.levels[0]
     p = check.probability("domain_probability", domain_probability)
@@ -437,10 +545,11 @@ def domain_monte_carlo(layout, topology, *, domain_probability, level=None, tria
     bounds_list = [(lo, min(trials, lo + chunk_size)) for lo in range(0, trials, chunk_size)]
 
     started = time.perf_counter()
-    parts = run_tasks(_run_domain_chunk, [(layout, structure, p, seed, lo, hi) for lo, hi in bounds_list],
+    parts = run_tasks(_run_domain_chunk,
+                      [(layout, structure, p, seed, lo, hi, micro_batches) for lo, hi in bounds_list],
                       workers=workers, executor=executor, progress=progress,
                       weights=[hi - lo for lo, hi in bounds_list],
-                      warm_up=lambda: _run_domain_chunk(layout, structure, p, seed, 0, 1))
+                      warm_up=lambda: _run_domain_chunk(layout, structure, p, seed, 0, 1, micro_batches))
     masked_groups = np.concatenate([part[0] for part in parts])
     masked_events = np.concatenate([part[1] for part in parts])
     sbar_per_trial = np.concatenate([part[2] for part in parts])
@@ -448,11 +557,17 @@ def domain_monte_carlo(layout, topology, *, domain_probability, level=None, tria
     mu, mu_ci = mean_ci95(masked_groups.astype(np.float64))
     mu_events, mu_events_ci = mean_ci95(masked_events.astype(np.float64))
     sbar, sbar_ci = mean_ci95(sbar_per_trial)
+    if micro_batches == 1:
+        step_cost_per_trial, cost, cost_ci = sbar_per_trial, sbar, sbar_ci
+    else:
+        step_cost_per_trial = np.concatenate([part[4] for part in parts])
+        cost, cost_ci = mean_ci95(step_cost_per_trial)
     return DomainMonteCarloResult(
         groups=n, redundancy=r, method=layout.method, level=level, domain_probability=p, trials=trials, seed=seed,
         workers=processes, masked_groups=masked_groups, masked_events=masked_events, sbar_per_trial=sbar_per_trial,
         domain_events=domain_events, mu=mu, mu_ci95=mu_ci, mu_events=mu_events, mu_events_ci95=mu_events_ci,
-        sbar=sbar, sbar_ci95=sbar_ci, seconds=time.perf_counter() - started,
+        sbar=sbar, sbar_ci95=sbar_ci, micro_batches=micro_batches, step_cost_per_trial=step_cost_per_trial,
+        mean_step_cost=cost, mean_step_cost_ci95=cost_ci, seconds=time.perf_counter() - started,
     )
 
 
@@ -503,9 +618,10 @@ def _domain_events(n, structure, p, seed, trial):
             np.concatenate(is_domain))
 
 
-def _run_domain_chunk(layout, structure, p, seed, lo, hi):
-    """Trials ``lo .. hi-1`` of :func:`domain_monte_carlo`: masked groups and events, Sbar, domain events."""
-    from .controller import stack_number_trajectories, stack_number_trajectory
+def _run_domain_chunk(layout, structure, p, seed, lo, hi, micro_batches=1):
+    """Trials ``lo .. hi-1`` of :func:`domain_monte_carlo`: masked groups and events, Sbar, domain
+    events, and (``m > 1``) the mean step costs."""
+    from .controller import load_trajectories, load_trajectory, stack_number_trajectories, stack_number_trajectory
 
     n, r = layout.stacks.shape
     largest = int(np.diff(structure[3]).max()) if structure[3].size > 1 else 1
@@ -529,7 +645,18 @@ def _run_domain_chunk(layout, structure, p, seed, lo, hi):
         states = np.concatenate(([1], stack_numbers[ends[:event]])) if event > 0 else np.ones(1)
         sbar[row] = states.mean()
         domain_events[row] = int(is_domain[:event + 1].sum())
-    return masked_groups, masked_events, sbar, domain_events
+    if micro_batches == 1:
+        return masked_groups, masked_events, sbar, domain_events
+    # The same flattened orders through the micro-batch controller, read at the same events.
+    loads, load_wipeout, _moves = load_trajectories(layout, orders[:, :prefix], micro_batches=micro_batches)
+    step_cost = np.empty(hi - lo, dtype=np.float64)
+    for row, (order, ends, _is_domain) in enumerate(events):
+        row_loads = (loads[row, :load_wipeout[row]] if load_wipeout[row] > 0
+                     else load_trajectory(layout, order, micro_batches=micro_batches)[0])
+        event = int(masked_events[row])
+        states = np.concatenate(([micro_batches], row_loads[ends[:event]])) if event > 0 else np.full(1, micro_batches)
+        step_cost[row] = states.mean() / micro_batches
+    return masked_groups, masked_events, sbar, domain_events, step_cost
 
 
 # ====================================================================== sweep
@@ -542,12 +669,16 @@ class SweepResult(Result):
     groups : int
         ``N``.
     rows : list of dict
-        One per (method, r) evaluated, keys ``method``, ``redundancy``, ``overlap``
+        One per (method, r, m) evaluated, keys ``method``, ``redundancy``, ``overlap``
         (lambda), ``layout_status``, ``mu``, ``mu_ci95``, ``sbar``, ``sbar_ci95``,
         ``closed_form_mu``, ``closed_form_sbar``, ``mu_relative_error``,
-        ``sbar_relative_error``, ``j_closed_form``, ``j_monte_carlo``.
+        ``sbar_relative_error``, ``j_closed_form``, ``j_monte_carlo``, and
+        ``micro_batches`` (``m``), ``mean_step_cost``, ``mean_step_cost_ci95``,
+        ``step_cost_bound``, ``physical_step_cost`` (:class:`MonteCarloResult`).  ``J``
+        uses the step cost: ``mean_step_cost / A*`` and ``step_cost_bound / A*``
+        (``Sbar`` at ``m = 1``).
     skipped : list of dict
-        ``method``, ``redundancy``, ``reason`` for each (method, r) not evaluated.
+        ``method``, ``redundancy``, ``reason`` for each (method, r) not evaluated (for every ``m``).
     parameters : dict
         The arguments (trials, seed, times in seconds...).
     seconds : list of float
@@ -571,7 +702,7 @@ class SweepResult(Result):
 def sweep(groups, *, r_min=2, r_max=20, methods=("sidon", "consecutive", "block"), trials=200, seed=0,
           workers=1, executor=None, system_mtbf_seconds=PAPER["system_mtbf_seconds"],
           save_seconds=PAPER["save_seconds"], restart_seconds=PAPER["restart_seconds"], time_limit=10.0,
-          progress=None):
+          micro_batches=(1,), progress=None):
     """Compare layout methods over a range of redundancies by Monte-Carlo and closed forms.
 
     Parameters
@@ -594,6 +725,9 @@ def sweep(groups, *, r_min=2, r_max=20, methods=("sidon", "consecutive", "block"
         Global restart time ``T_r`` (paper: 60 min).
     time_limit : float, default 10.0
         Seconds per layout for the Sidon generator.
+    micro_batches : int or sequence of int, default (1,)
+        Values of ``m`` (micro-batches per shard type): one row per (method, r, m), on
+        the same layout and the same failure orders.  ``(1,)`` is the paper's sweep.
     progress : callable, optional
         ``progress(done, total)`` in trials over the whole sweep.
 
@@ -613,7 +747,8 @@ def sweep(groups, *, r_min=2, r_max=20, methods=("sidon", "consecutive", "block"
     -----
     ``j_closed_form`` is :func:`spare_opt.theory.normalised_ttt`; ``j_monte_carlo`` puts
     the Monte-Carlo ``Sbar`` and ``mu`` in the same formula:
-    ``Sbar_MC / A*(mu_MC * m)``.
+    ``Sbar_MC / A*(mu_MC * m)``.  At ``m > 1`` the step cost replaces ``Sbar`` in both
+    (``step_cost_bound`` and ``mean_step_cost``); ``mu`` does not depend on ``m``.
     """
     from .generators import METHODS, generate
 
@@ -637,12 +772,11 @@ def sweep(groups, *, r_min=2, r_max=20, methods=("sidon", "consecutive", "block"
     resolve_workers(workers)
     seed = check.seed(seed)
     check.callback("progress", progress)
+    micro_values = _micro_batch_values(micro_batches, groups)
     combinations = [(method, r) for method in methods for r in range(r_min, r_max + 1)]
-    total = trials * len(combinations)
+    total = trials * len(combinations) * len(micro_values)
     rows, skipped, seconds = [], [], []
     for index, (method, r) in enumerate(combinations):
-        done_before = index * trials
-        relay = None if progress is None else (lambda done, _total, base=done_before: progress(base + done, total))
         if method == "block" and groups % r:
             skipped.append({"method": method, "redundancy": r, "reason": f"r = {r} does not divide N = {groups}"})
             continue
@@ -651,33 +785,64 @@ def sweep(groups, *, r_min=2, r_max=20, methods=("sidon", "consecutive", "block"
         except SpareError as exc:
             skipped.append({"method": method, "redundancy": r, "reason": str(exc)})
             continue
-        result = monte_carlo(layout, trials=trials, seed=seed, workers=workers, executor=executor, progress=relay)
-        a_mc = (theory.availability(save_seconds, restart_seconds, result.mu * system_mtbf_seconds)
-                if result.mu > 0 else 0.0)
-        j_closed = theory.normalised_ttt(groups, r, system_mtbf_seconds=system_mtbf_seconds,
-                                         save_seconds=save_seconds, restart_seconds=restart_seconds)
-        rows.append({
-            "method": method,
-            "redundancy": r,
-            "overlap": layout.overlap(),
-            "layout_status": layout.metadata.get("solver_status", layout.metadata.get("status")),
-            "mu": result.mu,
-            "mu_ci95": list(result.mu_ci95),
-            "sbar": result.sbar,
-            "sbar_ci95": list(result.sbar_ci95),
-            "closed_form_mu": result.closed_form_mu,
-            "closed_form_sbar": result.closed_form_sbar,
-            "mu_relative_error": result.mu_relative_error,
-            "sbar_relative_error": result.sbar_relative_error,
-            "j_closed_form": j_closed,
-            "j_monte_carlo": result.sbar / a_mc if a_mc > 0 else None,
-        })
-        seconds.append(result.seconds)
-    if progress is not None and total and (not rows or combinations[-1] != (rows[-1]["method"], rows[-1]["redundancy"])):
+        for position, m in enumerate(micro_values):
+            done_before = (index * len(micro_values) + position) * trials
+            relay = None if progress is None else (lambda done, _total, base=done_before: progress(base + done, total))
+            result = monte_carlo(layout, trials=trials, seed=seed, micro_batches=m, workers=workers,
+                                 executor=executor, progress=relay)
+            rows.append(_sweep_row(result, layout, groups, r, method, system_mtbf_seconds, save_seconds,
+                                   restart_seconds))
+            seconds.append(result.seconds)
+    last_rows = (rows[-1]["method"], rows[-1]["redundancy"], rows[-1]["micro_batches"]) if rows else None
+    if progress is not None and total and last_rows != combinations[-1] + (micro_values[-1],):
         progress(total, total)  # the last combinations were skipped: the bar still ends full
     parameters = {
         "r_min": r_min, "r_max": r_max, "methods": methods, "trials": trials, "seed": seed,
         "system_mtbf_seconds": system_mtbf_seconds, "save_seconds": save_seconds,
-        "restart_seconds": restart_seconds, "time_limit": time_limit,
+        "restart_seconds": restart_seconds, "time_limit": time_limit, "micro_batches": list(micro_values),
     }
     return SweepResult(groups=groups, rows=rows, skipped=skipped, parameters=parameters, seconds=seconds)
+
+
+def _micro_batch_values(micro_batches, groups):
+    """``micro_batches`` of :func:`sweep` as a list of distinct checked ``m``, in the given order."""
+    from .plan import check_micro_batches
+
+    if isinstance(micro_batches, (int, np.integer)) and not isinstance(micro_batches, bool):
+        micro_batches = (micro_batches,)
+    values = check.sequence("micro_batches", micro_batches)
+    return list(dict.fromkeys(check_micro_batches(m, groups) for m in values))
+
+
+def _sweep_row(result, layout, groups, r, method, system_mtbf_seconds, save_seconds, restart_seconds):
+    """One row of :func:`sweep` from a :class:`MonteCarloResult`."""
+    m = result.micro_batches
+    a_mc = (theory.availability(save_seconds, restart_seconds, result.mu * system_mtbf_seconds)
+            if result.mu > 0 else 0.0)
+    if m == 1:  # the paper's J, computed as it always was
+        j_closed = theory.normalised_ttt(groups, r, system_mtbf_seconds=system_mtbf_seconds,
+                                         save_seconds=save_seconds, restart_seconds=restart_seconds)
+    else:
+        a_cf = theory.availability(save_seconds, restart_seconds, theory.mu(groups, r) * system_mtbf_seconds)
+        j_closed = math.inf if a_cf == 0.0 else result.step_cost_bound / a_cf
+    return {
+        "method": method,
+        "redundancy": r,
+        "overlap": layout.overlap(),
+        "layout_status": layout.metadata.get("solver_status", layout.metadata.get("status")),
+        "mu": result.mu,
+        "mu_ci95": list(result.mu_ci95),
+        "sbar": result.sbar,
+        "sbar_ci95": list(result.sbar_ci95),
+        "closed_form_mu": result.closed_form_mu,
+        "closed_form_sbar": result.closed_form_sbar,
+        "mu_relative_error": result.mu_relative_error,
+        "sbar_relative_error": result.sbar_relative_error,
+        "j_closed_form": j_closed,
+        "j_monte_carlo": result.mean_step_cost / a_mc if a_mc > 0 else None,
+        "micro_batches": m,
+        "mean_step_cost": result.mean_step_cost,
+        "mean_step_cost_ci95": list(result.mean_step_cost_ci95),
+        "step_cost_bound": result.step_cost_bound,
+        "physical_step_cost": result.physical_step_cost,
+    }

@@ -9,6 +9,9 @@ them live in :mod:`spare_opt.montecarlo` and :mod:`spare_opt.worst_case`.
   before a wipe-out (independent holder sets);
 * ``Sbar(N, r) >= (1/floor(mu)) * sum_{k=0}^{floor(mu)-1} c(k)`` - mean stack number until
   the wipe-out, with the layout's extra layers ``rho_k`` set to 0;
+* ``(1/floor(mu)) * sum_{k=0}^{floor(mu)-1} ceil(m N / (N - k)) / m`` - the same bound on
+  the mean step cost with ``m`` micro-batches per shard type, and
+  ``(1/floor(mu)) * sum N / (N - k)``, the physical limit it tends to as ``m`` grows;
 * ``r* = floor(log2 N + 0.833)`` - the redundancy that minimises the time-to-train;
 * ``T_c* = T_s + sqrt(T_s^2 + 2 T_s (T_f + T_r))`` - optimal checkpoint period;
 * ``A*(M) = 1 - T_s/T_c* - (T_c*/2 + T_r)/M`` - availability under optimal checkpointing
@@ -46,6 +49,8 @@ __all__ = [
     "stack_lower_bound",
     "mu",
     "sbar_lower_bound",
+    "step_cost_lower_bound",
+    "physical_step_cost",
     "r_star",
     "checkpoint_period",
     "availability",
@@ -183,20 +188,125 @@ def sbar_lower_bound(groups, redundancy):
     Lee et al., ICML 2026, Sec. 4-5.
     """
     groups, redundancy = check_size(groups, redundancy, max_groups=None)
-    terms = int(math.floor(mu(groups, redundancy)))
-    terms = max(1, min(terms, groups - 1)) if groups > 1 else 1
+    terms = _terms(groups, redundancy)
     return _sum_ceil_ratios(groups, groups - terms + 1) / terms
 
 
-def _sum_ceil_ratios(n, low):
-    """``sum_{m=low}^{n} ceil(n / m)`` = ``sum_{k=0}^{n-low} c(k)``, in exact integer arithmetic.
+def step_cost_lower_bound(groups, redundancy, micro_batches=1):
+    """Lower bound on the mean step cost until the wipe-out with ``m`` micro-batches per shard type.
 
-    ``ceil(n / m) = floor((n - 1) / m) + 1`` takes each value on a block of consecutive
-    ``m`` (the divisor-block trick), so the sum costs one step per distinct value,
-    at most ``min(n / low, 2 sqrt(n)) + 1``, instead of one per term: ``N`` may be far
-    larger than an array can hold.
+    ``(1/floor(mu)) * sum_{k=0}^{floor(mu)-1} ceil(m N / (N - k)) / m``.
+
+    Parameters
+    ----------
+    groups : int
+        Number of DP groups ``N >= 1``.
+    redundancy : int
+        Redundancy ``r``, ``1 <= r <= N``.
+    micro_batches : int, default 1
+        ``m >= 1``, micro-batches per shard type (``docs/planner.md``, "Micro-batches").
+
+    Returns
+    -------
+    float
+        Mean step cost (layers' worth of work per live group per step; 1 = fault-free).
+        At ``m = 1`` it is :func:`sbar_lower_bound` exactly.
+
+    Raises
+    ------
+    ParameterTypeError
+        ``N``, ``r`` or ``m`` is not an integer.
+    ParameterError
+        ``N``, ``r`` out of range, or ``m < 1``.
+
+    Notes
+    -----
+    After ``k`` failures the ``m N`` micro-batches are spread over ``N - k`` live
+    groups, so some group computes at least ``ceil(m N / (N - k))`` of them (the set
+    ``T`` of all shard types in Hall's formula ``L* = max_T ceil(m |T| / |H(T)|)``);
+    the step cost is ``L* / m``.  The mean is over the same ``k = 0 .. floor(mu) - 1``
+    as :func:`sbar_lower_bound` (``floor(mu)`` clipped to ``[1, N - 1]``), the
+    closed-form counterpart of :attr:`spare_opt.MonteCarloResult.mean_step_cost`.
+
+    References
+    ----------
+    Lee et al., ICML 2026, Sec. 4-5; P. Hall, "On representatives of subsets", 1935.
+
+    Examples
+    --------
+    >>> round(step_cost_lower_bound(600, 8, 8), 4), step_cost_lower_bound(600, 8) == sbar_lower_bound(600, 8)
+    (1.3622, True)
     """
-    top = n - 1
+    groups, redundancy = check_size(groups, redundancy, max_groups=None)
+    m = check.integer("micro_batches m", micro_batches, minimum=1)
+    terms = _terms(groups, redundancy)
+    return _sum_ceil_ratios(groups, groups - terms + 1, numerator=m * groups) / (terms * m)
+
+
+def physical_step_cost(groups, redundancy):
+    """The physical limit of the mean step cost until the wipe-out: the mean of ``N / (N - k)``.
+
+    ``(1/floor(mu)) * sum_{k=0}^{floor(mu)-1} N / (N - k)``, over the same ``k`` as
+    :func:`step_cost_lower_bound`, which tends to it as ``m`` grows.
+
+    Parameters
+    ----------
+    groups : int
+        Number of DP groups ``N >= 1``.
+    redundancy : int
+        Redundancy ``r``, ``1 <= r <= N``.
+
+    Returns
+    -------
+    float
+        Mean of the work per live group when the lost groups' work is shared exactly
+        evenly (no plan can do better: ``L* / m >= N / (N - k)``).
+
+    Raises
+    ------
+    ParameterTypeError
+        ``N`` or ``r`` is not an integer.
+    ParameterError
+        ``N`` or ``r`` out of range.
+
+    Notes
+    -----
+    ``sum_{k=0}^{K-1} N / (N - k) = N (H_N - H_{N-K})`` with harmonic numbers ``H``;
+    summed exactly in floating point (``math.fsum``) up to a million terms, beyond
+    through the digamma function, ``H_n = psi(n + 1) + gamma``.
+
+    Examples
+    --------
+    >>> round(physical_step_cost(600, 8), 4)
+    1.2972
+    """
+    groups, redundancy = check_size(groups, redundancy, max_groups=None)
+    terms = _terms(groups, redundancy)
+    if terms <= 1_000_000:
+        total = math.fsum(groups / (groups - k) for k in range(terms))
+    else:
+        from scipy.special import digamma
+
+        total = groups * float(digamma(groups + 1.0) - digamma(groups - terms + 1.0))
+    return total / terms
+
+
+def _terms(groups, redundancy):
+    """``floor(mu)`` clipped to ``[1, N - 1]``: the number of states the closed forms average."""
+    terms = int(math.floor(mu(groups, redundancy)))
+    return max(1, min(terms, groups - 1)) if groups > 1 else 1
+
+
+def _sum_ceil_ratios(n, low, numerator=None):
+    """``sum_{j=low}^{n} ceil(M / j)`` (``M = numerator``, default ``n``), in exact integer arithmetic.
+
+    With ``M = n`` it is ``sum_{k=0}^{n-low} c(k)``; with ``M = m n`` the micro-batch
+    loads ``sum ceil(m n / (n - k))``.  ``ceil(M / j) = floor((M - 1) / j) + 1`` takes
+    each value on a block of consecutive ``j`` (the divisor-block trick), so the sum
+    costs one step per distinct value, at most ``min(M / low, 2 sqrt(M)) + 1``, instead
+    of one per term: ``N`` may be far larger than an array can hold.
+    """
+    top = (n if numerator is None else numerator) - 1
     total = n - low + 1  # the "+ 1" of every term
     m = low
     steps = 0

@@ -3,7 +3,9 @@
 * Every set of up to ``r - 1`` failed DP groups is masked; the smallest failure sets
   that wipe out are the holder sets of the shard types (:func:`min_wipe_out_set`).
 * After one failure the stack number is ``c(1) = 2`` for every layout and every failed
-  group (:func:`worst_case_after_one_failure`).
+  group (:func:`worst_case_after_one_failure`); with ``m`` micro-batches per shard
+  type the worst load is ``ceil(m s / (s - 1))``, ``s`` the size of the layout's
+  smallest connected component (:func:`worst_case_load_after_one_failure`).
 * After ``k`` failures, the worst case over every failure set of size ``k`` is found
   exactly with CP-SAT for ``N <= 64`` and bounded from below by a seeded local search
   beyond (:func:`worst_case_stack_number`), each with a Hall's-condition certificate
@@ -26,7 +28,7 @@ import numpy as np
 from . import _validation as check
 from ._results import Result
 from .errors import SolverError
-from .plan import lower_bound
+from .plan import check_micro_batches, lower_bound
 from .planner import _certified_stack_number
 from .layout import check_layout
 
@@ -36,6 +38,7 @@ __all__ = [
     "WorstCase",
     "min_wipe_out_set",
     "worst_case_after_one_failure",
+    "worst_case_load_after_one_failure",
     "worst_case_stack_number",
     "worst_case_profile",
 ]
@@ -114,6 +117,115 @@ def worst_case_after_one_failure(layout):
     return {"stack_number": 2, "group": 0, "status": "masked",
             "proof": "c(1) = 2 is a lower bound, and Hall's condition |L(T)| >= |T| / 2 holds for every set T "
                      "of shard types after one failure, so S* = 2 for every failed group"}
+
+
+def worst_case_load_after_one_failure(layout, *, micro_batches=1):
+    """The worst-case least load ``L*`` after one failed group, with ``m`` micro-batches per shard type.
+
+    Parameters
+    ----------
+    layout : Layout
+    micro_batches : int, default 1
+        ``m >= 1``, micro-batches per shard type (``docs/planner.md``, "Micro-batches").
+
+    Returns
+    -------
+    dict
+        ``micro_batches`` (``m``); ``load`` (the largest ``L*`` over every single failed
+        group, in micro-batches; ``None`` when one failure wipes out, i.e. ``r = 1``);
+        ``step_cost`` (``load / m``); ``lower_bound`` (``ceil(m N / (N - 1))``, what an
+        even share would cost); ``group`` (a failed group attaining ``load``: the
+        smallest id in a smallest component); ``component_groups`` (``s``, the number
+        of groups of the smallest connected component of the layout); ``components``
+        (their number); ``status``; ``proof`` (one sentence).
+
+    Raises
+    ------
+    ParameterTypeError
+        ``layout`` is not a :class:`~spare_opt.layout.Layout`, ``micro_batches`` not an
+        integer.
+    ParameterError
+        ``m < 1`` or ``N m`` above :data:`~spare_opt.plan.MAX_SPLIT_ENTRIES`.
+
+    Notes
+    -----
+    Call the *holder graph* the bipartite graph of groups and shard types, ``g -- t``
+    when ``g`` holds ``t``; it is ``r``-regular on both sides, so each connected
+    component holds as many shard types as groups, and at least ``r`` of each.
+    Theorem: for ``r >= 2``, failing group ``g`` gives ``L* = ceil(m s / (s - 1))``,
+    ``s`` the number of groups in the component of ``g``.  So the worst case is
+    ``ceil(m s_min / (s_min - 1))`` (``s_min`` the smallest component), attained by every
+    group of a smallest component, and it is the lower bound ``ceil(m N / (N - 1))``
+    exactly when the layout is connected (Sidon, consecutive, random layouts); a block
+    layout has ``s = r``.  At ``m = 1`` it is ``2`` for every layout
+    (:func:`worst_case_after_one_failure`).
+
+    Proof.  By Hall's theorem for the micro-batch flow, ``L* = max_T ceil(m |T| /
+    |H(T)|)`` over non-empty sets ``T`` of shard types, ``H(T)`` their live holders
+    (``docs/planner.md``).  Let ``H0(T)`` be all their holders.  The ``r |T|`` holder
+    slots of ``T`` lie in ``H0(T)``, whose groups have ``r`` slots each, so
+    ``|H0(T)| >= |T|``, with equality only when every slot of ``H0(T)`` holds a type
+    of ``T``: then ``T`` and ``H0(T)`` are closed under the graph's edges, a union of
+    components.  (i) If ``g`` is not in ``H0(T)``, ``|H(T)| = |H0(T)| >= |T|``: the
+    term is at most ``m``.  (ii) If ``g`` is in ``H0(T)`` and ``T`` is not a union of
+    components, ``|H(T)| = |H0(T)| - 1 >= |T|``: at most ``m``.  (iii) If ``T`` is a
+    union of components of ``u`` groups including that of ``g``, ``|H(T)| = u - 1``
+    and the term ``ceil(m u / (u - 1))`` is largest for the smallest such union, the
+    component of ``g`` itself: ``ceil(m s / (s - 1)) >= m + 1`` (``s >= r >= 2``),
+    above every term of (i) and (ii).  The maximum over ``T`` is therefore
+    ``ceil(m s / (s - 1))``.  For ``r = 1`` the failed group's shard type has no
+    other holder: a wipe-out.
+
+    References
+    ----------
+    P. Hall, "On representatives of subsets", J. London Math. Soc. 10, 1935; Lee et al.,
+    ICML 2026, Sec. 4 (``c(1) = 2``); ``docs/beyond-the-paper.md``, section 1.
+
+    Examples
+    --------
+    >>> from spare_opt import block, sidon
+    >>> worst = worst_case_load_after_one_failure(sidon(600, 8), micro_batches=8)
+    >>> worst["load"], worst["step_cost"], worst["component_groups"]
+    (9, 1.125, 600)
+    >>> worst_case_load_after_one_failure(block(600, 8), micro_batches=8)["load"]  # 8 types on 7 groups
+    10
+    """
+    n, r = check_layout(layout).stacks.shape
+    m = check_micro_batches(micro_batches, n)
+    sizes, labels = _components(layout.stacks)
+    smallest = int(np.argmin(sizes))
+    s = int(sizes[smallest])
+    group = int(np.flatnonzero(labels == smallest)[0])
+    base = {"micro_batches": m, "lower_bound": lower_bound(n, 1, m) if n > 1 else None,
+            "group": group, "component_groups": s, "components": int(sizes.size)}
+    if r == 1:
+        return dict(base, load=None, step_cost=None, status="wipe-out",
+                    proof="r = 1: each shard type has one holder, so any failure loses its types")
+    load = -(-m * s // (s - 1))
+    return dict(base, load=load, step_cost=load / m, status="masked",
+                proof=f"Hall's formula L* = max_T ceil(m|T| / |H(T)|) is at most m unless T is a union of "
+                      f"components of the holder graph; the smallest one holding the failed group has "
+                      f"s = {s} groups, so L* = ceil(m s / (s - 1)) = {load}")
+
+
+def _components(stacks):
+    """Connected components of the holder graph, by group: ``(sizes, labels)``.
+
+    Groups ``g`` and ``h`` are in one component when a chain of shared shard types links
+    them; linking every group to the layer-0 holder of each type it holds suffices (two
+    holders of ``t`` are both linked to that one).
+    """
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components
+
+    n, r = stacks.shape
+    owner = np.empty(n, dtype=np.int64)
+    owner[stacks[:, 0]] = np.arange(n)
+    rows = np.repeat(np.arange(n), r)
+    cols = owner[stacks.ravel()]
+    graph = coo_matrix((np.ones(rows.size, dtype=np.int8), (rows, cols)), shape=(n, n))
+    count, labels = connected_components(graph, directed=False)
+    return np.bincount(labels, minlength=count), labels
 
 
 @dataclass(eq=False)
