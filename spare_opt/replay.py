@@ -462,10 +462,10 @@ def replay_trace(layout, trace, *, planner="controller", semantics="paper", micr
                 total_moves += moves
                 stack_number, load = int(plan.stack_number), _load(plan)
                 order = plan.order if check_plans else None
-                last = {}  # each returning group is brought back by the last end of its nodes, in file order
+                last_end = {}  # each returning group is brought back by the last end of its nodes, in file order
                 for group, k in zip(groups[returning].tolist(), group_events[returning].tolist()):
-                    last[group] = max(k, last.get(group, k))
-                for k in set(last.values()):
+                    last_end[group] = max(k, last_end.get(group, k))
+                for k in set(last_end.values()):
                     decided[k] = ("recovered", decisions, moves)
                 decisions += 1
                 continue

@@ -188,6 +188,9 @@ def check_against_reference(layout, events, placement_seed=None, m=1, planners=P
         assert rows_of(result) == expected
         s = result.summary
         assert s["semantics"] == "repair" and s["micro_batches"] == m
+        # regression: a local name once overwrote the span's end with a dict, so the text crashed
+        assert s["span_days"] == [float(t) for t in trace.span_days]
+        assert f"days {round(trace.span_days[0], 4)} to {round(trace.span_days[1], 4)}" in result.format_text()
         for key in ("wipe_outs", "max_out", "max_load", "recoveries", "ends_after_restart", "masked"):
             assert s[key] == ref[key], key
         assert s["mean_step_cost"] == pytest.approx(ref["mean_step_cost"])
