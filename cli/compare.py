@@ -12,6 +12,7 @@ from spare_opt.verdict import (
     DEFAULT_COMPARE_REP,
     DEFAULT_COMPARE_SPARE,
     DEFAULT_CYCLES,
+    MAX_CYCLES,
     compare,
     compare_parameters,
     plot_compare,
@@ -36,6 +37,17 @@ from .options import (
 )
 
 __all__ = ["command"]
+
+
+#: Simulation fields that have their own option here (or that compare sets itself).
+_OWN_OPTIONS = {
+    "steps": "--steps",
+    "restart_seconds": "--restart-minutes",
+    "save_seconds": "--ckpt-save-seconds",
+    "layer_compute_seconds": "--step-seconds",
+    "trace_time_scale": "--time-scale",
+    "max_wall_factor": "--cycles",
+}
 
 
 def _integer_list(ctx, param, value):
@@ -94,7 +106,7 @@ def _shown(values):
               help="SPARe micro-batches per shard type of the grid (1: the paper's whole shards).")
 @click.option("--seeds", type=IntegerRange(min=1), default=3, show_default=True,
               help="Seeds per setting: placements of the traced nodes on the groups, and the jitter.")
-@click.option("--cycles", type=IntegerRange(min=1), default=DEFAULT_CYCLES, show_default=True,
+@click.option("--cycles", type=IntegerRange(min=1, max=MAX_CYCLES), default=DEFAULT_CYCLES, show_default=True,
               help="Copies of the trace end to end (with --trace); a run not finished within cycles x T0 is "
                    "unfinished (TTT/T0 > cycles).")
 @click.option("--set", "settings", multiple=True, metavar="FIELD=VALUE",
@@ -134,6 +146,11 @@ def command(ctx, trace_path, trace_format, time_unit, model_path, preset, groups
         check_output_path(plot_path, force)
         require_matplotlib()  # before the long work, not after it
     overrides = parse_overrides(settings)
+    for field, option in _OWN_OPTIONS.items():
+        if field in overrides:
+            raise click.UsageError(f"use {option} instead of --set {field}")
+    if not spare_redundancies and given(ctx, "micro_batches"):
+        refuse_unused("--micro-batches", "needs SPARe settings (--spare-r is empty)")
     trace = None
     if trace_path is not None:
         from spare_opt.trace import read_fault_trace

@@ -251,7 +251,8 @@ def _format(preset, strategy, groups, runs, summary, max_wall_factor):
         row("availability", "availability", "{:.2%}"),
         row("restarts", "restarts", "{:.1f}"),
         row("masked failures", "masked_failures", "{:.1f}"),
-        row("mean stack number S", "mean_stack_number", "{:.3f}"),
+        row("mean stack number S", "mean_stack_number", "{:.3f}") + (
+            "  shard types a group computes part of" if first.micro_batches > 1 else ""),
         row("mean step cost", "mean_step_cost", "{:.3f}") + "  per executed step, in layers",
         f"  {'rework':<22}{summary['rework_seconds']['mean'] / 3600:.1f} h",
         f"  {'checkpoint time':<22}{summary['checkpoint_seconds']['mean'] / 3600:.1f} h",
@@ -260,8 +261,8 @@ def _format(preset, strategy, groups, runs, summary, max_wall_factor):
         lines.insert(-2, row("rejoins", "rejoins", "{:.1f}"))
     if first.trace is not None and "outside_cluster" not in first.trace:  # a fault model's events
         t = first.trace
-        lines.append(f"fault model {t['source']}: {t['used']} group failures in {t['failure_events']} events drawn, "
-                     f"{t['beyond_run']} events after the run ended")
+        lines.append(f"fault model (fitted to {t['source']}): {t['used']} group failures in {t['failure_events']} "
+                     f"events drawn within the run ({t['beyond_run']} more drawn past its end, unused)")
     elif first.trace is not None:
         t = first.trace
         lines.append(

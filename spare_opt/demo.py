@@ -139,6 +139,8 @@ class DemoResult(Result):
                 f"in 1/{many['micro_batches']} shards)"
             )
         lines.append(f"Wrote {self.files['layout']} (layout) and {self.files['report']} (replay report)")
+        if self.verdicts:
+            lines += ["", _VERDICT_LEGEND]
         for verdict in self.verdicts:
             lines.append("")
             lines.append(_verdict_lines(verdict))
@@ -384,6 +386,16 @@ def _verdict_digest(verdict):
     doc = verdict.to_dict()
     return {key: doc[key] for key in ("source", "semantics", "seeds", "cycles", "time_scale", "fault_free_seconds",
                                       "strategies")}
+
+
+#: What the verdict's columns mean, printed once before the verdicts.
+_VERDICT_LEGEND = (
+    "The verdicts below bring repaired groups back (repair semantics), unlike the replay above (the paper's\n"
+    "semantics: a failed group stays out until a global restart), so they see far fewer wipe-outs.\n"
+    "TTT/T0: wall-clock time to train over the fault-free time (1 is no loss); availability: the share of\n"
+    "wall time that makes progress which is kept; restarts: global restarts per run; step cost: layers of\n"
+    "work per step (1 fault-free; SPARe pays S with whole shards, L*/m with m micro-batches)."
+)
 
 
 def _verdict_lines(verdict):

@@ -1042,6 +1042,8 @@ def _count_interval(exposure, count, dispersion, confidence):
     """Mean time between events (``exposure / count``) with a quasi-Poisson chi-square interval."""
     from scipy import stats
 
+    if exposure <= 0:  # no up-time at all (a node down for the whole window): the MTBF is 0
+        return Estimate(0.0, 0.0, 0.0)
     alpha = 1.0 - confidence
     effective, exposure_eff = count / dispersion, exposure / dispersion
     rate_low = stats.chi2.ppf(alpha / 2, 2 * effective) / (2 * exposure_eff)

@@ -675,6 +675,12 @@ def _build_trace(raw, *, source, fmt, cluster_nodes=None, metadata=None, node_do
         raise TraceError(
             f"{source}: event times from day {times.min()} to day {times.max()} span more than a float can hold"
         )
+    if count and times.min() < 0:
+        # Times are days from the start of the job's clock: the simulation places events at
+        # them and a trace's T0 is its last day, so an event before day 0 has no meaning.
+        first = int(np.argmax(times < 0))
+        raise TraceError(f"{source}: {where(first)}: time {times[first]:g} days is before day 0 "
+                         "(times are days from the start of the trace)")
     if csv_rows:
         # rank 0: an end that closes a fault of positive length; 1: a start; 2: the end
         # of a zero-length fault (it must follow its own start).

@@ -44,6 +44,7 @@ from ._runs import (
 )
 from ._stats import finite_or_none, mean_ci95
 from .errors import ParameterError, TraceError
+from .plan import check_micro_batches
 from .parameters import SimulationParameters, fault_free_seconds, get_preset
 from .events import SEMANTICS
 from .trace import FaultTrace, parse_fault_events
@@ -54,6 +55,7 @@ __all__ = [
     "DEFAULT_COMPARE_REP",
     "DEFAULT_COMPARE_SPARE",
     "DEFAULT_CYCLES",
+    "MAX_CYCLES",
     "STRATEGY_LABELS",
     "CompareResult",
     "compare",
@@ -72,6 +74,8 @@ DEFAULT_COMPARE_MICRO_BATCHES = (1, 4, 16)
 DEFAULT_COMPARE_FACTORS = (0.5, 0.7, 1.0, 1.4, 2.0)
 #: Copies of the trace laid end to end; a run that needs longer is unfinished (``TTT/T0 > cycles``).
 DEFAULT_CYCLES = 2
+#: Most copies of the trace: beyond it a run is far past any useful TTT/T0 and the walks grow without bound.
+MAX_CYCLES = 100
 #: Names of the strategies in tables and figures.
 STRATEGY_LABELS = {"ckpt": "CKPT only", "rep": "Rep+CKPT", "spare": "SPARe+CKPT"}
 
@@ -425,8 +429,8 @@ def compare(params, *, trace=None, semantics="repair", rep_redundancies=DEFAULT_
         Seeds per setting, ``0 .. seeds - 1``: the placement of the traced nodes on
         the groups (``placement_seed``) and the jitter; the same for every setting.
     cycles : int, default 2
-        Copies of the trace end to end; a run that has not finished within them is
-        unfinished (``TTT/T0 > cycles``).
+        Copies of the trace end to end, at most :data:`MAX_CYCLES`; a run that has not
+        finished within them is unfinished (``TTT/T0 > cycles``).
     include_ckpt : bool, default True
         Also run checkpointing alone.
     fault_model : FailureModel, optional
@@ -452,9 +456,10 @@ def compare(params, *, trace=None, semantics="repair", rep_redundancies=DEFAULT_
     ParameterTypeError
         An argument of the wrong type.
     ParameterError
-        An ``r`` or ``m`` out of range, no strategy to run, a bad factor, seed count
-        or semantics; ``repair`` semantics with neither a trace nor a fault model;
-        both a trace and a fault model.
+        An ``r`` or ``m`` out of range (``N m`` too large included), no strategy to
+        run, a bad factor, seed count, cycle count or semantics; ``repair`` semantics
+        with neither a trace nor a fault model; both a trace and a fault model; fewer
+        groups than the nodes the trace names (their faults would be dropped).
 
     Notes
     -----
@@ -491,10 +496,14 @@ def compare(params, *, trace=None, semantics="repair", rep_redundancies=DEFAULT_
     semantics = check.choice("semantics", semantics, SEMANTICS)
     if not (include_ckpt or reps or spares):
         raise ParameterError("nothing to compare: no strategy to run")
-    cycles = check.count("cycles", cycles)
+    ms = [check_micro_batches(m, params.groups) for m in ms]  # N m bounded before any work
+    cycles = check.count("cycles", cycles, maximum=MAX_CYCLES)
     params = replace(params, max_wall_factor=float(cycles))
     if trace is not None:
         check.instance("trace", trace, FaultTrace, " (spare_opt.read_fault_trace)")
+        if params.groups < trace.n_nodes:
+            raise ParameterError(f"N = {params.groups} groups is fewer than the {trace.n_nodes} nodes the trace "
+                                 "names (one node per group): the faults of the others would be dropped")
         if fault_model is not None:
             raise ParameterError("give the failures once: a trace or a fault model, not both")
         replayed = cyclic_trace(trace, cycles)
