@@ -121,11 +121,15 @@ def test_demo_replays_the_packaged_real_trace_by_default(tmp_path, no_spare_trac
     assert "584 fault_start" in result.stdout and "note:" not in result.stdout
     # it ends with the verdict, at the trace's rate and compressed, in a few lines each
     text = result.stdout.split("\n\nVerdict")
-    assert len(text) == 3 and text[1].startswith(" at the trace's rate") and text[2].startswith(" trace compressed 100x")
+    assert len(text) == 3 and text[1].startswith(" at the trace's rate")
+    assert text[2].startswith(" with the trace compressed 100x")
     for part in text[1:]:
         lines = part.strip().splitlines()
-        assert len(lines) == 5 and "CKPT only" in lines[1] and "Rep+CKPT r=2" in lines[2] and "SPARe+CKPT r=" in lines[3]
-        assert lines[4].strip().startswith(("Best:", "No strategy finished"))
+        assert len(lines) == 6 and "CKPT only" in lines[1] and "Rep+CKPT r=2" in lines[2]
+        assert "SPARe+CKPT r=9 m=16" in lines[3] and "SPARe+CKPT r=9 m=1 " in lines[4]  # m = 1 beside m = 16
+        assert lines[5].strip().startswith(("Best:", "No strategy finished"))
+    assert "With repairs (a fault_end brings its group back), same layout: m = 1:" in result.stdout
+    assert "; m = 16: mean step cost" in result.stdout
     assert "start-while-down" in result.stdout and (out / "replay-N400-r9.json").is_file()
     report = json.loads((out / "replay-N400-r9.json").read_text())
     assert report["trace"]["fault_starts"] == 584 and len(report["replay"]["rows"]) == 1168
