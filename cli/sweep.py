@@ -42,7 +42,8 @@ def _methods(ctx, param, value):
 
 
 def _number(value, digits):
-    return "-" if value is None else f"{value:.{digits}f}"
+    """A figure, or "-" where there is none (no interval from one trial: NaN or None)."""
+    return "-" if value is None or value != value else f"{value:.{digits}f}"
 
 
 def _ratio(value):

@@ -61,6 +61,7 @@ from .layout import (
 )
 from .plan import (
     MASKED,
+    MAX_MICRO_BATCHES,
     MAX_SPLIT_ENTRIES,
     WIPE_OUT,
     check_micro_batches,
@@ -293,6 +294,7 @@ __all__ = [
     "check_plan",
     "is_valid_plan",
     "lower_bound",
+    "MAX_MICRO_BATCHES",
     "MAX_SPLIT_ENTRIES",
     "check_micro_batches",
     "normalise_groups",

@@ -22,6 +22,7 @@ __all__ = [
     "Plan",
     "MASKED",
     "WIPE_OUT",
+    "MAX_MICRO_BATCHES",
     "MAX_SPLIT_ENTRIES",
     "check_plan",
     "is_valid_plan",
@@ -36,6 +37,13 @@ WIPE_OUT = "wipe-out"
 #: planner peaks at about 80 bytes per micro-batch (measured: 0.99 GB at ``N m =
 #: 1.2e7``), so this bound keeps it near 1.3 GB; ``N = 100,000`` still takes ``m = 167``.
 MAX_SPLIT_ENTRIES = 1 << 24
+
+#: Largest ``m``.  One failure moves about ``L* ~ m`` micro-batches and each one searches
+#: for room, so the online controller's time per failure grows like ``m^2`` at large ``m``
+#: (measured at ``N = 12``: 0.9 s per Monte-Carlo trial at ``m = 10,000``, 99 s at
+#: ``m = 100,000``), while the step cost is within ``1/m`` of its physical limit
+#: ``N / (N - k)`` long before (``docs/analysis.md``).
+MAX_MICRO_BATCHES = 1024
 
 
 def lower_bound(groups, failed_count, micro_batches=1):
@@ -76,7 +84,7 @@ def lower_bound(groups, failed_count, micro_batches=1):
 
 
 def check_micro_batches(micro_batches, groups):
-    """``micro_batches`` as an ``int`` ``m >= 1`` with ``N m <= MAX_SPLIT_ENTRIES``.
+    """``micro_batches`` as an ``int`` ``1 <= m <= MAX_MICRO_BATCHES`` with ``N m <= MAX_SPLIT_ENTRIES``.
 
     Parameters
     ----------
@@ -94,11 +102,17 @@ def check_micro_batches(micro_batches, groups):
     ParameterTypeError
         ``micro_batches`` is not an integer (a float or a bool).
     ParameterError
-        ``m < 1``, or ``N m`` is above :data:`MAX_SPLIT_ENTRIES` (``2^24``).
+        ``m < 1``, ``m`` above :data:`MAX_MICRO_BATCHES` (1024), or ``N m`` above
+        :data:`MAX_SPLIT_ENTRIES` (``2^24``).
     """
     from . import _validation as check
 
     m = check.integer("micro_batches m", micro_batches, minimum=1)
+    if m > MAX_MICRO_BATCHES:
+        raise ParameterError(
+            f"micro_batches m = {m:,} is above the limit of {MAX_MICRO_BATCHES:,}: the planners' work per failure "
+            f"grows like m^2 and the step cost is within 1/{MAX_MICRO_BATCHES} of its limit N/(N-k) already"
+        )
     if m * groups > MAX_SPLIT_ENTRIES:
         raise ParameterError(
             f"micro_batches m = {m:,} with N = {groups:,} groups gives N m = {m * groups:,} micro-batches, "

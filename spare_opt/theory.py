@@ -317,7 +317,7 @@ def _sum_ceil_ratios(n, low, numerator=None):
         m = last + 1
         steps += 1
         if steps > _MAX_BLOCKS:
-            raise ParameterError(f"N = {check.int_text(n)} is too large for the exact Sbar sum")
+            raise ParameterError(f"N = {check.int_text(n)} is too large for the exact sum of ceilings")
     return total
 
 

@@ -15,11 +15,13 @@ import pytest
 
 from spare_opt import (
     MAX_CYCLES,
+    MAX_MICRO_BATCHES,
     MAX_SPLIT_ENTRIES,
     ParameterError,
     TraceError,
     compare,
     compare_parameters,
+    consecutive,
     fit_trace,
     parse_fault_csv,
     parse_fault_events,
@@ -88,17 +90,30 @@ def test_compare_refuses_fewer_groups_than_traced_nodes(small_log):
 # ===================================================== bounds before the work
 def test_compare_checks_n_times_m_before_any_run(small_log):
     trace = parse_fault_csv(small_log.read_text(), time_unit="hours")
-    params = compare_parameters(groups=4, trace=trace)
-    m = MAX_SPLIT_ENTRIES // 4 + 1
+    params = compare_parameters(groups=17_000, trace=trace)
+    m = MAX_SPLIT_ENTRIES // 17_000 + 1  # within MAX_MICRO_BATCHES, N m beyond the bound
+    assert m <= MAX_MICRO_BATCHES
     with pytest.raises(ParameterError, match="choose a smaller m"):
         compare(params, trace=trace, rep_redundancies=(), spare_redundancies=(2,), micro_batches=(m,), seeds=1)
 
 
 def test_the_split_bound_keeps_the_exact_planner_in_memory():
-    layout = sidon(64, 3, seed=0)
+    layout = consecutive(17_000, 3)
     with pytest.raises(ParameterError, match="about 80 bytes each"):
-        plan_reorder(layout, [0], micro_batches=MAX_SPLIT_ENTRIES // 64 + 1)
+        plan_reorder(layout, [0], micro_batches=MAX_SPLIT_ENTRIES // 17_000 + 1)
     assert MAX_SPLIT_ENTRIES * 80 < 2 * 1024**3  # the bound's promise: the planner stays under 2 GB
+
+
+def test_micro_batches_above_the_limit_are_refused_before_any_work(tmp_path):
+    layout = sidon(12, 3, seed=0)
+    with pytest.raises(ParameterError, match="above the limit of 1,024"):
+        plan_reorder(layout, [0], micro_batches=MAX_MICRO_BATCHES + 1)
+    assert plan_reorder(layout, [0], micro_batches=MAX_MICRO_BATCHES).load >= MAX_MICRO_BATCHES
+    path = tmp_path / "l12.json"
+    layout.save(path)
+    for command in (["validate", path], ["plan", path, "--fail", "0"]):
+        result = cli(*command, "--micro-batches", 100_000)
+        assert "above the limit of 1,024" in error_line(result)
 
 
 def test_cycles_are_bounded(small_log):
