@@ -346,23 +346,15 @@ def _rep_wipe_out_indices(perms, groups, redundancy):
 def _trajectories(layout, perms, micro_batches):
     """Stack numbers, step costs and wipe-out indices of SPARe along failure orders ``perms``.
 
-    One compiled call per kind of trajectory.  At ``m = 1`` the step cost is the stack
-    number; at ``m > 1`` it is the least load ``L*`` over ``m``
-    (:func:`spare_opt.load_trajectories`).
+    One compiled run gives both (:func:`spare_opt.load_trajectories`): the step cost is
+    the least load ``L*`` over ``m`` (the stack number at ``m = 1``).
     """
-    from .controller import stack_number_trajectories
+    from .controller import _trajectories
 
-    if micro_batches == 1:
-        stacks, wipes, _ = stack_number_trajectories(layout, perms)
-        stacks = np.asarray(stacks)
-        return stacks, stacks.astype(np.float64), np.asarray(wipes, dtype=np.int32)
-    from .controller import load_trajectories
-
-    stacks, wipes, _ = stack_number_trajectories(layout, perms, micro_batches=micro_batches)
-    loads, _, _ = load_trajectories(layout, perms, micro_batches=micro_batches)
-    loads = np.asarray(loads)
+    result = _trajectories(layout, perms, micro_batches)
+    loads = result["loads"]
     costs = np.where(loads < 0, -1.0, loads / float(micro_batches))
-    return np.asarray(stacks), costs, np.asarray(wipes, dtype=np.int32)
+    return result["stack_numbers"], costs, result["wipe_out_index"].astype(np.int32)
 
 
 def _fill_padding(values):

@@ -552,9 +552,7 @@ def stack_number_trajectories(layout, failure_orders, *, micro_batches=1):
     FailureSetError
         ``failure_orders`` is not 2-D or a row is not a sequence of distinct group ids.
     """
-    state = _trajectory_state(layout, micro_batches)
-    orders = _check_failure_orders(failure_orders, layout.groups, ndim=2)
-    result = state.run(orders)
+    result = _trajectories(layout, failure_orders, micro_batches)
     return result["stack_numbers"], result["wipe_out_index"], result["moves"]
 
 
@@ -645,10 +643,18 @@ def load_trajectories(layout, failure_orders, *, micro_batches=1):
     trial, each failure costs what :meth:`ReorderController.fail` costs without the
     Python call.  This is the call a Monte-Carlo of the step cost needs.
     """
-    state = _trajectory_state(layout, micro_batches)
-    orders = _check_failure_orders(failure_orders, layout.groups, ndim=2)
-    result = state.run(orders)
+    result = _trajectories(layout, failure_orders, micro_batches)
     return result["loads"], result["wipe_out_index"], result["moves"]
+
+
+def _trajectories(layout, failure_orders, micro_batches):
+    """Stack numbers, loads, wipe-out indices and moves of many failure orders, one compiled run.
+
+    The run yields both kinds of trajectory, so a caller that needs both (the simulation's
+    failure pool at ``m > 1``) walks the orders once.
+    """
+    state = _trajectory_state(layout, micro_batches)
+    return state.run(_check_failure_orders(failure_orders, layout.groups, ndim=2))
 
 
 def _one_trajectory(layout, failure_order, micro_batches, return_moves, key):
@@ -810,7 +816,6 @@ class _TrajectoryState:
     """Controller arrays for the compiled sequence kernels (no journal kept), m = 1."""
 
     def __init__(self, layout):
-        check_layout(layout)
         self.tables, self.rows, self.scalars = _fault_free_state(layout.stacks, *_holder_table(layout))
 
     def run(self, orders):

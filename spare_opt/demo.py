@@ -329,11 +329,10 @@ def run_demo(out_dir=DEFAULT_OUT, *, trace_path=None, force=False, planner="cont
     if verdict:
         from .verdict import compare, compare_parameters
 
-        semantics, ms = _verdict_options(micro_batches)
-        grid = dict(DEMO_VERDICT, micro_batches=ms)
+        grid = dict(DEMO_VERDICT, micro_batches=tuple(sorted(set(DEMO_MICRO_BATCHES) | {micro_batches})))
         for scale in (1.0, DEMO_COMPRESSION):
             params = compare_parameters("trace-400", groups, trace=trace, time_scale=scale)
-            verdicts.append(compare(params, trace=trace, semantics=semantics, workers=workers,
+            verdicts.append(compare(params, trace=trace, semantics="repair", workers=workers,
                                     executor=executor, **grid))
     trace_info = {"kind": kind, "path": trace.source, **trace.summary()}
     trace_info.pop("source", None)
@@ -370,11 +369,6 @@ def run_demo(out_dir=DEFAULT_OUT, *, trace_path=None, force=False, planner="cont
     )
 
 
-def _verdict_options(micro_batches):
-    """Semantics and micro-batch grid of the demo's verdict: repairs, ``m`` in ``{1, 16, M}``."""
-    return "repair", tuple(sorted(set(DEMO_MICRO_BATCHES) | {micro_batches}))
-
-
 def _micro_digest(result):
     s = result.summary
     return {"micro_batches": s["micro_batches"], "semantics": s["semantics"], "mean_step_cost": s["mean_step_cost"],
@@ -400,7 +394,7 @@ _VERDICT_LEGEND = (
 
 def _verdict_lines(verdict):
     """The verdict in a few lines: context, one line per strategy, the conclusion."""
-    from .verdict import STRATEGY_LABELS
+    from .verdict import STRATEGY_LABELS, _ratio
 
     scale = verdict.params.trace_time_scale
     rate = "at the trace's rate" if scale == 1.0 else f"with the trace compressed {1 / scale:g}x"
@@ -418,8 +412,7 @@ def _verdict_lines(verdict):
     for row in rows:
         setting = "" if row["strategy"] == "ckpt" else f" r={row['redundancy']}" + (
             f" m={row['micro_batches']}" if row["strategy"] == "spare" else "")
-        ratio = f"{row['ttt_ratio']:.3f}" if row["ttt_ratio"] == row["ttt_ratio"] and row["ttt_ratio"] < float("inf") \
-            else f"> {verdict.params.max_wall_factor:g}"
+        ratio = _ratio(row["ttt_ratio"], verdict.params)
         lines.append(f"  {STRATEGY_LABELS[row['strategy']] + setting:<24} TTT/T0 {ratio:>7}  availability "
                      f"{row['availability']:.2%}  restarts {row['restarts']:.0f}  step cost {row['mean_step_cost']:.3f}")
     lines.append("  " + verdict.conclusion())

@@ -67,6 +67,7 @@ from ._results import Result
 from ._stats import finite_or_none
 from .errors import ParameterError
 from .layout import check_size
+from .plan import check_micro_batches
 
 __all__ = [
     "SEMANTICS",
@@ -340,13 +341,6 @@ class _Sequencer:
         )
 
 
-def check_micro_batches_(value, groups):
-    """``m`` checked against ``N`` (:func:`spare_opt.plan.check_micro_batches`)."""
-    from .plan import check_micro_batches
-
-    return check_micro_batches(value, groups)
-
-
 def _check_common(groups, strategy, redundancy, semantics, layout, micro_batches, heal_seconds):
     """Checked ``(groups, redundancy, layout, micro_batches, heal_seconds)`` of an event source."""
     from ._runs import check_run_layout, check_strategy
@@ -354,7 +348,7 @@ def _check_common(groups, strategy, redundancy, semantics, layout, micro_batches
     check.choice("semantics", semantics, SEMANTICS)
     groups, _ = check_size(groups, 1)
     redundancy = check_strategy(strategy, redundancy, groups)
-    micro_batches = check_micro_batches_(micro_batches, groups)
+    micro_batches = check_micro_batches(micro_batches, groups)
     if strategy == "spare":
         layout = check_run_layout(layout, groups, redundancy)
     heal_seconds = check.number("heal_seconds", heal_seconds, minimum=0.0)
@@ -471,7 +465,7 @@ def trace_events(trace, groups, strategy, redundancy, *, semantics="paper", layo
     >>> events.times_seconds.tolist(), events.kinds.tolist()
     ([86400.0, 172860.0], [0, 1])
     """
-    from .trace import FaultTrace, trace_instants
+    from .trace import FaultTrace, _groups_once, instant_batches, trace_instants
 
     check.instance("trace", trace, FaultTrace, " (spare_opt.read_fault_trace)")
     groups, redundancy, layout, micro_batches, heal_seconds = _check_common(
@@ -487,15 +481,13 @@ def trace_events(trace, groups, strategy, redundancy, *, semantics="paper", layo
     sequencer = _Sequencer(semantics, strategy, groups, redundancy, layout, micro_batches, heal_seconds, replan)
     for instant in instants:
         time = float(seconds[instant.start])
-        usable = int(np.sum(starts[instant.start:instant.stop]))
         if semantics == "paper":
-            sequencer.instant(time, instant.failing, instant.recovering, usable)
+            sequencer.instant(time, instant.failing, instant.recovering, int(np.sum(starts[instant.start:instant.stop])))
             continue
         # repair: the instant's events in file order, in batches of one kind (as the replay takes them)
         sequencer.rejoin_until(time)
-        sequencer.counts["fault_starts"] += usable
-        for is_start, events in _file_order_batches(trace, instant, node_size):
-            batch = _groups_once(trace, indptr, group_ids, events)
+        for is_start, events in instant_batches(trace, instant, (indptr, group_ids)):
+            batch = _groups_once(trace, indptr, group_ids, events)[0]
             if is_start:
                 sequencer.rejoin_until(time)  # heals of zero length from ends earlier in the instant
                 sequencer._fail(time, batch, int(np.sum(starts[events])))
@@ -511,34 +503,6 @@ def trace_events(trace, groups, strategy, redundancy, *, semantics="paper", layo
     events = sequencer.result(strategy, groups, redundancy, micro_batches, extra=extra)
     events.counts["fault_starts"] = int(trace.n_starts)
     return events
-
-
-def _file_order_batches(trace, instant, node_size):
-    """The usable events of one instant in file order, cut into runs of one kind: ``(is_start, events)``.
-
-    Usable as in :func:`spare_opt.trace.trace_instants` (not ignored by the reader, on
-    a node placed on some group).  The same batches as the replay's under ``repair``
-    semantics.
-    """
-    window = slice(instant.start, instant.stop)
-    usable = np.flatnonzero(~trace.ignored[window] & (node_size[trace.node[window]] > 0))
-    if usable.size == 0:
-        return []
-    kinds = trace.is_start[window][usable]
-    cuts = np.concatenate(([0], np.flatnonzero(kinds[1:] != kinds[:-1]) + 1, [usable.size]))
-    return [(bool(kinds[a]), (instant.start + usable[a:b]).astype(np.int64))
-            for a, b in zip(cuts[:-1].tolist(), cuts[1:].tolist())]
-
-
-def _groups_once(trace, indptr, group_ids, events):
-    """The groups of ``events`` (indices), each once, in event order (a node may hold several groups)."""
-    nodes = trace.node[events]
-    per_event = np.diff(indptr)[nodes]
-    starts = np.repeat(indptr[nodes], per_event)
-    within = np.arange(int(per_event.sum())) - np.repeat(np.cumsum(per_event) - per_event, per_event)
-    groups = group_ids[starts + within]
-    _, first = np.unique(groups, return_index=True)
-    return groups[np.sort(first)].astype(np.int32)
 
 
 class _ModelSource:

@@ -24,9 +24,8 @@ import numpy as np
 
 from . import _validation as check
 from ._results import Result
-from .errors import ParameterError
 from .events import SEMANTICS
-from .plan import MASKED, WIPE_OUT, check_plan
+from .plan import MASKED, WIPE_OUT, check_micro_batches, check_plan
 from .trace import FaultTrace, _placement_text, instant_batches, trace_instants
 from .layout import check_layout
 
@@ -201,12 +200,6 @@ def _shortened(items, shown=SHOWN_IRREGULAR):
     return text
 
 
-def _load(plan):
-    """``L*`` of a masked plan (``S*`` when the plan has no micro-batches)."""
-    load = getattr(plan, "load", None)
-    return int(plan.stack_number if load is None else load)
-
-
 class _ControllerEngine:
     """Reorder decisions from the online controller."""
 
@@ -215,8 +208,7 @@ class _ControllerEngine:
     def __init__(self, layout, micro_batches):
         from .controller import ReorderController
 
-        options = {} if micro_batches == 1 else {"micro_batches": micro_batches}
-        self.controller = ReorderController(layout, **options)
+        self.controller = ReorderController(layout, micro_batches=micro_batches)
 
     def fail(self, groups):
         return self.controller.fail(groups)
@@ -250,7 +242,7 @@ class _ExactEngine:
             self.failed = failed
             self.order = plan.order
             self.stack_number = plan.stack_number
-            self.split = getattr(plan, "split", None)
+            self.split = plan.split
         return plan
 
     def fail(self, groups):
@@ -379,14 +371,11 @@ def replay_trace(layout, trace, *, planner="controller", semantics="paper", micr
         planner = "exact" if check.flag("exact", exact) else "controller"
     planner = check.choice("planner", planner, PLANNERS)
     semantics = check.choice("semantics", semantics, SEMANTICS)
-    m = _check_micro_batches(micro_batches, layout.groups)
+    m = check_micro_batches(micro_batches, layout.groups)
     repair = semantics == "repair"
     started = time.perf_counter()
     n = layout.groups
     engine = _ExactEngine(layout, m) if planner == "exact" else _ControllerEngine(layout, m)
-    if repair and planner == "controller" and not hasattr(engine.controller, "recover"):
-        raise ParameterError("repair semantics with planner='controller' need ReorderController.recover; "
-                             "use planner='exact'")
     instants, node_group = trace_instants(trace, n, placement_seed=placement_seed, placement=placement)
     if repair:
         members = trace.node_groups(n, seed=placement_seed, placement=placement, members=True)
@@ -460,7 +449,7 @@ def replay_trace(layout, trace, *, planner="controller", semantics="paper", micr
                 recovery_batches += 1
                 moves = int(plan.moves)
                 total_moves += moves
-                stack_number, load = int(plan.stack_number), _load(plan)
+                stack_number, load = int(plan.stack_number), int(plan.load)
                 order = plan.order if check_plans else None
                 last_end = {}  # each returning group is brought back by the last end of its nodes, in file order
                 for group, k in zip(groups[returning].tolist(), group_events[returning].tolist()):
@@ -513,7 +502,7 @@ def replay_trace(layout, trace, *, planner="controller", semantics="paper", micr
                 masked_batches += 1
                 moves = int(plan.moves)
                 total_moves += moves
-                stack_number, load = int(plan.stack_number), _load(plan)
+                stack_number, load = int(plan.stack_number), int(plan.load)
                 max_stack = max(max_stack, stack_number)
                 max_load = max(max_load, load)
                 order = plan.order if check_plans else None
@@ -629,16 +618,3 @@ def _restored(layout, order, back):
     order = np.array(order, dtype=np.int32)
     order[back] = layout.stacks[back]
     return order
-
-
-def _check_micro_batches(micro_batches, groups):
-    """``m`` checked as :func:`spare_opt.plan.check_micro_batches` does (it checks ``N m`` too, when present)."""
-    from . import plan as plan_module
-
-    checker = getattr(plan_module, "check_micro_batches", None)
-    if checker is not None:
-        return checker(micro_batches, groups)
-    m = check.integer("micro_batches m", micro_batches, minimum=1)
-    if m > 1:
-        raise ParameterError("micro_batches > 1 needs the fractional-stacking planner, not in this build")
-    return m

@@ -226,10 +226,10 @@ def _prepare(params, strategy, redundancy, layout, trace, placement_seed, placem
 
 def _check_source(params, strategy, micro_batches, semantics, trace, fault_model):
     """Checked ``(micro_batches, semantics)``, and the source of failures they need."""
-    from .events import check_micro_batches_
+    from .plan import check_micro_batches
     from .fit import FailureModel
 
-    micro_batches = check_micro_batches_(micro_batches, params.groups)
+    micro_batches = check_micro_batches(micro_batches, params.groups)
     semantics = check.choice("semantics", semantics, SEMANTICS)
     if trace is not None:
         check.instance("trace", trace, FaultTrace, " (spare_opt.read_fault_trace)")

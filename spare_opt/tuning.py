@@ -199,9 +199,9 @@ def tune(params, *, seeds=10, rep_redundancies=DEFAULT_REP_REDUNDANCIES,
     spares = check.integers("spare redundancies", spare_redundancies, minimum=2, maximum=n)
     factors = check.numbers_("period factors", period_factors, above=0.0)
     include_ckpt = check.flag("include_ckpt", include_ckpt)
-    from .events import check_micro_batches_
+    from .plan import check_micro_batches
 
-    micro_batches = check_micro_batches_(micro_batches, n)
+    micro_batches = check_micro_batches(micro_batches, n)
     if params.trace_time_scale != 1.0:
         raise ParameterError(f"params.trace_time_scale = {params.trace_time_scale:g} does nothing in tune, which "
                              "draws Weibull failures (no trace)")
@@ -304,7 +304,7 @@ def tune_preset(name, groups=None, *, seeds=10, micro_batches=1, workers=1, exec
     ParameterTypeError, ParameterError
         Unknown preset, ``N`` not in the preset, or a bad argument.
     """
-    from .events import check_micro_batches_
+    from .plan import check_micro_batches
 
     preset = get_preset(name)
     check.callback("progress", progress)
@@ -312,7 +312,7 @@ def tune_preset(name, groups=None, *, seeds=10, micro_batches=1, workers=1, exec
     all_params = [preset_parameters(name, n, **overrides) for n in sizes]
     several = not isinstance(micro_batches, (int, np.integer)) or isinstance(micro_batches, bool)
     ms = check.integers("micro_batches", micro_batches if several else [micro_batches], minimum=1)
-    ms = tuple(check_micro_batches_(m, max(sizes)) for m in ms)
+    ms = tuple(check_micro_batches(m, max(sizes)) for m in ms)
     jobs = [(params, m) for params in all_params for m in ms]
     results = []
     for index, (params, m) in enumerate(jobs):

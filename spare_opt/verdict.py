@@ -366,10 +366,6 @@ def _run(params, strategy, redundancy, micro_batches, period, seed, events, sema
                       semantics=semantics)
 
 
-def _walk_task(params, strategy, redundancy, micro_batches, layout, trace, seed, semantics):
-    return _walk(params, strategy, redundancy, micro_batches, layout, trace, seed, semantics)
-
-
 def _trace_runs_task(params, strategy, redundancy, micro_batches, periods, seed, events, semantics):
     return [_digest(_run(params, strategy, redundancy, micro_batches, period, seed, events, semantics))
             for period in periods]
@@ -541,7 +537,7 @@ def compare(params, *, trace=None, semantics="repair", rep_redundancies=DEFAULT_
     if trace is not None:
         walk_tasks = [(params, s, r, m, layout, replayed, seed, semantics)
                       for s, r, m, layout in configs for seed in range(seeds)]
-        walks = run_tasks(_walk_task, walk_tasks, workers=workers, executor=executor, progress=relay(0))
+        walks = run_tasks(_walk, walk_tasks, workers=workers, executor=executor, progress=relay(0))
         span_seconds = replayed.span_days[1] * 86400.0 * params.trace_time_scale
         periods, run_tasks_list, trace_info = [], [], {}
         for c, (strategy, r, m, _) in enumerate(configs):
