@@ -373,7 +373,8 @@ def _trace_runs_task(params, strategy, redundancy, micro_batches, periods, seed,
 
 def _model_runs_task(params, strategy, redundancy, micro_batches, periods, seed, layout, semantics, fault_model):
     if fault_model is None:  # the preset's Weibull failures, the paper's semantics
-        pool = FailurePool(strategy, params.groups, redundancy, seed, layout)
+        pool = FailurePool(strategy, params.groups, redundancy, seed, layout,
+                           micro_batches if strategy == "spare" else 1)
         return [_digest(run_synthetic(params, strategy, redundancy, period, seed, pool)) for period in periods]
     from .simulation import simulate
 

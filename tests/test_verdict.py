@@ -194,6 +194,22 @@ def test_synthetic_failures_of_a_preset():
     assert [row["strategy"] for row in result.strategies] == ["ckpt", "rep", "spare"]
 
 
+def test_synthetic_failures_of_a_preset_take_micro_batches():
+    # regression: the preset's failure pool was built without m, so every m ran as m = 1
+    from spare_opt import preset_parameters
+
+    params = preset_parameters("paper-600k", 200, steps=300)
+    result = compare(params, semantics="paper", rep_redundancies=(), spare_redundancies=(8,), seeds=2,
+                     period_factors=(1.0,), micro_batches=(1, 4), include_ckpt=False)
+    for row in result.settings:
+        runs = [simulate(result.params, "spare", 8, checkpoint_period_seconds=row["checkpoint_period_seconds"],
+                         seed=seed, micro_batches=row["micro_batches"]) for seed in range(2)]
+        assert row["ttt_ratio"] == pytest.approx(np.mean([run.ttt_ratio for run in runs]))
+        assert row["mean_step_cost"] == pytest.approx(np.mean([run.mean_step_cost for run in runs]))
+    one, four = result.settings
+    assert four["mean_step_cost"] < one["mean_step_cost"]
+
+
 def test_bad_arguments(small_trace, small_params):
     with pytest.raises(ParameterError, match="nothing to compare"):
         compare(small_params, trace=small_trace, semantics="paper", include_ckpt=False, rep_redundancies=(),
