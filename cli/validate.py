@@ -196,9 +196,11 @@ def command(ctx, layout, trials, seed, micro_batches, workers, scheduler, worst_
 
         written = plot_monte_carlo(result, plot_path, force=force)
 
-    closed = {"mu": theory.mu(n, r), "sbar": theory.sbar_lower_bound(n, r),
-              "step_cost_bound": theory.step_cost_lower_bound(n, r, micro_batches),
-              "physical_step_cost": theory.physical_step_cost(n, r)}
+    closed = None
+    if result is None:  # the Monte-Carlo result carries the closed forms beside its estimates
+        closed = {"mu": theory.mu(n, r), "sbar": theory.sbar_lower_bound(n, r),
+                  "step_cost_bound": theory.step_cost_lower_bound(n, r, micro_batches),
+                  "physical_step_cost": theory.physical_step_cost(n, r)}
     if as_json:
         doc = {
             "layout": {"method": layout.method, "groups": n, "redundancy": r, "lambda": overlap,

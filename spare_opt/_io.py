@@ -8,6 +8,7 @@ import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 
+from ._validation import _quoted
 from .errors import OutputExistsError, OutputWriteError, ParameterError
 
 __all__ = [
@@ -325,7 +326,7 @@ def parse_json_text(text, error, source, malformed="malformed JSON"):
     try:
         return json.loads(text, object_pairs_hook=_unique_keys, parse_constant=_no_constant)
     except _DuplicateKey as exc:
-        raise error(f"{source}: {malformed} (duplicated key {_key_text(exc.args[0])} in an object)") from None
+        raise error(f"{source}: {malformed} (duplicated key {_quoted(exc.args[0])} in an object)") from None
     except _NonStandard as exc:
         raise error(f"{source}: {malformed} ({exc.args[0]} is not a JSON number)") from None
     except json.JSONDecodeError as exc:
@@ -347,10 +348,6 @@ class _NonStandard(Exception):
 
 def _no_constant(name):
     raise _NonStandard(name)
-
-
-def _key_text(key, limit=40):
-    return repr(key) if len(key) <= limit else f"{key[:limit]!r}... ({len(key)} characters)"
 
 
 def check_version(doc, expected, source, error, format_name):

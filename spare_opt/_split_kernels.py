@@ -56,6 +56,8 @@ micro-batches per type), packed to keep numba's dispatch cheap:
 
 import numpy as np
 
+# Status codes and the stamp limit are the m = 1 kernels' (one protocol for the controller).
+from ._controller_kernels import _STAMP_LIMIT, STATUS_ALREADY_FAILED, STATUS_JOURNAL_FULL, STATUS_MASKED, STATUS_WIPE_OUT
 from ._jit import kernel
 
 # Tables (N, r).
@@ -108,13 +110,6 @@ REACHED = 9  # how many groups the last breadth-first search queued (rows[QUEUE,
 HISTOGRAM = 10
 SCALARS = 10  # plus r + 1 histogram entries
 
-# Status codes (as in spare_opt._controller_kernels).
-STATUS_MASKED = 0
-STATUS_WIPE_OUT = 1
-STATUS_JOURNAL_FULL = 2
-STATUS_ALREADY_FAILED = 3
-
-_STAMP_LIMIT = 1 << 30
 
 
 @kernel

@@ -1,5 +1,6 @@
 """Small statistics and JSON helpers shared by the analysis, simulation and tuning reports."""
 
+import inspect
 import math
 from typing import NamedTuple
 
@@ -96,12 +97,12 @@ def interval95(values, *, lower=None, upper=None):
         return Interval(mean, math.nan, math.nan, None,
                         f"no interval: {n} runs are too few for a 95% interval within {bounds} "
                         f"(the Student t interval leaves it; {MIN_BOOTSTRAP_RUNS} runs give a bootstrap one)")
-    result = stats.bootstrap((values,), np.mean, n_resamples=BOOTSTRAP_RESAMPLES, method="BCa",
-                             rng=np.random.default_rng(BOOTSTRAP_SEED))
+    seeded = {rng_keyword(stats.bootstrap): np.random.default_rng(BOOTSTRAP_SEED)}
+    result = stats.bootstrap((values,), np.mean, n_resamples=BOOTSTRAP_RESAMPLES, method="BCa", **seeded)
     low, high = float(result.confidence_interval.low), float(result.confidence_interval.high)
     if not (math.isfinite(low) and math.isfinite(high)):  # BCa undefined (degenerate resamples)
-        result = stats.bootstrap((values,), np.mean, n_resamples=BOOTSTRAP_RESAMPLES, method="percentile",
-                                 rng=np.random.default_rng(BOOTSTRAP_SEED))
+        seeded = {rng_keyword(stats.bootstrap): np.random.default_rng(BOOTSTRAP_SEED)}
+        result = stats.bootstrap((values,), np.mean, n_resamples=BOOTSTRAP_RESAMPLES, method="percentile", **seeded)
         low, high = float(result.confidence_interval.low), float(result.confidence_interval.high)
     # Quantiles of resampled means lie within [min, max] of the data; clip the last ulp.
     low, high = max(low, float(values.min())), min(high, float(values.max()))
@@ -191,3 +192,11 @@ def weibull_renewals(horizon, mean, shape):
     if truncated <= 0.0:
         return math.inf
     return horizon / truncated
+
+
+def rng_keyword(function):
+    """The name of the seed argument of a scipy function: ``rng`` (scipy >= 1.15) or ``random_state``.
+
+    The project supports scipy >= 1.11 (pyproject.toml), before ``rng`` existed.
+    """
+    return "rng" if "rng" in inspect.signature(function).parameters else "random_state"

@@ -29,7 +29,6 @@ Garwood, "Fiducial limits for the Poisson distribution", Biometrika 28 (1936): t
 chi-square interval of a Poisson rate.
 """
 
-import inspect
 import math
 import textwrap
 from dataclasses import dataclass
@@ -40,7 +39,7 @@ import numpy as np
 from . import _validation as check
 from ._io import as_path, check_version, dumps_json, read_json_file, write_atomic
 from ._results import Result
-from ._stats import finite_or_none
+from ._stats import finite_or_none, rng_keyword
 from .errors import (
     FailureModelError,
     OutputWriteError,
@@ -104,16 +103,12 @@ class Estimate(NamedTuple):
 
     def to_dict(self):
         """dict: ``{"value": x, "ci": [low, high]}``, ``None`` for a NaN or infinite number."""
-        return {"value": _finite(self.value), "ci": [_finite(self.low), _finite(self.high)]}
+        return {"value": finite_or_none(float(self.value)),
+                "ci": [finite_or_none(float(self.low)), finite_or_none(float(self.high))]}
 
     def scaled(self, factor):
         """Estimate: value and bounds multiplied by ``factor`` (a change of unit)."""
         return Estimate(self.value * factor, self.low * factor, self.high * factor)
-
-
-def _finite(value):
-    value = float(value)
-    return value if math.isfinite(value) else None
 
 
 def _plain(value):
@@ -125,11 +120,6 @@ def _plain(value):
     if isinstance(value, (list, tuple)):
         return [_plain(item) for item in value]
     return finite_or_none(value)
-
-
-def _rng_keyword(function):
-    """The name of the seed argument of a scipy function: ``rng`` (scipy >= 1.15) or ``random_state``."""
-    return "rng" if "rng" in inspect.signature(function).parameters else "random_state"
 
 
 # ----------------------------------------------------------------------------- the model
@@ -861,7 +851,7 @@ def fit_trace(trace, *, nodes=None, window_minutes=DEFAULT_WINDOW_MINUTES, start
     cluster = _cluster_size(trace, nodes)
 
     # Faults: each usable start with the usable end that closes it.
-    _, fault_start, fault_end = _pair_faults(trace, usable)
+    fault_start, fault_end = _pair_faults(trace, usable)
     open_faults = int(np.isnan(fault_end).sum())
     if ignored_starts or ignored_ends:
         notes.append(f"{ignored_starts} fault_start and {ignored_ends} fault_end ignored as the reader flagged them "
@@ -949,13 +939,12 @@ def _cluster_size(trace, nodes):
 def _pair_faults(trace, usable):
     """Each usable fault start with the usable end that closes it (NaN while open), in time order of starts."""
     opened = {}
-    node_of, starts, ends = [], [], []
+    starts, ends = [], []
     times = trace.times_days
     for k in np.flatnonzero(usable).tolist():
         node = int(trace.node[k])
         if trace.is_start[k]:
             opened[node] = len(starts)
-            node_of.append(node)
             starts.append(float(times[k]))
             ends.append(math.nan)
         elif node in opened:
@@ -963,7 +952,7 @@ def _pair_faults(trace, usable):
         else:  # read_fault_trace flags such an end as ignored; another producer of FaultTrace might not
             raise TraceError(f"{trace.source}: fault_end at day {float(times[k])} for node {trace.node_ids[node]}, "
                              "which is not down, is not flagged as ignored")
-    return np.asarray(node_of, dtype=np.int64), np.asarray(starts), np.asarray(ends)
+    return np.asarray(starts), np.asarray(ends)
 
 
 def _events(start_days, start_nodes, window_days):
@@ -1329,7 +1318,7 @@ def _mean_interval(values, confidence, resamples, seed):
     mean = float(values.mean())
     if values.size < 2 or np.unique(values).size < 2:
         return Estimate(mean)
-    options = {_rng_keyword(stats.bootstrap): np.random.default_rng(seed)}
+    options = {rng_keyword(stats.bootstrap): np.random.default_rng(seed)}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # BCa warns on degenerate resamples; the interval is still given
         result = stats.bootstrap((values,), np.mean, confidence_level=confidence, n_resamples=resamples,
@@ -1377,7 +1366,7 @@ def _repairs(fault_start, fault_end, end, resolution, confidence, resamples, see
     )
     positive = done_days[done_days > 0] * SECONDS_PER_DAY
     if open_days.size == 0 and positive.size >= 3 and np.unique(positive).size >= 3:
-        options = {_rng_keyword(stats.goodness_of_fit): np.random.default_rng(seed)}
+        options = {rng_keyword(stats.goodness_of_fit): np.random.default_rng(seed)}
         test = stats.goodness_of_fit(stats.lognorm, positive, known_params={"loc": 0}, statistic="ad",
                                      n_mc_samples=resamples, **options)
         result["lognormal_fit_p_value"] = float(test.pvalue)

@@ -532,7 +532,6 @@ def _plan_micro_batches(layout, failed, alive, mid_step, m, split):
         patch=patch,
         micro_batches=m,
         load=int(best),
-        step_cost=best / m,
         split=new_split,
     )
 
@@ -703,14 +702,7 @@ class _CoverNetwork:
         """The least feasible ``S`` in ``[lowest, highest]``; ``highest`` must be feasible."""
         if lowest >= highest or self._feasible(lowest):
             return min(lowest, highest)
-        low, high = lowest + 1, highest  # invariant: the answer is in [low, high], high feasible
-        while low < high:
-            middle = (low + high) // 2
-            if self._feasible(middle):
-                high = middle
-            else:
-                low = middle + 1
-        return high
+        return self._bisect(lowest + 1, highest)
 
     def least_load(self, lowest, highest):
         """The least feasible load in ``[lowest, highest]`` (``highest`` feasible): ``lowest``
@@ -726,6 +718,10 @@ class _CoverNetwork:
                 break
             low = probe + 1
             step *= 2
+        return self._bisect(low, high)
+
+    def _bisect(self, low, high):
+        """The least feasible value in ``[low, high]``, ``high`` feasible (binary search)."""
         while low < high:
             middle = (low + high) // 2
             if self._feasible(middle):
