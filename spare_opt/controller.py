@@ -24,7 +24,17 @@ from . import _split_kernels as _s
 from . import _validation as check
 from .errors import FailureSetError
 from .failure_sets import normalise_groups
-from .plan import MASKED, WIPE_OUT, Plan, _derived_order, _holders_by_layer, _touched_layers, check_micro_batches
+from .plan import (
+    MASKED,
+    WIPE_OUT,
+    Plan,
+    _derived_order,
+    _holders_by_layer,
+    _split_layers,
+    _touched_layers,
+    check_micro_batches,
+    lower_bound,
+)
 from .layout import check_layout
 from .planner import plan_reorder
 
@@ -371,7 +381,7 @@ class ReorderController:
             history.grow()
         if status == _k.STATUS_ALREADY_FAILED:
             raise FailureSetError(f"group {lost_count} has failed already (call restart() to revive failed groups)")
-        bound = -(-n // (n - failed_count)) if failed_count < n else None  # c(k), as plan.lower_bound
+        bound = lower_bound(n, failed_count)  # c(k); None when every group failed
         if status == _k.STATUS_WIPE_OUT:
             self._wiped = True
             lost = np.unique(self._scratch[_k.LOST, :lost_count])
@@ -399,7 +409,7 @@ class ReorderController:
             history.grow()
         if status == _s.STATUS_ALREADY_FAILED:
             raise FailureSetError(f"group {lost_count} has failed already (call restart() to revive failed groups)")
-        bound = -(-n // (n - failed_count)) if failed_count < n else None
+        bound = lower_bound(n, failed_count)
         if status == _s.STATUS_WIPE_OUT:
             self._wiped = True
             lost = np.unique(self._rows[_s.LOST, :lost_count])
@@ -749,8 +759,7 @@ def _split_state(stacks, holder_groups, holder_layers, split, alive, load, seque
     tables[_s.HOLDER_LAYERS] = holder_layers
     if counts is None:
         counts = np.zeros((n, r), dtype=np.int32)
-        layer = (_holders_by_layer(stacks)[:, None, :] == split[:, :, None]).argmax(axis=2)
-        np.add.at(counts, (split, layer), 1)
+        np.add.at(counts, (split, _split_layers(stacks, split)), 1)
     tables[_s.COUNT] = counts
     micro = np.zeros((_s.MICRO, n, m), dtype=np.int32)
     micro[_s.SPLIT] = split

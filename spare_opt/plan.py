@@ -368,7 +368,7 @@ def check_plan(layout, plan, previous_order=None, previous_split=None):
     _require(assignment.shape == (n,), f"assignment has shape {assignment.shape}, expected ({n},)")
     _require(assignment.min() >= 0 and assignment.max() < n, "assignment names a group outside [0, N)")
     _require(np.all(alive[assignment]), f"shard type {int(np.argmin(alive[assignment]))} is assigned to a failed group")
-    split = _check_split(layout, plan.split, alive, m)
+    split, layer = _check_split(layout, plan.split, alive, m)
     _require(np.array_equal(assignment, split[:, 0]), "assignment differs from split[:, 0]")
     load = np.bincount(split.ravel(), minlength=n)
     _require(plan.load is not None and load.max() == plan.load,
@@ -376,7 +376,7 @@ def check_plan(layout, plan, previous_order=None, previous_split=None):
     bound = lower_bound(n, len(failed), m)
     _require(plan.load >= bound, f"load {plan.load} is below the bound ceil(m N / (N - k)) = {bound}")
     _require(plan.step_cost == plan.load / m, f"step_cost is {plan.step_cost}, not load / m = {plan.load / m}")
-    touched = _touched_layers(layout.stacks, split)  # (N, r): group g computes part of stacks[g, l]
+    touched = _touched_layers(layout.stacks, split, layer)  # (N, r): group g computes part of stacks[g, l]
     if m == 1:
         _require(plan.load == s, f"load is {plan.load} but S* is {s} at m = 1")
     else:
@@ -439,7 +439,8 @@ def _require(condition, message):
 
 
 def _check_split(layout, split, alive, m):
-    """``split`` as an int array after checking its shape and that every entry is a live holder."""
+    """``(split, layer)``: ``split`` as an int array after checking its shape and that every
+    entry is a live holder, and the layer each entry holds its type at (:func:`_split_layers`)."""
     n = layout.groups
     _require(split is not None, "a masked plan must have a split")
     split = np.asarray(split)
@@ -451,11 +452,11 @@ def _check_split(layout, split, alive, m):
     if dead.any():
         t, j = np.argwhere(dead)[0]
         raise PlanError(f"micro-batch ({t}, {j}) is given to failed group {split[t, j]}")
-    holds = (_holders_by_layer(layout.stacks)[:, None, :] == split[:, :, None]).any(axis=2)
-    if not holds.all():
-        t, j = np.argwhere(~holds)[0]
+    layer = _split_layers(layout.stacks, split)
+    if (layer < 0).any():
+        t, j = np.argwhere(layer < 0)[0]
         raise PlanError(f"micro-batch ({t}, {j}) is given to group {split[t, j]}, which does not hold shard type {t}")
-    return split
+    return split, layer
 
 
 def _holders_by_layer(stacks):
@@ -471,15 +472,22 @@ def _holders_by_layer(stacks):
     return holders
 
 
-def _touched_layers(stacks, split):
+def _split_layers(stacks, split):
+    """int (N, m): entry ``[t, j]`` is the layer at which group ``split[t, j]`` holds shard
+    type ``t``, or -1 where it does not hold it.  ``O(N m r)`` time and booleans."""
+    match = _holders_by_layer(stacks)[:, None, :] == split[:, :, None]
+    return np.where(match.any(axis=2), match.argmax(axis=2), -1)
+
+
+def _touched_layers(stacks, split, layer=None):
     """bool (N, r): entry ``[g, l]`` says whether group ``g`` computes part of shard type ``stacks[g, l]``.
 
-    ``split`` must give every micro-batch to a holder of its type.  ``O(N m r)`` time
-    and booleans.
+    ``split`` must give every micro-batch to a holder of its type; ``layer`` is its
+    :func:`_split_layers` when the caller has it already.
     """
     n, r = stacks.shape
-    holders = _holders_by_layer(stacks)
-    layer = (holders[:, None, :] == split[:, :, None]).argmax(axis=2)
+    if layer is None:
+        layer = _split_layers(stacks, split)
     touched = np.zeros((n, r), dtype=bool)
     touched[split, layer] = True
     return touched

@@ -34,6 +34,7 @@ from .plan import (
     Plan,
     _derived_order,
     _holders_by_layer,
+    _split_layers,
     check_micro_batches,
     lower_bound,
 )
@@ -554,9 +555,9 @@ def _check_previous_split(split, stacks, m):
     if outside.any():
         raise PlanError(f"split names group {int(array[outside][0])}, outside [0, {n})")
     array = array.astype(np.int32)
-    holds = (holders[:, None, :] == array[:, :, None]).any(axis=2)
-    if not holds.all():
-        t, j = np.argwhere(~holds)[0]
+    missing = _split_layers(stacks, array) < 0
+    if missing.any():
+        t, j = np.argwhere(missing)[0]
         raise PlanError(f"split gives micro-batch ({t}, {j}) to group {array[t, j]}, which does not hold shard type {t}")
     return array
 
