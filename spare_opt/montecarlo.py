@@ -276,12 +276,7 @@ def monte_carlo(layout, *, trials=200, seed=0, micro_batches=1, workers=1, execu
     trials = check.count("trials", trials, maximum=MAX_TRIALS)
     processes = resolve_workers(workers)
     seed = check.seed(seed)
-    if chunk_size is None:
-        # About 8 chunks per worker (the executor's workers when it has its own), each at
-        # most ~4 million order entries.
-        chunk_size = max(1, min(250, 4_000_000 // n, math.ceil(trials / (8 * parallelism(workers, executor)))))
-    chunk_size = check.count("chunk_size", chunk_size)
-    bounds = [(lo, min(trials, lo + chunk_size)) for lo in range(0, trials, chunk_size)]
+    bounds = _chunk_bounds(trials, n, workers, executor, chunk_size)
 
     started = time.perf_counter()
     parts = run_tasks(_run_chunk, [(layout, seed, lo, hi, micro_batches) for lo, hi in bounds], workers=workers,
@@ -315,29 +310,53 @@ def monte_carlo(layout, *, trials=200, seed=0, micro_batches=1, workers=1, execu
     )
 
 
+def _chunk_bounds(trials, n, workers, executor, chunk_size):
+    """``(lo, hi)`` trial ranges of the tasks: by default about 8 chunks per worker (the
+    executor's workers when it has its own), each at most ~4 million order entries.
+    Results do not depend on the chunks (trial ``i`` draws from its own seed)."""
+    if chunk_size is None:
+        chunk_size = max(1, min(250, 4_000_000 // n, math.ceil(trials / (8 * parallelism(workers, executor)))))
+    chunk_size = check.count("chunk_size", chunk_size)
+    return [(lo, min(trials, lo + chunk_size)) for lo in range(0, trials, chunk_size)]
+
+
+def _trajectories_by_row(layout, orders, prefix, micro_batches=1):
+    """Per row of ``orders``: ``(values, wipe_out_index)`` of its walk to the wipe-out.
+
+    The values are the stack numbers at ``m = 1`` and the loads ``L_k`` at ``m > 1``.
+    Wipe-outs come after about ``mu`` failures, so the first ``prefix`` failures of every
+    order run in one compiled call, and the rare row that outlives them reruns on its
+    whole order.
+    """
+    from .controller import load_trajectories, load_trajectory, stack_number_trajectories, stack_number_trajectory
+
+    if micro_batches == 1:
+        values, wipeout, _moves = stack_number_trajectories(layout, orders[:, :prefix])
+    else:
+        values, wipeout, _moves = load_trajectories(layout, orders[:, :prefix], micro_batches=micro_batches)
+    for row in range(orders.shape[0]):
+        if wipeout[row] > 0:
+            yield values[row, :wipeout[row]], int(wipeout[row])
+        elif micro_batches == 1:
+            yield stack_number_trajectory(layout, orders[row])
+        else:
+            yield load_trajectory(layout, orders[row], micro_batches=micro_batches)
+
+
 def _run_chunk(layout, seed, lo, hi, micro_batches=1):
     """Trials ``lo .. hi-1``: masked counts, per-trial Sbar, S sums / counts by ``k``, and
     (``m > 1``) per-trial mean step costs."""
-    from .controller import load_trajectories, load_trajectory, stack_number_trajectories, stack_number_trajectory
-
     n, r = layout.stacks.shape
-    # Wipe-outs come after about mu failures: run a prefix of each random order in one
-    # compiled call, and rerun the rare trial that outlives it on its whole order.
     prefix = min(n, int(3 * theory.mu(n, r)) + 10 * r + 100)
     orders = np.empty((hi - lo, n), dtype=np.int32)
     for i in range(lo, hi):
         rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(i,)))
         orders[i - lo] = rng.permutation(n)
-    trajectories, wipeout, _moves = stack_number_trajectories(layout, orders[:, :prefix])
     masked = np.empty(hi - lo, dtype=np.int64)
     sbar = np.empty(hi - lo, dtype=np.float64)
     stack_sum = np.zeros(n + 1, dtype=np.int64)
     survivors = np.zeros(n + 1, dtype=np.int64)
-    for row in range(hi - lo):
-        if wipeout[row] > 0:
-            stack_numbers = trajectories[row, :wipeout[row]]
-        else:
-            stack_numbers, _index = stack_number_trajectory(layout, orders[row])
+    for row, (stack_numbers, _index) in enumerate(_trajectories_by_row(layout, orders, prefix)):
         # stack_numbers[k] = S* after k failures for the masked states k = 0 .. j-1;
         # failure j wipes out, so j - 1 failures were masked.
         states = stack_numbers.size
@@ -349,13 +368,8 @@ def _run_chunk(layout, seed, lo, hi, micro_batches=1):
         return masked, sbar, stack_sum, survivors
     # The same orders through the micro-batch controller: the wipe-out (a shard type
     # without live holder) does not depend on m, so its states are the same k.
-    loads, load_wipeout, _moves = load_trajectories(layout, orders[:, :prefix], micro_batches=micro_batches)
     step_cost = np.empty(hi - lo, dtype=np.float64)
-    for row in range(hi - lo):
-        if load_wipeout[row] > 0:
-            row_loads = loads[row, :load_wipeout[row]]
-        else:
-            row_loads, _index = load_trajectory(layout, orders[row], micro_batches=micro_batches)
+    for row, (row_loads, _index) in enumerate(_trajectories_by_row(layout, orders, prefix, micro_batches)):
         if row_loads.size != masked[row] + 1:  # an invariant of the model; never silently averaged
             raise AssertionError(f"trial {lo + row}: the micro-batch controller masked {row_loads.size - 1} "
                                  f"failures, the stack-number controller {masked[row]}")
@@ -537,12 +551,9 @@ def domain_monte_carlo(layout, topology, *, domain_probability, level=None, tria
     trials = check.count("trials", trials, maximum=MAX_TRIALS)
     processes = resolve_workers(workers)
     seed = check.seed(seed)
-    if chunk_size is None:
-        chunk_size = max(1, min(250, 4_000_000 // n, math.ceil(trials / (8 * processes))))
-    chunk_size = check.count("chunk_size", chunk_size)
     members, bounds = domains._members()
     structure = (domains.indptr, domains.entry_domain, members, bounds)
-    bounds_list = [(lo, min(trials, lo + chunk_size)) for lo in range(0, trials, chunk_size)]
+    bounds_list = _chunk_bounds(trials, n, workers, executor, chunk_size)
 
     started = time.perf_counter()
     parts = run_tasks(_run_domain_chunk,
@@ -621,23 +632,17 @@ def _domain_events(n, structure, p, seed, trial):
 def _run_domain_chunk(layout, structure, p, seed, lo, hi, micro_batches=1):
     """Trials ``lo .. hi-1`` of :func:`domain_monte_carlo`: masked groups and events, Sbar, domain
     events, and (``m > 1``) the mean step costs."""
-    from .controller import load_trajectories, load_trajectory, stack_number_trajectories, stack_number_trajectory
-
     n, r = layout.stacks.shape
     largest = int(np.diff(structure[3]).max()) if structure[3].size > 1 else 1
     prefix = min(n, int(3 * theory.mu(n, r)) + 10 * r + 100 + largest)
     events = [_domain_events(n, structure, p, seed, i) for i in range(lo, hi)]
     orders = np.stack([order for order, _ends, _domain in events])
-    trajectories, wipeout, _moves = stack_number_trajectories(layout, orders[:, :prefix])
     masked_groups = np.empty(hi - lo, dtype=np.int64)
     masked_events = np.empty(hi - lo, dtype=np.int64)
     sbar = np.empty(hi - lo, dtype=np.float64)
     domain_events = np.empty(hi - lo, dtype=np.int64)
-    for row, (order, ends, is_domain) in enumerate(events):
-        if wipeout[row] > 0:
-            stack_numbers, index = trajectories[row, :wipeout[row]], int(wipeout[row])
-        else:
-            stack_numbers, index = stack_number_trajectory(layout, order)
+    walks = _trajectories_by_row(layout, orders, prefix)
+    for row, ((_order, ends, is_domain), (stack_numbers, index)) in enumerate(zip(events, walks)):
         # Failure number `index` (1-based) wiped out; it belongs to event `event`.
         event = int(np.searchsorted(ends, index - 1, side="right")) if index > 0 else ends.size
         masked_events[row] = event
@@ -648,11 +653,9 @@ def _run_domain_chunk(layout, structure, p, seed, lo, hi, micro_batches=1):
     if micro_batches == 1:
         return masked_groups, masked_events, sbar, domain_events
     # The same flattened orders through the micro-batch controller, read at the same events.
-    loads, load_wipeout, _moves = load_trajectories(layout, orders[:, :prefix], micro_batches=micro_batches)
     step_cost = np.empty(hi - lo, dtype=np.float64)
-    for row, (order, ends, _is_domain) in enumerate(events):
-        row_loads = (loads[row, :load_wipeout[row]] if load_wipeout[row] > 0
-                     else load_trajectory(layout, order, micro_batches=micro_batches)[0])
+    walks = _trajectories_by_row(layout, orders, prefix, micro_batches)
+    for row, ((_order, ends, _is_domain), (row_loads, _index)) in enumerate(zip(events, walks)):
         event = int(masked_events[row])
         states = np.concatenate(([micro_batches], row_loads[ends[:event]])) if event > 0 else np.full(1, micro_batches)
         step_cost[row] = states.mean() / micro_batches
