@@ -36,9 +36,7 @@ from ._results import Result
 from ._runs import (
     FailurePool,
     check_params,
-    closed_form_period,
     default_layout,
-    mean_failures_to_wipe_out,
     run_events,
     run_synthetic,
 )
@@ -553,15 +551,13 @@ def compare(params, *, trace=None, semantics="repair", rep_redundancies=DEFAULT_
         results = run_tasks(_trace_runs_task, run_tasks_list, workers=workers, executor=executor,
                             progress=relay(walks_total))
     else:
-        basis = params
-        if fault_model is not None:
-            mtbf = fault_model.system_mtbf_seconds * fault_model.cluster_nodes / n
-            basis = replace(params, system_mtbf_seconds=mtbf)
-        periods, run_tasks_list = [], []
+        from .simulation import _period
+
+        periods, run_tasks_list, centres = [], [], {}
         for strategy, r, m, layout in configs:
-            mean_failures = 1.0 if strategy == "ckpt" else mean_failures_to_wipe_out(basis, strategy, r, layout)
-            centre = closed_form_period(basis, mean_failures)
-            periods.append(tuple(centre * f for f in factors))
+            if (strategy, r) not in centres:  # T_c* of simulate(): the wipe-out rate does not depend on m
+                centres[strategy, r] = _period(params, strategy, r, layout, None, fault_model, m, None)
+            periods.append(tuple(centres[strategy, r] * f for f in factors))
             run_tasks_list += [(params, strategy, r, m, periods[-1], seed, layout, semantics, fault_model)
                                for seed in range(seeds)]
         results = run_tasks(_model_runs_task, run_tasks_list, workers=workers, executor=executor,
