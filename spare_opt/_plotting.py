@@ -103,6 +103,15 @@ def plot_monte_carlo(result, path, force=False):
     return _save(figure, path, force)
 
 
+def _errorbar(axis, x, values, ci, label, nan_to_zero=False):
+    """Points with their 95% intervals (``ci``: one ``(low, high)`` per point) on ``axis``."""
+    values = np.array(values)
+    errors = np.abs(np.array(ci, dtype=float).T - values)
+    if nan_to_zero:
+        errors = np.nan_to_num(errors)
+    axis.errorbar(x, values, yerr=errors, marker="o", markersize=3, capsize=2, label=label)
+
+
 def plot_sweep(result, path, force=False):
     """``mu`` and ``Sbar`` against ``r`` per layout method, with the closed forms, as a PNG.
 
@@ -123,9 +132,9 @@ def plot_sweep(result, path, force=False):
     OutputExistsError
         ``path`` exists and ``force`` is false.
     """
-    micro = list(dict.fromkeys(row.get("micro_batches", 1) for row in result.rows))
+    micro = list(dict.fromkeys(row["micro_batches"] for row in result.rows))
     # mu and Sbar do not depend on m: the first three panels use the rows of the first m.
-    base = [row for row in result.rows if row.get("micro_batches", 1) == micro[0]] if micro else []
+    base = [row for row in result.rows if row["micro_batches"] == micro[0]] if micro else []
     figure = _figure(14 if len(micro) <= 1 else 18.5, 4.2)
     axes = figure.subplots(1, 3 if len(micro) <= 1 else 4)
     methods = list(dict.fromkeys(row["method"] for row in base))
@@ -133,10 +142,8 @@ def plot_sweep(result, path, force=False):
         for method in methods:
             for m in micro:
                 rows = [row for row in result.rows if row["method"] == method and row["micro_batches"] == m]
-                values = np.array([row["mean_step_cost"] for row in rows])
-                ci = np.array([row["mean_step_cost_ci95"] for row in rows], dtype=float)
-                axes[3].errorbar([row["redundancy"] for row in rows], values, yerr=np.abs(ci.T - values),
-                                 marker="o", markersize=3, capsize=2, label=f"{method}, m = {m}")
+                _errorbar(axes[3], [row["redundancy"] for row in rows], [row["mean_step_cost"] for row in rows],
+                          [row["mean_step_cost_ci95"] for row in rows], f"{method}, m = {m}")
         for m in micro:
             by_r = {row["redundancy"]: row for row in result.rows if row["micro_batches"] == m}
             all_r = sorted(by_r)
@@ -146,10 +153,7 @@ def plot_sweep(result, path, force=False):
         rows = [row for row in base if row["method"] == method]
         r = [row["redundancy"] for row in rows]
         for axis, key in zip(axes, ("mu", "sbar")):
-            values = np.array([row[key] for row in rows])
-            ci = np.array([row[f"{key}_ci95"] for row in rows], dtype=float)
-            errors = np.abs(ci.T - values)
-            axis.errorbar(r, values, yerr=errors, marker="o", markersize=3, capsize=2, label=method)
+            _errorbar(axis, r, [row[key] for row in rows], [row[f"{key}_ci95"] for row in rows], method)
         j = [np.nan if row["j_monte_carlo"] is None else row["j_monte_carlo"] for row in rows]
         axes[2].plot(r, j, marker="o", markersize=3, label=method)
     all_r = sorted({row["redundancy"] for row in base})
@@ -202,10 +206,8 @@ def plot_domain_probability(curves, path, *, title, force=False):
     for name, results in curves.items():
         p = [result.domain_probability for result in results]
         for axis, key in zip(axes, ("mu", "sbar")):
-            values = np.array([getattr(result, key) for result in results])
-            ci = np.array([getattr(result, f"{key}_ci95") for result in results], dtype=float)
-            errors = np.nan_to_num(np.abs(ci.T - values))
-            axis.errorbar(p, values, yerr=errors, marker="o", markersize=3, capsize=2, label=name)
+            _errorbar(axis, p, [getattr(result, key) for result in results],
+                      [getattr(result, f"{key}_ci95") for result in results], name, nan_to_zero=True)
     axes[0].set_ylabel("mu: groups masked before the first wipe-out")
     axes[1].set_ylabel("Sbar: mean stack number until the wipe-out")
     for axis in axes:
