@@ -13,6 +13,7 @@ from .errors import OutputExistsError, OutputWriteError, ParameterError
 
 __all__ = [
     "write_atomic",
+    "write_document",
     "as_path",
     "json_default",
     "dumps_json",
@@ -149,6 +150,42 @@ def write_atomic(path, data, *, force=False):
             raise _write_error(path, _reason(exc, path.parent)) from None
         raise
     return given
+
+
+def write_document(path, data, *, force, error, what):
+    """:func:`write_atomic`, with a failure raised as ``error`` naming ``what`` and the path.
+
+    The write side of :func:`read_json_file`: every file type's ``save`` reports
+    "cannot write <what> <path>: <why>" in its own exception class.
+
+    Parameters
+    ----------
+    path : pathlib.Path
+    data : str or bytes
+    force : bool
+        Replace an existing file.
+    error : type
+        The exception class to raise (a :class:`~spare_opt.errors.SpareError`).
+    what : str
+        What the file is, for the message (``"layout file"``).
+
+    Returns
+    -------
+    pathlib.Path
+        ``path``.
+
+    Raises
+    ------
+    OutputExistsError
+        ``path`` exists and ``force`` is false.
+    error
+        The file cannot be written.
+    """
+    try:
+        write_atomic(path, data, force=force)
+    except OutputWriteError as exc:
+        raise error(f"cannot write {what} {path}: {getattr(exc, 'reason', exc)}") from None
+    return path
 
 
 def _write_error(path, reason):

@@ -37,12 +37,11 @@ from typing import NamedTuple
 import numpy as np
 
 from . import _validation as check
-from ._io import as_path, check_version, dumps_json, read_json_file, write_atomic
+from ._io import as_path, check_version, dumps_json, read_json_file, write_document
 from ._results import Result
 from ._stats import finite_or_none, rng_keyword
 from .errors import (
     FailureModelError,
-    OutputWriteError,
     ParameterError,
     ParameterTypeError,
     TraceError,
@@ -548,11 +547,8 @@ class FailureModel(Result):
             ``path`` is not a path, is a folder, or cannot be written.
         """
         path = as_path(path, FailureModelError, "failure model path")
-        try:
-            write_atomic(path, dumps_json(self.to_dict(), indent=1) + "\n", force=force)
-        except OutputWriteError as exc:
-            raise FailureModelError(f"cannot write failure model {path}: {getattr(exc, 'reason', exc)}") from None
-        return path
+        return write_document(path, dumps_json(self.to_dict(), indent=1) + "\n", force=force,
+                              error=FailureModelError, what="failure model")
 
     @classmethod
     def load(cls, path):

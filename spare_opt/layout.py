@@ -18,8 +18,8 @@ import json
 import numpy as np
 
 from . import _validation as check
-from ._io import as_path, check_version, json_default, parse_json_text, read_json_file, reading, write_atomic
-from .errors import LayoutError, LayoutFileError, OutputWriteError, ParameterError
+from ._io import as_path, check_version, json_default, parse_json_text, read_json_file, reading, write_document
+from .errors import LayoutError, LayoutFileError, ParameterError
 
 __all__ = ["Layout", "LAYOUT_FORMAT", "LAYOUT_VERSION", "check_size", "check_layout"]
 
@@ -390,22 +390,19 @@ class Layout:
             if "JSON compliant" in str(exc):  # NaN or infinity: JSON has no such numbers
                 exc = "it holds a NaN or infinite number, which JSON cannot hold"
             raise LayoutError(f"metadata cannot be written as JSON: {exc}") from None
-        try:
-            if path.suffix == ".npz":
-                header = self._header()
-                arrays = {"stacks": self._stacks,
-                          "header": np.array(json.dumps(header, default=json_default, allow_nan=False))}
-                write_atomic(path, _npz_bytes(arrays), force=force)
-            else:
-                doc = self.to_dict()
-                stacks = doc.pop("stacks")
-                # One group per line keeps large files diff- and grep-friendly.
-                head = json.dumps(doc, indent=1, default=json_default, allow_nan=False)[:-2]
-                rows = ",\n  ".join(json.dumps(row) for row in stacks)
-                write_atomic(path, f'{head},\n "stacks": [\n  {rows}\n ]\n}}\n', force=force)
-        except OutputWriteError as exc:
-            raise LayoutFileError(f"cannot write layout file {path}: {getattr(exc, 'reason', exc)}") from None
-        return path
+        if path.suffix == ".npz":
+            header = self._header()
+            arrays = {"stacks": self._stacks,
+                      "header": np.array(json.dumps(header, default=json_default, allow_nan=False))}
+            data = _npz_bytes(arrays)
+        else:
+            doc = self.to_dict()
+            stacks = doc.pop("stacks")
+            # One group per line keeps large files diff- and grep-friendly.
+            head = json.dumps(doc, indent=1, default=json_default, allow_nan=False)[:-2]
+            rows = ",\n  ".join(json.dumps(row) for row in stacks)
+            data = f'{head},\n "stacks": [\n  {rows}\n ]\n}}\n'
+        return write_document(path, data, force=force, error=LayoutFileError, what="layout file")
 
     @classmethod
     def from_dict(cls, doc, source="layout document"):

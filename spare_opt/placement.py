@@ -26,8 +26,8 @@ import json
 
 import numpy as np
 
-from ._io import as_path, read_json_file, write_atomic
-from .errors import OutputWriteError, PlacementError, TopologyError
+from ._io import as_path, read_json_file, write_document
+from .errors import PlacementError, TopologyError
 from .topology import Topology, check_topology
 
 __all__ = ["Placement", "PLACEMENT_FORMAT", "PLACEMENT_VERSION"]
@@ -306,8 +306,4 @@ class Placement:
         text = f'{head},\n "nodes": {{\n  {body}\n }}'
         if topology is not None:
             text += f',\n "topology": {json.dumps(topology)}'
-        try:
-            write_atomic(path, text + "\n}\n", force=force)
-        except OutputWriteError as exc:
-            raise PlacementError(f"cannot write placement file {path}: {getattr(exc, 'reason', exc)}") from None
-        return path
+        return write_document(path, text + "\n}\n", force=force, error=PlacementError, what="placement file")

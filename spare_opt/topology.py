@@ -17,8 +17,8 @@ import json
 import numpy as np
 
 from . import _validation as check
-from ._io import as_path, read_json_file, write_atomic
-from .errors import OutputWriteError, ParameterError, ParameterTypeError, TopologyError
+from ._io import as_path, read_json_file, write_document
+from .errors import ParameterError, ParameterTypeError, TopologyError
 from .layout import check_layout
 
 __all__ = ["Topology", "TOPOLOGY_FORMAT", "TOPOLOGY_VERSION", "check_topology"]
@@ -383,11 +383,8 @@ class Topology:
         levels = doc.pop("levels")
         head = json.dumps(doc, indent=1)[:-2]
         body = ",\n  ".join(f"{json.dumps(name)}: {json.dumps(entries)}" for name, entries in levels.items())
-        try:
-            write_atomic(path, f'{head},\n "levels": {{\n  {body}\n }}\n}}\n', force=force)
-        except OutputWriteError as exc:
-            raise TopologyError(f"cannot write topology file {path}: {getattr(exc, 'reason', exc)}") from None
-        return path
+        return write_document(path, f'{head},\n "levels": {{\n  {body}\n }}\n}}\n', force=force,
+                              error=TopologyError, what="topology file")
 
     @classmethod
     def from_layout(cls, layout):
