@@ -465,16 +465,16 @@ def trace_events(trace, groups, strategy, redundancy, *, semantics="paper", layo
     >>> events.times_seconds.tolist(), events.kinds.tolist()
     ([86400.0, 172860.0], [0, 1])
     """
-    from .trace import FaultTrace, _groups_once, instant_batches, trace_instants
+    from .trace import FaultTrace, _groups_once, _instants, instant_batches
 
     check.instance("trace", trace, FaultTrace, " (spare_opt.read_fault_trace)")
     groups, redundancy, layout, micro_batches, heal_seconds = _check_common(
         groups, strategy, redundancy, semantics, layout, micro_batches, heal_seconds)
     time_scale = check.number("time_scale", time_scale, above=0.0)
-    instants, node_group = trace_instants(trace, groups, placement_seed=placement_seed, placement=placement)
-    seconds = trace_seconds(trace, time_scale)
     # groups each node's start fails (1 unless a placement gives a node several)
     indptr, group_ids = trace.node_groups(groups, seed=placement_seed, placement=placement, members=True)
+    instants, node_group = _instants(trace, (indptr, group_ids))
+    seconds = trace_seconds(trace, time_scale)
     node_size = np.diff(indptr)
     starts = (trace.is_start & ~trace.ignored) * node_size[trace.node]
     replan = check.flag("replan", replan)

@@ -26,7 +26,7 @@ from . import _validation as check
 from ._results import Result
 from .events import SEMANTICS
 from .plan import MASKED, WIPE_OUT, check_micro_batches, check_plan
-from .trace import FaultTrace, _placement_text, instant_batches, trace_instants
+from .trace import FaultTrace, _instants, _placement_text, instant_batches
 from .layout import check_layout
 
 __all__ = [
@@ -376,9 +376,9 @@ def replay_trace(layout, trace, *, planner="controller", semantics="paper", micr
     started = time.perf_counter()
     n = layout.groups
     engine = _ExactEngine(layout, m) if planner == "exact" else _ControllerEngine(layout, m)
-    instants, node_group = trace_instants(trace, n, placement_seed=placement_seed, placement=placement)
+    members = trace.node_groups(n, seed=placement_seed, placement=placement, members=True)
+    instants, node_group = _instants(trace, members)
     if repair:
-        members = trace.node_groups(n, seed=placement_seed, placement=placement, members=True)
         indptr, group_ids = members
         node_open = np.zeros(trace.n_nodes, dtype=bool)  # an effective fault that holds its groups out
         node_replaced = np.zeros(trace.n_nodes, dtype=bool)  # down at the last restart: its end is ignored

@@ -372,7 +372,14 @@ def trace_instants(trace, groups, *, placement_seed=None, placement=None):
         The placement does not fit ``N``.
     """
     check.instance("trace", trace, FaultTrace, " (spare_opt.read_fault_trace)")
-    indptr, group_ids = trace.node_groups(groups, seed=placement_seed, placement=placement, members=True)
+    members = trace.node_groups(groups, seed=placement_seed, placement=placement, members=True)
+    return _instants(trace, members)
+
+
+def _instants(trace, members):
+    """:func:`trace_instants` given the groups of every node (``(indptr, group_ids)``, from
+    :meth:`FaultTrace.node_groups` with ``members=True``), for callers that need them too."""
+    indptr, group_ids = members
     sizes = np.diff(indptr)
     node_group = np.full(trace.n_nodes, -1, dtype=np.int32)
     node_group[sizes > 0] = group_ids[indptr[:-1][sizes > 0]]
