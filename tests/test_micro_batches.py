@@ -46,8 +46,7 @@ from spare_opt import (
     stack_number_trajectories,
     stack_number_trajectory,
 )
-
-KINDS = ("consecutive", "sidon", "block", "random")
+from test_controller import KINDS, make_layout
 
 
 def _stacks(kind, n, r, rng):
@@ -243,16 +242,6 @@ def test_the_unchanged_split_is_kept():
 
 
 # ------------------------------------------------------------------ controller
-def make_layout(kind, n, r, seed):
-    if kind == "consecutive":
-        return generators.consecutive(n, r)
-    if kind == "sidon":
-        return generators.sidon(n, r, time_limit=1.0, seed=seed)
-    if kind == "block":
-        return generators.block(n, r)
-    return generators.random_latin(n, r, seed=seed)
-
-
 @st.composite
 def scenarios(draw, batched=True, ms=(1, 2, 3, 8)):
     kind = draw(st.sampled_from(KINDS))

@@ -12,21 +12,9 @@ from spare_opt import (
     Layout,
     ReorderController,
     check_plan,
-    generators,
     plan_reorder,
 )
-
-KINDS = ("consecutive", "sidon", "block", "random")
-
-
-def make_layout(kind, n, r, seed):
-    if kind == "consecutive":
-        return generators.consecutive(n, r)
-    if kind == "sidon":
-        return generators.sidon(n, r, time_limit=1.0, seed=seed)
-    if kind == "block":
-        return generators.block(n, r)
-    return generators.random_latin(n, r, seed=seed)
+from test_controller import KINDS, make_layout
 
 
 def _previous(controller):
