@@ -8,7 +8,7 @@ import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 
-from ._validation import _quoted
+from .validation import _quoted
 from .errors import OutputExistsError, OutputWriteError, ParameterError
 
 __all__ = [
@@ -32,7 +32,7 @@ def as_path(value, error=ParameterError, what="path"):
     value : str, bytes or os.PathLike
         The path given by the caller.
     error : type, default ParameterError
-        The :class:`~spare_opt.errors.SpareError` subclass to raise.
+        The :class:`~spare_opt._core.errors.SpareError` subclass to raise.
     what : str
         How the path is called in the message (``"layout file"``...).
 
@@ -165,7 +165,7 @@ def write_document(path, data, *, force, error, what):
     force : bool
         Replace an existing file.
     error : type
-        The exception class to raise (a :class:`~spare_opt.errors.SpareError`).
+        The exception class to raise (a :class:`~spare_opt._core.errors.SpareError`).
     what : str
         What the file is, for the message (``"layout file"``).
 
@@ -285,7 +285,7 @@ def read_json_file(path, error, what, expected="JSON", malformed="malformed JSON
     path : pathlib.Path
         The file (already checked by :func:`as_path`).
     error : type
-        The :class:`~spare_opt.errors.SpareError` subclass to raise.
+        The :class:`~spare_opt._core.errors.SpareError` subclass to raise.
     what : str
         How the file is called in messages (``"layout file"``, ``"fault trace"``).
     expected : str
@@ -345,7 +345,7 @@ def parse_json_text(text, error, source, malformed="malformed JSON"):
     ----------
     text : str
     error : type
-        The :class:`~spare_opt.errors.SpareError` subclass to raise.
+        The :class:`~spare_opt._core.errors.SpareError` subclass to raise.
     source : str
         The file (or document) named in messages.
     malformed : str
@@ -400,7 +400,7 @@ def check_version(doc, expected, source, error, format_name):
     source : str
         The file named in messages.
     error : type
-        The :class:`~spare_opt.errors.SpareError` subclass to raise.
+        The :class:`~spare_opt._core.errors.SpareError` subclass to raise.
     format_name : str
         The format named in messages (``"spare-layout"``).
 
@@ -432,7 +432,7 @@ def reading(path, error, what, expected):
     ----------
     path : pathlib.Path
     error : type
-        The :class:`~spare_opt.errors.SpareError` subclass to raise.
+        The :class:`~spare_opt._core.errors.SpareError` subclass to raise.
     what : str
         How the file is called in messages (``"layout file"``...).
     expected : str

@@ -28,7 +28,7 @@ import contextlib
 import os
 from concurrent.futures import Executor, as_completed
 
-from . import _validation as check
+from . import validation as check
 from .errors import ExecutorError, ParameterError, ParameterTypeError, SpareError
 
 __all__ = [

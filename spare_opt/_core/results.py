@@ -7,7 +7,7 @@ compares field by field with :func:`numpy.array_equal` instead.
 
 Every result class has ``to_dict()`` returning a JSON-ready dict (plain Python numbers,
 lists, ``None`` for a value that JSON cannot hold such as NaN or infinity); the one JSON
-writer is :func:`spare_opt._io.dumps_json`, which refuses NaN.  ``to_json()`` is the
+writer is :func:`spare_opt._core.io.dumps_json`, which refuses NaN.  ``to_json()`` is the
 old name of ``to_dict()`` and warns.
 """
 

@@ -3,11 +3,11 @@
 Public functions validate their arguments here and nowhere else, so that the same
 mistake gets the same message everywhere.  The rule (``docs/api.md``):
 
-* a value of the wrong *type* raises :class:`~spare_opt.errors.ParameterTypeError`
+* a value of the wrong *type* raises :class:`~spare_opt._core.errors.ParameterTypeError`
   (a ``TypeError``): a float or a bool where an integer is needed, a string where a
   number is needed, a path where a :class:`~spare_opt.Layout` is needed;
 * a value of the right type but out of range raises
-  :class:`~spare_opt.errors.ParameterError` (a ``ValueError``), or the more specific
+  :class:`~spare_opt._core.errors.ParameterError` (a ``ValueError``), or the more specific
   ``ValueError`` subclass passed as ``error``.
 
 Every check returns the value converted to a plain Python type (``int``, ``float``,
@@ -15,7 +15,7 @@ Every check returns the value converted to a plain Python type (``int``, ``float
 
 This module imports nothing of spare-opt but its errors, so that every module can use
 it; the type check of one of the project's own classes lives beside the class
-(:func:`spare_opt.layout.check_layout`).
+(:func:`spare_opt.layouts.layout.check_layout`).
 """
 
 import math

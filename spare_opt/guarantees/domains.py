@@ -18,18 +18,18 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import _validation as check
-from ._results import Result
-from .domain_layouts import _checked_domains
-from .generators import DEFAULT_TIME_LIMIT, METHODS, generate
+from .._core import validation as check
+from .._core.results import Result
+from ..layouts.domain_layouts import _checked_domains
+from ..layouts.generators import DEFAULT_TIME_LIMIT, METHODS, generate
 from .montecarlo import MAX_TRIALS, domain_monte_carlo
-from .errors import ParameterError, ParameterTypeError
-from .fit import FailureModel
-from .layout import check_layout
-from .plan import MASKED, WIPE_OUT, check_micro_batches, lower_bound
-from .planner import least_stack_number, plan_reorder
-from .topology import Topology, check_topology
-from .trace import FaultTrace
+from .._core.errors import ParameterError, ParameterTypeError
+from ..traces.failure_model import FailureModel
+from ..layouts.layout import check_layout
+from ..planning.plan import MASKED, WIPE_OUT, check_micro_batches, lower_bound
+from ..planning.exact import least_stack_number, plan_reorder
+from ..layouts.topology import Topology, check_topology
+from ..traces.trace import FaultTrace
 
 __all__ = ["DOMAIN_REPORT_MAX_PAIRS", "DomainReport", "derived_topology", "domain_report", "domain_comparison"]
 
@@ -112,7 +112,7 @@ def domain_report(layout, topology, *, levels=None, max_pairs=DOMAIN_REPORT_MAX_
         integer, ``micro_batches`` not an integer, ``progress`` not callable.
     ParameterError
         The sizes differ, an unknown level, ``max_pairs < 1``, ``m < 1`` or ``N m``
-        above :data:`~spare_opt.plan.MAX_SPLIT_ENTRIES`.
+        above :data:`~spare_opt.planning.plan.MAX_SPLIT_ENTRIES`.
 
     Notes
     -----
@@ -450,7 +450,7 @@ def derived_topology(trace, groups, *, level=None, window_days=0.0, until_days=N
     until_days : float, optional
         Only events before this time are used (derive on a prefix, replay the rest).
     placement_seed, placement
-        Node-to-group mapping, as in :func:`spare_opt.trace.trace_instants`.
+        Node-to-group mapping, as in :func:`spare_opt.traces.trace.trace_instants`.
     use_domains : {"auto", True, False}, default "auto"
         Take the trace's node domains when it has any (``"auto"``), always (an error
         when it has none), or never (derive from co-failures).

@@ -11,7 +11,7 @@
   event takes a whole failure domain of a topology with probability ``p``
   (``docs/domains.md``).
 
-Both split their trials into seeded chunks (:mod:`spare_opt._parallel`), so the numbers
+Both split their trials into seeded chunks (:mod:`spare_opt._core.parallel`), so the numbers
 are the same run serially, on ``workers`` processes, or on any
 ``concurrent.futures.Executor`` (a Dask cluster: ``docs/scaling.md``).
 
@@ -28,15 +28,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import _validation as check
+from .._core import validation as check
 from . import theory
-from ._parallel import parallelism, resolve_workers, run_tasks
-from ._results import Result
-from ._stats import finite_or_none, mean_ci95
-from .domain_layouts import _checked_domains
-from .errors import ParameterError, SpareError
-from .parameters import PAPER
-from .layout import check_layout, check_size
+from .._core.parallel import parallelism, resolve_workers, run_tasks
+from .._core.results import Result
+from .._core.stats import finite_or_none, mean_ci95
+from ..layouts.domain_layouts import _checked_domains
+from .._core.errors import ParameterError, SpareError
+from .._core.paper import PAPER
+from ..layouts.layout import check_layout, check_size
 
 __all__ = [
     "MAX_TRIALS",
@@ -77,7 +77,7 @@ class MonteCarloResult(Result):
         Means over trials.
     mu_ci95, sbar_ci95 : tuple of float
         95% confidence intervals within ``[0, N]`` and ``[1, r]``
-        (:func:`spare_opt._stats.interval95`: Student t, or a bootstrap when the t
+        (:func:`spare_opt._core.stats.interval95`: Student t, or a bootstrap when the t
         interval leaves the bounds); ``(nan, nan)`` for one trial, or for fewer than
         10 trials whose t interval leaves the bounds.
     closed_form_mu, closed_form_sbar : float
@@ -240,7 +240,7 @@ def monte_carlo(layout, *, trials=200, seed=0, micro_batches=1, workers=1, execu
         ``progress`` is not callable.
     ParameterError
         ``trials``, ``seed``, ``workers`` or ``chunk_size`` out of range; ``m < 1`` or
-        ``N m`` above :data:`~spare_opt.plan.MAX_SPLIT_ENTRIES`.
+        ``N m`` above :data:`~spare_opt.planning.plan.MAX_SPLIT_ENTRIES`.
 
     Examples
     --------
@@ -261,13 +261,13 @@ def monte_carlo(layout, *, trials=200, seed=0, micro_batches=1, workers=1, execu
     -----
     The 95% intervals are ``mean +- t(0.975, n-1) s / sqrt(n)`` (``scipy.stats.t``);
     trials are independent, so the central limit theorem applies to the means
-    (:func:`spare_opt._stats.interval95`: a bootstrap where that interval leaves the
+    (:func:`spare_opt._core.stats.interval95`: a bootstrap where that interval leaves the
     quantity's bounds).  Per trial, ``L_k >= ceil(m N / (N - k))`` (Hall's formula
     with every shard type), so the mean step cost of a trial is at least the mean of
     that bound over its states; :attr:`MonteCarloResult.step_cost_bound` averages the
     bound over ``floor(mu)`` states like ``closed_form_sbar``.
     """
-    from .plan import check_micro_batches
+    from ..planning.plan import check_micro_batches
 
     n, r = check_layout(layout).stacks.shape
     micro_batches = check_micro_batches(micro_batches, n)
@@ -328,7 +328,12 @@ def _trajectories_by_row(layout, orders, prefix, micro_batches=1):
     order run in one compiled call, and the rare row that outlives them reruns on its
     whole order.
     """
-    from .controller import load_trajectories, load_trajectory, stack_number_trajectories, stack_number_trajectory
+    from ..planning.controller import (
+        load_trajectories,
+        load_trajectory,
+        stack_number_trajectories,
+        stack_number_trajectory,
+    )
 
     if micro_batches == 1:
         values, wipeout, _moves = stack_number_trajectories(layout, orders[:, :prefix])
@@ -519,7 +524,7 @@ def domain_monte_carlo(layout, topology, *, domain_probability, level=None, tria
         wrong type.
     ParameterError
         ``p`` outside ``[0, 1]``, sizes that differ, an unknown level, counts out of
-        range; ``m < 1`` or ``N m`` above :data:`~spare_opt.plan.MAX_SPLIT_ENTRIES`.
+        range; ``m < 1`` or ``N m`` above :data:`~spare_opt.planning.plan.MAX_SPLIT_ENTRIES`.
 
     Examples
     --------
@@ -541,7 +546,7 @@ def domain_monte_carlo(layout, topology, *, domain_probability, level=None, tria
     the one after its last group.  The wipe-out event is the one holding the failure
     that wiped out.  95% intervals as in :func:`monte_carlo`.
     """
-    from .plan import check_micro_batches
+    from ..planning.plan import check_micro_batches
 
     n, r = check_layout(layout).stacks.shape
     micro_batches = check_micro_batches(micro_batches, n)
@@ -715,7 +720,7 @@ def sweep(groups, *, r_min=2, r_max=20, methods=("sidon", "consecutive", "block"
     r_min, r_max : int, default 2, 20
         Redundancies ``r_min .. r_max`` (inclusive), ``1 <= r_min <= r_max <= N``.
     methods : sequence of str
-        Layout methods of :func:`spare_opt.generators.generate`.  ``block`` is skipped
+        Layout methods of :func:`spare_opt.layouts.generators.generate`.  ``block`` is skipped
         where ``r`` does not divide ``N``; every skip is listed with its reason.
     trials, seed, workers, executor
         As in :func:`monte_carlo`; every (method, r) uses the same ``seed``, so methods
@@ -753,7 +758,7 @@ def sweep(groups, *, r_min=2, r_max=20, methods=("sidon", "consecutive", "block"
     ``Sbar_MC / A*(mu_MC * m)``.  At ``m > 1`` the step cost replaces ``Sbar`` in both
     (``step_cost_bound`` and ``mean_step_cost``); ``mu`` does not depend on ``m``.
     """
-    from .generators import METHODS, generate
+    from ..layouts.generators import METHODS, generate
 
     r_min = check.integer("r_min", r_min, minimum=1)
     r_max = check.integer("r_max", r_max, minimum=1)
@@ -809,7 +814,7 @@ def sweep(groups, *, r_min=2, r_max=20, methods=("sidon", "consecutive", "block"
 
 def _micro_batch_values(micro_batches, groups):
     """``micro_batches`` of :func:`sweep` as a list of distinct checked ``m``, in the given order."""
-    from .plan import check_micro_batches
+    from ..planning.plan import check_micro_batches
 
     if isinstance(micro_batches, (int, np.integer)) and not isinstance(micro_batches, bool):
         micro_batches = (micro_batches,)

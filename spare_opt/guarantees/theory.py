@@ -2,7 +2,7 @@
 
 Every function here is a formula, evaluated in floating point (or exact integer
 arithmetic for ``c(k)`` and ``r*``); the Monte-Carlo and worst-case tools that check
-them live in :mod:`spare_opt.montecarlo` and :mod:`spare_opt.worst_case`.
+them live in :mod:`spare_opt.guarantees.montecarlo` and :mod:`spare_opt.guarantees.worst_case`.
 
 * ``c(k) = ceil(N / (N - k))`` - the stack-number lower bound after ``k`` failures;
 * ``mu(N, r) ~ Gamma(1/r) / r * N^(1 - 1/r)`` - mean number of random failures masked
@@ -36,11 +36,11 @@ import math
 import sys
 
 
-from . import _validation as check
-from .errors import ParameterError
-from .layout import check_size
-from .parameters import PAPER_MTBF_SECONDS, PAPER_RESTART_SECONDS, PAPER_SAVE_SECONDS
-from .plan import lower_bound
+from .._core import validation as check
+from .._core.errors import ParameterError
+from ..layouts.layout import check_size
+from .._core.paper import PAPER_MTBF_SECONDS, PAPER_RESTART_SECONDS, PAPER_SAVE_SECONDS
+from ..planning.plan import lower_bound
 
 __all__ = [
     "PAPER_MTBF_SECONDS",
@@ -116,7 +116,7 @@ def mu(groups, redundancy):
     Raises
     ------
     ParameterError
-        ``N`` or ``r`` out of range (see :func:`spare_opt.layout.check_size`).
+        ``N`` or ``r`` out of range (see :func:`spare_opt.layouts.layout.check_size`).
 
     Notes
     -----

@@ -25,12 +25,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import _validation as check
-from ._results import Result
-from .errors import SolverError
-from .plan import check_micro_batches, lower_bound
-from .planner import _certified_stack_number
-from .layout import check_layout
+from .._core import validation as check
+from .._core.results import Result
+from .._core.errors import SolverError
+from ..planning.plan import check_micro_batches, lower_bound
+from ..planning.exact import _certified_stack_number
+from ..layouts.layout import check_layout
 
 __all__ = [
     "EXACT_WORST_CASE_MAX_GROUPS",
@@ -67,7 +67,7 @@ def min_wipe_out_set(layout):
     Raises
     ------
     ParameterTypeError
-        ``layout`` is not a :class:`~spare_opt.layout.Layout`.
+        ``layout`` is not a :class:`~spare_opt.layouts.layout.Layout`.
 
     Notes
     -----
@@ -98,7 +98,7 @@ def worst_case_after_one_failure(layout):
     Raises
     ------
     ParameterTypeError
-        ``layout`` is not a :class:`~spare_opt.layout.Layout`.
+        ``layout`` is not a :class:`~spare_opt.layouts.layout.Layout`.
 
     Notes
     -----
@@ -142,10 +142,10 @@ def worst_case_load_after_one_failure(layout, *, micro_batches=1):
     Raises
     ------
     ParameterTypeError
-        ``layout`` is not a :class:`~spare_opt.layout.Layout`, ``micro_batches`` not an
+        ``layout`` is not a :class:`~spare_opt.layouts.layout.Layout`, ``micro_batches`` not an
         integer.
     ParameterError
-        ``m < 1`` or ``N m`` above :data:`~spare_opt.plan.MAX_SPLIT_ENTRIES`.
+        ``m < 1`` or ``N m`` above :data:`~spare_opt.planning.plan.MAX_SPLIT_ENTRIES`.
 
     Notes
     -----
@@ -410,7 +410,7 @@ def worst_case_profile(layout, *, max_failed=None, **kwargs):
     Raises
     ------
     ParameterTypeError
-        ``layout`` is not a :class:`~spare_opt.layout.Layout`, or ``max_failed`` is not
+        ``layout`` is not a :class:`~spare_opt.layouts.layout.Layout`, or ``max_failed`` is not
         an integer.
     ParameterError
         ``max_failed`` is not in ``[0, N]``, or any error of

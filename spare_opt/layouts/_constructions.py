@@ -106,7 +106,7 @@ def modular_lambda(offsets, groups):
     -------
     int
         ``lambda``: 0 for fewer than two offsets, 1 exactly for a Sidon set.  For the
-        circulant layout with these offsets it equals :meth:`~spare_opt.layout.Layout.overlap`.
+        circulant layout with these offsets it equals :meth:`~spare_opt.layouts.layout.Layout.overlap`.
     """
     o = np.asarray(offsets, dtype=np.int64) % groups
     if o.size < 2:

@@ -1,6 +1,6 @@
 """Stack-layout generators: Sidon (modular Golomb ruler), consecutive, block and random Latin layouts.
 
-Every generator returns a validated :class:`~spare_opt.layout.Layout` of ``N`` DP groups
+Every generator returns a validated :class:`~spare_opt.layouts.layout.Layout` of ``N`` DP groups
 with redundancy ``r``: each row holds ``r`` distinct shard types and every layer is a
 permutation of ``0..N-1`` (a Latin rectangle), so every shard type has ``r`` holders
 (Lee et al., ICML 2026, Sec. 3; ``docs/layouts.md``).
@@ -21,9 +21,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from ._constructions import candidate_sets, canonical_offsets, modular_lambda
-from . import _validation as check
-from ._parallel import resolve_workers
-from .errors import ParameterError, SolverError
+from .._core import validation as check
+from .._core.parallel import resolve_workers
+from .._core.errors import ParameterError, SolverError
 from .layout import Layout, check_size
 
 __all__ = ["consecutive", "sidon", "block", "random_latin", "generate", "METHODS", "DEFAULT_TIME_LIMIT"]
@@ -139,7 +139,7 @@ def block(groups, redundancy):
     Raises
     ------
     ParameterError
-        Bad sizes (see :func:`~spare_opt.layout.check_size`) or ``r`` does not divide ``N``.
+        Bad sizes (see :func:`~spare_opt.layouts.layout.check_size`) or ``r`` does not divide ``N``.
 
     References
     ----------
@@ -324,7 +324,7 @@ def sidon(groups, redundancy, *, time_limit=DEFAULT_TIME_LIMIT, seed=0, workers=
             ``"fallback"``: no Sidon set exists (counting bound or CP-SAT proof),
             ``lambda`` was minimised.
         ``lambda``, ``lambda_lower_bound``, ``lambda_proved_optimal``
-            The overlap (checked equal to :meth:`~spare_opt.layout.Layout.overlap`), a proven lower
+            The overlap (checked equal to :meth:`~spare_opt.layouts.layout.Layout.overlap`), a proven lower
             bound (``ceil(r(r-1)/(N-1))``, 2 when no Sidon set exists), and whether
             ``lambda`` is proved minimal over all circulant layouts with these ``N``
             and ``r`` (the bound then equals ``lambda``).
@@ -368,7 +368,7 @@ def sidon(groups, redundancy, *, time_limit=DEFAULT_TIME_LIMIT, seed=0, workers=
 
     References
     ----------
-    J. Singer (1938); R. C. Bose (1942); see :mod:`spare_opt._constructions`.
+    J. Singer (1938); R. C. Bose (1942); see :mod:`spare_opt.layouts._constructions`.
     CSPLib problem 006 (Golomb rulers).  Lee et al., ICML 2026, Sec. 3.
 
     Examples
@@ -647,7 +647,7 @@ def _difference_model(groups, marks, sidon_only, hint=None, upper=None, lower=1,
     ``sidon_only``: feasibility of a Sidon set (all residues distinct).  Otherwise
     minimise ``lambda`` in ``[lower, upper]``; ``hint`` (canonical offsets) must then
     have ``lambda <= upper``.  ``window = (width, count)``, for failure domains of
-    ``width`` consecutive groups (:mod:`spare_opt.domain_layouts`): at most ``count``
+    ``width`` consecutive groups (:mod:`spare_opt.layouts.domain_safe`): at most ``count``
     offsets in any cyclic window of ``width`` consecutive residues; ``forbidden``, a
     boolean mask over residues closed under ``x -> N - x``: residues no difference may
     take.  The hint must then meet them too.  ``O(marks^2)`` variables and

@@ -17,9 +17,17 @@ import json
 
 import numpy as np
 
-from . import _validation as check
-from ._io import as_path, check_version, json_default, parse_json_text, read_json_file, reading, write_document
-from .errors import LayoutError, LayoutFileError, ParameterError
+from .._core import validation as check
+from .._core.io import (
+    as_path,
+    check_version,
+    json_default,
+    parse_json_text,
+    read_json_file,
+    reading,
+    write_document,
+)
+from .._core.errors import LayoutError, LayoutFileError, ParameterError
 
 __all__ = ["Layout", "LAYOUT_FORMAT", "LAYOUT_VERSION", "check_size", "check_layout"]
 
@@ -155,7 +163,7 @@ class Layout:
     >>> Layout([[0, 1], [0, 1]])
     Traceback (most recent call last):
     ...
-    spare_opt.errors.LayoutError: layer 0 is not a permutation of 0..1: shard type 0 appears 2 times and shard type 1 is missing
+    spare_opt._core.errors.LayoutError: layer 0 is not a permutation of 0..1: shard type 0 appears 2 times and shard type 1 is missing
     """
 
     def __init__(self, stacks, method="custom", offsets=None, metadata=None):

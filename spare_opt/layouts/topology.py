@@ -16,9 +16,9 @@ import json
 
 import numpy as np
 
-from . import _validation as check
-from ._io import as_path, read_json_file, write_document
-from .errors import ParameterError, ParameterTypeError, TopologyError
+from .._core import validation as check
+from .._core.io import as_path, read_json_file, write_document
+from .._core.errors import ParameterError, ParameterTypeError, TopologyError
 from .layout import check_layout
 
 __all__ = ["Topology", "TOPOLOGY_FORMAT", "TOPOLOGY_VERSION", "check_topology"]
@@ -107,7 +107,7 @@ class Topology:
     >>> Topology(2, {"rack": ["a"]})
     Traceback (most recent call last):
     ...
-    spare_opt.errors.TopologyError: topology: level 'rack' lists 1 entries, expected one per group (N = 2)
+    spare_opt._core.errors.TopologyError: topology: level 'rack' lists 1 entries, expected one per group (N = 2)
     """
 
     def __init__(self, groups, levels, *, source="topology"):

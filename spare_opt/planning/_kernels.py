@@ -1,4 +1,4 @@
-"""Numba kernels of the online reorder controller (private; see :mod:`spare_opt.controller`).
+"""Numba kernels of the online reorder controller (private; see :mod:`spare_opt.planning.controller`).
 
 Every kernel is ``nopython`` with ``cache=True`` and takes only NumPy arrays and scalars.
 Nothing here is compiled at import time: numba compiles (or loads from its cache) a
@@ -39,7 +39,7 @@ State of a controller, all flat arrays (``N`` groups = ``N`` shard types, redund
 """
 
 import numpy as np
-from ._jit import kernel
+from .._core.jit import kernel
 
 # Rows of ``group_state``.
 ALIVE = 0
@@ -210,7 +210,7 @@ def _place_augmenting(t, stacks, holder_groups, holder_layers, order, pos, group
     residual graph (``t_i`` is contributed by ``g_i``, ``g_{i+1}`` holds ``t_i``, ``gk`` has
     room under ``S``) and shift every shard type one step along it.  Return False when no
     group with room is reachable: then the reached shard types violate Hall's condition for
-    capacity ``S`` (see ``spare_opt.controller``).
+    capacity ``S`` (see ``spare_opt.planning.controller``).
 
     Moves: a full group contributes every type of its top ``S``, so ``t_{i-1}`` is outside
     the top ``S`` of every full ``g_i`` and each step into a full group is one move; only

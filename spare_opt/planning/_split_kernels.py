@@ -1,12 +1,12 @@
 """Numba kernels of the online controller with micro-batches, ``m > 1`` (private; see
-:mod:`spare_opt.controller`).
+:mod:`spare_opt.planning.controller`).
 
-The algorithm is that of :mod:`spare_opt._controller_kernels` (greedy placement, then
+The algorithm is that of :mod:`spare_opt.planning._kernels` (greedy placement, then
 augmenting paths, then a certified rise of the bound) on the network with capacities in
 micro-batches: source -> shard type ``m``, shard type -> live holder ``m`` (never
 binding: a type has ``m`` micro-batches in all), live group -> sink ``L``.  The unit
 placed is one micro-batch.  Orders are not kept: at ``m > 1`` a plan's order is derived
-from its split (:func:`spare_opt.plan._derived_order`).
+from its split (:func:`spare_opt.planning.plan._derived_order`).
 
 Augmenting paths come from two searches (``docs/benchmarks.md`` shows why both):
 
@@ -19,7 +19,7 @@ Augmenting paths come from two searches (``docs/benchmarks.md`` shows why both):
   rooms of a load level are often far (on circulant layouts the residual graph is a long
   ring), and a search per micro-batch would cross the same groups again and again.
 
-Every kernel is ``nopython`` with ``cache=True`` (see :mod:`spare_opt._jit`) and takes
+Every kernel is ``nopython`` with ``cache=True`` (see :mod:`spare_opt._core.jit`) and takes
 only NumPy arrays and scalars; nothing compiles at import time.
 
 State, all flat arrays (``N`` groups = ``N`` shard types, redundancy ``r``, ``m``
@@ -57,8 +57,8 @@ micro-batches per type), packed to keep numba's dispatch cheap:
 import numpy as np
 
 # Status codes and the stamp limit are the m = 1 kernels' (one protocol for the controller).
-from ._controller_kernels import _STAMP_LIMIT, STATUS_ALREADY_FAILED, STATUS_JOURNAL_FULL, STATUS_MASKED, STATUS_WIPE_OUT
-from ._jit import kernel
+from ._kernels import _STAMP_LIMIT, STATUS_ALREADY_FAILED, STATUS_JOURNAL_FULL, STATUS_MASKED, STATUS_WIPE_OUT
+from .._core.jit import kernel
 
 # Tables (N, r).
 STACKS = 0
@@ -401,7 +401,7 @@ def _place_labelled(t, tables, micro, rows, scalars, bound, stamp):
     ``g_{i+1}``.  Returns the path's length in arcs, or -1 when no group with room is
     reachable: then the groups reachable from ``t`` are full and hold every live holder
     of the types they reach, so Hall's condition fails for capacity ``bound``
-    (``spare_opt.controller``).
+    (``spare_opt.planning.controller``).
 
     The shortest augmenting path algorithm of Ahuja and Orlin with distance
     labels: ``DISTANCE[g]`` estimates the residual distance from ``g`` to a group with

@@ -3,10 +3,10 @@
 :class:`ReorderController` keeps the state of a running job (live groups, the stack
 number ``S``, which live group contributes each shard type, every group's compute order)
 and updates it incrementally when groups fail, with numba kernels over flat arrays
-(:mod:`spare_opt._controller_kernels`).  It returns the same :class:`~spare_opt.plan.Plan`
+(:mod:`spare_opt.planning._kernels`).  It returns the same :class:`~spare_opt.planning.plan.Plan`
 as the exact planner :func:`spare_opt.plan_reorder` with the same status and stack
 number (and, with ``m > 1`` micro-batches per shard type, the same load ``L*``,
-:mod:`spare_opt._split_kernels`); its number of moves is not guaranteed minimal (see
+:mod:`spare_opt.planning._split_kernels`); its number of moves is not guaranteed minimal (see
 ``docs/benchmarks.md`` for the measured ratio to the min-cost-flow optimum).
 
 :func:`stack_number_trajectory`, :func:`stack_number_trajectories`,
@@ -19,10 +19,10 @@ on-disk cache) on their first call.
 
 import numpy as np
 
-from . import _controller_kernels as _k
+from . import _kernels as _k
 from . import _split_kernels as _s
-from . import _validation as check
-from .errors import FailureSetError
+from .._core import validation as check
+from .._core.errors import FailureSetError
 from .failure_sets import normalise_groups
 from .plan import (
     MASKED,
@@ -35,8 +35,8 @@ from .plan import (
     check_micro_batches,
     lower_bound,
 )
-from .layout import check_layout
-from .planner import plan_reorder
+from ..layouts.layout import check_layout
+from .exact import plan_reorder
 
 __all__ = [
     "ReorderController",
@@ -65,11 +65,11 @@ class ReorderController:
     Raises
     ------
     ParameterTypeError
-        ``layout`` is not a :class:`~spare_opt.layout.Layout`, or ``micro_batches`` is
+        ``layout`` is not a :class:`~spare_opt.layouts.layout.Layout`, or ``micro_batches`` is
         not an integer.
     ParameterError
         ``micro_batches < 1``, or ``N m`` is above
-        :data:`~spare_opt.plan.MAX_SPLIT_ENTRIES`.
+        :data:`~spare_opt.planning.plan.MAX_SPLIT_ENTRIES`.
 
     See Also
     --------
@@ -115,7 +115,7 @@ class ReorderController:
     augmenting path exists).  A wipe-out is detected in ``O(r)`` per failed group from
     a count of live holders per shard type.
 
-    **Micro-batches** (``m > 1``, :mod:`spare_opt._split_kernels`).  The unit placed is
+    **Micro-batches** (``m > 1``, :mod:`spare_opt.planning._split_kernels`).  The unit placed is
     one micro-batch and the capacities are source -> type ``m``, type -> live holder
     ``m``, group -> sink ``L``; the bound ``L`` first jumps to ``ceil(m N / (N - k))``.
     A displaced micro-batch of type ``t`` goes greedily to the least loaded live holder
@@ -526,7 +526,7 @@ def stack_number_trajectory(layout, failure_order, *, micro_batches=1, return_mo
         ``layout`` is not a Layout, ``micro_batches`` is not an integer, or
         ``return_moves`` is not a bool.
     ParameterError
-        ``micro_batches < 1`` or ``N m`` above :data:`~spare_opt.plan.MAX_SPLIT_ENTRIES`.
+        ``micro_batches < 1`` or ``N m`` above :data:`~spare_opt.planning.plan.MAX_SPLIT_ENTRIES`.
     FailureSetError
         ``failure_order`` is not a 1-D sequence of distinct group ids in range.
     """
@@ -558,7 +558,7 @@ def stack_number_trajectories(layout, failure_orders, *, micro_batches=1):
     ParameterTypeError
         ``layout`` is not a Layout or ``micro_batches`` is not an integer.
     ParameterError
-        ``micro_batches < 1`` or ``N m`` above :data:`~spare_opt.plan.MAX_SPLIT_ENTRIES`.
+        ``micro_batches < 1`` or ``N m`` above :data:`~spare_opt.planning.plan.MAX_SPLIT_ENTRIES`.
     FailureSetError
         ``failure_orders`` is not 2-D or a row is not a sequence of distinct group ids.
     """
@@ -601,7 +601,7 @@ def load_trajectory(layout, failure_order, *, micro_batches=1, return_moves=Fals
         ``layout`` is not a Layout, ``micro_batches`` is not an integer, or
         ``return_moves`` is not a bool.
     ParameterError
-        ``micro_batches < 1`` or ``N m`` above :data:`~spare_opt.plan.MAX_SPLIT_ENTRIES`.
+        ``micro_batches < 1`` or ``N m`` above :data:`~spare_opt.planning.plan.MAX_SPLIT_ENTRIES`.
     FailureSetError
         ``failure_order`` is not a 1-D sequence of distinct group ids in range.
 
@@ -643,7 +643,7 @@ def load_trajectories(layout, failure_orders, *, micro_batches=1):
     ParameterTypeError
         ``layout`` is not a Layout or ``micro_batches`` is not an integer.
     ParameterError
-        ``micro_batches < 1`` or ``N m`` above :data:`~spare_opt.plan.MAX_SPLIT_ENTRIES`.
+        ``micro_batches < 1`` or ``N m`` above :data:`~spare_opt.planning.plan.MAX_SPLIT_ENTRIES`.
     FailureSetError
         ``failure_orders`` is not 2-D or a row is not a sequence of distinct group ids.
 
@@ -707,7 +707,7 @@ def _holder_table(layout):
 
 
 def _fault_free_state(stacks, holder_groups, holder_layers):
-    """Packed fault-free state ``(tables, rows, scalars)`` of :func:`spare_opt._controller_kernels.fail_packed`."""
+    """Packed fault-free state ``(tables, rows, scalars)`` of :func:`spare_opt.planning._kernels.fail_packed`."""
     n, r = stacks.shape
     tables = np.zeros((_k.TABLES, n, r), dtype=np.int32)
     tables[_k.TABLE_STACKS] = stacks
@@ -747,7 +747,7 @@ def _state_from_plan(stacks, holder_groups, holder_layers, plan, alive, sequence
 
 
 def _split_state(stacks, holder_groups, holder_layers, split, alive, load, sequence, counts=None):
-    """Packed m > 1 state ``(tables, micro, rows, scalars)`` of :func:`spare_opt._split_kernels.fail_split`
+    """Packed m > 1 state ``(tables, micro, rows, scalars)`` of :func:`spare_opt.planning._split_kernels.fail_split`
     holding the masked ``split`` (N, m) with the live groups ``alive``, the load bound
     ``load`` and the failure ``sequence``; ``counts`` (N, r), the micro-batches of
     ``stacks[g, l]`` on ``g``, is computed from ``split`` unless given."""
@@ -868,7 +868,7 @@ class _History:
 
     ``assignment``, ``order``, ``sequence`` and ``scalars`` are the controller's live
     arrays; ``journal[:scalars[JOURNAL_END]]`` holds one undo record per masked call
-    (:mod:`spare_opt._controller_kernels`), so the state at journal offset ``end`` is
+    (:mod:`spare_opt.planning._kernels`), so the state at journal offset ``end`` is
     the live state with the records after ``end`` undone, newest first.
     """
 
@@ -901,7 +901,7 @@ class _History:
 
 
 class _SplitHistory(_History):
-    """Undo journal of one controller epoch at m > 1 (:mod:`spare_opt._split_kernels`):
+    """Undo journal of one controller epoch at m > 1 (:mod:`spare_opt.planning._split_kernels`):
     ``split`` is the controller's live split; orders are derived from the split."""
 
     __slots__ = ("split", "stacks")

@@ -25,8 +25,8 @@ Graph algorithms come from well-kept libraries: Dinic's maximum flow of
 
 import numpy as np
 
-from . import _validation as check
-from .errors import FailureSetError, LayoutError, ParameterError, PlanError, SolverError
+from .._core import validation as check
+from .._core.errors import FailureSetError, LayoutError, ParameterError, PlanError, SolverError
 from .failure_sets import normalise_groups
 from .plan import (
     MASKED,
@@ -38,7 +38,7 @@ from .plan import (
     check_micro_batches,
     lower_bound,
 )
-from .layout import check_layout
+from ..layouts.layout import check_layout
 
 __all__ = ["plan_reorder", "least_stack_number", "least_load", "stack_number_certificate"]
 
@@ -139,11 +139,11 @@ def plan_reorder(layout, failed, *, order=None, stack_number=1, mid_step=(), mic
         an integer, out of range or repeated, or ``mid_step`` names a group not in
         ``failed``.
     ParameterTypeError
-        ``layout`` is not a :class:`~spare_opt.layout.Layout`, or ``stack_number`` is
+        ``layout`` is not a :class:`~spare_opt.layouts.layout.Layout`, or ``stack_number`` is
         not an integer.
     ParameterError
         ``stack_number`` is not in ``[1, r]``; ``micro_batches`` is below 1 or ``N m``
-        is above :data:`~spare_opt.plan.MAX_SPLIT_ENTRIES`; ``split`` is given at
+        is above :data:`~spare_opt.planning.plan.MAX_SPLIT_ENTRIES`; ``split`` is given at
         ``m = 1``, or ``order`` or ``stack_number`` at ``m > 1``.
     LayoutError
         ``order`` does not have shape ``(N, r)``, is not integer, or a live group's
@@ -158,7 +158,7 @@ def plan_reorder(layout, failed, *, order=None, stack_number=1, mid_step=(), mic
     --------
     least_stack_number : ``S*`` alone, without the min-move phase.
     least_load : ``L*`` alone.
-    spare_opt.plan.check_plan : the definition of a valid plan.
+    spare_opt.planning.plan.check_plan : the definition of a valid plan.
 
     Notes
     -----
@@ -333,7 +333,7 @@ def least_stack_number(layout, failed):
         ``failed`` is not a collection of group ids, or an id is not an integer, out
         of range or repeated.
     ParameterTypeError
-        ``layout`` is not a :class:`~spare_opt.layout.Layout`.
+        ``layout`` is not a :class:`~spare_opt.layouts.layout.Layout`.
 
     Examples
     --------
@@ -384,10 +384,10 @@ def least_load(layout, failed, *, micro_batches=1):
         ``failed`` is not a collection of group ids, or an id is not an integer, out
         of range or repeated.
     ParameterTypeError
-        ``layout`` is not a :class:`~spare_opt.layout.Layout` or ``micro_batches``
+        ``layout`` is not a :class:`~spare_opt.layouts.layout.Layout` or ``micro_batches``
         is not an integer.
     ParameterError
-        ``micro_batches < 1`` or ``N m`` above :data:`~spare_opt.plan.MAX_SPLIT_ENTRIES`.
+        ``micro_batches < 1`` or ``N m`` above :data:`~spare_opt.planning.plan.MAX_SPLIT_ENTRIES`.
 
     Examples
     --------
@@ -453,7 +453,7 @@ def stack_number_certificate(layout, failed):
     FailureSetError
         A group id is out of range, repeated or not an integer.
     ParameterTypeError
-        ``layout`` is not a :class:`~spare_opt.layout.Layout`.
+        ``layout`` is not a :class:`~spare_opt.layouts.layout.Layout`.
 
     Notes
     -----
@@ -479,7 +479,7 @@ def _certified_stack_number(stacks, alive):
     Returns ``(S*, T, H(T))``: on a masked set ``T`` is a set of shard types with
     ``|T| > (S* - 1) |H(T)|`` (all types and all live groups when ``S* = 1``); on a
     wipe-out ``(None, lost types, empty)``.  Used by :func:`stack_number_certificate`
-    and :mod:`spare_opt.worst_case`.
+    and :mod:`spare_opt.guarantees.worst_case`.
     """
     n, r = stacks.shape
     covered = np.zeros(n, dtype=bool)

@@ -8,9 +8,9 @@ file (a JSON list, or ids separated by commas and white space).
 
 import numpy as np
 
-from . import _validation as check
-from ._io import as_path, read_json_file, reading
-from .errors import FailureSetError
+from .._core import validation as check
+from .._core.io import as_path, read_json_file, reading
+from .._core.errors import FailureSetError
 
 __all__ = ["normalise_groups", "parse_group_ids", "read_failure_set"]
 
@@ -78,7 +78,7 @@ def parse_group_ids(text):
     """Parse group ids written as ``"3,17,42"`` (commas and/or white space) into ints.
 
     Ids are ASCII decimal integers of at most 4300 digits, read by the project's one
-    integer parser :func:`spare_opt._validation.parse_int` (``int()`` would also take
+    integer parser :func:`spare_opt._core.validation.parse_int` (``int()`` would also take
     ``"1_0"`` and other scripts' digits).  An empty slot between commas (``"1,,2"``, a
     trailing comma) is refused: it usually means an id went missing.  Range and
     repeats are checked against a layout by :func:`normalise_groups`.

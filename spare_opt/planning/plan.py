@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ._results import Result
-from .errors import ParameterError, PlanError
+from .._core.results import Result
+from .._core.errors import ParameterError, PlanError
 
 __all__ = [
     "Plan",
@@ -105,7 +105,7 @@ def check_micro_batches(micro_batches, groups):
         ``m < 1``, ``m`` above :data:`MAX_MICRO_BATCHES` (1024), or ``N m`` above
         :data:`MAX_SPLIT_ENTRIES` (``2^24``).
     """
-    from . import _validation as check
+    from .._core import validation as check
 
     m = check.integer("micro_batches m", micro_batches, minimum=1)
     if m > MAX_MICRO_BATCHES:
@@ -246,8 +246,8 @@ class Plan(Result):
         >>> plan.load, plan.step_cost, plan.work(1)
         (3, 1.5, [(1, 0), (2, 0), (2, 1)])
         """
-        from . import _validation as check
-        from .errors import FailureSetError
+        from .._core import validation as check
+        from .._core.errors import FailureSetError
 
         g = check.integer("group", group)
         if not self.masked:
@@ -335,8 +335,8 @@ def check_plan(layout, plan, previous_order=None, previous_split=None):
     --------
     is_valid_plan : the same checks, as a bool.
     """
-    from . import _validation as check
-    from .layout import check_layout
+    from .._core import validation as check
+    from ..layouts.layout import check_layout
 
     check_layout(layout)
     check.instance("plan", plan, Plan)

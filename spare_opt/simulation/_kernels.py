@@ -8,7 +8,7 @@ compiled code on disk for later processes when the folder is writable).
 Layout of the parameter arrays
 ------------------------------
 ``fparams`` (float64) and ``iparams`` (int64) are indexed by the ``F_*`` and ``I_*``
-constants below; :func:`spare_opt._runs._pack` fills them.  The kernel
+constants below; :func:`spare_opt.simulation._runs._pack` fills them.  The kernel
 returns a float64 array indexed by the ``R_*`` constants.  Inside, the state of the
 failure process and of the restart epoch lives in two small arrays indexed by ``C_*``
 and ``E_*``, shared by the event loop and :func:`_phase_events`, the one function
@@ -28,7 +28,7 @@ flag, and the *step cost* ``sigma`` (compute of a step in layers: the stack numb
 import math
 
 import numpy as np
-from ._jit import kernel
+from .._core.jit import kernel
 
 # ---------------------------------------------------------------- float parameters
 F_LAYER_COMPUTE = 0      # seconds of compute per stack layer per step

@@ -1,14 +1,14 @@
-"""The machinery of simulated runs, shared by :mod:`spare_opt.simulation` and :mod:`spare_opt.tuning` (private).
+"""The machinery of simulated runs, shared by :mod:`spare_opt.simulation.time_to_train` and :mod:`spare_opt.simulation.tuning` (private).
 
 * checks of a run's arguments (strategy and redundancy, checkpoint period, event budget);
 * the default layout and redundancy of each strategy;
 * :class:`FailurePool`: per-restart-epoch failure outcomes drawn from one seed;
-* running the numba event loop (:mod:`spare_opt._simulate_kernels`) on a pool or on
+* running the numba event loop (:mod:`spare_opt.simulation._kernels`) on a pool or on
   precomputed failure events, and turning its statistics into a :class:`SimulationResult`;
 * the Young/Daly checkpoint period of a strategy (:func:`closed_form_period`) and the
   mean number of failures to a wipe-out it needs (:func:`mean_failures_to_wipe_out`).
 
-Public names here are re-exported by :mod:`spare_opt.simulation` and :mod:`spare_opt.tuning`.
+Public names here are re-exported by :mod:`spare_opt.simulation.time_to_train` and :mod:`spare_opt.simulation.tuning`.
 """
 
 import math
@@ -16,13 +16,13 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from . import _validation as check
-from . import theory
-from ._results import Result
-from ._stats import finite_or_none, weibull_renewals
-from .errors import FailureSetError, ParameterError
+from .._core import validation as check
+from ..guarantees import theory
+from .._core.results import Result
+from .._core.stats import finite_or_none, weibull_renewals
+from .._core.errors import FailureSetError, ParameterError
 from .parameters import STRATEGIES, SimulationParameters, fault_free_seconds
-from .layout import check_layout, check_size
+from ..layouts.layout import check_layout, check_size
 
 __all__ = [
     "MAX_EXPECTED_FAILURES",
@@ -74,7 +74,7 @@ def check_event_budget(params):
 
     The count is the expected number of Weibull renewals of mean
     ``system_mtbf_seconds`` and shape ``weibull_shape`` up to the wall-time cap
-    ``max_wall_factor * T0`` (:func:`spare_opt._stats.weibull_renewals`): about
+    ``max_wall_factor * T0`` (:func:`spare_opt._core.stats.weibull_renewals`): about
     ``cap / m`` for the usual shapes, far more when a shape well below 1 makes most
     gaps tiny.
     """
@@ -162,7 +162,7 @@ class SimulationResult(Result):
         Steps run, including rolled-back ones.
     trace : dict or None
         Events given up front (a trace or a fault model) only: what was used and
-        skipped (:func:`spare_opt.simulation.failure_events`).
+        skipped (:func:`spare_opt.simulation.time_to_train.failure_events`).
     micro_batches : int
         ``m``, micro-batches per shard type (1: the paper's whole shards).
     semantics : str
@@ -280,7 +280,7 @@ def default_layout(groups, redundancy, *, time_limit=10.0, seed=0):
     """
     key = (*check_size(groups, redundancy), check.seconds("time_limit", time_limit), check.seed(seed))
     if key not in _LAYOUT_CACHE:
-        from .generators import sidon
+        from ..layouts.generators import sidon
 
         _LAYOUT_CACHE[key] = sidon(key[0], key[1], time_limit=key[2], seed=key[3])
     return _LAYOUT_CACHE[key]
@@ -349,7 +349,7 @@ def _trajectories(layout, perms, micro_batches):
     One compiled run gives both (:func:`spare_opt.load_trajectories`): the step cost is
     the least load ``L*`` over ``m`` (the stack number at ``m = 1``).
     """
-    from .controller import _trajectories
+    from ..planning.controller import _trajectories
 
     result = _trajectories(layout, perms, micro_batches)
     loads = result["loads"]
@@ -549,7 +549,7 @@ def patch_layers(params, strategy, redundancy, micro_batches=1):
 
 
 def _pack(params, strategy, redundancy, period, seed, trace_mode, micro_batches=1, horizon=None):
-    from . import _simulate_kernels as K
+    from . import _kernels as K
 
     f = np.zeros(K.N_FPARAMS)
     f[K.F_LAYER_COMPUTE] = params.layer_compute_seconds
@@ -580,7 +580,7 @@ def _pack(params, strategy, redundancy, period, seed, trace_mode, micro_batches=
 
 
 def _result(raw, params, strategy, redundancy, period, seed, micro_batches=1, semantics="paper"):
-    from . import _simulate_kernels as K
+    from . import _kernels as K
 
     t0 = fault_free_seconds(params)
     wall = float(raw[K.R_WALL])
@@ -626,7 +626,7 @@ def run_synthetic(params, strategy, redundancy, period, seed, pool):
     strategy, ``N``, ``r`` and ``seed`` (and its ``micro_batches`` are the run's).
     Returns a :class:`SimulationResult`.
     """
-    from . import _simulate_kernels as K
+    from . import _kernels as K
 
     m = pool.micro_batches
     f, i = _pack(params, strategy, redundancy, period, seed, trace_mode=False, micro_batches=m)
@@ -653,7 +653,7 @@ def run_events(params, strategy, redundancy, period, seed, events, *, micro_batc
     strategy, redundancy, period, seed
         As for :func:`run_synthetic` (checked by the caller).
     events : callable or numpy.ndarray of float64, shape (F, N_EV)
-        The events (columns ``EV_*`` of :mod:`spare_opt._simulate_kernels`), sorted by
+        The events (columns ``EV_*`` of :mod:`spare_opt.simulation._kernels`), sorted by
         time; or ``events(horizon_seconds)`` returning ``(rows, complete)``: every event
         up to ``horizon_seconds`` (more may follow unless ``complete``), for events drawn
         on demand (the run asks again with a later horizon when it gets there).
@@ -666,7 +666,7 @@ def run_events(params, strategy, redundancy, period, seed, events, *, micro_batc
     -------
     SimulationResult
     """
-    from . import _simulate_kernels as K
+    from . import _kernels as K
 
     base = np.full((1, 1), redundancy if strategy == "rep" else 1, dtype=np.int16)
     base_cost = base.astype(np.float64)
@@ -690,7 +690,7 @@ def run_events(params, strategy, redundancy, period, seed, events, *, micro_batc
 
 def _check_capped(raw, params):
     """Refuse a run stopped at :data:`MAX_RUN_FAILURES` failures or :data:`MAX_RUN_EPOCHS` restarts."""
-    from . import _simulate_kernels as K
+    from . import _kernels as K
 
     if raw[K.R_CAPPED] == 1.0:
         raise ParameterError(

@@ -2,7 +2,7 @@
 
 A run meets two kinds of events: a *failure* takes DP groups down; a *rejoin* brings
 a repaired group back.  The rules that turn node faults (a trace, or faults drawn from
-a :class:`~spare_opt.fit.FailureModel`) into such events live here, in one place, for
+a :class:`~spare_opt.traces.failure_model.FailureModel`) into such events live here, in one place, for
 the simulation (:func:`spare_opt.simulate`) and for the trace replay:
 
 ``"paper"`` (Lee et al., ICML 2026, Sec. 6)
@@ -17,7 +17,7 @@ the simulation (:func:`spare_opt.simulate`) and for the trace replay:
     restart is counted and ignored (so is a heal that the restart cut short).
 
 The rules, applied instant by instant in time order (an instant is every event at one
-time, :func:`spare_opt.trace.trace_instants`):
+time, :func:`spare_opt.traces.trace.trace_instants`):
 
 1. rejoins whose heal ends at or before the instant come first (one rejoin event per
    heal-end time);
@@ -62,12 +62,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import _validation as check
-from ._results import Result
-from ._stats import finite_or_none
-from .errors import ParameterError
-from .layout import check_size
-from .plan import check_micro_batches
+from .._core import validation as check
+from .._core.results import Result
+from .._core.stats import finite_or_none
+from .._core.errors import ParameterError
+from ..layouts.layout import check_size
+from ..planning.plan import check_micro_batches
 
 __all__ = [
     "SEMANTICS",
@@ -165,7 +165,7 @@ class FailureEvents(Result):
 
     def kernel_rows(self):
         """numpy.ndarray of float64, shape (F, N_EV): the events as the simulation kernel reads them."""
-        from . import _simulate_kernels as K
+        from . import _kernels as K
 
         rows = np.zeros((len(self), K.N_EV))
         rows[:, K.EV_TIME] = self.times_seconds
@@ -188,7 +188,7 @@ class _Outcomes:
         self.m = micro_batches
         self.controller = None
         if strategy == "spare":
-            from .controller import ReorderController
+            from ..planning.controller import ReorderController
 
             self.controller = ReorderController(layout, micro_batches=micro_batches)
         if strategy == "rep":
@@ -361,7 +361,7 @@ def trace_seconds(trace, time_scale=1.0):
 
     Parameters
     ----------
-    trace : spare_opt.trace.FaultTrace
+    trace : spare_opt.traces.trace.FaultTrace
     time_scale : float, default 1.0
         Seconds per trace second, finite and ``> 0``.
 
@@ -372,7 +372,7 @@ def trace_seconds(trace, time_scale=1.0):
     Raises
     ------
     ParameterTypeError
-        ``trace`` is not a :class:`~spare_opt.trace.FaultTrace`.
+        ``trace`` is not a :class:`~spare_opt.traces.trace.FaultTrace`.
     ParameterError
         ``time_scale`` is not a finite number ``> 0``.
     TraceError
@@ -380,8 +380,8 @@ def trace_seconds(trace, time_scale=1.0):
         days but an infinite number of seconds).  The message names the trace, the
         largest day and the time scale, the two things the user gave.
     """
-    from .errors import TraceError
-    from .trace import FaultTrace
+    from .._core.errors import TraceError
+    from ..traces.trace import FaultTrace
 
     check.instance("trace", trace, FaultTrace, " (spare_opt.read_fault_trace)")
     time_scale = check.number("time_scale", time_scale, above=0.0)
@@ -403,13 +403,13 @@ def trace_events(trace, groups, strategy, redundancy, *, semantics="paper", layo
                  heal_seconds=0.0, time_scale=1.0, placement_seed=None, placement=None, replan=False):
     """The events of a fault trace under a semantics, with their outcomes.
 
-    The trace is cut into instants by :func:`spare_opt.trace.trace_instants` (the step
+    The trace is cut into instants by :func:`spare_opt.traces.trace.trace_instants` (the step
     shared with :func:`spare_opt.replay_trace`), then the rules of this module apply
     (module docstring).
 
     Parameters
     ----------
-    trace : spare_opt.trace.FaultTrace
+    trace : spare_opt.traces.trace.FaultTrace
     groups : int
         ``N``.
     strategy : {"ckpt", "rep", "spare"}
@@ -418,7 +418,7 @@ def trace_events(trace, groups, strategy, redundancy, *, semantics="paper", layo
     semantics : {"paper", "repair"}, default "paper"
     layout : Layout or None
         SPARe layout of ``N`` groups and redundancy ``r`` (``None``: the default Sidon
-        layout, :func:`spare_opt.simulation.default_layout`).
+        layout, :func:`spare_opt.simulation.time_to_train.default_layout`).
     micro_batches : int, default 1
         ``m``, micro-batches per shard type (SPARe).
     heal_seconds : float, default 0.0
@@ -427,7 +427,7 @@ def trace_events(trace, groups, strategy, redundancy, *, semantics="paper", layo
     time_scale : float, default 1.0
         Seconds per trace second (``< 1`` compresses the trace).
     placement_seed : int or None
-        Random node-to-group placement (:meth:`~spare_opt.trace.FaultTrace.node_groups`).
+        Random node-to-group placement (:meth:`~spare_opt.traces.trace.FaultTrace.node_groups`).
     placement : Placement or None
         Explicit node placement (a node on a domain fails all its groups); not
         together with ``placement_seed``.
@@ -447,7 +447,7 @@ def trace_events(trace, groups, strategy, redundancy, *, semantics="paper", layo
     Raises
     ------
     ParameterTypeError
-        ``trace`` is not a :class:`~spare_opt.trace.FaultTrace`, or an argument has
+        ``trace`` is not a :class:`~spare_opt.traces.trace.FaultTrace`, or an argument has
         the wrong type.
     ParameterError
         Unknown strategy or semantics, ``N``, ``r`` or ``m`` out of range, a layout
@@ -465,7 +465,7 @@ def trace_events(trace, groups, strategy, redundancy, *, semantics="paper", layo
     >>> events.times_seconds.tolist(), events.kinds.tolist()
     ([86400.0, 172860.0], [0, 1])
     """
-    from .trace import FaultTrace, _groups_once, _instants, instant_batches
+    from ..traces.trace import FaultTrace, _groups_once, _instants, instant_batches
 
     check.instance("trace", trace, FaultTrace, " (spare_opt.read_fault_trace)")
     groups, redundancy, layout, micro_batches, heal_seconds = _check_common(
@@ -524,7 +524,7 @@ class _ModelSource:
         self.handled_until = -math.inf
 
     def _draw_block(self):
-        from .fit import MAX_SAMPLE_EVENTS
+        from ..traces.failure_model import MAX_SAMPLE_EVENTS
 
         self.drawn += _MODEL_BLOCK
         if self.drawn > MAX_SAMPLE_EVENTS:
@@ -535,7 +535,7 @@ class _ModelSource:
         model, rng = self.model, self.rng
         gaps = model.sample_gaps_seconds(rng, _MODEL_BLOCK) * self.stretch
         sizes = model.sample_event_sizes(rng, _MODEL_BLOCK)
-        from .fit import _pick_live
+        from ..traces.failure_model import _pick_live
 
         for gap, size in zip(gaps.tolist(), sizes.tolist()):
             self.now += gap
@@ -551,7 +551,7 @@ class _ModelSource:
 
     def advance(self, horizon):
         """Hand every fault up to ``horizon`` to the rules."""
-        from .fit import MAX_SAMPLE_EVENTS
+        from ..traces.failure_model import MAX_SAMPLE_EVENTS
 
         expected = horizon / (self.model.event_mtbf_seconds * self.stretch)
         if expected > MAX_SAMPLE_EVENTS:  # refuse before drawing (the count drawn is bounded too)
@@ -588,10 +588,10 @@ def model_events(fault_model, groups, strategy, redundancy, *, horizon_seconds, 
     """Events drawn from a failure model up to a horizon, with their outcomes.
 
     Failure events arrive by the model's renewal process from time 0 (Weibull gaps,
-    :meth:`~spare_opt.fit.FailureModel.sample_gaps_seconds`), each taking a drawn number
-    of groups (:meth:`~spare_opt.fit.FailureModel.sample_event_sizes`) chosen uniformly
+    :meth:`~spare_opt.traces.failure_model.FailureModel.sample_gaps_seconds`), each taking a drawn number
+    of groups (:meth:`~spare_opt.traces.failure_model.FailureModel.sample_event_sizes`) chosen uniformly
     among the groups whose node is up; each gets a drawn repair time
-    (:meth:`~spare_opt.fit.FailureModel.sample_repair_seconds`: by default the
+    (:meth:`~spare_opt.traces.failure_model.FailureModel.sample_repair_seconds`: by default the
     empirical repairs of the fitted trace, which ``docs/fit.md`` found are not
     lognormal).  Each group fails like one node of the fitted cluster: the gaps are
     scaled by ``cluster_nodes / N`` so the per-node rate is the model's.  The faults
@@ -600,7 +600,7 @@ def model_events(fault_model, groups, strategy, redundancy, *, horizon_seconds, 
 
     Parameters
     ----------
-    fault_model : spare_opt.fit.FailureModel
+    fault_model : spare_opt.traces.failure_model.FailureModel
     groups, strategy, redundancy, semantics, layout, micro_batches, heal_seconds
         As for :func:`trace_events`.
     horizon_seconds : float
@@ -619,11 +619,11 @@ def model_events(fault_model, groups, strategy, redundancy, *, horizon_seconds, 
     Raises
     ------
     ParameterTypeError
-        ``fault_model`` is not a :class:`~spare_opt.fit.FailureModel`, or an argument
+        ``fault_model`` is not a :class:`~spare_opt.traces.failure_model.FailureModel`, or an argument
         of the wrong type.
     ParameterError
         As :func:`trace_events`, a bad horizon or seed, or more than
-        :data:`~spare_opt.fit.MAX_SAMPLE_EVENTS` failure events before the horizon.
+        :data:`~spare_opt.traces.failure_model.MAX_SAMPLE_EVENTS` failure events before the horizon.
     """
     source = _model_source(fault_model, groups, strategy, redundancy, semantics, layout, micro_batches,
                            heal_seconds, seed)
@@ -632,7 +632,7 @@ def model_events(fault_model, groups, strategy, redundancy, *, horizon_seconds, 
 
 
 def _model_source(fault_model, groups, strategy, redundancy, semantics, layout, micro_batches, heal_seconds, seed):
-    from .fit import FailureModel
+    from ..traces.failure_model import FailureModel
 
     check.instance("fault_model", fault_model, FailureModel, " (spare_opt.FailureModel.load or fit_trace(...).model)")
     groups, redundancy, layout, micro_batches, heal_seconds = _check_common(

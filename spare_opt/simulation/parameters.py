@@ -3,7 +3,7 @@
 :data:`PAPER` holds the setting of the paper's evaluation (Lee et al., ICML 2026,
 Sec. 6; ``spare-model.md``) and :data:`PAPER_TABLE` its reported results; every default
 elsewhere in spare-opt (:class:`SimulationParameters`, the presets, the closed forms of
-:mod:`spare_opt.theory`, :func:`spare_opt.sweep`, :func:`spare_opt.tuning`) is read
+:mod:`spare_opt.theory`, :func:`spare_opt.sweep`, :func:`spare_opt.simulation.tuning`) is read
 from here.
 
 Time names: ``system_mtbf_seconds`` is the system MTBF ``m``, the mean time between
@@ -16,9 +16,10 @@ import math
 import warnings
 from dataclasses import asdict, dataclass
 
-from . import _validation as check
-from .errors import ParameterError, ParameterTypeError
-from .layout import check_size
+from .._core import validation as check
+from .._core.errors import ParameterError, ParameterTypeError
+from .._core.paper import PAPER, PAPER_MTBF_SECONDS, PAPER_RESTART_SECONDS, PAPER_SAVE_SECONDS, PAPER_TABLE
+from ..layouts.layout import check_size
 
 __all__ = [
     "PAPER",
@@ -43,41 +44,6 @@ __all__ = [
     "allreduce_seconds",
     "fault_free_seconds",
 ]
-
-#: The setting of the paper's simulation (Lee et al., ICML 2026, Sec. 6): a 600k-H100
-#: cluster training a 10T-parameter model for 10,000 steps.  All-reduce time grows
-#: linearly from 2 s at N = 200 to 10 s at N = 1000 (:func:`allreduce_seconds`).
-PAPER = {
-    "groups": (200, 600, 1000),
-    "steps": 10_000,
-    "layer_compute_seconds": 64.0,
-    "allreduce_low": (200, 2.0),
-    "allreduce_high": (1000, 10.0),
-    "shrink_seconds": 0.1,
-    "controller_seconds": 0.1,
-    "restart_seconds": 3600.0,
-    "save_seconds": 60.0,
-    "system_mtbf_seconds": 300.0,
-    "weibull_shape": 0.78,
-    "jitter_sd": 0.05,
-}
-#: System MTBF ``m`` of the paper's evaluation: 5 minutes.
-PAPER_MTBF_SECONDS = PAPER["system_mtbf_seconds"]
-#: Global restart time ``T_r`` of the paper's evaluation: 60 minutes.
-PAPER_RESTART_SECONDS = PAPER["restart_seconds"]
-#: Checkpoint save time ``T_s`` of the paper's evaluation: 60 seconds.
-PAPER_SAVE_SECONDS = PAPER["save_seconds"]
-
-#: The paper's time-to-train table (Lee et al., ICML 2026, Sec. 6; ``docs/reproduction.md``):
-#: best TTT/T0, availability (fractions) and best r per N, Rep+CKPT (best at r = 3) and SPARe+CKPT.
-PAPER_TABLE = {
-    200: {"rep": 6.07, "rep_r": 3, "rep_availability": 0.6174, "spare": 2.92, "spare_r": 9,
-          "spare_availability": 0.8700, "gain": 0.519},
-    600: {"rep": 4.27, "rep_r": 3, "rep_availability": 0.7989, "spare": 2.49, "spare_r": 8,
-          "spare_availability": 0.9390, "gain": 0.417},
-    1000: {"rep": 3.88, "rep_r": 3, "rep_availability": 0.8441, "spare": 2.34, "spare_r": 9,
-           "spare_availability": 0.9654, "gain": 0.396},
-}
 
 #: Checkpoint periods that tuning tries, as multiples of the Young/Daly ``T_c*``.
 DEFAULT_PERIOD_FACTORS = (0.25, 0.35, 0.5, 0.7, 1.0, 1.4, 2.0)
@@ -405,8 +371,8 @@ def parse_overrides(items):
     """Parse ``["field=value", ...]`` into :class:`SimulationParameters` overrides.
 
     Values are converted to the field's type by the project's one parser of written
-    numbers (:func:`spare_opt._validation.parse_int` and
-    :func:`~spare_opt._validation.parse_float`, shared with ``--fail`` and every
+    numbers (:func:`spare_opt._core.validation.parse_int` and
+    :func:`~spare_opt._core.validation.parse_float`, shared with ``--fail`` and every
     numeric option): ``int`` and ``float`` in ASCII decimal (``"1_000"``, other
     scripts' digits, ``nan``, ``inf`` and numbers that overflow or underflow a float
     are refused), ``bool`` from ``true/false/1/0/yes/no``, ``str`` as given.

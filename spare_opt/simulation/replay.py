@@ -22,12 +22,12 @@ from typing import NamedTuple
 
 import numpy as np
 
-from . import _validation as check
-from ._results import Result
+from .._core import validation as check
+from .._core.results import Result
 from .events import SEMANTICS
-from .plan import MASKED, WIPE_OUT, check_micro_batches, check_plan
-from .trace import FaultTrace, _instants, _placement_text, instant_batches
-from .layout import check_layout
+from ..planning.plan import MASKED, WIPE_OUT, check_micro_batches, check_plan
+from ..traces.trace import FaultTrace, _instants, _placement_text, instant_batches
+from ..layouts.layout import check_layout
 
 __all__ = [
     "PLANNERS",
@@ -70,7 +70,7 @@ class ReplayRow(NamedTuple):
     time_days : float
         Event time (days).
     node : int
-        Node index (order of first effective fault, :class:`~spare_opt.trace.FaultTrace`).
+        Node index (order of first effective fault, :class:`~spare_opt.traces.trace.FaultTrace`).
     node_id : str
         Node identifier in the trace file.
     group : int
@@ -206,7 +206,7 @@ class _ControllerEngine:
     name = "controller"
 
     def __init__(self, layout, micro_batches):
-        from .controller import ReorderController
+        from ..planning.controller import ReorderController
 
         self.controller = ReorderController(layout, micro_batches=micro_batches)
 
@@ -231,7 +231,7 @@ class _ExactEngine:
         self.restart()
 
     def _plan(self, failed, order):
-        from .planner import plan_reorder
+        from ..planning.exact import plan_reorder
 
         if self.micro_batches == 1:
             return plan_reorder(self.layout, failed, order=order, stack_number=self.stack_number)
@@ -292,10 +292,10 @@ def replay_trace(layout, trace, *, planner="controller", semantics="paper", micr
         Check every plan with :func:`spare_opt.check_plan` (slower; for tests).
     placement_seed : int, optional
         Place nodes on random distinct groups with this seed instead of in order of
-        first effective fault (:meth:`~spare_opt.trace.FaultTrace.node_groups`).
+        first effective fault (:meth:`~spare_opt.traces.trace.FaultTrace.node_groups`).
     placement : Placement, optional
         Place nodes as this placement says (a group, several groups, or every group of
-        a domain per node; :class:`~spare_opt.placement.Placement`); nodes it does not
+        a domain per node; :class:`~spare_opt.traces.placement.Placement`); nodes it does not
         list are skipped and counted.  Not together with ``placement_seed``.
     exact : bool, optional
         Deprecated: ``exact=True`` is ``planner="exact"``.
@@ -322,11 +322,11 @@ def replay_trace(layout, trace, *, planner="controller", semantics="paper", micr
     Notes
     -----
     Rules, in time order, one instant (all events with equal ``event_time``) at a time;
-    the instants and their groups come from :func:`spare_opt.trace.trace_instants`, the
+    the instants and their groups come from :func:`spare_opt.traces.trace.trace_instants`, the
     same step as the trace-driven simulation:
 
     * nodes are mapped to groups in order of first effective fault (or at random with
-      ``placement_seed``, or by ``placement``; :meth:`~spare_opt.trace.FaultTrace.node_groups`);
+      ``placement_seed``, or by ``placement``; :meth:`~spare_opt.traces.trace.FaultTrace.node_groups`);
       nodes beyond ``N`` (or not in the placement) are skipped and reported; a node
       placed on several groups or on a domain fails all of them, in one batch (its
       rows show the lowest of its groups);
@@ -340,7 +340,7 @@ def replay_trace(layout, trace, *, planner="controller", semantics="paper", micr
     instant are one batch (one ``fail`` call); ``fault_end`` events are counted only.
 
     Repair semantics: the events of an instant are taken in file order, in batches
-    (:func:`spare_opt.trace.instant_batches`): a run of consecutive ``fault_start``
+    (:func:`spare_opt.traces.trace.instant_batches`): a run of consecutive ``fault_start``
     events fails its groups together (one ``fail`` call), a run of consecutive
     ``fault_end`` events brings its groups back together (one ``recover`` call, the
     plan recomputed for the groups still out: ``S*`` and ``L*`` can fall); a group

@@ -21,17 +21,17 @@ failure strikes a uniformly random live group.  Because the groups lost between 
 restarts are then a uniformly random sequence without repetition, the outcome
 trajectory of each restart epoch (stack number and step cost) is computed up front from
 one random permutation (:func:`spare_opt.stack_number_trajectories`), and the event
-loop itself is a numba kernel (``spare_opt._simulate_kernels``) over flat arrays.  Or
+loop itself is a numba kernel (``spare_opt.simulation._kernels``) over flat arrays.  Or
 the failures come from a fault trace (InfiniteHBD format) or a fitted failure model
 (:class:`spare_opt.FailureModel`): their events, failures and, under the ``"repair"``
 semantics, rejoins of repaired groups, get their outcomes up front too
-(:mod:`spare_opt.events`) and the kernel replays them.
+(:mod:`spare_opt.simulation.events`) and the kernel replays them.
 
 With ``m`` micro-batches per shard type (SPARe, ``micro_batches=``) a step computes
 ``sigma = L*/m`` layers of work, ``L*`` the least load in micro-batches
 (``docs/fractional.md``); at ``m = 1`` ``sigma`` is the stack number ``S``.  Parameters and
-presets live in :mod:`spare_opt.parameters`; the machinery shared with
-:mod:`spare_opt.tuning` in ``spare_opt._runs``.
+presets live in :mod:`spare_opt.simulation.parameters`; the machinery shared with
+:mod:`spare_opt.simulation.tuning` in ``spare_opt.simulation._runs``.
 
 Time accounting of a run (all in seconds, wall clock)::
 
@@ -64,8 +64,8 @@ import warnings
 
 import numpy as np
 
-from . import _validation as check
-from ._parallel import run_tasks
+from .._core import validation as check
+from .._core.parallel import run_tasks
 from ._runs import (
     DEFAULT_REP_REDUNDANCY,
     MAX_EXPECTED_FAILURES,
@@ -83,11 +83,11 @@ from ._runs import (
     run_events,
     run_synthetic,
 )
-from ._stats import interval95
-from .errors import ParameterError
+from .._core.stats import interval95
+from .._core.errors import ParameterError
 from .events import SEMANTICS, _model_events_until, _model_source, trace_events, trace_seconds
 from .parameters import STRATEGIES
-from .trace import FaultTrace, _placement_text
+from ..traces.trace import FaultTrace, _placement_text
 
 __all__ = [
     "MAX_EXPECTED_FAILURES",
@@ -119,14 +119,14 @@ def simulate(params, strategy, redundancy=None, *, checkpoint_period_seconds=Non
         :func:`default_redundancy` (3 for replication, ``r*`` for SPARe).
     checkpoint_period_seconds : float or None
         ``T_c``, seconds of progress between checkpoints; ``None``: the closed-form
-        ``T_c*`` (:func:`spare_opt.tuning.closed_form_period`; for a trace, with the
+        ``T_c*`` (:func:`spare_opt.simulation.tuning.closed_form_period`; for a trace, with the
         trace's own system MTBF, :func:`trace_system_mtbf_seconds`).
     seed : int
         Seed of the failure process, the failure order and the jitter.
     layout : Layout or None
         SPARe layout of ``N`` groups and redundancy ``r``; ``None``: a Sidon layout
         (:func:`default_layout`).
-    trace : spare_opt.trace.FaultTrace or None
+    trace : spare_opt.traces.trace.FaultTrace or None
         Replay this trace instead of Weibull failures (``params.trace_time_scale``
         applies; failures during a restart always "carry").
     placement_seed : int or None
@@ -140,12 +140,12 @@ def simulate(params, strategy, redundancy=None, *, checkpoint_period_seconds=Non
     semantics : {"paper", "repair"}, default "paper"
         ``"paper"``: failed groups stay out until a global restart.  ``"repair"``:
         a group is back ``params.heal_seconds`` after its node's ``fault_end``
-        (:mod:`spare_opt.events`); needs a ``trace`` or a ``fault_model`` (the repair
+        (:mod:`spare_opt.simulation.events`); needs a ``trace`` or a ``fault_model`` (the repair
         times come from there).
-    fault_model : spare_opt.fit.FailureModel or None
+    fault_model : spare_opt.traces.failure_model.FailureModel or None
         Draw failures and repairs from this model (``spare-opt fit TRACE -o FILE``,
-        :meth:`~spare_opt.fit.FailureModel.load`) instead of the Weibull clocks of
-        ``params`` (:func:`spare_opt.events.model_events`; seeded by ``seed``).  Not
+        :meth:`~spare_opt.traces.failure_model.FailureModel.load`) instead of the Weibull clocks of
+        ``params`` (:func:`spare_opt.simulation.events.model_events`; seeded by ``seed``).  Not
         with ``trace``.
 
     Returns
@@ -191,7 +191,7 @@ def simulate(params, strategy, redundancy=None, *, checkpoint_period_seconds=Non
     the kernel; the failure orders come from ``numpy.random.SeedSequence``).
 
     A trace or a fault model is turned into events with their outcomes up front
-    (:mod:`spare_opt.events`: wipe-out or not, step cost after each event), then the
+    (:mod:`spare_opt.simulation.events`: wipe-out or not, step cost after each event), then the
     kernel replays them in time; with a fault model events are drawn up to a horizon
     that doubles until the run ends before it.  The default checkpoint period of a
     fault model's run uses its system MTBF on ``N`` groups.
@@ -226,8 +226,8 @@ def _prepare(params, strategy, redundancy, layout, trace, placement_seed, placem
 
 def _check_source(params, strategy, micro_batches, semantics, trace, fault_model):
     """Checked ``(micro_batches, semantics)``, and the source of failures they need."""
-    from .plan import check_micro_batches
-    from .fit import FailureModel
+    from ..planning.plan import check_micro_batches
+    from ..traces.failure_model import FailureModel
 
     micro_batches = check_micro_batches(micro_batches, params.groups)
     semantics = check.choice("semantics", semantics, SEMANTICS)
@@ -332,7 +332,7 @@ def _check_used(params, strategy, redundancy, layout, trace, placement_seed):
     ``placement_seed`` and ``params.trace_time_scale != 1`` without a trace describe a
     trace replay: the numbers would be taken for one, so they are refused.  A
     ``redundancy`` for ``"ckpt"`` or a ``layout`` for a strategy other than ``"spare"``
-    is what a loop over :data:`~spare_opt.parameters.STRATEGIES` passes to every
+    is what a loop over :data:`~spare_opt.simulation.parameters.STRATEGIES` passes to every
     strategy; the run is exactly the strategy asked for, so a ``UserWarning`` (on stderr)
     says the argument is ignored.
     """
@@ -389,7 +389,7 @@ def summarise(results):
         the interval over seeds within the figure's bounds (availability in
         ``[0, 1]``, counts and times ``>= 0``, the stack number and step cost in
         ``[1, r]``;
-        :func:`spare_opt._stats.interval95`: Student t, or a BCa bootstrap when the t
+        :func:`spare_opt._core.stats.interval95`: Student t, or a BCa bootstrap when the t
         interval leaves the bounds); plus ``runs`` and ``unfinished``.  Unfinished runs
         have ``inf`` time; the interval is ``[nan, nan]`` where it cannot be given (a
         single run, an unfinished one, or fewer than 10 runs whose t interval leaves
@@ -407,7 +407,7 @@ def summarise(results):
         check.instance("results: each item", result, SimulationResult)
     out = {"runs": len(results), "unfinished": sum(not r.finished for r in results)}
     top = float(max(r.redundancy for r in results))
-    # The bounds of each figure: an interval never leaves them (spare_opt._stats.interval95).
+    # The bounds of each figure: an interval never leaves them (spare_opt._core.stats.interval95).
     bounds = {"ttt_ratio": (0.0, None), "ttt_seconds": (0.0, None), "availability": (0.0, 1.0),
               "restarts": (0.0, None), "masked_failures": (0.0, None), "mean_stack_number": (1.0, top),
               "mean_step_cost": (1.0, top), "rejoins": (0.0, None),
@@ -425,7 +425,7 @@ def trace_failures(trace, groups, strategy, redundancy, *, layout=None, time_sca
                    placement=None):
     """Failure times and outcomes of a fault-trace replay (restart at each wipe-out).
 
-    The trace is cut into instants by :func:`spare_opt.trace.trace_instants` (the same
+    The trace is cut into instants by :func:`spare_opt.traces.trace.trace_instants` (the same
     step as :func:`spare_opt.replay_trace`): every usable ``fault_start`` fails its
     node's group, starts at the same instant fail together (one failure event), a start
     for a group already down in the current restart epoch is skipped, and a wipe-out
@@ -434,7 +434,7 @@ def trace_failures(trace, groups, strategy, redundancy, *, layout=None, time_sca
 
     Parameters
     ----------
-    trace : spare_opt.trace.FaultTrace
+    trace : spare_opt.traces.trace.FaultTrace
     groups : int
         ``N``.
     strategy : str
@@ -466,7 +466,7 @@ def trace_failures(trace, groups, strategy, redundancy, *, layout=None, time_sca
     Raises
     ------
     ParameterTypeError
-        ``trace`` is not a :class:`~spare_opt.trace.FaultTrace`, or an argument of the
+        ``trace`` is not a :class:`~spare_opt.traces.trace.FaultTrace`, or an argument of the
         wrong type.
     ParameterError
         Unknown strategy, ``N`` or ``r`` out of range, a layout of the wrong shape, a
@@ -488,7 +488,7 @@ def trace_system_mtbf_seconds(trace, time_scale=1.0):
 
     Parameters
     ----------
-    trace : spare_opt.trace.FaultTrace
+    trace : spare_opt.traces.trace.FaultTrace
     time_scale : float, default 1.0
         Seconds per trace second (``< 1`` compresses the trace), finite and ``> 0``.
 
@@ -501,7 +501,7 @@ def trace_system_mtbf_seconds(trace, time_scale=1.0):
     Raises
     ------
     ParameterTypeError
-        ``trace`` is not a :class:`~spare_opt.trace.FaultTrace`.
+        ``trace`` is not a :class:`~spare_opt.traces.trace.FaultTrace`.
     ParameterError
         ``time_scale`` is not a finite number ``> 0``.
     TraceError
@@ -509,7 +509,7 @@ def trace_system_mtbf_seconds(trace, time_scale=1.0):
         seconds (:func:`trace_seconds`), or its last event is at or before time 0, so
         that no mean time between failures can be derived (give a checkpoint period).
     """
-    from .errors import TraceError
+    from .._core.errors import TraceError
 
     check.instance("trace", trace, FaultTrace, " (spare_opt.read_fault_trace)")
     time_scale = check.number("time_scale", time_scale, above=0.0)

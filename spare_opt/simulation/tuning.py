@@ -2,7 +2,7 @@
 
 * :func:`closed_form` - the paper's ``r* = floor(log2 N + 0.833)`` and the Young/Daly
   period ``T_c* = T_s + sqrt(T_s^2 + 2 T_s (T_f + T_r))`` (:mod:`spare_opt.theory`);
-* :func:`tune` - a simulation search (:mod:`spare_opt.simulation`) over ``r`` and ``T_c``
+* :func:`tune` - a simulation search (:mod:`spare_opt.simulation.time_to_train`) over ``r`` and ``T_c``
   for replication and SPARe (and the checkpoint-only baseline) that minimises the mean
   time-to-train over seeds, with 95% confidence intervals; the result is laid out like
   the paper's table (Lee et al., ICML 2026, Sec. 6).
@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import _validation as check
-from . import theory
-from ._parallel import run_tasks
-from ._results import Result
+from .._core import validation as check
+from ..guarantees import theory
+from .._core.parallel import run_tasks
+from .._core.results import Result
 from ._runs import (
     FailurePool,
     check_event_budget,
@@ -29,18 +29,18 @@ from ._runs import (
     mean_failures_to_wipe_out,
     run_synthetic,
 )
-from ._stats import finite_or_none
-from .errors import ParameterError
+from .._core.stats import finite_or_none
+from .._core.errors import ParameterError
 from .parameters import (
     DEFAULT_PERIOD_FACTORS,
     DEFAULT_REP_REDUNDANCIES,
     DEFAULT_SPARE_REDUNDANCIES,
-    PAPER_TABLE,
     SimulationParameters,
     get_preset,
     preset_parameters,
 )
-from .simulation import summarise
+from .._core.paper import PAPER_TABLE
+from .time_to_train import summarise
 
 __all__ = [
     "PAPER_TABLE",
@@ -105,7 +105,7 @@ class TuneResult(Result):
     strategies : dict
         ``"rep"``, ``"spare"`` (and ``"ckpt"``) to a dict with ``best_ttt_ratio``,
         ``best_ttt_ci95`` (``[nan, nan]`` when no interval can be given, and then
-        ``best_ttt_ci_note`` says why, :func:`spare_opt.simulation.summarise`), ``best_r``, ``best_period_seconds``, ``availability`` (mean at
+        ``best_ttt_ci_note`` says why, :func:`spare_opt.simulation.time_to_train.summarise`), ``best_r``, ``best_period_seconds``, ``availability`` (mean at
         the best configuration), ``mean_stack_number``, ``mean_step_cost`` (per executed
         step), ``restarts``, ``unfinished`` and
         ``curve``: per ``r`` the best ``T_c``'s ``ttt_ratio`` (mean), ``ci95``,
@@ -160,11 +160,11 @@ def tune(params, *, seeds=10, rep_redundancies=DEFAULT_REP_REDUNDANCIES,
         Runs per configuration (>= 1; >= 2 for confidence intervals).
     rep_redundancies, spare_redundancies : sequence of int
         The ``r`` values swept (``r >= 1`` for replication, ``r >= 2`` for SPARe);
-        defaults :data:`~spare_opt.parameters.DEFAULT_REP_REDUNDANCIES` and
-        :data:`~spare_opt.parameters.DEFAULT_SPARE_REDUNDANCIES`.
+        defaults :data:`~spare_opt.simulation.parameters.DEFAULT_REP_REDUNDANCIES` and
+        :data:`~spare_opt.simulation.parameters.DEFAULT_SPARE_REDUNDANCIES`.
     period_factors : sequence of float
         Multiples of ``T_c*`` tried (default
-        :data:`~spare_opt.parameters.DEFAULT_PERIOD_FACTORS`, as the presets).
+        :data:`~spare_opt.simulation.parameters.DEFAULT_PERIOD_FACTORS`, as the presets).
     include_ckpt : bool, default True
         Also run checkpointing alone (at its ``T_c*`` only).
     micro_batches : int, default 1
@@ -199,7 +199,7 @@ def tune(params, *, seeds=10, rep_redundancies=DEFAULT_REP_REDUNDANCIES,
     spares = check.integers("spare redundancies", spare_redundancies, minimum=2, maximum=n)
     factors = check.numbers_("period factors", period_factors, above=0.0)
     include_ckpt = check.flag("include_ckpt", include_ckpt)
-    from .plan import check_micro_batches
+    from ..planning.plan import check_micro_batches
 
     micro_batches = check_micro_batches(micro_batches, n)
     if params.trace_time_scale != 1.0:
@@ -281,7 +281,7 @@ def tune_preset(name, groups=None, *, seeds=10, micro_batches=1, workers=1, exec
     Parameters
     ----------
     name : str
-        Preset name (:data:`spare_opt.parameters.PRESETS`).
+        Preset name (:data:`spare_opt.simulation.parameters.PRESETS`).
     groups : int or None
         One ``N`` of the preset; ``None``: every ``N`` of the preset.
     seeds, workers, executor, progress
@@ -304,7 +304,7 @@ def tune_preset(name, groups=None, *, seeds=10, micro_batches=1, workers=1, exec
     ParameterTypeError, ParameterError
         Unknown preset, ``N`` not in the preset, or a bad argument.
     """
-    from .plan import check_micro_batches
+    from ..planning.plan import check_micro_batches
 
     preset = get_preset(name)
     check.callback("progress", progress)
@@ -374,7 +374,7 @@ def plot_tune(results, path, *, force=False, title=None):
     results = check.sequence("results", results)
     for result in results:
         check.instance("results: each item", result, TuneResult)
-    from ._plotting import _figure, _save
+    from .._core.plotting import _figure, _save
 
     panels = {}  # one panel per N; several m of one N share it
     for result in results:

@@ -29,23 +29,18 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from . import _validation as check
-from . import theory
-from ._parallel import run_tasks
-from ._results import Result
-from ._runs import (
-    FailurePool,
-    check_params,
-    default_layout,
-    run_events,
-    run_synthetic,
-)
-from ._stats import finite_or_none, mean_ci95
-from .errors import ParameterError, TraceError
-from .plan import check_micro_batches
+from .._core import validation as check
+from ..guarantees import theory
+from .._core.parallel import run_tasks
+from .._core.results import Result
+from ._runs import FailurePool, check_params, default_layout, run_events, run_synthetic
+from .._core.stats import finite_or_none, mean_ci95
+from .._core.errors import ParameterError, TraceError
+from ..planning.plan import check_micro_batches
 from .parameters import SimulationParameters, fault_free_seconds, get_preset
 from .events import SEMANTICS
-from .trace import FaultTrace, parse_fault_events
+from ..traces.trace import FaultTrace
+from ..traces.json_format import parse_fault_events
 
 __all__ = [
     "DEFAULT_COMPARE_FACTORS",
@@ -247,14 +242,14 @@ def cyclic_trace(trace, cycles):
     Returns
     -------
     FaultTrace
-        Read back with :func:`spare_opt.trace.parse_fault_events`, so irregular events
+        Read back with :func:`spare_opt.traces.json_format.parse_fault_events`, so irregular events
         are flagged as in any trace (a fault still open at the end of a copy makes the
         next copy's start of that node irregular).
 
     Raises
     ------
     ParameterTypeError
-        ``trace`` is not a :class:`~spare_opt.trace.FaultTrace` or ``cycles`` is not an
+        ``trace`` is not a :class:`~spare_opt.traces.trace.FaultTrace` or ``cycles`` is not an
         integer.
     ParameterError
         ``cycles < 1``.
@@ -286,7 +281,7 @@ def compare_parameters(preset="trace-400", groups=None, *, trace=None, restart_s
     Parameters
     ----------
     preset : str, default "trace-400"
-        Preset whose timings are the defaults (:data:`spare_opt.parameters.PRESETS`).
+        Preset whose timings are the defaults (:data:`spare_opt.simulation.parameters.PRESETS`).
     groups : int, optional
         ``N``; default: the trace's cluster size when its file says so, else the
         larger of the preset's first ``N`` and the number of nodes the trace names
@@ -374,7 +369,7 @@ def _model_runs_task(params, strategy, redundancy, micro_batches, periods, seed,
         pool = FailurePool(strategy, params.groups, redundancy, seed, layout,
                            micro_batches if strategy == "spare" else 1)
         return [_digest(run_synthetic(params, strategy, redundancy, period, seed, pool)) for period in periods]
-    from .simulation import simulate
+    from .time_to_train import simulate
 
     return [_digest(simulate(params, strategy, None if strategy == "ckpt" else redundancy,
                              checkpoint_period_seconds=period, seed=seed, layout=layout,
@@ -410,7 +405,7 @@ def compare(params, *, trace=None, semantics="repair", rep_redundancies=DEFAULT_
     trace : FaultTrace, optional
         The failures, replayed ``cycles`` times end to end (:func:`cyclic_trace`).
     semantics : {"paper", "repair"}, default "repair"
-        Repaired groups rejoin (``"repair"``, :mod:`spare_opt.events`) or stay out
+        Repaired groups rejoin (``"repair"``, :mod:`spare_opt.simulation.events`) or stay out
         until a restart.  Without a trace, ``"repair"`` needs a ``fault_model``.
     rep_redundancies : sequence of int, default (2, 3)
         Replication degrees (``1 <= r <= N``).
@@ -511,7 +506,7 @@ def compare(params, *, trace=None, semantics="repair", rep_redundancies=DEFAULT_
 
             check_event_budget(params)
         else:
-            from .fit import FailureModel
+            from ..traces.failure_model import FailureModel
 
             check.instance("fault_model", fault_model, FailureModel, " (spare_opt.FailureModel.load)")
         replayed = None
@@ -551,7 +546,7 @@ def compare(params, *, trace=None, semantics="repair", rep_redundancies=DEFAULT_
         results = run_tasks(_trace_runs_task, run_tasks_list, workers=workers, executor=executor,
                             progress=relay(walks_total))
     else:
-        from .simulation import _period
+        from .time_to_train import _period
 
         periods, run_tasks_list, centres = [], [], {}
         for strategy, r, m, layout in configs:
@@ -638,7 +633,7 @@ def plot_compare(result, path, *, force=False, title=None):
         ``path`` exists and ``force`` is false.
     """
     check.instance("result", result, CompareResult)
-    from ._plotting import _figure, _save
+    from .._core.plotting import _figure, _save
 
     figure = _figure(7.0, 3.8)
     ax = figure.subplots()

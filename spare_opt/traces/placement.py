@@ -26,9 +26,9 @@ import json
 
 import numpy as np
 
-from ._io import as_path, read_json_file, write_document
-from .errors import PlacementError, TopologyError
-from .topology import Topology, check_topology
+from .._core.io import as_path, read_json_file, write_document
+from .._core.errors import PlacementError, TopologyError
+from ..layouts.topology import Topology, check_topology
 
 __all__ = ["Placement", "PLACEMENT_FORMAT", "PLACEMENT_VERSION"]
 

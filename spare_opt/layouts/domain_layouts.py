@@ -1,6 +1,6 @@
 """Domain-safe stack layouts: in every failure domain, the groups hold pairwise disjoint shard types.
 
-A failure domain (a rack, a switch, a power feed: :class:`~spare_opt.topology.Topology`)
+A failure domain (a rack, a switch, a power feed: :class:`~spare_opt.layouts.topology.Topology`)
 takes all its groups at once.  A layout is *domain-safe* at a level when, in every
 domain of that level, no shard type has two holders; then one domain failure removes
 at most one holder of each shard type: it never wipes out when ``r >= 2`` and moves
@@ -32,10 +32,10 @@ import time
 
 import numpy as np
 
-from . import _validation as check
+from .._core import validation as check
 from ._constructions import candidate_sets, canonical_offsets, modular_lambda
-from ._parallel import resolve_workers
-from .errors import ParameterError, SolverError
+from .._core.parallel import resolve_workers
+from .._core.errors import ParameterError, SolverError
 from .generators import (
     DEFAULT_TIME_LIMIT,
     MAX_MODEL_DIFFERENCES,
