@@ -157,11 +157,6 @@ from .guarantees import (
     derived_topology,
 )
 from .simulation import (
-    PAPER,
-    PAPER_TABLE,
-    PAPER_MTBF_SECONDS,
-    PAPER_RESTART_SECONDS,
-    PAPER_SAVE_SECONDS,
     DEFAULT_PERIOD_FACTORS,
     DEFAULT_REP_REDUNDANCIES,
     DEFAULT_SPARE_REDUNDANCIES,

@@ -8,7 +8,6 @@ import sys
 from pathlib import Path
 
 import networkx as nx
-import pytest
 
 import spare_opt
 

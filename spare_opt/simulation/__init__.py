@@ -48,7 +48,6 @@ from .time_to_train import (
     trace_seconds,
 )
 from .tuning import (
-    PAPER_TABLE,
     closed_form_period,
     closed_form,
     mean_failures_to_wipe_out,
@@ -113,7 +112,6 @@ __all__ = [
     "trace_failures",
     "trace_system_mtbf_seconds",
     "trace_seconds",
-    "PAPER_TABLE",
     "closed_form_period",
     "closed_form",
     "mean_failures_to_wipe_out",
