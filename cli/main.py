@@ -34,9 +34,9 @@ def main():
 
 
 def _register():
-    from . import compare, demo, fit, layout, plan, replay, simulate, sweep, topology, tune, validate
+    from . import compare, data, demo, fit, layout, plan, replay, simulate, sweep, topology, tune, validate
 
-    for module in (layout, topology, plan, validate, replay, fit, sweep, simulate, tune, compare, demo):
+    for module in (layout, topology, plan, validate, replay, fit, sweep, simulate, tune, compare, data, demo):
         main.add_command(module.command)
 
 

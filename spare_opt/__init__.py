@@ -227,6 +227,7 @@ from .demo import (
     run_demo,
     find_trace,
     packaged_trace_path,
+    packaged_trace_info,
     default_trace_document,
 )
 
@@ -404,6 +405,7 @@ __all__ = [
     "run_demo",
     "find_trace",
     "packaged_trace_path",
+    "packaged_trace_info",
     "default_trace_document",
     "DEFAULT_COMPARE_FACTORS",
     "DEFAULT_COMPARE_MICRO_BATCHES",

@@ -42,6 +42,7 @@ __all__ = [
     "run_demo",
     "find_trace",
     "packaged_trace_path",
+    "packaged_trace_info",
     "default_trace_document",
 ]
 
@@ -158,6 +159,49 @@ def packaged_trace_path():
         source, ``LICENSE`` holds the license).
     """
     return Path(str(resources.files("spare_opt").joinpath("data", "infinitehbd", "fault_trace.json")))
+
+
+def packaged_trace_info():
+    """Where the shipped InfiniteHBD trace and its license and source note are, and what it holds.
+
+    Returns
+    -------
+    dict
+        ``trace``, ``license`` and ``source``: absolute paths (str) of ``fault_trace.json``,
+        its ``LICENSE`` file and the ``SOURCE.md`` note naming where it comes from;
+        ``license_name`` (``"Apache-2.0"``), ``reference`` (the paper that published it),
+        ``repository`` and ``commit`` (the public repository and commit it was copied from),
+        and the trace's size as published: ``nodes`` (400 servers), ``days`` (349),
+        ``faults`` (584) and ``failing_nodes`` (231).
+
+    Notes
+    -----
+    ``spare-opt data`` prints ``trace`` (``--json``: this dictionary), so that examples
+    work from any folder: ``T=$(spare-opt data)``.  The file format and the trace's
+    provenance are described in ``docs/model.md`` ("The shipped trace") and
+    ``docs/formats.md``.
+
+    References
+    ----------
+    Shou et al., "InfiniteHBD: Building Datacenter-Scale High-Bandwidth Domain for LLM with
+    Optical Circuit Switching Transceivers", arXiv:2502.03885; public repository
+    ``stepfun-ai/InfiniteHBD-Trace``.
+    """
+    trace = packaged_trace_path()
+    return {
+        "trace": str(trace),
+        "license": str(trace.with_name("LICENSE")),
+        "source": str(trace.with_name("SOURCE.md")),
+        "license_name": "Apache-2.0",
+        "reference": "Shou et al., \"InfiniteHBD: Building Datacenter-Scale High-Bandwidth Domain for LLM with "
+                     "Optical Circuit Switching Transceivers\", arXiv:2502.03885",
+        "repository": "stepfun-ai/InfiniteHBD-Trace",
+        "commit": "7aacdc8c3d2352c5b784bc0ea31756e1620daed1",
+        "nodes": DEMO_GROUPS,
+        "days": 349,
+        "faults": 584,
+        "failing_nodes": 231,
+    }
 
 
 def find_trace(environ=None):
