@@ -11,7 +11,7 @@ compared.  Also reported: the throughput of the compiled whole-sequence loop
 controller at the largest N, and the numba compile time of the first call (cold cache)
 and of loading the cached kernels.
 
-With ``--micro-batches M`` (fractional stacking, issue 9) the same measurements run
+With ``--micro-batches M`` (fractional stacking, docs/model.md) the same measurements run
 with ``M`` micro-batches per shard type: ``ReorderController(layout, micro_batches=M)``
 against ``plan_reorder(..., micro_batches=M, split=previous)``, comparing the loads
 ``L*``; the whole-sequence loop is :func:`spare_opt.load_trajectory`.

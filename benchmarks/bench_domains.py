@@ -2,7 +2,7 @@
 
 Four parts, each printed as a Markdown table (``--json`` for a JSON document):
 
-* ``generate`` - time of :func:`spare_opt.domain_safe` on the targets of issue 11
+* ``generate`` - time of :func:`spare_opt.domain_safe` on its targets
   (N = 600 racks of 8 r = 8 within 10 s; N = 10,000 racks of 16 r = 14 within 60 s;
   N = 100,000 contiguous racks of 32 r = 17 within 30 s), contiguous and shuffled racks,
   each route, median of ``--repeat`` runs, and the time of :func:`spare_opt.domain_report`;
@@ -19,7 +19,7 @@ Usage::
     python benchmarks/bench_domains.py generate --repeat 3
     python benchmarks/bench_domains.py table
     python benchmarks/bench_domains.py figure --out docs/domains-600.png --force
-    python benchmarks/bench_domains.py replay --trace ../shared/data/infinitehbd-trace/fault_trace.json
+    python benchmarks/bench_domains.py replay               # the shipped trace; --trace FILE for another
 """
 
 import argparse
@@ -186,7 +186,7 @@ def main():
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default="docs/domains-600.png")
     parser.add_argument("--force", action="store_true")
-    parser.add_argument("--trace", default="../shared/data/infinitehbd-trace/fault_trace.json")
+    parser.add_argument("--trace", default=str(so.packaged_trace_path()))
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     machine = f"{platform.machine()}, {platform.python_implementation()} {platform.python_version()}"

@@ -1,6 +1,6 @@
 """Benchmark: layout generation times, and known constructions vs plain CP-SAT search.
 
-Times every generator on the sizes of the targets in issue 2 (Sidon N = 1,000 r = 10
+Times every generator on the sizes of the targets (Sidon N = 1,000 r = 10
 in <= 5 s, Sidon N = 100,000 r = 17 in <= 30 s, consecutive N = 100,000 r = 17 in
 <= 0.1 s), the two instances at the density limit (N = 600 r = 20, N = 381 r = 20)
 and a few fallback cases, best of ``--repeat`` runs, including Layout validation.

@@ -3,8 +3,6 @@
 import importlib.util
 import re
 
-import pytest
-
 from conftest import REPO
 
 
@@ -91,7 +89,6 @@ def _documents():
     yield "spare-opt --help (every command)", _load_generator().render()
 
 
-@pytest.mark.xfail(strict=True, reason="outside references not yet replaced (docs/, docstrings)")
 def test_docs_name_nothing_outside_the_repository():
     offences = [f"{name}:{line}: {text!r}" for name, doc in _documents() for line, text in references_outside(doc)]
     assert not offences, "documents that point outside the repository:\n" + "\n".join(offences)
@@ -132,14 +129,12 @@ def test_data_prints_the_shipped_trace_from_any_directory(tmp_path, monkeypatch)
     assert runner.invoke(main, ["data", "extra"]).exit_code != 0
 
 
-@pytest.mark.xfail(strict=True, reason="README still uses T=spare_opt/...")
 def test_readme_examples_do_not_depend_on_the_working_directory():
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     assert "T=$(spare-opt data)" in readme
     assert not re.search(r"^T=spare_opt/", readme, flags=re.M), "the trace path must work outside a clone"
 
 
-@pytest.mark.xfail(strict=True, reason="completion not yet documented; no data command")
 def test_shell_completion_is_documented_and_works():
     import os
     import subprocess

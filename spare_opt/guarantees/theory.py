@@ -389,7 +389,7 @@ def checkpoint_period(save_seconds, restart_seconds, unmasked_mtbf_seconds):
     References
     ----------
     Young (1974) first-order period ``sqrt(2 T_s T_f)``; Daly (2006) higher-order
-    correction; the form above is the one used in spare-model.md for Lee et al.,
+    correction; the form above is the one of Lee et al. (``docs/model.md``, closed forms),
     ICML 2026, Sec. 5.
     """
     t_s = check.seconds("save_seconds", save_seconds)

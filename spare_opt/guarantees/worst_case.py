@@ -179,7 +179,7 @@ def worst_case_load_after_one_failure(layout, *, micro_batches=1):
     References
     ----------
     P. Hall, "On representatives of subsets", J. London Math. Soc. 10, 1935; Lee et al.,
-    ICML 2026, Sec. 4 (``c(1) = 2``); ``docs/beyond-the-paper.md``, section 1.
+    ICML 2026, Sec. 4 (``c(1) = 2``); ``docs/model.md``, "Micro-batches".
 
     Examples
     --------

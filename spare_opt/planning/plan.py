@@ -124,7 +124,7 @@ def check_micro_batches(micro_batches, groups):
 
 @dataclass(eq=False)
 class Plan(Result):
-    """A reorder plan for one failure set (spare-model.md, "A step, and the online reorder").
+    """A reorder plan for one failure set (``docs/model.md``, "What happens on a failure").
 
     Attributes
     ----------

@@ -8,7 +8,7 @@ the simulation (:func:`spare_opt.simulate`) and for the trace replay:
 ``"paper"`` (Lee et al., ICML 2026, Sec. 6)
     A failed group stays out until the next global restart, which brings every group
     back; ``fault_end`` events are counted and ignored.
-``"repair"`` (``beyond-the-paper.md``, Sec. 2)
+``"repair"`` (``docs/model.md``, "Repairs")
     A group is out from its node's ``fault_start`` to its ``fault_end``.  A returning
     group first *heals* (loads weights and optimizer state from a live peer,
     ``heal_seconds``), then rejoins; the plan is recomputed and the load falls back.

@@ -1,7 +1,7 @@
 """Simulation parameters and presets: the one place the paper's numbers live.
 
 :data:`PAPER` holds the setting of the paper's evaluation (Lee et al., ICML 2026,
-Sec. 6; ``spare-model.md``) and :data:`PAPER_TABLE` its reported results; every default
+Sec. 6; ``docs/reproduction.md``) and :data:`PAPER_TABLE` its reported results; every default
 elsewhere in spare-opt (:class:`SimulationParameters`, the presets, the closed forms of
 :mod:`spare_opt.theory`, :func:`spare_opt.sweep`, :func:`spare_opt.simulation.tuning`) is read
 from here.

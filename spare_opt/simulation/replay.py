@@ -360,7 +360,7 @@ def replay_trace(layout, trace, *, planner="controller", semantics="paper", micr
     ----------
     Lee et al., "SPARe", ICML 2026, arXiv:2603.00357, Sec. 3-4 (reorder, restart)
     and Sec. 6 (failed groups never rejoin before a restart); ``repair`` semantics:
-    ``../shared/docs/beyond-the-paper.md``, section 2.
+    ``docs/model.md``, "Repairs".
     """
     check_layout(layout)
     check.instance("trace", trace, FaultTrace, " (spare_opt.read_fault_trace)")

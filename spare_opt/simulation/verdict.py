@@ -2,7 +2,7 @@
 
 An operator asks: with my failure log and my restart cost, what do I gain from SPARe,
 with which ``r`` and ``m``, compared with checkpointing alone and with replication?
-:func:`compare` answers it in one call (``spare-opt compare``, issue 10):
+:func:`compare` answers it in one call (``spare-opt compare``, ``docs/repair.md``):
 
 * the failures are a fault trace (replayed cyclically, ``cycles`` times, so that every
   strategy meets the trace's failure rate for its whole run) or a preset's failure
@@ -471,7 +471,7 @@ def compare(params, *, trace=None, semantics="repair", rep_redundancies=DEFAULT_
     References
     ----------
     Lee et al., ICML 2026, arXiv:2603.00357, Sec. 5-6; Young (1974), Daly (2006);
-    ``../shared/docs/beyond-the-paper.md`` (micro-batches, repairs).
+    ``docs/model.md`` (micro-batches, repairs).
     """
     started = time.perf_counter()
     check_params(params)
