@@ -490,7 +490,7 @@ def test_real_trace_magnitudes():
     trace = read_fault_trace(packaged_trace_path())
     r = fit_trace(trace, nodes=400, **FAST)
     rep = r.repairs
-    # the published figures (docs/model.md): repairs median ~20 h, mean ~5.5 days, max 131 days
+    # the figures of docs/model.md: repairs median ~20 h, mean ~5.5 days, max 131 days
     assert 19 < rep["median_hours"].value < 21 and 5.4 < rep["mean_hours"].value / 24 < 5.6
     assert round(rep["max_hours"] / 24) == 131
     # 9.3 of 400 down on average (from the first event), at most 35
