@@ -10,6 +10,9 @@ Every public name is importable from here; the modules, one per concept:
 * :mod:`spare_opt.planner` - :func:`plan_reorder`, the exact reorder planner (the
   reference), and :func:`stack_number_certificate`;
 * :mod:`spare_opt.controller` - :class:`ReorderController`, the online controller;
+  :mod:`spare_opt.agreement` - :func:`agreed_plan`, plans every process agrees on;
+  :mod:`spare_opt.samples` - :func:`sample_indices`, from a plan to data;
+  :mod:`spare_opt.precompile` - :func:`warm_up`, the kernels compiled before a job;
 * :mod:`spare_opt.theory` - closed forms; :mod:`spare_opt.worst_case` - guarantees;
   :mod:`spare_opt.montecarlo` - :func:`monte_carlo` and :func:`sweep`;
 * :mod:`spare_opt.parameters` - simulation parameters and presets (the paper's
@@ -60,9 +63,11 @@ from .layout import (
     Layout,
 )
 from .plan import (
+    GroupWork,
     MASKED,
     MAX_MICRO_BATCHES,
     MAX_SPLIT_ENTRIES,
+    PLAN_BYTES_MAGIC,
     WIPE_OUT,
     check_micro_batches,
     check_plan,
@@ -111,6 +116,17 @@ from .controller import (
     stack_number_trajectories,
     stack_number_trajectory,
 )
+from .agreement import (
+    AGREED_METHODS,
+    agreed_plan,
+    patch_work,
+)
+from .samples import (
+    micro_batch_size,
+    sample_indices,
+    sample_indices_by_group,
+)
+from .precompile import warm_up
 from .worst_case import (
     EXACT_WORST_CASE_MAX_GROUPS,
     WORST_CASE_METHODS,
@@ -289,6 +305,15 @@ __all__ = [
     "check_size",
     "check_layout",
     "Plan",
+    "GroupWork",
+    "PLAN_BYTES_MAGIC",
+    "agreed_plan",
+    "patch_work",
+    "AGREED_METHODS",
+    "sample_indices",
+    "sample_indices_by_group",
+    "micro_batch_size",
+    "warm_up",
     "MASKED",
     "WIPE_OUT",
     "check_plan",
