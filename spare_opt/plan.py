@@ -341,7 +341,7 @@ class Plan(Result):
         >>> work = plan_reorder(layout, [2], micro_batches=2).work_by_group()
         >>> start, end = work.indptr[1], work.indptr[2]
         >>> list(zip(work.shard_types[start:end].tolist(), work.micro_batches[start:end].tolist()))
-        [(1, 0), (1, 1), (2, 0)]
+        [(1, 0), (2, 0), (2, 1)]
         """
         if not self.masked:
             raise PlanError("a wipe-out plan gives no work: every group restarts from the last checkpoint")
