@@ -23,15 +23,15 @@ from spare_opt import (
     patch_work,
     plan_reorder,
 )
-from spare_opt import generators
+from spare_opt import block, random_latin
 
 
 def _layout(kind, n, r, seed):
     rng = np.random.default_rng(seed)
     if kind == "block":
-        return generators.block(n, r)
+        return block(n, r)
     if kind == "latin":
-        return generators.random_latin(n, r, seed=seed)
+        return random_latin(n, r, seed=seed)
     offsets = [0] + sorted(rng.choice(np.arange(1, n), size=r - 1, replace=False).tolist())
     return Layout((np.arange(n)[:, None] + np.asarray(offsets)[None, :]) % n, offsets=offsets)
 

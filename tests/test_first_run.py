@@ -12,8 +12,9 @@ import sys
 
 import pytest
 
-from spare_opt import _controller_kernels, _simulate_kernels
-from spare_opt._jit import LazyKernel
+from spare_opt.planning import _kernels as _controller_kernels
+from spare_opt.simulation import _kernels as _simulate_kernels
+from spare_opt._core.jit import LazyKernel
 from spare_opt.demo import packaged_trace_path
 
 # The kernels of each path: the entry kernel called from Python, then the kernels it calls.
@@ -33,12 +34,12 @@ _SCRIPT = r'''
 import json, sys
 from click.testing import CliRunner
 import spare_opt
-from spare_opt._jit import LazyKernel
+from spare_opt._core.jit import LazyKernel
 from spare_opt_cli.main import main
 
 def compiled():
     names = set()
-    for module_name in ("spare_opt._controller_kernels", "spare_opt._simulate_kernels"):
+    for module_name in ("spare_opt.planning._kernels", "spare_opt.simulation._kernels"):
         module = sys.modules.get(module_name)
         for name, value in (vars(module) if module else {}).items():
             if getattr(value, "__module__", None) == module_name and not isinstance(value, LazyKernel) \
@@ -53,7 +54,7 @@ for label, args in json.loads(sys.argv[1]):
     now = compiled()
     report[label] = {"exit_code": result.exit_code, "output": result.output[-500:], "new": sorted(now - seen),
                      "numba": "numba" in sys.modules,
-                     "simulation module": "spare_opt._simulate_kernels" in sys.modules}
+                     "simulation module": "spare_opt.simulation._kernels" in sys.modules}
     seen = now
 print(json.dumps(report))
 '''

@@ -49,8 +49,8 @@ def test_no_kernel_compiles_after_warm_up():
     report = json.loads(done.stdout.strip().splitlines()[-1])
     before, after = report["before"], report["after"]
     # warm_up did compile (or load) the controllers' entry kernels at m = 1 and m > 1 ...
-    assert before.get("spare_opt._controller_kernels.fail_packed", 0) >= 1
-    assert before.get("spare_opt._split_kernels.fail_split", 0) >= 1
+    assert before.get("spare_opt.planning._kernels.fail_packed", 0) >= 1
+    assert before.get("spare_opt.planning._split_kernels.fail_split", 0) >= 1
     # ... and nothing gained a signature afterwards.
     grown = {name: (before.get(name, 0), count) for name, count in after.items() if count > before.get(name, 0)}
     assert grown == {}
