@@ -7,17 +7,20 @@ of every step, the fault-free reference that the distributed run must equal.
 """
 
 import os
+import random
 import signal
+import tempfile
 import time
 
 import torch
 
 from .elastic import SpareGroup
-from .launch import connect
+from ._plans import plan_fingerprint
+from .launch import Supervisor, connect
 from .sampler import SpareBatchSampler, global_batch_indices
 from .step import SpareStep
 
-__all__ = ["DEFAULTS", "make_dataset", "make_model", "reference_run", "train_worker"]
+__all__ = ["DEFAULTS", "make_dataset", "make_model", "reference_run", "run_job", "train_worker"]
 
 #: The job's settings (override any key).
 DEFAULTS = {
@@ -37,7 +40,9 @@ DEFAULTS = {
     "timeout": 30.0,
     "step_sleep": 0.0,
     "checkpoint_every": 0,
-    "die": None,  # {"group": g, "event": name, "epoch": e}: SIGKILL itself at that timeline event
+    # {"group": g, "event": name, "epoch": e}: SIGKILL itself at that timeline event of epoch >= e;
+    # {"group": g, "event": "all-reduce", "step": s}: SIGKILL itself inside the all-reduce of step s.
+    "die": None,
 }
 
 
@@ -99,11 +104,8 @@ def train_worker(context, config):
                        heartbeat_timeout=config["heartbeat_timeout"], timeout=config["timeout"],
                        rejoin=context.rejoin)
     die = config["die"]
-    if die is not None and die["group"] == context.group and not context.rejoin:
-        def on_event(name, extra):
-            if name == die["event"] and extra.get("epoch", 0) >= die.get("epoch", 0):
-                os.kill(os.getpid(), signal.SIGKILL)
-        group.on_event = on_event
+    if die is not None and die["group"] == context.group and not context.rejoin and context.generation == 0:
+        _arm(group, die, lambda: step.step)
     sampler = SpareBatchSampler(group, len(dataset), config["global_batch_size"], steps=config["steps"],
                                 seed=config["seed"])
     loader = torch.utils.data.DataLoader(dataset, batch_sampler=sampler, num_workers=config["loader_workers"])
@@ -118,8 +120,90 @@ def train_worker(context, config):
             time.sleep(config["step_sleep"])
     result = {"params": [p.detach().clone() for p in model.parameters()], "timeline": group.timeline,
               "losses": step.losses, "members": group.members, "epoch": group.epoch,
-              "plan_seconds": group.plan_seconds, "generation": context.generation}
+              "plan_seconds": group.plan_seconds, "generation": context.generation,
+              "fingerprint": plan_fingerprint(group.plan), "rejoined": context.rejoin}
     path = os.path.join(config["out"], f"g{context.group}.pt")
     torch.save(result, path + ".tmp")
     os.replace(path + ".tmp", path)
     group.close()
+
+
+def _arm(group, die, current_step):
+    """SIGKILL this process at the event ``die`` names (a real kill, placed precisely)."""
+    if die["event"] == "all-reduce":
+        reduce = group.all_reduce
+
+        def all_reduce(tensor):
+            if current_step() < die["step"]:
+                return reduce(tensor)
+            torch.distributed.all_reduce(tensor, async_op=True)
+            time.sleep(0.001)  # the peers are inside the collective now
+            os.kill(os.getpid(), signal.SIGKILL)
+        group.all_reduce = all_reduce
+        return
+
+    def on_event(name, extra):
+        if name == die["event"] and extra.get("epoch", 0) >= die.get("epoch", 0):
+            os.kill(os.getpid(), signal.SIGKILL)
+    group.on_event = on_event
+
+
+def run_job(config, actions=(), *, seed=0, timeout=180.0, out=None):
+    """Run :func:`train_worker` on ``N`` processes under a :class:`Supervisor` with scripted faults.
+
+    Parameters
+    ----------
+    config : dict
+        :data:`DEFAULTS` overrides; ``layout`` is required.
+    actions : sequence of tuple
+        ``("kill", g, progress)``: SIGKILL group ``g`` once the job has finished
+        ``progress`` steps, after a random delay of 0-30 ms (a random moment: compute
+        or all-reduce); ``("repair", g, progress)``: start a repaired ``g`` once ``g``
+        is dead and ``progress`` steps are done.  Done in order.
+    seed : int, default 0
+        Seed of the random delays.
+    timeout : float, default 180.0
+    out : str, optional
+        Folder of the result files (default: a fresh temporary folder).
+
+    Returns
+    -------
+    dict
+        ``codes`` (exit code per group), ``events`` (the supervisor's), ``results``
+        (group -> its result dict, for the groups that finished) and ``out``.
+    """
+    out = out or tempfile.mkdtemp(prefix="spare-torch-")
+    groups = config["layout"].stacks.shape[0]
+    config = {**config, "out": out}
+    supervisor = Supervisor(train_worker, groups, args=(config,))
+    rng = random.Random(seed)
+    pending = list(actions)
+
+    def on_poll(sup):
+        if not pending:
+            return
+        kind, g, progress = pending[0]
+        store = sup.generation_store()
+        done = int(store.get("progress")) if store.check(["progress"]) else 0
+        if done < progress:
+            return
+        if kind == "kill":
+            if not sup.alive(g):
+                pending.pop(0)
+                return
+            time.sleep(rng.uniform(0.0, 0.03))
+            sup.kill(g)
+        elif kind == "repair":
+            if sup.alive(g):
+                return
+            sup.repair(g)
+        pending.pop(0)
+
+    supervisor.start()
+    codes = supervisor.run(timeout=timeout, on_poll=on_poll)
+    results = {}
+    for g in range(groups):
+        path = os.path.join(out, f"g{g}.pt")
+        if os.path.exists(path):
+            results[g] = torch.load(path, weights_only=False)
+    return {"codes": codes, "events": supervisor.events, "results": results, "out": out}
