@@ -31,12 +31,13 @@ except ImportError as exc:  # pragma: no cover - exercised without torch only
 
 from ._plans import PlanBook, layout_fingerprint, plan_fingerprint
 from .elastic import Evicted, SpareGroup, WipeOut
-from .sampler import SpareBatchSampler
+from .sampler import SpareBatchSampler, global_batch_indices
 from .step import SpareStep
-from .launch import Supervisor, WorkerContext
+from .launch import EVICTED_EXIT, WIPE_OUT_EXIT, Supervisor, WorkerContext
 from .torchft_adapter import TorchFTPlan
 
 __all__ = [
+    "EVICTED_EXIT",
     "Evicted",
     "PlanBook",
     "SpareBatchSampler",
@@ -44,8 +45,10 @@ __all__ = [
     "SpareStep",
     "Supervisor",
     "TorchFTPlan",
+    "WIPE_OUT_EXIT",
     "WipeOut",
     "WorkerContext",
+    "global_batch_indices",
     "layout_fingerprint",
     "plan_fingerprint",
 ]
