@@ -20,7 +20,8 @@ from .launch import Supervisor, connect
 from .sampler import SpareBatchSampler, global_batch_indices
 from .step import SpareStep
 
-__all__ = ["DEFAULTS", "make_dataset", "make_model", "reference_run", "run_job", "train_worker"]
+__all__ = ["DEFAULTS", "PHASES", "make_dataset", "make_model", "max_difference", "recovery_timeline", "reference_run",
+           "run_job", "train_worker"]
 
 #: The job's settings (override any key).
 DEFAULTS = {
@@ -207,3 +208,100 @@ def run_job(config, actions=(), *, seed=0, timeout=180.0, out=None):
         if os.path.exists(path):
             results[g] = torch.load(path, weights_only=False)
     return {"codes": codes, "events": supervisor.events, "results": results, "out": out}
+
+
+#: The phases of a recovery, in order (seconds each; see :func:`recovery_timeline`).
+PHASES = ("detection", "agreement", "plan", "rebuild", "patch")
+
+
+def max_difference(results, reference):
+    """The largest absolute difference of any survivor's final parameters from ``reference``.
+
+    Parameters
+    ----------
+    results : dict of int to dict
+        ``run_job(...)["results"]``.
+    reference : list of torch.Tensor
+        :func:`reference_run`'s parameters.
+
+    Returns
+    -------
+    (float, float)
+        The difference and the parameter scale (largest absolute reference entry).
+    """
+    scale = max(float(p.abs().max()) for p in reference)
+    difference = max(float((a - b).abs().max()) for result in results.values()
+                     for a, b in zip(result["params"], reference))
+    return difference, scale
+
+
+def recovery_timeline(job):
+    """The recovery after every kill of a :func:`run_job`, phase by phase, on the slowest survivor.
+
+    For each ``kill`` event of the supervisor and each survivor, the survivor's first
+    ``detect`` after the kill and the ``agree``, ``plan``, ``rebuild``, ``patch-plan``
+    and ``recovered`` events that follow it mark the phases:
+
+    * ``detection``: kill to ``detect`` (a collective raised, the abort flag, a death
+      notice or a stale heartbeat);
+    * ``agreement``: ``detect`` to ``agree`` (the agreed failed set read from the store);
+    * ``plan``: ``agree`` to ``plan`` (the members' records read and the plan of the
+      failed set computed; ``plan_compute`` is the plan alone);
+    * ``rebuild``: ``plan`` to ``rebuild`` (the gloo process group of the survivors);
+    * ``patch``: ``rebuild`` to ``recovered`` (the patch micro-batches planned and
+      computed, the step's gradient all-reduced and applied; ``patch_plan`` is the
+      planning alone).
+
+    Parameters
+    ----------
+    job : dict
+        What :func:`run_job` returned.
+
+    Returns
+    -------
+    list of dict
+        One per kill with ``group`` (the killed one), ``source`` (what detected it
+        first), ``step``, the :data:`PHASES` in seconds, ``plan_compute`` and
+        ``patch_plan`` (seconds), ``spare_opt`` (their sum: spare-opt's own compute on
+        the recovery path, the rest being waits on the store, gloo and the model) and
+        ``total`` (kill to ``recovered``), all on the survivor that recovered last.
+    """
+    kills = [(moment, g) for name, moment, g in job["events"] if name == "kill"]
+    rows = []
+    for index, (moment, victim) in enumerate(kills):
+        end = kills[index + 1][0] if index + 1 < len(kills) else float("inf")
+        slowest = None
+        for g, result in job["results"].items():
+            marks = {}
+            for name, when, extra in result["timeline"]:
+                if when < moment or when >= end:
+                    continue
+                if name == "detect" and "detect" not in marks:
+                    marks["detect"] = (when, extra)
+                elif "detect" in marks and name in ("agree", "plan", "rebuild", "patch-plan", "recovered") \
+                        and name not in marks:
+                    marks[name] = (when, extra)
+            if len(marks) < 5 or "recovered" not in marks:
+                continue
+            if slowest is None or marks["recovered"][0] > slowest["recovered"][0]:
+                slowest = marks
+        if slowest is None:
+            continue
+        time_of = {name: value[0] for name, value in slowest.items()}
+        patch_plan = time_of["patch-plan"] - time_of["rebuild"] if "patch-plan" in time_of else 0.0
+        plan_compute = float(slowest["plan"][1].get("seconds", 0.0))
+        rows.append({
+            "group": victim,
+            "source": slowest["detect"][1]["source"].split(":")[0],
+            "step": slowest["recovered"][1].get("step"),
+            "detection": time_of["detect"] - moment,
+            "agreement": time_of["agree"] - time_of["detect"],
+            "plan": time_of["plan"] - time_of["agree"],
+            "rebuild": time_of["rebuild"] - time_of["plan"],
+            "patch": time_of["recovered"] - time_of["rebuild"],
+            "plan_compute": plan_compute,
+            "patch_plan": patch_plan,
+            "spare_opt": plan_compute + patch_plan,
+            "total": time_of["recovered"] - moment,
+        })
+    return rows

@@ -145,6 +145,7 @@ class SpareStep:
         step = self.step
         self._drop_stale(step)
         fresh = True
+        recovering = False  # a recovery happened during this step (the timeline's "recovered" event)
         while True:
             if fresh:
                 for p in self._params:
@@ -174,15 +175,19 @@ class SpareStep:
                 if group.all_reduce(buffer):
                     rejoin = float(buffer[-1]) > 0
                     loss = self._commit(step, buffer)
+                    if recovering:
+                        group._event("recovered", step=step)
                     if rejoin:
                         self._boundary()
                     return loss
             # A member failed: agree, rebuild, then patch (or catch up).
             passed = group.recover({"step": step, "phase": "step"})
+            recovering = True
             steps = {record["step"] for record in passed[-1]["records"].values()}
             if len(steps) > 1:
                 caught_up = self._catch_up(step, min(steps), max(steps))
                 if caught_up is not None:
+                    group._event("recovered", step=step)
                     return caught_up
                 fresh = True  # this rank was ahead: restart its step under the new plan
                 continue
