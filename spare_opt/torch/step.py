@@ -54,6 +54,15 @@ class SpareStep:
     ----------
     step : int
         The next step to compute.
+
+    Notes
+    -----
+    The step helper adds to ``group.timeline``: ``patch-plan`` (the patch micro-batches
+    of this rank planned, ``keys`` of them), ``patch`` (computed), ``caught-up`` (the
+    step's result received from a member that had applied it), ``recovered`` (the step
+    during which a failure happened applied), ``healed`` and ``restored`` (state from a
+    peer, or from the checkpoint).  ``spare_opt.torch.demo.recovery_timeline`` turns them
+    into the phases of a recovery.
     """
 
     def __init__(self, group, model, optimizer, loss_fn, sampler, dataset, *, loader=None,
