@@ -130,3 +130,13 @@ def test_wipe_out_restarts_from_the_checkpoint():
     assert any(name == "restart" for name, _, _ in job["events"])
     results = assert_exact(job, config, [0, 1, 2, 3])
     assert all(r["generation"] == 1 for r in results.values())
+
+
+def test_repaired_group_that_arrives_after_the_end_is_not_left_waiting():
+    """N = 4, consecutive r = 2: group 1 is repaired only once the others finished; the job still ends."""
+    layout = circulant(4, [0, 1], "consecutive")
+    config = {"layout": layout, "micro_batches": 1, "steps": 10, "global_batch_size": 16, "step_sleep": 0.005}
+    job = run_job(config, [("kill", 1, 3), ("repair", 1, 10)], seed=6, timeout=120.0)
+    assert any(name == "stranded" and g == 1 for name, _, g in job["events"]), job["events"]
+    assert not any(name == "restart" for name, _, _ in job["events"])
+    assert_exact(job, config, [0, 2, 3])

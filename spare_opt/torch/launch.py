@@ -77,7 +77,7 @@ class Supervisor:
     store : torch.distributed.TCPStore
         The job's store (the master, in this process).
     events : list of (str, float, int)
-        ``("start" | "kill" | "death" | "repair" | "restart", time.time(), group)``.
+        ``("start" | "kill" | "death" | "repair" | "stranded" | "restart", time.time(), group)``.
 
     Notes
     -----
@@ -85,7 +85,10 @@ class Supervisor:
     in the store (``dead/{g}`` and the ``deaths`` counter) as soon as its process
     sentinel fires, so the survivors need not wait for its heartbeat to go stale.  When
     every process has ended and some saw a wipe-out, every group starts again in a new
-    generation (a new key prefix); the step helper restores the last checkpoint.
+    generation (a new key prefix); the step helper restores the last checkpoint.  A
+    repaired process that is still waiting for admission when no member is left to admit
+    it (the job ended, or every member saw a wipe-out) is killed (a ``"stranded"``
+    event), so that the job ends or restarts.
     """
 
     def __init__(self, target, groups, *, args=(), host="127.0.0.1", max_restarts=2, preload=None):
@@ -101,6 +104,7 @@ class Supervisor:
         self.exit_codes = {}
         self._processes = {}
         self._reaped = set()
+        self._joiners = set()  # groups started by repair() in this generation
         if preload is None:
             preload = ["spare_opt.torch._preload"]
         if preload:
@@ -121,6 +125,10 @@ class Supervisor:
         process.start()
         self._processes[group] = process
         self._reaped.discard(group)
+        if rejoin:
+            self._joiners.add(group)
+        else:
+            self._joiners.discard(group)
         self.events.append(("start", time.time(), group))
 
     def start(self):
@@ -168,6 +176,17 @@ class Supervisor:
                 self.events.append(("death", time.time(), group))
         return len(self._reaped) < len(self._processes)
 
+    def _end_stranded(self):
+        """SIGKILL repaired processes still waiting for admission once no member is left to admit them."""
+        running = [g for g in self._processes if g not in self._reaped and self._processes[g].is_alive()]
+        if not running or any(g not in self._joiners for g in running):
+            return
+        store = self.generation_store()
+        if all(store.check([f"rejoin/{g}"]) for g in running):
+            for g in running:
+                self._processes[g].kill()
+                self.events.append(("stranded", time.time(), g))
+
     def run(self, timeout=300.0, on_poll=None):
         """Supervise until every process ends; restart every group after a wipe-out.
 
@@ -188,6 +207,7 @@ class Supervisor:
             while self.poll(0.005):
                 if on_poll is not None:
                     on_poll(self)
+                self._end_stranded()
                 if time.monotonic() > deadline:
                     self.terminate()
                     raise TimeoutError(f"the job did not end within {timeout} s")
