@@ -1,10 +1,9 @@
 """Benchmark: spare_opt.torch on real processes (CPU, gloo): recovery timeline and fault-free overhead.
 
-1. **Recovery timeline.**  One job of ``N = 4`` groups (Sidon offsets {0, 1}, ``r = 2``,
-   ``m`` micro-batches) trains the small model of ``spare_opt.torch.demo``; ``--kills``
-   times, a random group is SIGKILLed after a random delay of 0-30 ms (so the kill lands
-   in the compute or in the all-reduce), then started again as a repaired group that
-   heals from a peer and rejoins before the next kill.  For every kill,
+1. **Recovery timeline.**  ``--kills`` jobs of ``N = 4`` groups (Sidon offsets {0, 1},
+   ``r = 2``, ``m`` micro-batches) train the small model of ``spare_opt.torch.demo`` for
+   16 steps; in each, a random group is SIGKILLed after a random number of steps and a
+   random delay of 0-30 ms (so the kill lands in the compute or in the all-reduce).
    ``spare_opt.torch.demo.recovery_timeline`` splits the recovery of the survivor that
    recovered last into detection, agreement, plan, rebuild and patch; the table gives
    their median and worst, the whole recovery (kill to the step's gradient applied)
@@ -24,7 +23,10 @@
    * *spare*: ``SpareBatchSampler`` in a ``DataLoader`` and ``SpareStep`` (the wait on
      the collective or the abort flag, the plan's work, the step's record).
 
-   The overhead is the median over the block pairs of ``spare / plain - 1``.
+   The overhead is the median over the block pairs of ``spare / plain - 1`` (and
+   ``sum(spare) / sum(plain) - 1``); beside the wall time, each rank's CPU time
+   (``time.process_time``, all its threads) per step, which other jobs on the machine
+   disturb much less: its overhead is the median over the ranks of the ratio of the sums.
    ``SpareGroup``'s heartbeat thread runs during both loops; its cost is measured
    apart: the store round trips of one heartbeat (against a ``TCPStore`` in this
    process) over the heartbeat interval.  Two model sizes: the example's (8-16-1, a
@@ -65,21 +67,20 @@ MODELS = {
 
 # ---------------------------------------------------------------- recovery timeline
 def recovery_rows(kills, micro_batches, seed):
+    """One job per kill: a random group SIGKILLed after a random step and 0-30 ms."""
     import random
 
     rng = random.Random(seed)
     layout = spare_opt.sidon(GROUPS, 2, seed=0)
-    period = 12  # steps between kills; the repaired group rejoins half-way
-    actions = []
+    config = {"layout": layout, "micro_batches": micro_batches, "steps": 16,
+              "global_batch_size": 4 * GROUPS * micro_batches, "step_sleep": 0.005}
+    rows, codes = [], []
     for index in range(kills):
-        victim = rng.randrange(GROUPS)
-        at = 4 + index * period
-        actions += [("kill", victim, at), ("repair", victim, at + period // 2)]
-    config = {"layout": layout, "micro_batches": micro_batches, "steps": 4 + kills * period + 6,
-              "global_batch_size": 4 * GROUPS * micro_batches, "step_sleep": 0.01}
-    job = run_job(config, actions, seed=seed, timeout=600.0)
-    rows = recovery_timeline(job)
-    return rows, job
+        victim, after = rng.randrange(GROUPS), rng.randrange(3, 10)
+        job = run_job(config, [("kill", victim, after)], seed=seed + index, timeout=300.0)
+        codes.append(job["codes"])
+        rows += recovery_timeline(job)
+    return rows, codes
 
 
 def summarise(rows):
@@ -148,15 +149,29 @@ def overhead_worker(context, config):
     for _ in range(warm):
         plain_step()
         spare_step()
-    times = {"plain": [], "spare": []}
+    times = {"plain": [], "spare": [], "plain_cpu": [], "spare_cpu": []}
+    profiles = None
+    if config.get("profile") and context.group == 0:
+        import cProfile
+
+        profiles = {"plain": cProfile.Profile(), "spare": cProfile.Profile()}
     for index in range(blocks):
         for mode in ("plain", "spare") if index % 2 == 0 else ("spare", "plain"):
             _barrier()
-            start = time.perf_counter()
+            start, cpu = time.perf_counter(), time.process_time()
+            if profiles:
+                profiles[mode].enable()
             for _ in range(block):
                 steps[mode]()
+            if profiles:
+                profiles[mode].disable()
+            cpu = time.process_time() - cpu
             _barrier()
             times[mode].append((time.perf_counter() - start) / block)
+            times[f"{mode}_cpu"].append(cpu / block)
+    if profiles:
+        for mode, profile in profiles.items():
+            profile.dump_stats(os.path.join(config["out"], f"{mode}.prof"))
     path = os.path.join(config["out"], f"{context.group}.json")
     with open(path + ".tmp", "w", encoding="utf-8") as handle:
         json.dump(times, handle)
@@ -187,7 +202,7 @@ def heartbeat_cost(samples=300):
     return statistics.median(durations)
 
 
-def overhead_rows(models, micro_batches, block, blocks, warm_steps, seed):
+def overhead_rows(models, micro_batches, block, blocks, warm_steps, seed, profile=False):
     layout = spare_opt.sidon(GROUPS, 2, seed=0)
     rows = []
     for name, model in models.items():
@@ -196,7 +211,7 @@ def overhead_rows(models, micro_batches, block, blocks, warm_steps, seed):
                   "micro_batches": micro_batches,
                   "global_batch_size": GROUPS * micro_batches * model["micro_batch"],
                   "block": block, "blocks": blocks, "warm_steps": warm_steps, "seed": seed,
-                  "lr": 0.01, "momentum": 0.9, "layout": layout, "out": out}
+                  "lr": 0.01, "momentum": 0.9, "layout": layout, "out": out, "profile": profile}
         config["dataset_size"] = 8 * config["global_batch_size"]
         supervisor = Supervisor(overhead_worker, GROUPS, args=(config,))
         supervisor.start()
@@ -206,12 +221,31 @@ def overhead_rows(models, micro_batches, block, blocks, warm_steps, seed):
         with open(os.path.join(out, "0.json"), encoding="utf-8") as handle:
             times = json.load(handle)
         ratios = [s / p for s, p in zip(times["spare"], times["plain"])]
+        cpu = []
+        for g in range(GROUPS):
+            with open(os.path.join(out, f"{g}.json"), encoding="utf-8") as handle:
+                rank = json.load(handle)
+            cpu.append(sum(rank["spare_cpu"]) / sum(rank["plain_cpu"]))
         params = model["features"] * model["hidden"] + model["hidden"] + model["hidden"] + 1
+        if profile:
+            import io
+            import pstats
+
+            for mode in ("plain", "spare"):
+                text = io.StringIO()
+                stats = pstats.Stats(os.path.join(out, f"{mode}.prof"), stream=text)
+                stats.sort_stats("tottime").print_stats(14)
+                print(f"--- rank 0, {name}, {mode} loop, {blocks * block} steps (cProfile, by own time)\n"
+                      + text.getvalue().split("\n\n", 1)[-1], file=sys.stderr)
         rows.append({"model": name, "parameters": params, "micro_batches": micro_batches,
                      "micro_batch_size": model["micro_batch"], "block": block, "blocks": blocks,
                      "plain_ms": 1e3 * statistics.median(times["plain"]),
                      "spare_ms": 1e3 * statistics.median(times["spare"]),
                      "overhead": statistics.median(ratios) - 1.0,
+                     "overhead_of_totals": sum(times["spare"]) / sum(times["plain"]) - 1.0,
+                     "plain_cpu_ms": 1e3 * statistics.median(times["plain_cpu"]),
+                     "spare_cpu_ms": 1e3 * statistics.median(times["spare_cpu"]),
+                     "cpu_overhead": statistics.median(cpu) - 1.0,
                      "ratio_quartiles": statistics.quantiles(ratios, n=4) if len(ratios) > 1 else ratios})
     return rows
 
@@ -226,17 +260,19 @@ def main(argv=None):
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--skip-recovery", action="store_true")
     parser.add_argument("--skip-overhead", action="store_true")
+    parser.add_argument("--profile", action="store_true",
+                        help="profile rank 0's two loops (cProfile) and print their top functions on stderr")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     report = {"python": platform.python_version(), "torch": torch.__version__, "cpus": os.cpu_count(),
               "load_average": os.getloadavg(), "groups": GROUPS, "micro_batches": args.micro_batches}
     if not args.skip_recovery:
-        rows, job = recovery_rows(args.kills, args.micro_batches, args.seed)
-        report["recovery"] = {"kills": args.kills, "measured": len(rows), "rows": rows, "summary": summarise(rows),
-                              "exit_codes": job["codes"]}
+        rows, codes = recovery_rows(args.kills, args.micro_batches, args.seed)
+        report["recovery"] = {"kills": args.kills, "measured": len(rows), "rows": rows,
+                              "summary": summarise(rows) if rows else None, "exit_codes": codes}
     if not args.skip_overhead:
         report["overhead"] = overhead_rows(MODELS, args.micro_batches, args.block, args.blocks, args.warm_steps,
-                                           args.seed)
+                                           args.seed, profile=args.profile)
         report["heartbeat_seconds"] = heartbeat_cost()
     report["load_average_after"] = os.getloadavg()
     if args.json:
@@ -263,11 +299,13 @@ def main(argv=None):
     if "overhead" in report:
         print(f"\nFault-free step, N = {GROUPS}, m = {args.micro_batches}: {args.blocks} blocks of {args.block} "
               "steps of each loop, alternating in one job (medians)")
-        print(f"{'model':<26}{'params':>9}{'plain ms':>10}{'spare ms':>10}{'overhead':>10}  block ratio quartiles")
+        print(f"{'model':<26}{'params':>9}{'plain ms':>10}{'spare ms':>10}{'overhead':>10}{'of sums':>9}"
+              f"  block ratio quartiles | CPU ms/step/rank: plain, spare, overhead")
         for row in report["overhead"]:
             quartiles = " ".join(f"{r:.3f}" for r in row["ratio_quartiles"])
             print(f"{row['model']:<26}{row['parameters']:>9}{row['plain_ms']:>10.3f}{row['spare_ms']:>10.3f}"
-                  f"{100 * row['overhead']:>9.1f}%  {quartiles}")
+                  f"{100 * row['overhead']:>9.1f}%{100 * row['overhead_of_totals']:>8.1f}%  {quartiles} | "
+                  f"{row['plain_cpu_ms']:.3f}, {row['spare_cpu_ms']:.3f}, {100 * row['cpu_overhead']:.1f}%")
         beat = report["heartbeat_seconds"]
         print(f"heartbeat thread (in both loops above): {1e3 * beat:.3f} ms of store round trips every "
               f"{1e3 * HEARTBEAT_INTERVAL:.0f} ms = {100 * beat / HEARTBEAT_INTERVAL:.2f}% of the step time at most")
