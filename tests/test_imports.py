@@ -1,15 +1,31 @@
-"""The package's structure: no import cycle, every public name at the top level, a cheap import."""
+"""The package's structure: no import cycle, every public name at the top level, a cheap import.
+
+``spare_opt.torch`` is the top layer, an optional integration with PyTorch: it imports
+the public API (``import spare_opt``) and nothing below it, no other module imports it,
+and its public names live at ``spare_opt.torch`` (``import spare_opt`` never imports
+torch).  Every other module follows the strict rules.
+"""
 
 import ast
 import importlib
-import pkgutil
 import subprocess
 import sys
 from pathlib import Path
 
+import importlib.util
+
 import networkx as nx
+import pytest
 
 import spare_opt
+
+#: The integration layer: may import the package itself, exposes its names at its own top level.
+INTEGRATION = "spare_opt.torch"
+HAS_TORCH = importlib.util.find_spec("torch") is not None
+
+
+def _integration(name):
+    return name == INTEGRATION or name.startswith(INTEGRATION + ".")
 
 PACKAGES = {"spare_opt": Path(spare_opt.__file__).parent}
 try:
@@ -22,14 +38,18 @@ except ImportError:  # pragma: no cover - the CLI is installed with the package
 
 def _modules():
     """Every module of the two packages, subpackages included: dotted name -> source path."""
+    # Read from the files, not with pkgutil.walk_packages: that imports every subpackage,
+    # and without torch the import of spare_opt.torch fails and hides its modules.
     found = {}
     for package, folder in PACKAGES.items():
-        found[package] = folder / "__init__.py"
-        for info in pkgutil.walk_packages([str(folder)], prefix=f"{package}."):
-            relative = info.name.split(".")[1:]
-            path = folder.joinpath(*relative)
-            found[info.name] = path / "__init__.py" if info.ispkg else path.with_suffix(".py")
-    return {name: path for name, path in found.items() if path.is_file()}
+        for path in sorted(folder.rglob("*.py")):
+            relative = path.relative_to(folder).with_suffix("").parts
+            if any(not (folder.joinpath(*relative[:i]) / "__init__.py").is_file() for i in range(1, len(relative))):
+                continue  # not inside a package (data folders)
+            parts = relative[:-1] if relative[-1] == "__init__" else relative
+            if all(part.isidentifier() for part in parts):
+                found[".".join((package,) + parts)] = path
+    return found
 
 
 def _is_package(name):
@@ -83,8 +103,21 @@ def test_no_import_cycle_between_modules():
     modules = graph.subgraph(n for n in graph if n not in PACKAGES)
     cycles = list(nx.simple_cycles(modules))
     assert cycles == [], f"import cycles: {cycles}"
-    importers_of_package = [a for a, b in graph.edges if b == "spare_opt" and a.startswith("spare_opt.")]
+    importers_of_package = [a for a, b in graph.edges
+                            if b == "spare_opt" and a.startswith("spare_opt.") and not _integration(a)]
     assert importers_of_package == [], f"modules importing the package itself: {importers_of_package}"
+
+
+def test_the_integration_layer_is_on_top():
+    graph = import_graph()
+    assert graph.has_edge("spare_opt.torch.step", "spare_opt")  # the check below sees its imports
+    # spare_opt.torch uses the public API only: the package itself, not the modules below it.
+    internal = [f"{a} -> {b}" for a, b in graph.edges if _integration(a) and b.startswith("spare_opt.")
+                and not _integration(b)]
+    assert internal == [], f"spare_opt.torch importing below the public API: {internal}"
+    # Nothing else imports it (so that importing the library or the CLI never imports torch).
+    importers = [f"{a} -> {b}" for a, b in graph.edges if _integration(b) and not _integration(a)]
+    assert importers == [], f"modules importing spare_opt.torch: {importers}"
 
 
 def test_every_public_name_of_every_module_is_the_same_object_at_the_top_level():
@@ -97,6 +130,8 @@ def test_every_public_name_of_every_module_is_the_same_object_at_the_top_level()
         private = any(part.startswith("_") for part in name.split(".")[1:])
         if not name.startswith("spare_opt.") or (private and name not in public_core) or name in skip:
             continue
+        if _integration(name):
+            continue  # the next test
         module = importlib.import_module(name)
         assert hasattr(module, "__all__"), f"{name} has no __all__"
         for public in module.__all__:
@@ -109,12 +144,38 @@ def test_every_public_name_of_every_module_is_the_same_object_at_the_top_level()
     assert set(spare_opt.__all__) <= set(dir(spare_opt))
 
 
+@pytest.mark.skipif(not HAS_TORCH, reason="spare_opt.torch needs torch")
+def test_every_public_name_of_the_integration_layer_is_at_its_top_level_and_not_in_spare_opt():
+    # The example job stays in the spare_opt.torch.demo namespace (spare_opt.torch.demo.run_job).
+    skip = {"spare_opt.torch.demo"}
+    top = importlib.import_module(INTEGRATION)
+    missing, different, leaked = [], [], []
+    for name in _modules():
+        private = any(part.startswith("_") for part in name.split(".")[1:])
+        if not _integration(name) or private or name in skip:
+            continue
+        module = importlib.import_module(name)
+        assert hasattr(module, "__all__"), f"{name} has no __all__"
+        for public in module.__all__:
+            if not hasattr(top, public):
+                missing.append(f"{name}.{public}")
+            elif getattr(top, public) is not getattr(module, public):
+                different.append(f"{name}.{public}")
+            if getattr(spare_opt, public, None) is getattr(module, public):
+                leaked.append(f"{name}.{public}")
+    assert missing == [], f"public names not importable from spare_opt.torch: {missing}"
+    assert different == [], f"spare_opt.torch names that are other objects than the module's: {different}"
+    assert leaked == [], f"spare_opt.torch names at the top level of spare_opt: {leaked}"
+    assert set(top.__all__) <= set(dir(top))
+
+
 def test_importing_the_package_compiles_and_imports_no_heavy_module():
     # ortools, matplotlib, scipy and Dask load on first use; numba is imported and the
     # kernels compile on the first kernel call (spare_opt/_core/jit.py, tests/test_jit.py); the
     # simulation kernel's module is not even imported.
     code = ("import sys, spare_opt; heavy = [m for m in ('ortools', 'matplotlib', 'distributed', 'scipy', "
-            "'numba', 'asyncio', 'spare_opt.simulation._kernels') if m in sys.modules]; print(heavy)")
+            "'numba', 'asyncio', 'torch', 'torchft', 'spare_opt.torch', 'spare_opt.simulation._kernels') "
+            "if m in sys.modules]; print(heavy)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 
@@ -123,7 +184,7 @@ def test_no_module_is_shadowed_by_a_function_of_the_same_name():
     # "import spare_opt.simulation.verdict as v" binds getattr(spare_opt.simulation, "verdict"):
     # a function exported under a module's name would replace the module there.
     for name in _modules():
-        if name.startswith("spare_opt."):
+        if name.startswith("spare_opt.") and (HAS_TORCH or not _integration(name)):
             parent, _, leaf = name.rpartition(".")
             attribute = getattr(importlib.import_module(parent), leaf, None)
             assert attribute is None or attribute is importlib.import_module(name), name
