@@ -14,3 +14,11 @@ import spare_opt
 
 if hasattr(spare_opt, "warm_up"):
     spare_opt.warm_up(micro_batches=(1, 2))
+
+try:  # the TorchFT adapter's job (optional): its import takes seconds per process
+    import torchft.coordination  # noqa: F401
+    import torchft.manager  # noqa: F401
+    import torchft.optim  # noqa: F401
+    import torchft.process_group  # noqa: F401
+except ImportError:
+    pass
