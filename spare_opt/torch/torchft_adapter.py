@@ -74,6 +74,14 @@ def _wrapper_class():
             super().configure(store_addr, replica_id, rank, world_size, quorum_id, group_rank, group_world_size,
                               global_ranks)
 
+        def abort(self, errored=True):
+            """Abort the wrapped group (closing its connections), and keep it: ``configure`` rebuilds it."""
+            inner = self._pg
+            if isinstance(inner, ProcessGroupWrapper):
+                inner.abort(errored)
+            elif inner is not None and hasattr(inner, "abort"):
+                inner.abort()
+
         def errored(self):
             inner = self._pg
             return inner.errored() if hasattr(inner, "errored") else None
@@ -306,7 +314,9 @@ class TorchFTPlan:
         bool
             ``False`` if the all-reduce failed (a replica died): the manager recorded
             the error, ``should_commit()`` will refuse the step and ``tensor`` holds
-            garbage.
+            garbage.  The wrapped process group is then aborted, so that peers still
+            blocked in this collective fail at once; the next quorum (a failed commit
+            always gives a new quorum id) configures it again.
 
         Raises
         ------
@@ -326,6 +336,10 @@ class TorchFTPlan:
         work = manager.allreduce(tensor, reduce_op=ReduceOp.SUM)
         work.wait()
         if manager.errored() is not None:
+            # Close this replica's connections now: a peer blocked in the same collective
+            # on this replica (not on the dead one) fails at once instead of waiting until
+            # the next quorum reconfigures the group, which would wait for that peer.
+            self.process_group.abort()
             return False
         tensor.div_(self.book.groups * self.book.micro_batches)
         return True

@@ -18,6 +18,7 @@ compare with :func:`spare_opt.torch.demo.reference_run` (the fault-free run).
 import datetime
 import os
 import random
+import signal
 import tempfile
 import time
 
@@ -40,6 +41,9 @@ TORCHFT_DEFAULTS = {
     # The lighthouse's: a replica without a heartbeat for this long is out of the next quorum.
     "heartbeat_timeout": 1.0,
     "join_timeout": 5.0,
+    # {"group": g, "step": s}: replica g SIGKILLs itself at step s, instead of entering the
+    # all-reduce, 20 ms after its peers entered theirs (a death inside the collective).
+    "die": None,
 }
 
 
@@ -95,14 +99,20 @@ def torchft_worker(context, config):
         optimizer.zero_grad()  # start_quorum(): the quorum of this step (and the plan)
         step = manager.current_step()
         index = global_batch_indices(len(dataset), size, step, seed=config["seed"])
+        die = config["die"]
+        dying = die is not None and die["group"] == group and die["step"] == step
         if spare is not None:
             for part in spare.local_batches(index):
                 loss_fn(model, (x[part], y[part])).backward()
+            if dying:
+                _die()
             spare.reduce_gradients(manager, model.parameters())
             members = list(spare.members)
         else:
             part = index[group * size // groups:(group + 1) * size // groups]
             loss_fn(model, (x[part], y[part])).backward()
+            if dying:
+                _die()
             params = list(model.parameters())
             flat = torch.cat([p.grad.reshape(-1) for p in params])
             manager.allreduce(flat).wait()  # TorchFT's default: SUM / live replicas
@@ -125,6 +135,11 @@ def torchft_worker(context, config):
     torch.save(result, path + ".tmp")
     os.replace(path + ".tmp", path)
     manager.shutdown(wait=False)
+
+
+def _die():
+    time.sleep(0.02)  # the peers are inside the all-reduce now
+    os.kill(os.getpid(), signal.SIGKILL)
 
 
 def run_torchft_job(config, kills=(), *, seed=0, timeout=180.0, out=None):
@@ -155,6 +170,7 @@ def run_torchft_job(config, kills=(), *, seed=0, timeout=180.0, out=None):
     from torchft.coordination import LighthouseServer
 
     config = {**TORCHFT_DEFAULTS, **config}
+    os.environ.setdefault("RUST_LOG", "warn")  # torchft logs every quorum at "info"
     out = out or tempfile.mkdtemp(prefix="spare-torchft-")
     groups = config["layout"].stacks.shape[0]
     lighthouse = LighthouseServer(
