@@ -12,7 +12,8 @@ group of a TorchFT job (``Manager`` + reconfigurable ``ProcessGroupGloo`` +
   manager averages over the live replicas, so a dead replica's block is not trained.
 
 :func:`run_torchft_job` runs the job and returns the survivors' final parameters, to
-compare with :func:`spare_opt.torch.demo.reference_run` (the fault-free run).
+compare with :func:`spare_opt.torch.demo.reference_run` (the fault-free run).  Used by
+``tests/test_torchft.py`` and ``benchmarks/bench_torchft.py``.
 """
 
 import datetime

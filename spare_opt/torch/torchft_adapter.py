@@ -91,7 +91,7 @@ def _wrapper_class():
             if hasattr(self._pg, "set_timeout"):
                 self._pg.set_timeout(timeout)
 
-        def getBackendName(self):  # noqa: N802 (torch's name)
+        def getBackendName(self):
             return self._pg.getBackendName() if hasattr(self._pg, "getBackendName") else "torchft-spare"
 
     _WRAPPER = _QuorumProcessGroup
