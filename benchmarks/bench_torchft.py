@@ -87,7 +87,7 @@ def run(args):
         job = run_torchft_job(config, seed=args.seed)
         rows.append({"mode": mode, "scenario": "fault-free", **_measure(job, reference, scale, None, groups)})
         for i, (group, progress) in enumerate(kills):
-            job = run_torchft_job(config, kills=[(group, progress)], seed=args.seed + i)
+            job = run_torchft_job(config, [("kill", group, progress)], seed=args.seed + i)
             rows.append({"mode": mode, "scenario": f"kill {group} after step {progress}",
                          **_measure(job, reference, scale, _kill_time(job), groups)})
         die = {"group": 2, "step": args.steps // 2}

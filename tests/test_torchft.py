@@ -114,17 +114,27 @@ def test_torchft_keeps_the_global_batch_when_a_replica_dies_in_the_all_reduce():
     assert min(shrunk.values()) > 1e6 * TOLERANCE["float64"], shrunk
 
 
-def test_torchft_adapter_exact_after_a_random_kill():
-    """N = 4, consecutive r = 2, m = 1, float32: replica 1 SIGKILLed at a random moment after step 3."""
+def test_torchft_adapter_exact_after_a_random_kill_and_a_repair():
+    """N = 4, consecutive r = 2, m = 1, float32: replica 1 SIGKILLed at a random moment, then started again.
+
+    The repaired replica heals from a live peer (TorchFT's recovery) at its first
+    quorum and rejoins: the plan is the fault-free one again, the same in every
+    replica whatever quorums it missed, and all four end at the fault-free parameters.
+    """
     pytest.importorskip("torchft")
     from spare_opt.torch._torchft_job import run_torchft_job
 
-    config = {"layout": circulant(4, [0, 1], "consecutive"), "micro_batches": 1, "steps": 10,
+    config = {"layout": circulant(4, [0, 1], "consecutive"), "micro_batches": 1, "steps": 14,
               "global_batch_size": 32, "dataset_size": 320, "dtype": "float32", "mode": "spare",
               "step_sleep": 0.01, "timeout": 10.0}
-    job = run_torchft_job(config, kills=[(1, 3)], seed=7)
-    assert sorted(job["results"]) == [0, 2, 3], job["codes"]
+    job = run_torchft_job(config, [("kill", 1, 3), ("repair", 1, 6)], seed=7)
+    assert sorted(job["results"]) == [0, 1, 2, 3], job["codes"]
+    assert job["results"][1]["repaired"]
     differences = relative_differences(job, config)
     assert max(differences.values()) <= TOLERANCE["float32"], differences
-    for result in job["results"].values():
-        assert result["quorums"][-1][2] == [0, 2, 3]
+    for g, result in job["results"].items():
+        members = [quorum[2] for quorum in result["quorums"]]
+        assert members[-1] == [0, 1, 2, 3], (g, members)
+        if g != 1:
+            assert [0, 2, 3] in members, (g, members)  # the quorum that went on without replica 1
+    assert len({result["fingerprint"] for result in job["results"].values()}) == 1

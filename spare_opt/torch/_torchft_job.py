@@ -52,7 +52,8 @@ def torchft_worker(context, config):
     """A :class:`Supervisor` target: replica group ``context.group`` of a TorchFT job.
 
     Writes ``g{group}.pt`` in ``config["out"]``: the final parameters, the step records
-    ``(step, committed, members, start, end)`` and the quorums.
+    ``(step, committed, members, start, end)``, the quorums and whether the process is a
+    repaired one (``context.rejoin``: it heals from a peer at its first quorum).
     """
     from torchft.manager import Manager
     from torchft.optim import OptimizerWrapper
@@ -91,7 +92,7 @@ def torchft_worker(context, config):
     optimizer = OptimizerWrapper(manager, inner)
     # Every replica heartbeats before any asks for a quorum: the first quorum holds all N.
     store.add("ready", 1)
-    while int(store.add("ready", 0)) < groups:
+    while not context.rejoin and int(store.add("ready", 0)) < groups:
         time.sleep(0.005)
     size = config["global_batch_size"]
     records = []
@@ -131,7 +132,8 @@ def torchft_worker(context, config):
             time.sleep(config["step_sleep"])
     result = {"params": [p.detach().clone() for p in model.parameters()], "records": records,
               "quorums": list(spare.quorums) if spare is not None else [],
-              "fingerprint": str(spare.plan.fingerprint()) if spare is not None else None}
+              "fingerprint": str(spare.plan.fingerprint()) if spare is not None else None,
+              "repaired": context.rejoin}
     path = os.path.join(config["out"], f"g{group}.pt")
     torch.save(result, path + ".tmp")
     os.replace(path + ".tmp", path)
@@ -143,7 +145,7 @@ def _die():
     os.kill(os.getpid(), signal.SIGKILL)
 
 
-def run_torchft_job(config, kills=(), *, seed=0, timeout=180.0, out=None):
+def run_torchft_job(config, actions=(), *, seed=0, timeout=180.0, out=None):
     """Run :func:`torchft_worker` in ``N`` processes around a lighthouse in this process.
 
     Parameters
@@ -151,10 +153,12 @@ def run_torchft_job(config, kills=(), *, seed=0, timeout=180.0, out=None):
     config : dict
         :data:`DEFAULTS` and :data:`TORCHFT_DEFAULTS` overrides; ``layout`` is required,
         ``mode`` is ``"spare"`` or ``"plain"``.
-    kills : sequence of (int, int)
-        ``(g, progress)``: SIGKILL replica group ``g`` once the job has committed
-        ``progress`` steps, after a random delay of 0-30 ms (compute, all-reduce or
-        quorum).  Done in order.
+    actions : sequence of tuple
+        ``("kill", g, progress)``: SIGKILL replica group ``g`` once the job has
+        committed ``progress`` steps, after a random delay of 0-30 ms (compute,
+        all-reduce or quorum); ``("repair", g, progress)``: start a new process for
+        ``g`` once ``g`` is dead and ``progress`` steps are committed (it joins a
+        quorum and heals from a live peer, as TorchFT does).  Done in order.
     seed : int, default 0
         Seed of the random delays.
     timeout : float, default 180.0
@@ -180,20 +184,24 @@ def run_torchft_job(config, kills=(), *, seed=0, timeout=180.0, out=None):
     config = {**config, "out": out, "lighthouse": lighthouse.address()}
     supervisor = Supervisor(torchft_worker, groups, args=(config,), max_restarts=0)
     rng = random.Random(seed)
-    pending = list(kills)
+    pending = list(actions)
 
     def on_poll(sup):
         if not pending:
             return
-        g, progress = pending[0]
+        kind, g, progress = pending[0]
         store = sup.generation_store()
         done = int(store.get("progress")) if store.check(["progress"]) else 0
         if done < progress:
             return
-        pending.pop(0)
-        if sup.alive(g):
-            time.sleep(rng.uniform(0.0, 0.03))
-            sup.kill(g)
+        if kind == "kill":
+            pending.pop(0)
+            if sup.alive(g):
+                time.sleep(rng.uniform(0.0, 0.03))
+                sup.kill(g)
+        elif not sup.alive(g):
+            pending.pop(0)
+            sup.repair(g)
 
     began = time.time()
     try:
