@@ -138,18 +138,20 @@ class TorchFTPlan:
     ------
     TorchFTMissingError
         torchft is not installed (an ``ImportError`` and a ``spare_opt.SpareError``).
+    spare_opt.ParameterError
+        ``timeout`` is not positive, or ``micro_batches`` is invalid for the layout.
 
     Notes
     -----
-    One step under TorchFT, with ``Manager(pg=plan.process_group,
-    use_async_quorum=False, replica_id=f"spare_{g}", ...)`` and
-    ``torchft.optim.OptimizerWrapper``::
+    One step under TorchFT, with ``spare = TorchFTPlan(layout, micro_batches=m)``,
+    ``Manager(pg=spare.process_group, use_async_quorum=False, replica_id=f"spare_{g}",
+    ...)`` and ``torchft.optim.OptimizerWrapper``::
 
         optimizer.zero_grad()                   # start_quorum(): the quorum, then the plan
         batch = global_batch(manager.current_step())
-        for indices in plan.local_batches(batch):
+        for indices in spare.local_batches(batch):
             loss_fn(model, indices).backward()  # mean loss of each micro-batch, accumulated
-        plan.reduce_gradients(manager, model.parameters())   # SUM over the quorum / (N m)
+        spare.reduce_gradients(manager, model.parameters())  # SUM over the quorum / (N m)
         optimizer.step()                        # should_commit(): steps only if all succeeded
 
     **Scaling.**  ``Manager.allreduce`` averages by default: it sums over the
@@ -178,7 +180,11 @@ class TorchFTPlan:
     dead replica's shards: nothing of the failed attempt is kept (unlike
     :class:`SpareStep`, which keeps the micro-batches already computed).  A replica
     whose all-reduce completed commits the full sum; a peer that did not heals from it
-    at the next quorum.
+    at the next quorum.  TorchFT's lighthouse detects the death (a heartbeat older than
+    its ``heartbeat_timeout_ms``); after a failed all-reduce the adapter aborts the
+    wrapped process group, so that a peer blocked in the collective on this (live)
+    replica fails at once instead of holding up the next quorum until the lighthouse's
+    ``join_timeout_ms``.
 
     References
     ----------
