@@ -15,7 +15,8 @@ CPU build of PyTorch first, then the extra::
   only the patch micro-batches;
 * :class:`Supervisor` - spawns the ranks, hosts the store, reports deaths, restarts
   after a wipe-out (what ``torchrun``'s agent does, for tests and examples);
-* :class:`TorchFTPlan` - the plan of each TorchFT quorum (needs ``torchft``).
+* :class:`TorchFTPlan` - the plan of each TorchFT quorum, so a dead replica group no
+  longer shrinks the batch (needs ``torchft``; see ``docs/torchft.md``).
 
 See ``docs/torch.md``.
 """
@@ -34,7 +35,7 @@ from .elastic import Evicted, SpareGroup, WipeOut
 from .sampler import SpareBatchSampler, global_batch_indices
 from .step import SpareStep
 from .launch import EVICTED_EXIT, WIPE_OUT_EXIT, Supervisor, WorkerContext
-from .torchft_adapter import TorchFTPlan
+from .torchft_adapter import TorchFTMissingError, TorchFTPlan
 
 __all__ = [
     "EVICTED_EXIT",
@@ -44,6 +45,7 @@ __all__ = [
     "SpareGroup",
     "SpareStep",
     "Supervisor",
+    "TorchFTMissingError",
     "TorchFTPlan",
     "WIPE_OUT_EXIT",
     "WipeOut",

@@ -5,6 +5,8 @@ Every rank forked from the server starts with these loaded, so neither the impor
 on the failure path.
 """
 
+import importlib
+
 import torch  # noqa: F401
 import torch._dynamo  # noqa: F401  (torch.optim imports it on first use)
 import torch.distributed  # noqa: F401
@@ -14,3 +16,10 @@ import spare_opt
 
 if hasattr(spare_opt, "warm_up"):
     spare_opt.warm_up(micro_batches=(1, 2))
+
+# The TorchFT adapter's job, when torchft is installed: its import takes seconds per process.
+for _name in ("torchft.coordination", "torchft.manager", "torchft.optim", "torchft.process_group"):
+    try:
+        importlib.import_module(_name)
+    except ImportError:
+        break
