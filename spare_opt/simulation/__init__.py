@@ -30,6 +30,7 @@ from .parameters import (
     preset_parameters,
     parse_overrides,
     allreduce_seconds,
+    allreduce_extrapolation,
     fault_free_seconds,
 )
 from .events import SEMANTICS, SEMANTICS_RULES, EVENT_KINDS, FailureEvents, trace_events, model_events
@@ -68,7 +69,9 @@ from .verdict import (
     CompareResult,
     compare,
     compare_parameters,
+    batch_figures,
     cyclic_trace,
+    micro_batch_capacity,
     plot_compare,
 )
 
@@ -93,6 +96,7 @@ __all__ = [
     "preset_parameters",
     "parse_overrides",
     "allreduce_seconds",
+    "allreduce_extrapolation",
     "fault_free_seconds",
     "SEMANTICS",
     "SEMANTICS_RULES",
@@ -134,6 +138,8 @@ __all__ = [
     "CompareResult",
     "compare",
     "compare_parameters",
+    "batch_figures",
     "cyclic_trace",
+    "micro_batch_capacity",
     "plot_compare",
 ]

@@ -42,6 +42,7 @@ __all__ = [
     "preset_parameters",
     "parse_overrides",
     "allreduce_seconds",
+    "allreduce_extrapolation",
     "fault_free_seconds",
 ]
 
@@ -52,7 +53,9 @@ DEFAULT_REP_REDUNDANCIES = (2, 3, 4, 5, 6)
 #: SPARe redundancies that tuning sweeps.
 DEFAULT_SPARE_REDUNDANCIES = tuple(range(2, 15))
 
-STRATEGIES = ("ckpt", "rep", "spare")
+#: Strategies of a run: checkpointing alone, replication, SPARe, and the elastic rule of
+#: TorchFT / FT-HSDP (live replicas go on with a smaller global batch; given events only).
+STRATEGIES = ("ckpt", "rep", "spare", "elastic")
 #: What happens to failures that strike during a global restart:
 #: ``"absorb"`` - the restart replaces the failed node (the failure is counted, the
 #: group comes back with the others); ``"carry"`` - the group stays down and the
@@ -249,6 +252,31 @@ def allreduce_seconds(groups):
     (low_groups, low_seconds), (high_groups, high_seconds) = PAPER["allreduce_low"], PAPER["allreduce_high"]
     slope = (high_seconds - low_seconds) / (high_groups - low_groups)
     return max(low_seconds, low_seconds + slope * (groups - low_groups))
+
+
+def allreduce_extrapolation(groups):
+    """A one-line warning when :func:`allreduce_seconds` at ``N`` is extrapolated, else ``None``.
+
+    The paper's line is anchored on ``N = 200 .. 1000`` (2-10 s); below it is clipped
+    at 2 s, above it grows without a measurement behind it.
+
+    Parameters
+    ----------
+    groups : int
+        Number of DP groups ``N``.
+
+    Returns
+    -------
+    str or None
+        The warning, naming the extrapolated value, for ``N > 1000``; ``None`` otherwise.
+    """
+    high_groups, high_seconds = PAPER["allreduce_high"]
+    if groups <= high_groups:
+        return None
+    value = allreduce_seconds(groups)
+    return (f"all-reduce time {value:.3g} s is the paper's line extrapolated to N = {groups:,} (it was fitted "
+            f"on N = {PAPER['allreduce_low'][0]}-{high_groups}, {PAPER['allreduce_low'][1]:g}-{high_seconds:g} s): "
+            "give the measured time (allreduce_seconds, --allreduce-seconds)")
 
 
 # ----------------------------------------------------------------------------- presets
