@@ -36,6 +36,7 @@ from .options import (
     scheduler_option,
     time_unit_option,
     trace_format_option,
+    window_option,
     workers_option,
 )
 
@@ -79,6 +80,7 @@ def _shown(values):
                    "(docs/formats.md).  Without it, the failures of --preset (Weibull).")
 @trace_format_option
 @time_unit_option
+@window_option
 @click.option("--failure-model", "model_path", type=click.Path(dir_okay=False), default=None, metavar="FILE",
               help="Without --trace: draw failures and repairs from this fitted model (spare-opt fit TRACE -o FILE).")
 @click.option("--preset", default=None, type=click.Choice(sorted(PRESETS)),
@@ -128,7 +130,7 @@ def _shown(values):
 @force_option
 @quiet_option
 @click.pass_context
-def command(ctx, trace_path, trace_format, time_unit, model_path, preset, groups, restart_minutes, ckpt_save_seconds,
+def command(ctx, trace_path, trace_format, time_unit, window, model_path, preset, groups, restart_minutes, ckpt_save_seconds,
             step_seconds, time_scale, steps, semantics, rep_redundancies, spare_redundancies, micro_batches,
             global_batch, micro_batch_overhead_seconds, allreduce_seconds, no_elastic, seeds,
             cycles, settings, workers, scheduler, plot_path, as_json, force, quiet):
@@ -150,7 +152,7 @@ def command(ctx, trace_path, trace_format, time_unit, model_path, preset, groups
     """
     if trace_path is None:
         for name, option in (("trace_format", "--format"), ("time_unit", "--time-unit"),
-                             ("time_scale", "--time-scale")):
+                             ("time_scale", "--time-scale"), ("window", "--window")):
             if given(ctx, name):
                 refuse_unused(option, "needs --trace")
     elif model_path is not None:
@@ -169,6 +171,10 @@ def command(ctx, trace_path, trace_format, time_unit, model_path, preset, groups
         from spare_opt.traces.json_format import read_fault_trace
 
         trace = read_fault_trace(trace_path, format=trace_format, time_unit=time_unit)
+        if window is not None:  # before the steps of one window are counted
+            from spare_opt.traces.window import window_trace
+
+            trace = window_trace(trace, *window)
     fault_model = None
     if model_path is not None:
         from spare_opt.traces.failure_model import FailureModel

@@ -48,6 +48,7 @@ __all__ = [
     "global_batch_option",
     "micro_batch_overhead_option",
     "allreduce_option",
+    "window_option",
 ]
 
 
@@ -362,3 +363,8 @@ allreduce_option = click.option(
     "--allreduce-seconds", "allreduce_seconds", type=FloatRange(min=0), default=None, metavar="SEC",
     help="All-reduce time per step (default: the paper's line in N, fitted on N = 200-1000; a note names the "
          "value when it is extrapolated).")
+window_option = click.option(
+    "--window", "window", nargs=2, type=str, default=None, metavar="START END",
+    help="Observation window of the trace: days from its origin, or ISO-8601 dates (a CSV log with timestamps).  "
+         "Events outside are dropped, faults open at START are taken as already down, faults open at END are "
+         "right-censored; rates are per window length.")

@@ -19,6 +19,7 @@ from .options import (
     topology_option,
     trace_format_option,
     warn_ignored,
+    window_option,
 )
 
 __all__ = ["command"]
@@ -31,6 +32,7 @@ __all__ = ["command"]
                    "fault log (node,start,end[,domain][,kind]; docs/formats.md).")
 @trace_format_option
 @time_unit_option
+@window_option
 @click.option("--exact", is_flag=True, help="Use the exact planner instead of the online controller.")
 @click.option("--placement-seed", type=IntegerRange(min=0), default=None, metavar="SEED",
               help="Place nodes on random distinct groups with this seed, an integer >= 0 "
@@ -49,7 +51,7 @@ __all__ = ["command"]
 @click.option("--rows", "show_rows", is_flag=True, help="Also print one line per trace event.")
 @json_option
 @quiet_option
-def command(layout, trace_path, trace_format, time_unit, exact, placement_seed, placement_path, topology, semantics,
+def command(layout, trace_path, trace_format, time_unit, window, exact, placement_seed, placement_path, topology, semantics,
             micro_batches, show_rows, as_json, quiet):
     """Replay the fault trace FILE on the layout LAYOUT.
 
@@ -79,6 +81,11 @@ def command(layout, trace_path, trace_format, time_unit, exact, placement_seed, 
     if placement_path is not None:
         placement = Placement.load(placement_path).prepared(topology=topology, layout=layout)
     trace = read_fault_trace(trace_path, format=trace_format, time_unit=time_unit)
+    if window is not None:
+        from spare_opt.traces.window import window_text, window_trace
+
+        trace = window_trace(trace, *window)
+        click.echo(window_text(trace), err=as_json)
     with progress_bar(quiet, "replaying") as progress:
         result = replay_trace(layout, trace, planner="exact" if exact else "controller", progress=progress,
                               placement_seed=placement_seed, placement=placement, semantics=semantics,

@@ -23,6 +23,7 @@ from .options import (
     time_unit_option,
     trace_format_option,
     warn_ignored,
+    window_option,
 )
 
 __all__ = ["command"]
@@ -60,6 +61,7 @@ def _parse_level(ctx, param, values):
                    "grouping nodes that failed at the same instant.")
 @trace_format_option
 @time_unit_option
+@window_option
 @click.option("--window-days", type=FloatRange(min=0), default=0.0, show_default=True, metavar="DAYS",
               help="With --from-trace: starts at most this far apart count as failing together.")
 @click.option("--until-days", type=FLOAT, default=None, metavar="DAYS",
@@ -69,7 +71,7 @@ def _parse_level(ctx, param, values):
 @force_option
 @json_option
 @click.pass_context
-def command(ctx, groups, levels, shuffle, seed, trace_path, trace_format, time_unit, window_days, until_days, output,
+def command(ctx, groups, levels, shuffle, seed, trace_path, trace_format, time_unit, window, window_days, until_days, output,
             force, as_json):
     """Write a topology file: the failure domain of every DP group at each level.
 
@@ -90,7 +92,8 @@ def command(ctx, groups, levels, shuffle, seed, trace_path, trace_format, time_u
         refuse_unused("--from-trace", "derives its own level: do not combine it with --level or --shuffle")
     if trace_path is None:
         for name, option in (("trace_format", "--format"), ("time_unit", "--time-unit"),
-                             ("window_days", "--window-days"), ("until_days", "--until-days")):
+                             ("window_days", "--window-days"), ("until_days", "--until-days"),
+                             ("window", "--window")):
             if given(ctx, name):
                 refuse_unused(option, "applies to --from-trace only (without it it would do nothing)")
     if given(ctx, "seed") and not shuffle:
@@ -98,6 +101,10 @@ def command(ctx, groups, levels, shuffle, seed, trace_path, trace_format, time_u
     check_output_path(output, force)
     if trace_path is not None:
         trace = read_fault_trace(trace_path, format=trace_format, time_unit=time_unit)
+        if window is not None:
+            from spare_opt.traces.window import window_trace
+
+            trace = window_trace(trace, *window)
         topology = derived_topology(trace, groups, window_days=window_days, until_days=until_days)
         if topology.levels == ("domain",):
             origin = f"the node domains of {trace_path} (its domain column)"

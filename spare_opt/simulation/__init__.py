@@ -31,6 +31,7 @@ from .parameters import (
     parse_overrides,
     allreduce_seconds,
     allreduce_extrapolation,
+    micro_batch_capacity,
     fault_free_seconds,
 )
 from .events import SEMANTICS, SEMANTICS_RULES, EVENT_KINDS, FailureEvents, trace_events, model_events
@@ -71,7 +72,6 @@ from .verdict import (
     compare_parameters,
     batch_figures,
     cyclic_trace,
-    micro_batch_capacity,
     plot_compare,
 )
 

@@ -43,6 +43,7 @@ __all__ = [
     "parse_overrides",
     "allreduce_seconds",
     "allreduce_extrapolation",
+    "micro_batch_capacity",
     "fault_free_seconds",
 ]
 
@@ -252,6 +253,36 @@ def allreduce_seconds(groups):
     (low_groups, low_seconds), (high_groups, high_seconds) = PAPER["allreduce_low"], PAPER["allreduce_high"]
     slope = (high_seconds - low_seconds) / (high_groups - low_groups)
     return max(low_seconds, low_seconds + slope * (groups - low_groups))
+
+
+def micro_batch_capacity(global_batch, groups):
+    """Most micro-batches per shard type a global batch can hold: ``floor(B / N)`` sequences per group.
+
+    Parameters
+    ----------
+    global_batch : int
+        Sequences in the global batch ``B``, ``>= 1``.
+    groups : int
+        DP groups ``N``.
+
+    Returns
+    -------
+    int
+        ``floor(B / N)``: a group's shard type holds that many sequences, and a
+        micro-batch holds at least one.
+
+    Raises
+    ------
+    ParameterTypeError
+        ``global_batch`` is not an integer.
+    ParameterError
+        ``global_batch < N``: some group would get no sequence at all.
+    """
+    global_batch = check.count("global_batch", global_batch)
+    if global_batch < groups:
+        raise ParameterError(f"a global batch of {global_batch} sequences is fewer than the N = {groups} groups: "
+                             "every group needs at least one sequence")
+    return global_batch // groups
 
 
 def allreduce_extrapolation(groups):

@@ -87,7 +87,7 @@ from ._runs import (
 from .._core.stats import interval95
 from .._core.errors import ParameterError
 from .events import SEMANTICS, _model_events_until, _model_source, trace_events, trace_seconds
-from .parameters import STRATEGIES, allreduce_extrapolation
+from .parameters import STRATEGIES, allreduce_extrapolation, micro_batch_capacity
 from .parameters import allreduce_seconds as allreduce_model
 from ..traces.trace import FaultTrace, _placement_text
 
@@ -240,8 +240,6 @@ def _run_options(params, trace, micro_batches, global_batch, overhead, allreduce
 
         trace = window_trace(trace, *window)
     if global_batch is not None:
-        from .verdict import micro_batch_capacity
-
         most = micro_batch_capacity(global_batch, params.groups)
         if check.integer("micro_batches", micro_batches) > most:
             raise ParameterError(f"m = {micro_batches} micro-batches per shard type: a global batch of "

@@ -38,6 +38,7 @@ from .._core.stats import finite_or_none, mean_ci95
 from .._core.errors import ParameterError, TraceError
 from ..planning.plan import check_micro_batches
 from .parameters import SimulationParameters, allreduce_extrapolation, fault_free_seconds, get_preset
+from .parameters import micro_batch_capacity
 from .parameters import allreduce_seconds as allreduce_model
 from .events import SEMANTICS
 from ..traces.trace import FaultTrace
@@ -56,7 +57,6 @@ __all__ = [
     "compare_parameters",
     "batch_figures",
     "cyclic_trace",
-    "micro_batch_capacity",
     "plot_compare",
 ]
 
@@ -799,36 +799,6 @@ def _price(row):
     if row["strategy"] == "ckpt":
         return {"kind": "restarts", "value": row["restarts"]}
     return {"kind": "step cost", "value": row["mean_step_cost"]}
-
-
-def micro_batch_capacity(global_batch, groups):
-    """Most micro-batches per shard type a global batch can hold: ``floor(B / N)`` sequences per group.
-
-    Parameters
-    ----------
-    global_batch : int
-        Sequences in the global batch ``B``, ``>= 1``.
-    groups : int
-        DP groups ``N``.
-
-    Returns
-    -------
-    int
-        ``floor(B / N)``: a group's shard type holds that many sequences, and a
-        micro-batch holds at least one.
-
-    Raises
-    ------
-    ParameterTypeError
-        ``global_batch`` is not an integer.
-    ParameterError
-        ``global_batch < N``: some group would get no sequence at all.
-    """
-    global_batch = check.count("global_batch", global_batch)
-    if global_batch < groups:
-        raise ParameterError(f"a global batch of {global_batch} sequences is fewer than the N = {groups} groups: "
-                             "every group needs at least one sequence")
-    return global_batch // groups
 
 
 def _label(strategy, redundancy, micro_batches):
