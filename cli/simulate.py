@@ -63,7 +63,10 @@ SPARE_ONLY = ("controller_seconds", "patch_layers")
 @click.option("--trace-time-scale", type=FloatRange(min=0, min_open=True), default=1.0, show_default=True,
               help="With --trace: multiply trace times by this factor (< 1 compresses the trace).")
 @click.option("--placement-seed", type=IntegerRange(min=0), default=None, metavar="SEED",
-              help="With --trace: place nodes on random distinct groups (default: order of first effective fault).")
+              help="With --trace: place nodes on random distinct groups with this seed (default: 0).")
+@click.option("--first-fault-order", is_flag=True,
+              help="With --trace: the paper's placement, node i in order of first effective fault on group i "
+                   "(it puts nodes that fail one after another on neighbouring groups).")
 @click.option("--placement", "placement_path", default=None, metavar="FILE",
               help="With --trace: place nodes as this spare-placement file says (docs/formats.md); domain entries "
                    "use its embedded topology, else the layout's.")
@@ -92,7 +95,7 @@ SPARE_ONLY = ("controller_seconds", "patch_layers")
 @quiet_option
 @click.pass_context
 def command(ctx, preset, groups, strategy, redundancy, ckpt_period, seeds, trace_path, trace_format, time_unit,
-            window, trace_time_scale, placement_seed, placement_path, layout_path, micro_batches, global_batch,
+            window, trace_time_scale, placement_seed, first_fault_order, placement_path, layout_path, micro_batches, global_batch,
             micro_batch_overhead_seconds, allreduce_seconds, semantics, heal_seconds,
             fault_model_path, settings, workers, scheduler, as_json, quiet):
     """Simulate training runs and report the time-to-train.
@@ -140,6 +143,10 @@ def command(ctx, preset, groups, strategy, redundancy, ckpt_period, seeds, trace
 
         trace = read_fault_trace(trace_path, format=trace_format, time_unit=time_unit)
     placement = None
+    if first_fault_order and (placement_path is not None or placement_seed is not None):
+        refuse_unused("--first-fault-order", "and --placement / --placement-seed are two placements: give one")
+    if trace is not None and placement_path is None and placement_seed is None and not first_fault_order:
+        placement_seed = 0  # a random placement: the first-fault order invents wipe-outs (docs/repair.md)
     if placement_path is not None:
         if placement_seed is not None:
             refuse_unused("--placement", "and --placement-seed are two placements: give one")
@@ -186,7 +193,7 @@ def _refuse_unused_options(ctx, strategy, trace_path, overrides):
     if trace_path is None:
         for name, option in (("trace_format", "--format"), ("time_unit", "--time-unit"),
                              ("trace_time_scale", "--trace-time-scale"), ("placement_seed", "--placement-seed"),
-                             ("placement_path", "--placement")):
+                             ("first_fault_order", "--first-fault-order"), ("placement_path", "--placement")):
             if given(ctx, name):
                 refuse_unused(option, "applies to --trace runs only (without a trace it would do nothing)")
         if "trace_time_scale" in overrides:

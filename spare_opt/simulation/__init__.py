@@ -59,6 +59,7 @@ from .tuning import (
     plot_tune,
 )
 from .replay import PLANNERS, ReplayRow, ReplayResult, replay_trace, ROW_STATUSES
+from .replay import DEFAULT_PLACEMENTS, replay_placements, first_fault_warning
 from .verdict import (
     DEFAULT_COMPARE_FACTORS,
     DEFAULT_COMPARE_MICRO_BATCHES,
@@ -127,6 +128,9 @@ __all__ = [
     "ReplayRow",
     "ReplayResult",
     "replay_trace",
+    "DEFAULT_PLACEMENTS",
+    "replay_placements",
+    "first_fault_warning",
     "ROW_STATUSES",
     "DEFAULT_COMPARE_FACTORS",
     "DEFAULT_COMPARE_MICRO_BATCHES",
