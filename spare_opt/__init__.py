@@ -159,6 +159,7 @@ from .guarantees import (
     domain_report,
     domain_comparison,
     derived_topology,
+    cover_domains,
 )
 from .simulation import (
     DEFAULT_PERIOD_FACTORS,
@@ -390,6 +391,7 @@ __all__ = [
     "domain_report",
     "domain_comparison",
     "derived_topology",
+    "cover_domains",
     "Estimate",
     "FailureModel",
     "FitResult",
