@@ -356,8 +356,12 @@ def fit_trace(trace, *, nodes=None, window_minutes=DEFAULT_WINDOW_MINUTES, start
     fault_start, fault_end = fault_start[int(carried.sum()):], fault_end[int(carried.sum()):]
     open_faults = int(np.isnan(fault_end).sum())
     if ignored_starts or ignored_ends:
+        # a CSV row whose start is ignored is ignored whole: its end is not "an end for a node that is up"
+        without_start = min(ignored_ends, trace.irregular_counts()["end-without-start"])
+        of_rows = ignored_ends - without_start
         notes.append(f"{ignored_starts} fault_start and {ignored_ends} fault_end ignored as the reader flagged them "
-                     "(a start for a node already down, an end for a node that is up)")
+                     f"(a start for a node already down; {without_start} end(s) for a node that is up"
+                     + (f", {of_rows} end(s) of rows whose start was ignored" if of_rows else "") + ")")
 
     events = _events(times[start_mask], np.asarray(trace.node)[start_mask], window_minutes / 1440.0)
     instants = _events(times[start_mask], np.asarray(trace.node)[start_mask], 0.0)
