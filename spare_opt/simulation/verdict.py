@@ -831,7 +831,7 @@ def plot_compare(result, path, *, force=False, title=None):
     """Figure of the verdict: ``TTT/T0`` (best period, 95% interval) of every setting tried.
 
     One marker per setting, grouped by strategy (checkpointing, replication by ``r``,
-    SPARe by ``r`` with one series per ``m``); the best setting of each strategy is
+    SPARe by ``r`` with one series per ``m``, elastic); the best setting of each strategy is
     circled and a dotted line marks checkpointing alone.
 
     Parameters
@@ -895,6 +895,10 @@ def plot_compare(result, path, *, force=False, title=None):
         rows = [row for row in spare_rows if row["micro_batches"] == m]
         xs = draw(rows, colours[i % len(colours)], f"SPARe+CKPT m = {m}")
         ticks += [(xi, f"r = {row['redundancy']}") for xi, row in zip(xs, rows)]
+    elastic = [row for row in settings if row["strategy"] == "elastic"]
+    if elastic:  # not exact: drawn apart, last
+        xs = draw(elastic, "tab:olive", STRATEGY_LABELS["elastic"])
+        ticks += [(xi, "elastic") for xi in xs]
     ckpt = [row for row in settings if row["strategy"] == "ckpt"]
     if ckpt and math.isfinite(ckpt[0]["ttt_ratio"]):
         ax.axhline(ckpt[0]["ttt_ratio"], color="tab:gray", linestyle=":", linewidth=1)
