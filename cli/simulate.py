@@ -1,6 +1,8 @@
 """`spare-opt simulate`: time-to-train of one strategy, r and checkpoint period over several seeds."""
 
 
+import warnings
+
 import click
 import numpy as np
 
@@ -153,13 +155,17 @@ def command(ctx, preset, groups, strategy, redundancy, ckpt_period, seeds, trace
         from spare_opt.traces.placement import Placement
 
         placement = Placement.load(placement_path).prepared(layout=layout)
-    with executor_for(scheduler, workers) as executor, progress_bar(quiet, "simulating") as progress:
+    with executor_for(scheduler, workers) as executor, progress_bar(quiet, "simulating") as progress, \
+            warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", UserWarning)
         runs = simulate_seeds(params, strategy, redundancy, seeds=seeds, checkpoint_period_seconds=ckpt_period,
                               layout=layout, trace=trace, placement_seed=placement_seed, placement=placement,
                               micro_batches=micro_batches, semantics=semantics, fault_model=fault_model,
                               workers=workers, executor=executor, progress=progress, global_batch=global_batch,
                               micro_batch_overhead_seconds=micro_batch_overhead_seconds,
                               allreduce_seconds=allreduce_seconds, window=window)
+    for warning in caught:  # the library's warnings (an extrapolated all-reduce time...) as one line each
+        click.echo(f"Warning: {warning.message}", err=True)
     summary = summarise(runs)
     if as_json:
         echo_json({
