@@ -182,7 +182,8 @@ def simulate(params, strategy, redundancy=None, *, checkpoint_period_seconds=Non
         ``max_wall_factor * T0``, or a run that draws more than ``MAX_RUN_FAILURES``
         failures or ``MAX_RUN_EPOCHS`` restarts (the bounds of its loops); or
         ``placement_seed`` or ``params.trace_time_scale != 1`` without a trace (the
-        run would ignore them).
+        run would ignore them); ``"elastic"`` without a trace or a fault model; an
+        ``m`` that ``global_batch`` cannot hold; a ``window`` without a trace.
     TraceError
         The trace's times overflow a float in seconds (:func:`trace_seconds`), or it
         gives no mean time between failures for the default period.
@@ -199,7 +200,9 @@ def simulate(params, strategy, redundancy=None, *, checkpoint_period_seconds=Non
     -----
     UserWarning
         A ``layout`` for a strategy other than ``"spare"``, or a ``redundancy`` other
-        than 1 for ``"ckpt"``: ignored (generic code passes them to every strategy).
+        than 1 for ``"ckpt"`` or ``"elastic"``: ignored (generic code passes them to
+        every strategy).  An all-reduce time of the paper's line extrapolated past
+        ``N = 1000`` (:func:`spare_opt.allreduce_extrapolation`).
 
     Notes
     -----

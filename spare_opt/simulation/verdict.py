@@ -599,7 +599,9 @@ def compare(params, *, trace=None, semantics="repair", rep_redundancies=DEFAULT_
         An ``r`` or ``m`` out of range (``N m`` too large included), no strategy to
         run, a bad factor, seed count, cycle count or semantics; ``repair`` semantics
         with neither a trace nor a fault model; both a trace and a fault model; fewer
-        groups than the nodes the trace names (their faults would be dropped).
+        groups than the nodes the trace names (their faults would be dropped); a
+        global batch of fewer sequences than groups; a window without a trace or with
+        bad bounds (:func:`spare_opt.window_trace`).
 
     Notes
     -----
