@@ -20,6 +20,9 @@ from spare_opt.simulation.verdict import (
 
 from .options import (
     FloatRange,
+    allreduce_option,
+    global_batch_option,
+    micro_batch_overhead_option,
     IntegerRange,
     check_output_path,
     echo_json,
@@ -33,6 +36,7 @@ from .options import (
     scheduler_option,
     time_unit_option,
     trace_format_option,
+    window_option,
     workers_option,
 )
 
@@ -47,6 +51,7 @@ _OWN_OPTIONS = {
     "layer_compute_seconds": "--step-seconds",
     "trace_time_scale": "--time-scale",
     "max_wall_factor": "--cycles",
+    "allreduce_seconds": "--allreduce-seconds",
 }
 
 
@@ -75,6 +80,7 @@ def _shown(values):
                    "(docs/formats.md).  Without it, the failures of --preset (Weibull).")
 @trace_format_option
 @time_unit_option
+@window_option
 @click.option("--failure-model", "model_path", type=click.Path(dir_okay=False), default=None, metavar="FILE",
               help="Without --trace: draw failures and repairs from this fitted model (spare-opt fit TRACE -o FILE).")
 @click.option("--preset", default=None, type=click.Choice(sorted(PRESETS)),
@@ -89,7 +95,7 @@ def _shown(values):
               help="Checkpoint save time T_s (default: the preset's, 60 s).")
 @click.option("--step-seconds", type=FloatRange(min=0, min_open=True), default=None, metavar="SEC",
               help="Compute of one fault-free step, one stack layer (default: the preset's, 64 s); the "
-                   "all-reduce is added (--set allreduce_seconds=...).")
+                   "all-reduce is added (--allreduce-seconds).")
 @click.option("--time-scale", type=FloatRange(min=0, min_open=True), default=1.0, show_default=True,
               metavar="X", help="With --trace: multiply trace times by X; X < 1 compresses the trace "
                                 "(0.1: ten times the failure rate).")
@@ -104,6 +110,11 @@ def _shown(values):
 @click.option("--micro-batches", "micro_batches", callback=_integer_list,
               default=_shown(DEFAULT_COMPARE_MICRO_BATCHES), show_default=True, metavar="M,M",
               help="SPARe micro-batches per shard type of the grid (1: the paper's whole shards).")
+@global_batch_option
+@micro_batch_overhead_option
+@allreduce_option
+@click.option("--no-elastic", "no_elastic", is_flag=True, default=False,
+              help="Leave out the elastic strategy (TorchFT / FT-HSDP: live replicas go on with a smaller batch).")
 @click.option("--seeds", type=IntegerRange(min=1), default=3, show_default=True,
               help="Seeds per setting: placements of the traced nodes on the groups, and the jitter.")
 @click.option("--cycles", type=IntegerRange(min=1, max=MAX_CYCLES), default=DEFAULT_CYCLES, show_default=True,
@@ -119,25 +130,29 @@ def _shown(values):
 @force_option
 @quiet_option
 @click.pass_context
-def command(ctx, trace_path, trace_format, time_unit, model_path, preset, groups, restart_minutes, ckpt_save_seconds,
-            step_seconds, time_scale, steps, semantics, rep_redundancies, spare_redundancies, micro_batches, seeds,
+def command(ctx, trace_path, trace_format, time_unit, window, model_path, preset, groups, restart_minutes, ckpt_save_seconds,
+            step_seconds, time_scale, steps, semantics, rep_redundancies, spare_redundancies, micro_batches,
+            global_batch, micro_batch_overhead_seconds, allreduce_seconds, no_elastic, seeds,
             cycles, settings, workers, scheduler, plot_path, as_json, force, quiet):
-    """The verdict: checkpointing alone, replication and SPARe on the same failures.
+    """The verdict: checkpointing alone, replication, SPARe and elastic on the same failures.
 
-    Runs checkpointing alone, replication with r in --rep-r and SPARe over the grid
-    --spare-r x --micro-batches on the failures of --trace (replayed --cycles times end
+    Runs checkpointing alone, replication with r in --rep-r, SPARe over the grid
+    --spare-r x --micro-batches (m = 1 always, m bounded by --global-batch) and the
+    elastic rule of TorchFT (with a trace or a failure model) on the failures of --trace (replayed --cycles times end
     to end, so every strategy meets the trace's failure rate for its whole run), of
     --failure-model, or of --preset (Weibull, paper semantics only), each setting with its own tuned checkpoint period (the Young/Daly T_c* of
     its measured wipe-out rate, times 0.5 .. 2), over --seeds placements of the traced
-    nodes on the groups.  Prints one row per strategy at its best setting: TTT/T0 with
-    a 95% interval, availability, restarts, mean step cost, the setting and its
-    checkpoint period.  --json prints the rows as "strategies" (keys strategy,
+    nodes on the groups.  Prints one row per strategy at its best setting (and SPARe's
+    m = 1 beside its best): TTT/T0 with a 95% interval, availability, restarts, mean
+    step cost, the setting, its checkpoint period and its price (step cost, missing
+    batch for elastic, restarts for checkpointing), then the verdict line: the best
+    exact strategy (the fault-free gradient) and the best overall.  --json prints the rows as "strategies" (keys strategy,
     redundancy, micro_batches, ttt_ratio, ttt_ci, availability, restarts,
     mean_step_cost...) and every setting tried as "settings".  See docs/repair.md.
     """
     if trace_path is None:
         for name, option in (("trace_format", "--format"), ("time_unit", "--time-unit"),
-                             ("time_scale", "--time-scale")):
+                             ("time_scale", "--time-scale"), ("window", "--window")):
             if given(ctx, name):
                 refuse_unused(option, "needs --trace")
     elif model_path is not None:
@@ -156,6 +171,10 @@ def command(ctx, trace_path, trace_format, time_unit, model_path, preset, groups
         from spare_opt.traces.json_format import read_fault_trace
 
         trace = read_fault_trace(trace_path, format=trace_format, time_unit=time_unit)
+        if window is not None:  # before the steps of one window are counted
+            from spare_opt.traces.window import window_trace
+
+            trace = window_trace(trace, *window)
     fault_model = None
     if model_path is not None:
         from spare_opt.traces.failure_model import FailureModel
@@ -163,13 +182,19 @@ def command(ctx, trace_path, trace_format, time_unit, model_path, preset, groups
         fault_model = FailureModel.load(model_path)
     if preset is None:
         preset = "trace-400" if trace is not None or fault_model is not None else "paper-600k"
+    if no_elastic and trace is None and fault_model is None:
+        refuse_unused("--no-elastic", "does nothing without --trace or --failure-model (elastic needs them)")
+    if allreduce_seconds is not None:  # before the steps of one trace span are counted
+        overrides["allreduce_seconds"] = allreduce_seconds
     params = compare_parameters(
         preset, groups, trace=trace, restart_seconds=None if restart_minutes is None else restart_minutes * 60.0,
         save_seconds=ckpt_save_seconds, step_seconds=step_seconds, time_scale=time_scale, steps=steps, **overrides)
     with executor_for(scheduler, workers) as executor, progress_bar(quiet, "comparing") as progress:
         result = compare(params, trace=trace, fault_model=fault_model, semantics=semantics, rep_redundancies=rep_redundancies,
                          spare_redundancies=spare_redundancies, micro_batches=micro_batches, seeds=seeds,
-                         cycles=cycles, workers=workers, executor=executor, progress=progress)
+                         cycles=cycles, workers=workers, executor=executor, progress=progress,
+                         include_elastic=not no_elastic, global_batch=global_batch,
+                         micro_batch_overhead_seconds=micro_batch_overhead_seconds)
     written = None
     if plot_path is not None:
         written = plot_compare(result, plot_path, force=force)

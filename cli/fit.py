@@ -19,6 +19,7 @@ from .options import (
     time_unit_option,
     trace_format_option,
     warn_ignored,
+    window_option,
 )
 
 __all__ = ["command"]
@@ -28,6 +29,7 @@ __all__ = ["command"]
 @click.argument("trace_path", metavar="TRACE")
 @trace_format_option
 @time_unit_option
+@window_option
 @click.option("--nodes", type=IntegerRange(min=1), default=None, metavar="N",
               help="Cluster size (default: the file's, else the nodes the trace names; an InfiniteHBD file "
                    "lists only nodes that failed: its cluster has 400).")
@@ -50,7 +52,7 @@ __all__ = ["command"]
               help="Write the failure model to FILE (JSON, for simulate/compare --failure-model).")
 @force_option
 @json_option
-def command(trace_path, trace_format, time_unit, nodes, window_minutes, start_day, end_day, repair_distribution,
+def command(trace_path, trace_format, time_unit, window, nodes, window_minutes, start_day, end_day, repair_distribution,
             confidence, resamples, seed, output, force, as_json):
     """Fit a failure model to the node fault trace TRACE.
 
@@ -73,7 +75,7 @@ def command(trace_path, trace_format, time_unit, nodes, window_minutes, start_da
     trace = read_fault_trace(trace_path, format=trace_format, time_unit=time_unit)
     result = fit_trace(trace, nodes=nodes, window_minutes=window_minutes, start_day=start_day, end_day=end_day,
                        repair_distribution=repair_distribution, confidence=confidence, resamples=resamples,
-                       seed=seed)
+                       seed=seed, window=window)
     written = None
     if output is not None and result.model is not None:
         written = str(result.model.save(output, force=force))

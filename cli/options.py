@@ -45,6 +45,10 @@ __all__ = [
     "time_unit_option",
     "load_topology",
     "topology_option",
+    "global_batch_option",
+    "micro_batch_overhead_option",
+    "allreduce_option",
+    "window_option",
 ]
 
 
@@ -343,3 +347,24 @@ time_unit_option = click.option(
     "--time-unit", type=click.Choice(list(TIME_UNITS)), default=None,
     help="Unit of the numeric times of a CSV fault log (needed exactly when its times are numbers, "
          "not ISO-8601 timestamps).")
+
+
+# ------------------------------------------------------------ batch, micro-batches, all-reduce
+global_batch_option = click.option(
+    "--global-batch", "global_batch", type=IntegerRange(min=1), default=None, metavar="SEQUENCES",
+    help="Sequences in the global batch: a group's shard type holds floor(SEQUENCES / N) of them, so m is at most "
+         "that (larger m are left out, and said so).  Default: no bound.")
+micro_batch_overhead_option = click.option(
+    "--micro-batch-overhead-seconds", "micro_batch_overhead_seconds", type=FloatRange(min=0), default=0.0,
+    show_default=True, metavar="SEC",
+    help="Fixed cost (launch, pipeline fill) of each micro-batch a group computes beyond the first of a shard "
+         "type; 0 keeps the figures without it.")
+allreduce_option = click.option(
+    "--allreduce-seconds", "allreduce_seconds", type=FloatRange(min=0), default=None, metavar="SEC",
+    help="All-reduce time per step (default: the paper's line in N, fitted on N = 200-1000; a note names the "
+         "value when it is extrapolated).")
+window_option = click.option(
+    "--window", "window", nargs=2, type=str, default=None, metavar="START END",
+    help="Observation window of the trace: days from its origin, or ISO-8601 dates (a CSV log with timestamps).  "
+         "Events outside are dropped, faults open at START are taken as already down, faults open at END are "
+         "right-censored; rates are per window length.")

@@ -2,9 +2,10 @@
 
 import click
 
+from spare_opt._core.stats import finite_or_none
 from spare_opt.traces.placement import Placement
 from spare_opt.simulation.events import SEMANTICS
-from spare_opt.simulation.replay import replay_trace
+from spare_opt.simulation.replay import DEFAULT_PLACEMENTS, first_fault_warning, replay_placements, replay_trace
 from spare_opt.traces.json_format import read_fault_trace
 
 from .options import (
@@ -19,6 +20,7 @@ from .options import (
     topology_option,
     trace_format_option,
     warn_ignored,
+    window_option,
 )
 
 __all__ = ["command"]
@@ -31,10 +33,17 @@ __all__ = ["command"]
                    "fault log (node,start,end[,domain][,kind]; docs/formats.md).")
 @trace_format_option
 @time_unit_option
+@window_option
 @click.option("--exact", is_flag=True, help="Use the exact planner instead of the online controller.")
 @click.option("--placement-seed", type=IntegerRange(min=0), default=None, metavar="SEED",
-              help="Place nodes on random distinct groups with this seed, an integer >= 0 "
-                   "(default: order of first effective fault).")
+              help="Place nodes on random distinct groups with this one seed, an integer >= 0 (default: --seeds "
+                   "random placements).")
+@click.option("--seeds", type=IntegerRange(min=1), default=DEFAULT_PLACEMENTS, show_default=True,
+              help="Random placements replayed (seeds 0..K-1) when no placement is given: the first is shown, the "
+                   "wipe-outs of all with their mean and 95% interval.")
+@click.option("--first-fault-order", is_flag=True,
+              help="The paper's rule: node i, in order of first effective fault, on group i (warns when it changes "
+                   "the wipe-outs against --seeds random placements).")
 @click.option("--placement", "placement_path", default=None, metavar="FILE",
               help="Place nodes as this spare-placement file says: a node on a group, on several groups, or on a "
                    "whole domain of a topology (docs/formats.md); unlisted nodes are skipped.")
@@ -49,12 +58,13 @@ __all__ = ["command"]
 @click.option("--rows", "show_rows", is_flag=True, help="Also print one line per trace event.")
 @json_option
 @quiet_option
-def command(layout, trace_path, trace_format, time_unit, exact, placement_seed, placement_path, topology, semantics,
-            micro_batches, show_rows, as_json, quiet):
+def command(layout, trace_path, trace_format, time_unit, window, exact, placement_seed, seeds, first_fault_order,
+            placement_path, topology, semantics, micro_batches, show_rows, as_json, quiet):
     """Replay the fault trace FILE on the layout LAYOUT.
 
-    Each fault_start fails the DP group of its node (nodes are mapped to groups in
-    order of first effective fault, at random with --placement-seed, or as --placement
+    Each fault_start fails the DP group of its node (nodes are mapped to groups at
+    random, over --seeds placements by default or with one --placement-seed, in order
+    of first effective fault with --first-fault-order, or as --placement
     says, where a node placed on a domain fails all its groups; nodes beyond N or
     not in the placement are skipped), starts at the same
     instant fail together, S follows the reorder plans, and a wipe-out is a global
@@ -71,20 +81,47 @@ def command(layout, trace_path, trace_format, time_unit, exact, placement_seed, 
     """
     if show_rows and as_json:
         warn_ignored("--rows", "--json always holds the per-event rows")
-    if placement_path is not None and placement_seed is not None:
-        refuse_unused("--placement", "and --placement-seed are two placements: give one")
+    given_rules = [name for name, on in (("--placement", placement_path is not None),
+                                         ("--placement-seed", placement_seed is not None),
+                                         ("--first-fault-order", first_fault_order)) if on]
+    if len(given_rules) > 1:
+        refuse_unused(given_rules[0], f"and {given_rules[1]} are two placements: give one")
     if topology is not None and placement_path is None:
         refuse_unused("--topology", "needs --placement (it resolves the placement's domain entries)")
     placement = None
     if placement_path is not None:
         placement = Placement.load(placement_path).prepared(topology=topology, layout=layout)
     trace = read_fault_trace(trace_path, format=trace_format, time_unit=time_unit)
+    if window is not None:
+        from spare_opt.traces.window import window_text, window_trace
+
+        trace = window_trace(trace, *window)
+        click.echo(window_text(trace), err=as_json)
+    options = dict(planner="exact" if exact else "controller", semantics=semantics, micro_batches=micro_batches)
+    placements = warning = None
     with progress_bar(quiet, "replaying") as progress:
-        result = replay_trace(layout, trace, planner="exact" if exact else "controller", progress=progress,
-                              placement_seed=placement_seed, placement=placement, semantics=semantics,
-                              micro_batches=micro_batches)
+        if placement_path is None and placement_seed is None:
+            placements = replay_placements(layout, trace, seeds=seeds, **options)
+        if placement_path is not None or placement_seed is not None or first_fault_order:
+            result = replay_trace(layout, trace, progress=progress, placement_seed=placement_seed,
+                                  placement=placement, **options)
+        else:
+            result = placements["first"]
+    if first_fault_order:
+        warning = first_fault_warning(result["wipe_outs"], placements)
     if as_json:
-        echo_json(result.to_dict(rows=True))
+        doc = result.to_dict(rows=True)
+        if placements is not None:
+            doc["placements"] = finite_or_none({key: value for key, value in placements.items() if key != "first"})
+        echo_json(doc)
     else:
         click.echo(result.format_text(rows=show_rows))
+        if placements is not None:
+            low, high = placements["wipe_outs_ci95"]
+            click.echo(f"Over {len(placements['seeds'])} random placements (seeds {placements['seeds'][0]}-"
+                       f"{placements['seeds'][-1]}): wipe-outs {placements['mean_wipe_outs']:.1f} on average"
+                       + (f", 95% CI [{low:.1f}, {high:.1f}]" if low == low and high == high else "")
+                       + f" (per placement: {', '.join(map(str, placements['wipe_outs']))})")
+    if warning is not None:
+        click.echo(f"Warning: {warning}", err=True)
 

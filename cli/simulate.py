@@ -1,6 +1,8 @@
 """`spare-opt simulate`: time-to-train of one strategy, r and checkpoint period over several seeds."""
 
 
+import warnings
+
 import click
 import numpy as np
 
@@ -12,6 +14,10 @@ from spare_opt._core.stats import finite_or_none
 
 from .options import (
     INTEGER,
+    allreduce_option,
+    global_batch_option,
+    micro_batch_overhead_option,
+    window_option,
     FloatRange,
     IntegerRange,
     echo_json,
@@ -42,7 +48,8 @@ SPARE_ONLY = ("controller_seconds", "patch_layers")
 @click.option("--groups", "-N", type=INTEGER, default=None,
               help="Number of DP groups N; one of the preset's (default: its first).")
 @click.option("--strategy", type=click.Choice(STRATEGIES), default="spare", show_default=True,
-              help="ckpt: checkpointing alone; rep: replication of degree r; spare: SPARe with a Sidon layout.")
+              help="ckpt: checkpointing alone; rep: replication of degree r; spare: SPARe with a Sidon layout; "
+                   "elastic: TorchFT's rule, live replicas go on with a smaller batch (--trace or --failure-model).")
 @click.option("--redundancy", "-r", type=IntegerRange(min=1), default=None,
               help="Redundancy r (default: the --layout's r, else r* = floor(log2 N + 0.833) for spare, 3 for rep; "
                    "not for ckpt).")
@@ -54,10 +61,14 @@ SPARE_ONLY = ("controller_seconds", "patch_layers")
                    "instead of Weibull failures.")
 @trace_format_option
 @time_unit_option
+@window_option
 @click.option("--trace-time-scale", type=FloatRange(min=0, min_open=True), default=1.0, show_default=True,
               help="With --trace: multiply trace times by this factor (< 1 compresses the trace).")
 @click.option("--placement-seed", type=IntegerRange(min=0), default=None, metavar="SEED",
-              help="With --trace: place nodes on random distinct groups (default: order of first effective fault).")
+              help="With --trace: place nodes on random distinct groups with this seed (default: 0).")
+@click.option("--first-fault-order", is_flag=True,
+              help="With --trace: the paper's placement, node i in order of first effective fault on group i "
+                   "(it puts nodes that fail one after another on neighbouring groups).")
 @click.option("--placement", "placement_path", default=None, metavar="FILE",
               help="With --trace: place nodes as this spare-placement file says (docs/formats.md); domain entries "
                    "use its embedded topology, else the layout's.")
@@ -66,6 +77,9 @@ SPARE_ONLY = ("controller_seconds", "patch_layers")
 @click.option("--micro-batches", "micro_batches", type=IntegerRange(min=1), default=1, show_default=True,
               metavar="M", help="SPARe: micro-batches per shard type; a step computes L*/M layers of work "
                                 "(docs/fractional.md).  1 is the paper's model.")
+@global_batch_option
+@micro_batch_overhead_option
+@allreduce_option
 @click.option("--semantics", type=click.Choice(SEMANTICS), default="paper", show_default=True,
               help="paper: a failed group stays out until a global restart; repair: it is back after its "
                    "node's fault_end and a heal (needs --trace or --failure-model, which give the repairs).")
@@ -83,7 +97,8 @@ SPARE_ONLY = ("controller_seconds", "patch_layers")
 @quiet_option
 @click.pass_context
 def command(ctx, preset, groups, strategy, redundancy, ckpt_period, seeds, trace_path, trace_format, time_unit,
-            trace_time_scale, placement_seed, placement_path, layout_path, micro_batches, semantics, heal_seconds,
+            window, trace_time_scale, placement_seed, first_fault_order, placement_path, layout_path, micro_batches, global_batch,
+            micro_batch_overhead_seconds, allreduce_seconds, semantics, heal_seconds,
             fault_model_path, settings, workers, scheduler, as_json, quiet):
     """Simulate training runs and report the time-to-train.
 
@@ -106,6 +121,8 @@ def command(ctx, preset, groups, strategy, redundancy, ckpt_period, seeds, trace
 
     overrides = parse_overrides(settings)
     _refuse_unused_options(ctx, strategy, trace_path, overrides)
+    if window is not None and trace_path is None:
+        refuse_unused("--window", "cuts a trace: it needs --trace")
     _refuse_unused_repair_options(ctx, strategy, semantics, trace_path, fault_model_path, overrides)
     if groups is None:
         groups = PRESETS[preset].groups[0]
@@ -128,17 +145,27 @@ def command(ctx, preset, groups, strategy, redundancy, ckpt_period, seeds, trace
 
         trace = read_fault_trace(trace_path, format=trace_format, time_unit=time_unit)
     placement = None
+    if first_fault_order and (placement_path is not None or placement_seed is not None):
+        refuse_unused("--first-fault-order", "and --placement / --placement-seed are two placements: give one")
+    if trace is not None and placement_path is None and placement_seed is None and not first_fault_order:
+        placement_seed = 0  # a random placement: the first-fault order invents wipe-outs (docs/repair.md)
     if placement_path is not None:
         if placement_seed is not None:
             refuse_unused("--placement", "and --placement-seed are two placements: give one")
         from spare_opt.traces.placement import Placement
 
         placement = Placement.load(placement_path).prepared(layout=layout)
-    with executor_for(scheduler, workers) as executor, progress_bar(quiet, "simulating") as progress:
+    with executor_for(scheduler, workers) as executor, progress_bar(quiet, "simulating") as progress, \
+            warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", UserWarning)
         runs = simulate_seeds(params, strategy, redundancy, seeds=seeds, checkpoint_period_seconds=ckpt_period,
                               layout=layout, trace=trace, placement_seed=placement_seed, placement=placement,
                               micro_batches=micro_batches, semantics=semantics, fault_model=fault_model,
-                              workers=workers, executor=executor, progress=progress)
+                              workers=workers, executor=executor, progress=progress, global_batch=global_batch,
+                              micro_batch_overhead_seconds=micro_batch_overhead_seconds,
+                              allreduce_seconds=allreduce_seconds, window=window)
+    for warning in caught:  # the library's warnings (an extrapolated all-reduce time...) as one line each
+        click.echo(f"Warning: {warning.message}", err=True)
     summary = summarise(runs)
     if as_json:
         echo_json({
@@ -172,7 +199,7 @@ def _refuse_unused_options(ctx, strategy, trace_path, overrides):
     if trace_path is None:
         for name, option in (("trace_format", "--format"), ("time_unit", "--time-unit"),
                              ("trace_time_scale", "--trace-time-scale"), ("placement_seed", "--placement-seed"),
-                             ("placement_path", "--placement")):
+                             ("first_fault_order", "--first-fault-order"), ("placement_path", "--placement")):
             if given(ctx, name):
                 refuse_unused(option, "applies to --trace runs only (without a trace it would do nothing)")
         if "trace_time_scale" in overrides:
@@ -193,8 +220,8 @@ def _refuse_unused_options(ctx, strategy, trace_path, overrides):
         if unused:
             refuse_unused(f"--set {unused[0]}", f"is a cost of SPARe's masking; --strategy {strategy} does not "
                                                 "use it")
-    if strategy == "ckpt" and given(ctx, "redundancy"):
-        refuse_unused("--redundancy", "does nothing with --strategy ckpt (checkpointing alone has r = 1)")
+    if strategy in ("ckpt", "elastic") and given(ctx, "redundancy"):
+        refuse_unused("--redundancy", f"does nothing with --strategy {strategy} (it has r = 1)")
     if given(ctx, "workers") and ctx.params.get("scheduler") not in (None, "local"):
         warn_ignored("--workers", "the Dask scheduler's workers run the seeds (--workers sizes only "
                                   "--scheduler local)")
@@ -221,7 +248,7 @@ def _refuse_unused_repair_options(ctx, strategy, semantics, trace_path, fault_mo
 def _format(preset, strategy, groups, runs, summary, max_wall_factor):
     first = runs[0]
     name = {"ckpt": "CKPT only", "rep": f"Rep+CKPT r={first.redundancy}",
-            "spare": f"SPARe+CKPT r={first.redundancy}"}[strategy]
+            "spare": f"SPARe+CKPT r={first.redundancy}", "elastic": "Elastic+CKPT"}[strategy]
     period = first.checkpoint_period_seconds
     lines = [
         f"{name}, N={groups}, preset {preset}, T_c={period:.0f} s, " if period < 1e15 else

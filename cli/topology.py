@@ -2,7 +2,7 @@
 
 import click
 
-from spare_opt.guarantees.domains import derived_topology
+from spare_opt.guarantees.domains import cover_domains, derived_topology
 from spare_opt.layouts.topology import Topology
 from spare_opt.traces.json_format import read_fault_trace
 
@@ -23,6 +23,7 @@ from .options import (
     time_unit_option,
     trace_format_option,
     warn_ignored,
+    window_option,
 )
 
 __all__ = ["command"]
@@ -60,17 +61,23 @@ def _parse_level(ctx, param, values):
                    "grouping nodes that failed at the same instant.")
 @trace_format_option
 @time_unit_option
+@window_option
 @click.option("--window-days", type=FloatRange(min=0), default=0.0, show_default=True, metavar="DAYS",
               help="With --from-trace: starts at most this far apart count as failing together.")
 @click.option("--until-days", type=FLOAT, default=None, metavar="DAYS",
               help="With --from-trace: use only events before this day.")
+@click.option("--domain-size", type=IntegerRange(min=1), default=None, metavar="GROUPS",
+              help="With --from-trace: groups per domain when the groups that never failed are placed (default: the "
+                   "largest domain the trace shows).")
+@click.option("--observed-only", is_flag=True,
+              help="With --from-trace: keep only the domains the trace shows (the groups that never failed in none).")
 @click.option("--output", "-o", type=click.Path(dir_okay=False), required=True, metavar="FILE",
               help="Topology file to write (JSON, spare-topology format).")
 @force_option
 @json_option
 @click.pass_context
-def command(ctx, groups, levels, shuffle, seed, trace_path, trace_format, time_unit, window_days, until_days, output,
-            force, as_json):
+def command(ctx, groups, levels, shuffle, seed, trace_path, trace_format, time_unit, window, window_days, until_days,
+            domain_size, observed_only, output, force, as_json):
     """Write a topology file: the failure domain of every DP group at each level.
 
     Blocks of consecutive groups (--level rack=8 ...), optionally placed at random
@@ -90,7 +97,9 @@ def command(ctx, groups, levels, shuffle, seed, trace_path, trace_format, time_u
         refuse_unused("--from-trace", "derives its own level: do not combine it with --level or --shuffle")
     if trace_path is None:
         for name, option in (("trace_format", "--format"), ("time_unit", "--time-unit"),
-                             ("window_days", "--window-days"), ("until_days", "--until-days")):
+                             ("window_days", "--window-days"), ("until_days", "--until-days"),
+                             ("window", "--window"), ("domain_size", "--domain-size"),
+                             ("observed_only", "--observed-only")):
             if given(ctx, name):
                 refuse_unused(option, "applies to --from-trace only (without it it would do nothing)")
     if given(ctx, "seed") and not shuffle:
@@ -98,12 +107,23 @@ def command(ctx, groups, levels, shuffle, seed, trace_path, trace_format, time_u
     check_output_path(output, force)
     if trace_path is not None:
         trace = read_fault_trace(trace_path, format=trace_format, time_unit=time_unit)
+        if window is not None:
+            from spare_opt.traces.window import window_trace
+
+            trace = window_trace(trace, *window)
+        if observed_only and domain_size is not None:
+            refuse_unused("--domain-size", "places the groups that never failed: not with --observed-only")
         topology = derived_topology(trace, groups, window_days=window_days, until_days=until_days)
         if topology.levels == ("domain",):
             origin = f"the node domains of {trace_path} (its domain column)"
         else:
             origin = (f"derived from {trace_path} (nodes that failed together; a derived topology, not a "
                       "physical one)")
+        if not observed_only:
+            topology, covered = cover_domains(topology, domain_size=domain_size)
+            size = f"{covered['domain_size']} groups" + (" (the largest seen)" if covered["inferred_size"] else "")
+            origin += (f"; {covered['placed_by_inference']} groups that the trace does not place put in domains of "
+                       f"{size} by inference")
     else:
         topology = Topology.blocks(groups, levels, shuffle=shuffle, seed=seed)
         origin = "blocks of consecutive groups" + (f", shuffled with seed {seed}" if shuffle else "")

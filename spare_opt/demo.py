@@ -448,18 +448,15 @@ def _verdict_lines(verdict):
     reps = sorted({row["redundancy"] for row in verdict.settings if row["strategy"] == "rep"})
     lines = [f"Verdict {rate} ({verdict.semantics} semantics, {verdict.seeds} node placements; reduced grid: "
              f"Rep r in {reps}, SPARe r in {rs}, m in {ms}; spare-opt compare runs the full one):"]
-    rows = list(verdict.strategies)
-    best_spare = next((row for row in rows if row["strategy"] == "spare"), None)
-    if best_spare is not None and best_spare["micro_batches"] != 1:
-        # whole shards at the same r, for comparison: the paper's SPARe
-        rows += [row for row in verdict.settings if row["strategy"] == "spare" and row["micro_batches"] == 1
-                 and row["redundancy"] == best_spare["redundancy"]]
-    for row in rows:
-        setting = "" if row["strategy"] == "ckpt" else f" r={row['redundancy']}" + (
+    # the rows hold SPARe's m = 1 (the paper's) beside its best m, and elastic with its price
+    for row in verdict.strategies:
+        setting = "" if row["strategy"] in ("ckpt", "elastic") else f" r={row['redundancy']}" + (
             f" m={row['micro_batches']}" if row["strategy"] == "spare" else "")
         ratio = _ratio(row["ttt_ratio"], verdict.params)
+        price = (f"batch -{1 - row['mean_batch_fraction']:.2%}" if row["strategy"] == "elastic"
+                 else f"step cost {row['mean_step_cost']:.3f}")
         lines.append(f"  {STRATEGY_LABELS[row['strategy']] + setting:<24} TTT/T0 {ratio:>7}  availability "
-                     f"{row['availability']:.2%}  restarts {row['restarts']:.0f}  step cost {row['mean_step_cost']:.3f}")
+                     f"{row['availability']:.2%}  restarts {row['restarts']:.0f}  {price}")
     lines.append("  " + verdict.conclusion())
     return "\n".join(lines)
 

@@ -92,7 +92,7 @@ def test_every_setting_is_run_on_the_same_failures_as_simulate(verdict, small_tr
     params = verdict.params
     assert params.max_wall_factor == 3.0 and params.steps == small_params.steps
     for row in verdict.settings:
-        runs = [simulate(params, row["strategy"], None if row["strategy"] == "ckpt" else row["redundancy"],
+        runs = [simulate(params, row["strategy"], None if row["strategy"] in ("ckpt", "elastic") else row["redundancy"],
                          checkpoint_period_seconds=row["checkpoint_period_seconds"], seed=seed, trace=tiled,
                          placement_seed=seed) for seed in range(verdict.seeds)]
         ratios = [run.ttt_ratio for run in runs]
@@ -110,9 +110,9 @@ def test_repair_verdict_runs_equal_simulate_with_repairs(small_trace, small_para
     tiled = cyclic_trace(small_trace, 2)
     assert result.semantics == "repair"
     assert [(row["strategy"], row["micro_batches"]) for row in result.settings] == \
-        [("ckpt", 1), ("rep", 1), ("spare", 1), ("spare", 4)]
+        [("ckpt", 1), ("rep", 1), ("spare", 1), ("spare", 4), ("elastic", 1)]
     for row in result.settings:
-        runs = [simulate(result.params, row["strategy"], None if row["strategy"] == "ckpt" else row["redundancy"],
+        runs = [simulate(result.params, row["strategy"], None if row["strategy"] in ("ckpt", "elastic") else row["redundancy"],
                          checkpoint_period_seconds=row["checkpoint_period_seconds"], seed=seed, trace=tiled,
                          placement_seed=seed, micro_batches=row["micro_batches"], semantics="repair")
                 for seed in range(2)]
@@ -123,7 +123,8 @@ def test_repair_verdict_runs_equal_simulate_with_repairs(small_trace, small_para
 
 def test_each_setting_keeps_its_best_period_and_each_strategy_its_best_setting(verdict):
     labels = [(row["strategy"], row["redundancy"], row["micro_batches"]) for row in verdict.settings]
-    assert labels == [("ckpt", 1, 1), ("rep", 2, 1), ("rep", 3, 1), ("spare", 2, 1), ("spare", 4, 1)]
+    assert labels == [("ckpt", 1, 1), ("rep", 2, 1), ("rep", 3, 1), ("spare", 2, 1), ("spare", 4, 1),
+                      ("elastic", 1, 1)]
     for row in verdict.settings:
         by_period = row["ttt_ratio_by_period"]
         assert len(row["periods"]) == 3 and row["ttt_ratio"] == min(by_period)
@@ -134,7 +135,7 @@ def test_each_setting_keeps_its_best_period_and_each_strategy_its_best_setting(v
         mine = [s for s in verdict.settings if s["strategy"] == row["strategy"]]
         assert row["ttt_ratio"] == min(s["ttt_ratio"] for s in mine)
         assert ROW_KEYS <= set(row)
-    assert [row["strategy"] for row in verdict.strategies] == ["ckpt", "rep", "spare"]
+    assert [row["strategy"] for row in verdict.strategies] == ["ckpt", "rep", "spare", "elastic"]
     assert verdict.best("rep")["strategy"] == "rep"
 
 
@@ -160,12 +161,12 @@ def test_workers_do_not_change_the_verdict(small_trace, small_params, verdict):
 def test_json_table_and_figure(verdict, tmp_path):
     pytest.importorskip("matplotlib")
     doc = json.loads(dumps_json(verdict.to_dict()))
-    assert [row["strategy"] for row in doc["strategies"]] == ["ckpt", "rep", "spare"]
+    assert [row["strategy"] for row in doc["strategies"]] == ["ckpt", "rep", "spare", "elastic"]
     for row in doc["strategies"]:
         assert ROW_KEYS <= set(row)
     assert doc["semantics"] == "paper" and doc["seeds"] == 3 and doc["cycles"] == 3
     text = verdict.format_text()
-    assert text.count("\n") >= 6 and "CKPT only" in text and "SPARe+CKPT" in text and "Best:" in text
+    assert text.count("\n") >= 6 and "CKPT only" in text and "SPARe+CKPT" in text and "Best exact:" in text
     path = plot_compare(verdict, tmp_path / "verdict.png")
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     with pytest.raises(OutputExistsError):
@@ -213,7 +214,7 @@ def test_synthetic_failures_of_a_preset_take_micro_batches():
 def test_bad_arguments(small_trace, small_params):
     with pytest.raises(ParameterError, match="nothing to compare"):
         compare(small_params, trace=small_trace, semantics="paper", include_ckpt=False, rep_redundancies=(),
-                spare_redundancies=(), micro_batches=(1,))
+                spare_redundancies=(), micro_batches=(1,), include_elastic=False)
     with pytest.raises(ParameterError):
         compare(small_params, trace=small_trace, semantics="paper", spare_redundancies=(1,), micro_batches=(1,))
     with pytest.raises(ParameterError):
@@ -242,7 +243,7 @@ def test_cli_compare_json_and_usage_errors(tmp_path):
     result = runner.invoke(main, args + ["--json"])
     assert result.exit_code == 0, result.output
     doc = json.loads(result.output)
-    assert [row["strategy"] for row in doc["strategies"]] == ["ckpt", "rep", "spare"]
+    assert [row["strategy"] for row in doc["strategies"]] == ["ckpt", "rep", "spare", "elastic"]
     assert doc["parameters"]["restart_seconds"] == 1800.0 and doc["parameters"]["save_seconds"] == 20.0
     assert doc["parameters"]["groups"] == 24  # the generated trace says its cluster size
     text = runner.invoke(main, args)

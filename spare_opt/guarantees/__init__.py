@@ -26,6 +26,7 @@ from .montecarlo import (
     sweep,
 )
 from .domains import DOMAIN_REPORT_MAX_PAIRS, DomainReport, derived_topology, domain_report, domain_comparison
+from .domains import cover_domains
 from . import theory
 
 __all__ = [
@@ -48,6 +49,7 @@ __all__ = [
     "DOMAIN_REPORT_MAX_PAIRS",
     "DomainReport",
     "derived_topology",
+    "cover_domains",
     "domain_report",
     "domain_comparison",
 ]

@@ -31,7 +31,8 @@ from ..planning.exact import least_stack_number, plan_reorder
 from ..layouts.topology import Topology, check_topology
 from ..traces.trace import FaultTrace
 
-__all__ = ["DOMAIN_REPORT_MAX_PAIRS", "DomainReport", "derived_topology", "domain_report", "domain_comparison"]
+__all__ = ["DOMAIN_REPORT_MAX_PAIRS", "DomainReport", "cover_domains", "derived_topology", "domain_report",
+           "domain_comparison"]
 
 #: Default number of domain pairs :func:`domain_report` evaluates (all of them when there are fewer).
 DOMAIN_REPORT_MAX_PAIRS = 5_000
@@ -548,3 +549,77 @@ def _topology_of_node_domains(trace, groups, level, indptr, node_group_ids):
                 labels[g].append(domain)
     entries = [found[0] if len(found) == 1 else found for found in labels]
     return Topology(groups, {level: entries})
+
+
+def cover_domains(topology, *, level=None, domain_size=None):
+    """A derived topology completed to cover every group: the groups in no domain placed by inference.
+
+    A trace sees only the nodes that failed, so :func:`derived_topology` leaves the
+    other groups in no domain and its domains hold only the groups that failed.  Here
+    every domain smaller than the domain size is topped up with groups in no domain
+    (lowest group ids first), then the rest form new domains of that size
+    (``"<level>-inferred-0"``, ...; the last may be smaller).  Which physical domain a
+    node that never failed sits in is not in the trace: these placements are an
+    inference, and the count says how many groups it placed.
+
+    Parameters
+    ----------
+    topology : Topology
+        From :func:`derived_topology` (or any topology; groups with a list of labels
+        are left as they are).
+    level : str, optional
+        The level to complete (default: the topology's only level).
+    domain_size : int, optional
+        Groups per domain; default: the largest domain observed (the trace's domains
+        are parts of physical ones), at least 2.
+
+    Returns
+    -------
+    (Topology, dict)
+        The completed topology, and ``{"domain_size", "inferred_size",
+        "placed_by_inference", "observed_domains", "new_domains"}``.
+
+    Raises
+    ------
+    ParameterTypeError
+        ``topology`` is not a Topology, ``domain_size`` not an integer.
+    ParameterError
+        ``domain_size < 1``, or ``level`` missing and the topology has several levels.
+    TopologyError
+        ``level`` is not a level of the topology.
+    """
+    check.instance("topology", topology, Topology)
+    if level is None:
+        if len(topology.levels) != 1:
+            raise ParameterError(f"the topology has levels {', '.join(topology.levels)}: name the one to complete")
+        level = topology.levels[0]
+    topology.check_level(level)
+    domains = topology.domains(level)
+    observed = max((members.size for members in domains.values()), default=0)
+    inferred = domain_size is None
+    size = max(2, observed) if inferred else check.count("domain_size", domain_size)
+    def as_entries(name):
+        return [labels[0] if len(labels) == 1 else list(labels) for labels in topology.entries(name)]
+
+    entries = as_entries(level)
+    free = [g for g, entry in enumerate(entries) if entry == []]
+    free.reverse()  # pop() takes the lowest group first
+    placed = 0
+    for label, members in domains.items():
+        room = size - members.size
+        while room > 0 and free:
+            entries[free.pop()] = label
+            room -= 1
+            placed += 1
+    new = 0
+    free.reverse()
+    for start in range(0, len(free), size):
+        label = f"{level}-inferred-{new}"
+        for g in free[start:start + size]:
+            entries[g] = label
+            placed += 1
+        new += 1
+    levels = {name: (entries if name == level else as_entries(name)) for name in topology.levels}
+    info = {"domain_size": size, "inferred_size": inferred, "placed_by_inference": placed,
+            "observed_domains": len(domains), "new_domains": new}
+    return Topology(topology.groups, levels), info

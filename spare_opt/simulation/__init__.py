@@ -30,6 +30,8 @@ from .parameters import (
     preset_parameters,
     parse_overrides,
     allreduce_seconds,
+    allreduce_extrapolation,
+    micro_batch_capacity,
     fault_free_seconds,
 )
 from .events import SEMANTICS, SEMANTICS_RULES, EVENT_KINDS, FailureEvents, trace_events, model_events
@@ -57,6 +59,7 @@ from .tuning import (
     plot_tune,
 )
 from .replay import PLANNERS, ReplayRow, ReplayResult, replay_trace, ROW_STATUSES
+from .replay import DEFAULT_PLACEMENTS, replay_placements, first_fault_warning
 from .verdict import (
     DEFAULT_COMPARE_FACTORS,
     DEFAULT_COMPARE_MICRO_BATCHES,
@@ -68,6 +71,7 @@ from .verdict import (
     CompareResult,
     compare,
     compare_parameters,
+    batch_figures,
     cyclic_trace,
     plot_compare,
 )
@@ -93,6 +97,7 @@ __all__ = [
     "preset_parameters",
     "parse_overrides",
     "allreduce_seconds",
+    "allreduce_extrapolation",
     "fault_free_seconds",
     "SEMANTICS",
     "SEMANTICS_RULES",
@@ -123,6 +128,9 @@ __all__ = [
     "ReplayRow",
     "ReplayResult",
     "replay_trace",
+    "DEFAULT_PLACEMENTS",
+    "replay_placements",
+    "first_fault_warning",
     "ROW_STATUSES",
     "DEFAULT_COMPARE_FACTORS",
     "DEFAULT_COMPARE_MICRO_BATCHES",
@@ -134,6 +142,8 @@ __all__ = [
     "CompareResult",
     "compare",
     "compare_parameters",
+    "batch_figures",
     "cyclic_trace",
+    "micro_batch_capacity",
     "plot_compare",
 ]

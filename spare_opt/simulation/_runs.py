@@ -97,10 +97,11 @@ def check_strategy(strategy, redundancy, groups):
     ParameterTypeError
         ``strategy`` is not a string or ``redundancy`` is not an integer.
     ParameterError
-        Unknown strategy, ``r`` outside ``[1, N]``, or ``r < 2`` for SPARe.
+        Unknown strategy, ``r`` outside ``[1, N]``, or ``r < 2`` for SPARe.  ``"ckpt"``
+        and ``"elastic"`` run with ``r = 1`` whatever is given.
     """
     check.choice("strategy", strategy, STRATEGIES)
-    if strategy == "ckpt":
+    if strategy in ("ckpt", "elastic"):
         return 1
     _, redundancy = check_size(groups, redundancy)
     if strategy == "spare" and redundancy < 2:
@@ -228,7 +229,7 @@ def default_redundancy(strategy, groups):
     Returns
     -------
     int
-        1 for ``"ckpt"``; 3 for ``"rep"`` (the paper's best replication degree);
+        1 for ``"ckpt"`` and ``"elastic"``; 3 for ``"rep"`` (the paper's best replication degree);
         ``r* = floor(log2 N + 0.833)`` for ``"spare"``
         (:func:`spare_opt.theory.r_star`).
 
@@ -243,7 +244,7 @@ def default_redundancy(strategy, groups):
     best at ``r = 3``).
     """
     check.choice("strategy", strategy, STRATEGIES)
-    if strategy == "ckpt":
+    if strategy in ("ckpt", "elastic"):
         return 1
     if strategy == "rep":
         return DEFAULT_REP_REDUNDANCY
@@ -502,7 +503,8 @@ def mean_failures_to_wipe_out(params, strategy, redundancy, layout=None, *, samp
     -------
     float
         Mean 1-based index, in failures, of the failure that causes the wipe-out
-        (1.0 for ``"ckpt"``: every failure is a global restart).
+        (1.0 for ``"ckpt"``: every failure is a global restart; ``N`` for
+        ``"elastic"``: every group must be lost).
 
     Raises
     ------
@@ -515,6 +517,8 @@ def mean_failures_to_wipe_out(params, strategy, redundancy, layout=None, *, samp
     redundancy = check_strategy(strategy, redundancy, params.groups)
     samples = check.count("samples", samples, maximum=10**7)
     seed = check.seed(seed)
+    if strategy == "elastic":  # every group lost, under the paper's semantics
+        return float(params.groups)
     if strategy == "spare":
         layout = check_run_layout(layout, params.groups, redundancy)
     pool = FailurePool(strategy, params.groups, redundancy, seed, layout)
@@ -548,11 +552,14 @@ def patch_layers(params, strategy, redundancy, micro_batches=1):
     return params.patch_layers * (math.ceil(micro_batches / (redundancy - 1)) / micro_batches)
 
 
-def _pack(params, strategy, redundancy, period, seed, trace_mode, micro_batches=1, horizon=None):
+def _pack(params, strategy, redundancy, period, seed, trace_mode, micro_batches=1, horizon=None,
+          micro_batch_overhead=0.0):
     from . import _kernels as K
 
     f = np.zeros(K.N_FPARAMS)
-    f[K.F_LAYER_COMPUTE] = params.layer_compute_seconds
+    # m micro-batches of a shard type cost the compute of one layer and m - 1 more
+    # fixed costs (launch, pipeline fill): the step time at m = 1 is the measured one
+    f[K.F_LAYER_COMPUTE] = params.layer_compute_seconds + (micro_batches - 1) * micro_batch_overhead
     f[K.F_ALLREDUCE] = params.allreduce_seconds
     f[K.F_SHRINK] = params.shrink_seconds
     f[K.F_CONTROLLER] = params.controller_seconds
@@ -569,7 +576,10 @@ def _pack(params, strategy, redundancy, period, seed, trace_mode, micro_batches=
     i = np.zeros(K.N_IPARAMS, dtype=np.int64)
     i[K.I_STEPS] = params.steps
     i[K.I_GROUPS] = params.groups
-    i[K.I_STRATEGY] = {"ckpt": K.STRATEGY_CKPT, "rep": K.STRATEGY_REP, "spare": K.STRATEGY_SPARE}[strategy]
+    # elastic runs on given events only, where the kernel reads the strategy for the base
+    # step cost (1, as for checkpointing) and for SPARe's controller and patch costs (none)
+    i[K.I_STRATEGY] = {"ckpt": K.STRATEGY_CKPT, "rep": K.STRATEGY_REP, "spare": K.STRATEGY_SPARE,
+                       "elastic": K.STRATEGY_CKPT}[strategy]
     i[K.I_RATE_FOLLOWS_LIVE] = 1 if params.rate_follows_live else 0
     i[K.I_CARRY] = 1 if (params.restart_failures == "carry" or trace_mode) else 0
     i[K.I_SEED] = int(np.random.SeedSequence([int(seed), 2]).generate_state(1)[0])
@@ -619,17 +629,19 @@ def _result(raw, params, strategy, redundancy, period, seed, micro_batches=1, se
     )
 
 
-def run_synthetic(params, strategy, redundancy, period, seed, pool):
+def run_synthetic(params, strategy, redundancy, period, seed, pool, *, micro_batch_overhead_seconds=0.0):
     """One run on a synthetic failure process (Weibull clocks), growing ``pool`` as needed.
 
     Arguments are checked by the caller; ``pool`` is a :class:`FailurePool` of the same
-    strategy, ``N``, ``r`` and ``seed`` (and its ``micro_batches`` are the run's).
+    strategy, ``N``, ``r`` and ``seed`` (and its ``micro_batches`` are the run's);
+    ``micro_batch_overhead_seconds`` as for :func:`run_events`.
     Returns a :class:`SimulationResult`.
     """
     from . import _kernels as K
 
     m = pool.micro_batches
-    f, i = _pack(params, strategy, redundancy, period, seed, trace_mode=False, micro_batches=m)
+    f, i = _pack(params, strategy, redundancy, period, seed, trace_mode=False, micro_batches=m,
+                 micro_batch_overhead=micro_batch_overhead_seconds)
     no_events = np.zeros((0, K.N_EV))
     if strategy != "ckpt" and pool.wipe.size == 0:
         pool.extend(16)
@@ -644,7 +656,8 @@ def run_synthetic(params, strategy, redundancy, period, seed, pool):
         pool.extend(min(max(16, pool.wipe.size), MAX_RUN_EPOCHS - pool.wipe.size))
 
 
-def run_events(params, strategy, redundancy, period, seed, events, *, micro_batches=1, semantics="paper"):
+def run_events(params, strategy, redundancy, period, seed, events, *, micro_batches=1, semantics="paper",
+               micro_batch_overhead_seconds=0.0):
     """One run whose events are given up front, with their outcomes.
 
     Parameters
@@ -661,31 +674,56 @@ def run_events(params, strategy, redundancy, period, seed, events, *, micro_batc
         ``m`` (for the patch compute and the result).
     semantics : str
         ``"paper"`` or ``"repair"`` (recorded in the result).
+    micro_batch_overhead_seconds : float, default 0.0
+        Fixed cost of each micro-batch a group computes beyond the first of a shard
+        type: a layer of compute takes ``layer_compute_seconds + (m - 1) *
+        micro_batch_overhead_seconds`` (``T0`` stays the measured step at ``m = 1``).
 
     Returns
     -------
     SimulationResult
+
+    Notes
+    -----
+    ``"elastic"`` events carry the time per unit of progress ``N / (N - k)``
+    (:mod:`spare_opt.simulation.events`); the kernel scales the compute of a step only,
+    so the cost it reads is ``1 + (N / (N - k) - 1) (c + a) / c`` layers (``c`` the
+    layer's compute, ``a`` the all-reduce): the whole step, all-reduce included, takes
+    ``N / (N - k)`` times as long per unit of progress.
     """
     from . import _kernels as K
 
     base = np.full((1, 1), redundancy if strategy == "rep" else 1, dtype=np.int16)
     base_cost = base.astype(np.float64)
     no_pool = np.zeros(0, dtype=np.int32)
+    pack = dict(micro_batches=micro_batches, micro_batch_overhead=micro_batch_overhead_seconds)
     if not callable(events):
-        f, i = _pack(params, strategy, redundancy, period, seed, trace_mode=True, micro_batches=micro_batches)
-        raw = K.run_kernel(f, i, base, base_cost, no_pool, events)
+        f, i = _pack(params, strategy, redundancy, period, seed, trace_mode=True, **pack)
+        raw = K.run_kernel(f, i, base, base_cost, no_pool, _kernel_costs(events, strategy, f))
         _check_capped(raw, params)
         return _result(raw, params, strategy, redundancy, period, seed, micro_batches, semantics)
     horizon = 2.0 * fault_free_seconds(params)  # a run lasts at least T0
     while True:
         rows, complete = events(horizon)
-        f, i = _pack(params, strategy, redundancy, period, seed, trace_mode=True, micro_batches=micro_batches,
-                     horizon=None if complete else horizon)
-        raw = K.run_kernel(f, i, base, base_cost, no_pool, rows)
+        f, i = _pack(params, strategy, redundancy, period, seed, trace_mode=True,
+                     horizon=None if complete else horizon, **pack)
+        raw = K.run_kernel(f, i, base, base_cost, no_pool, _kernel_costs(rows, strategy, f))
         _check_capped(raw, params)
         if raw[K.R_NEED_MORE] == 0.0:
             return _result(raw, params, strategy, redundancy, period, seed, micro_batches, semantics)
         horizon *= 2.0
+
+
+def _kernel_costs(rows, strategy, f):
+    """Event rows as the kernel reads them: elastic's time per progress in layers of compute (:func:`run_events`)."""
+    if strategy != "elastic" or not len(rows):
+        return rows
+    from . import _kernels as K
+
+    rows = rows.copy()
+    step = f[K.F_LAYER_COMPUTE] + f[K.F_ALLREDUCE]
+    rows[:, K.EV_COST] = 1.0 + (rows[:, K.EV_COST] - 1.0) * step / f[K.F_LAYER_COMPUTE]
+    return rows
 
 
 def _check_capped(raw, params):

@@ -49,6 +49,15 @@ online controller (:class:`~spare_opt.ReorderController`), whose stack number eq
 the exact planner's ``S*`` after every failure set; after a rejoin the plan is
 recomputed exactly.  The simulation kernel then replays the events in time.
 
+The ``"elastic"`` strategy is the rule of TorchFT and FT-HSDP: the live replicas go on
+without the groups that are out (each group is its own replica, no redundancy), a
+failed group drops out of the all-reduce and heals back like any other, and only the
+loss of every group is a wipe-out.  A step with ``k`` groups out takes a fault-free
+step's time but makes ``(N - k) / N`` of its progress (its global batch is short by
+``k`` groups' samples), so its *step cost* here is the time per unit of progress,
+``N / (N - k)``; :func:`spare_opt.simulation._runs.run_events` turns it into layers of
+compute for the kernel.
+
 A rejoin's time is the time its heal ends.  A failure that comes after a group's heal
 ended but before the step boundary where it joins sees that group live: it holds
 the current weights and its data and can take work in the reorder that the failure
@@ -102,7 +111,7 @@ class FailureEvents(Result):
     semantics : str
         ``"paper"`` or ``"repair"``.
     strategy : str
-        ``"ckpt"``, ``"rep"`` or ``"spare"``.
+        ``"ckpt"``, ``"rep"``, ``"spare"`` or ``"elastic"``.
     groups, redundancy, micro_batches : int
         ``N``, ``r`` and ``m``.
     heal_seconds : float
@@ -116,7 +125,8 @@ class FailureEvents(Result):
     wipe_outs : numpy.ndarray of bool, shape (F,)
         True where a failure wipes out (a global restart; never for a rejoin).
     step_costs : numpy.ndarray of float64, shape (F,)
-        Step cost ``sigma`` after the event (1 after a wipe-out's restart).
+        Step cost ``sigma`` after the event (1 after a wipe-out's restart; for
+        ``"elastic"``, ``N / (N - k)`` with ``k`` groups out).
     stack_numbers : numpy.ndarray of int32, shape (F,)
         Stack number ``S`` after the event (1 after a wipe-out's restart; ``r`` for
         replication).
@@ -196,6 +206,7 @@ class _Outcomes:
             self.set_of = np.arange(groups) % n_sets
             self.set_size = np.bincount(self.set_of, minlength=n_sets)
             self.lost = np.zeros(n_sets, dtype=np.int64)
+        self.out = 0  # elastic: groups out of the all-reduce
 
     @property
     def base(self):
@@ -205,9 +216,18 @@ class _Outcomes:
     def _plan_outcome(self, plan):
         return int(plan.stack_number), float(plan.load) / self.m
 
+    def _elastic_outcome(self):
+        """Elastic: the step's time per unit of progress, ``N / (N - k)`` with ``k`` groups out."""
+        return 1, self.groups / (self.groups - self.out)
+
     def fail(self, groups):
         if self.strategy == "ckpt":
             return (True,) + self.base
+        if self.strategy == "elastic":
+            self.out += int(len(groups))
+            if self.out >= self.groups:  # every replica is gone: a global restart
+                return (True,) + self.base
+            return (False,) + self._elastic_outcome()
         if self.strategy == "rep":
             np.add.at(self.lost, self.set_of[groups], 1)
             return (bool(np.any(self.lost >= self.set_size)),) + self.base
@@ -217,6 +237,9 @@ class _Outcomes:
         return (False,) + self._plan_outcome(plan)
 
     def recover(self, groups):
+        if self.strategy == "elastic":
+            self.out -= int(len(groups))
+            return self._elastic_outcome()
         if self.strategy == "rep":
             np.subtract.at(self.lost, self.set_of[groups], 1)
             return self.base
@@ -231,6 +254,7 @@ class _Outcomes:
         return self._plan_outcome(self.controller.fail(still))
 
     def restart(self):
+        self.out = 0
         if self.strategy == "rep":
             self.lost[:] = 0
         elif self.controller is not None:
@@ -347,7 +371,10 @@ def _check_common(groups, strategy, redundancy, semantics, layout, micro_batches
 
     check.choice("semantics", semantics, SEMANTICS)
     groups, _ = check_size(groups, 1)
-    redundancy = check_strategy(strategy, redundancy, groups)
+    if strategy == "elastic":  # every group is its own replica: no redundancy to give
+        redundancy = 1
+    else:
+        redundancy = check_strategy(strategy, redundancy, groups)
     micro_batches = check_micro_batches(micro_batches, groups)
     if strategy == "spare":
         layout = check_run_layout(layout, groups, redundancy)
@@ -412,9 +439,9 @@ def trace_events(trace, groups, strategy, redundancy, *, semantics="paper", layo
     trace : spare_opt.traces.trace.FaultTrace
     groups : int
         ``N``.
-    strategy : {"ckpt", "rep", "spare"}
+    strategy : {"ckpt", "rep", "spare", "elastic"}
     redundancy : int
-        ``r`` (ignored for ``"ckpt"``).
+        ``r`` (ignored for ``"ckpt"`` and ``"elastic"``).
     semantics : {"paper", "repair"}, default "paper"
     layout : Layout or None
         SPARe layout of ``N`` groups and redundancy ``r`` (``None``: the default Sidon

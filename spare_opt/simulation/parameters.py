@@ -42,6 +42,8 @@ __all__ = [
     "preset_parameters",
     "parse_overrides",
     "allreduce_seconds",
+    "allreduce_extrapolation",
+    "micro_batch_capacity",
     "fault_free_seconds",
 ]
 
@@ -52,7 +54,9 @@ DEFAULT_REP_REDUNDANCIES = (2, 3, 4, 5, 6)
 #: SPARe redundancies that tuning sweeps.
 DEFAULT_SPARE_REDUNDANCIES = tuple(range(2, 15))
 
-STRATEGIES = ("ckpt", "rep", "spare")
+#: Strategies of a run: checkpointing alone, replication, SPARe, and the elastic rule of
+#: TorchFT / FT-HSDP (live replicas go on with a smaller global batch; given events only).
+STRATEGIES = ("ckpt", "rep", "spare", "elastic")
 #: What happens to failures that strike during a global restart:
 #: ``"absorb"`` - the restart replaces the failed node (the failure is counted, the
 #: group comes back with the others); ``"carry"`` - the group stays down and the
@@ -249,6 +253,61 @@ def allreduce_seconds(groups):
     (low_groups, low_seconds), (high_groups, high_seconds) = PAPER["allreduce_low"], PAPER["allreduce_high"]
     slope = (high_seconds - low_seconds) / (high_groups - low_groups)
     return max(low_seconds, low_seconds + slope * (groups - low_groups))
+
+
+def micro_batch_capacity(global_batch, groups):
+    """Most micro-batches per shard type a global batch can hold: ``floor(B / N)`` sequences per group.
+
+    Parameters
+    ----------
+    global_batch : int
+        Sequences in the global batch ``B``, ``>= 1``.
+    groups : int
+        DP groups ``N``.
+
+    Returns
+    -------
+    int
+        ``floor(B / N)``: a group's shard type holds that many sequences, and a
+        micro-batch holds at least one.
+
+    Raises
+    ------
+    ParameterTypeError
+        ``global_batch`` is not an integer.
+    ParameterError
+        ``global_batch < N``: some group would get no sequence at all.
+    """
+    global_batch = check.count("global_batch", global_batch)
+    if global_batch < groups:
+        raise ParameterError(f"a global batch of {global_batch} sequences is fewer than the N = {groups} groups: "
+                             "every group needs at least one sequence")
+    return global_batch // groups
+
+
+def allreduce_extrapolation(groups):
+    """A one-line warning when :func:`allreduce_seconds` at ``N`` is extrapolated, else ``None``.
+
+    The paper's line is anchored on ``N = 200 .. 1000`` (2-10 s); below it is clipped
+    at 2 s, above it grows without a measurement behind it.
+
+    Parameters
+    ----------
+    groups : int
+        Number of DP groups ``N``.
+
+    Returns
+    -------
+    str or None
+        The warning, naming the extrapolated value, for ``N > 1000``; ``None`` otherwise.
+    """
+    high_groups, high_seconds = PAPER["allreduce_high"]
+    if groups <= high_groups:
+        return None
+    value = allreduce_seconds(groups)
+    return (f"all-reduce time {value:.3g} s is the paper's line extrapolated to N = {groups:,} (it was fitted "
+            f"on N = {PAPER['allreduce_low'][0]}-{high_groups}, {PAPER['allreduce_low'][1]:g}-{high_seconds:g} s): "
+            "give the measured time (allreduce_seconds, --allreduce-seconds)")
 
 
 # ----------------------------------------------------------------------------- presets

@@ -15,6 +15,7 @@ follows the reorder plans; a wipe-out is a global restart from the last checkpoi
 irregular events.
 """
 
+import math
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -23,6 +24,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .._core import validation as check
+from .._core.errors import ParameterError
 from .._core.results import Result
 from .events import SEMANTICS
 from ..planning.plan import MASKED, WIPE_OUT, check_micro_batches, check_plan
@@ -35,6 +37,9 @@ __all__ = [
     "ReplayResult",
     "replay_trace",
     "ROW_STATUSES",
+    "DEFAULT_PLACEMENTS",
+    "replay_placements",
+    "first_fault_warning",
 ]
 
 #: Reorder engines a replay can take its decisions from.
@@ -618,3 +623,84 @@ def _restored(layout, order, back):
     order = np.array(order, dtype=np.int32)
     order[back] = layout.stacks[back]
     return order
+
+
+# ----------------------------------------------------------------------------- placements
+#: Random placements a trace-driven replay runs by default.
+DEFAULT_PLACEMENTS = 5
+
+
+def replay_placements(layout, trace, *, seeds=DEFAULT_PLACEMENTS, first_seed=0, **options):
+    """Replay a trace over several random node placements: the wipe-outs with their mean and interval.
+
+    Where the traced nodes sit on the groups decides how many failures share shard
+    types, so one placement is one draw; the paper's rule (node ``i``, in order of
+    first fault, on group ``i``) is a particular one that puts nodes failing one after
+    another on neighbouring groups, which share shard types in a circulant layout.
+
+    Parameters
+    ----------
+    layout : Layout
+    trace : FaultTrace
+    seeds : int, default 5
+        Placements, seeds ``first_seed .. first_seed + seeds - 1``
+        (:meth:`~spare_opt.traces.trace.FaultTrace.node_groups`).
+    first_seed : int, default 0
+    **options
+        Other arguments of :func:`replay_trace` (``planner``, ``semantics``,
+        ``micro_batches``...), not ``placement_seed`` nor ``placement``.
+
+    Returns
+    -------
+    dict
+        ``seeds`` (list of int), ``wipe_outs`` and ``masked`` (per seed),
+        ``mean_wipe_outs``, ``wipe_outs_ci95`` (95% interval of the mean, ``[nan,
+        nan]`` when it cannot be given) and ``first`` (the :class:`ReplayResult` of the
+        first seed).
+
+    Raises
+    ------
+    ParameterError
+        ``seeds`` below 1, or ``placement_seed`` / ``placement`` in ``options``; any
+        error of :func:`replay_trace`.
+    """
+    from .._core.stats import mean_ci95
+
+    seeds = check.count("seeds", seeds)
+    first_seed = check.seed(first_seed, "first_seed")
+    if "placement_seed" in options or "placement" in options:
+        raise ParameterError("replay_placements draws the placements itself: no placement_seed or placement")
+    results = [replay_trace(layout, trace, placement_seed=first_seed + s, **options) for s in range(seeds)]
+    wipes = [int(result["wipe_outs"]) for result in results]
+    mean, ci = mean_ci95(wipes, lower=0.0)
+    return {"seeds": [first_seed + s for s in range(seeds)], "wipe_outs": wipes,
+            "masked": [int(result["masked"]) for result in results], "mean_wipe_outs": float(mean),
+            "wipe_outs_ci95": [float(ci[0]), float(ci[1])], "first": results[0]}
+
+
+def first_fault_warning(wipe_outs, placements):
+    """One line when the first-fault rule changes the wipe-out count against random placements, else ``None``.
+
+    Parameters
+    ----------
+    wipe_outs : int
+        Wipe-outs of the replay under the first-fault rule.
+    placements : dict
+        :func:`replay_placements` on the same trace and layout.
+
+    Returns
+    -------
+    str or None
+        The warning when ``wipe_outs`` lies outside the 95% interval of the random
+        placements' mean (or differs from every one of them when they all agree).
+    """
+    low, high = placements["wipe_outs_ci95"]
+    if not (math.isfinite(low) and math.isfinite(high)):
+        low = min(placements["wipe_outs"])
+        high = max(placements["wipe_outs"])
+    if low <= wipe_outs <= high:
+        return None
+    return (f"the first-fault placement gives {wipe_outs} wipe-out(s) against {placements['mean_wipe_outs']:.1f} "
+            f"[{low:.1f}, {high:.1f}] over {len(placements['seeds'])} random placements: nodes that fail one after "
+            "another sit on neighbouring groups, which share shard types; random placements (the default) are the "
+            "fair replay")

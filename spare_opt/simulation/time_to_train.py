@@ -61,6 +61,7 @@ References
 """
 
 import warnings
+from dataclasses import replace
 
 import numpy as np
 
@@ -86,7 +87,8 @@ from ._runs import (
 from .._core.stats import interval95
 from .._core.errors import ParameterError
 from .events import SEMANTICS, _model_events_until, _model_source, trace_events, trace_seconds
-from .parameters import STRATEGIES
+from .parameters import STRATEGIES, allreduce_extrapolation, micro_batch_capacity
+from .parameters import allreduce_seconds as allreduce_model
 from ..traces.trace import FaultTrace, _placement_text
 
 __all__ = [
@@ -107,16 +109,19 @@ __all__ = [
 
 def simulate(params, strategy, redundancy=None, *, checkpoint_period_seconds=None, seed=0, layout=None,
              trace=None, placement_seed=None, placement=None, micro_batches=1, semantics="paper",
-             fault_model=None):
+             fault_model=None, global_batch=None, micro_batch_overhead_seconds=0.0, allreduce_seconds=None,
+             window=None):
     """Simulate one training run and return its time-to-train and accounting.
 
     Parameters
     ----------
     params : SimulationParameters
-    strategy : {"ckpt", "rep", "spare"}
+    strategy : {"ckpt", "rep", "spare", "elastic"}
+        ``"elastic"``: the rule of TorchFT / FT-HSDP (:mod:`spare_opt.simulation.events`),
+        with a trace or a fault model only.
     redundancy : int, optional
-        ``r`` (ignored for ``"ckpt"``); ``1 <= r <= N``, ``r >= 2`` for SPARe.  Default:
-        :func:`default_redundancy` (3 for replication, ``r*`` for SPARe).
+        ``r`` (ignored for ``"ckpt"`` and ``"elastic"``); ``1 <= r <= N``, ``r >= 2`` for
+        SPARe.  Default: :func:`default_redundancy` (3 for replication, ``r*`` for SPARe).
     checkpoint_period_seconds : float or None
         ``T_c``, seconds of progress between checkpoints; ``None``: the closed-form
         ``T_c*`` (:func:`spare_opt.simulation.tuning.closed_form_period`; for a trace, with the
@@ -147,6 +152,17 @@ def simulate(params, strategy, redundancy=None, *, checkpoint_period_seconds=Non
         :meth:`~spare_opt.traces.failure_model.FailureModel.load`) instead of the Weibull clocks of
         ``params`` (:func:`spare_opt.simulation.events.model_events`; seeded by ``seed``).  Not
         with ``trace``.
+    global_batch : int, optional
+        Sequences in the global batch ``B``: ``m`` may be at most ``floor(B / N)``
+        (:func:`spare_opt.micro_batch_capacity`).
+    micro_batch_overhead_seconds : float, default 0.0
+        Fixed cost of each micro-batch beyond the first of a shard type
+        (:func:`spare_opt.simulation._runs.run_events`).
+    allreduce_seconds : float, optional
+        All-reduce time per step, replacing ``params.allreduce_seconds``.  Without it,
+        an all-reduce time of the paper's line extrapolated past ``N = 1000`` warns.
+    window : tuple, optional
+        ``(start, end)`` of the trace to replay (:func:`spare_opt.window_trace`).
 
     Returns
     -------
@@ -166,7 +182,8 @@ def simulate(params, strategy, redundancy=None, *, checkpoint_period_seconds=Non
         ``max_wall_factor * T0``, or a run that draws more than ``MAX_RUN_FAILURES``
         failures or ``MAX_RUN_EPOCHS`` restarts (the bounds of its loops); or
         ``placement_seed`` or ``params.trace_time_scale != 1`` without a trace (the
-        run would ignore them).
+        run would ignore them); ``"elastic"`` without a trace or a fault model; an
+        ``m`` that ``global_batch`` cannot hold; a ``window`` without a trace.
     TraceError
         The trace's times overflow a float in seconds (:func:`trace_seconds`), or it
         gives no mean time between failures for the default period.
@@ -183,7 +200,9 @@ def simulate(params, strategy, redundancy=None, *, checkpoint_period_seconds=Non
     -----
     UserWarning
         A ``layout`` for a strategy other than ``"spare"``, or a ``redundancy`` other
-        than 1 for ``"ckpt"``: ignored (generic code passes them to every strategy).
+        than 1 for ``"ckpt"`` or ``"elastic"``: ignored (generic code passes them to
+        every strategy).  An all-reduce time of the paper's line extrapolated past
+        ``N = 1000`` (:func:`spare_opt.allreduce_extrapolation`).
 
     Notes
     -----
@@ -197,12 +216,38 @@ def simulate(params, strategy, redundancy=None, *, checkpoint_period_seconds=Non
     fault model's run uses its system MTBF on ``N`` groups.
     """
     check_params(params)
+    params, trace, overhead = _run_options(params, trace, micro_batches, global_batch,
+                                           micro_batch_overhead_seconds, allreduce_seconds, window)
     _check_used(params, strategy, redundancy, layout, trace, placement_seed)
     seed = check.seed(seed)
     redundancy, period, layout, micro_batches, semantics, events = _prepare(
         params, strategy, redundancy, layout, trace, placement_seed, placement, micro_batches, semantics, fault_model,
         checkpoint_period_seconds)
-    return _run(params, strategy, redundancy, period, seed, layout, micro_batches, semantics, events, fault_model)
+    return _run(params, strategy, redundancy, period, seed, layout, micro_batches, semantics, events, fault_model,
+                overhead)
+
+
+def _run_options(params, trace, micro_batches, global_batch, overhead, allreduce, window):
+    """``(params, trace, overhead)`` with the run's options applied: the all-reduce time, the window, the batch."""
+    overhead = check.number("micro_batch_overhead_seconds", overhead, minimum=0.0)
+    if allreduce is not None:
+        params = replace(params, allreduce_seconds=check.number("allreduce_seconds", allreduce, minimum=0.0))
+    elif params.allreduce_seconds == allreduce_model(params.groups):
+        note = allreduce_extrapolation(params.groups)
+        if note:
+            warnings.warn(note, UserWarning, stacklevel=3)
+    if window is not None:
+        if trace is None:
+            raise ParameterError("a window cuts a trace: give the trace too")
+        from ..traces.window import window_trace
+
+        trace = window_trace(trace, *window)
+    if global_batch is not None:
+        most = micro_batch_capacity(global_batch, params.groups)
+        if check.integer("micro_batches", micro_batches) > most:
+            raise ParameterError(f"m = {micro_batches} micro-batches per shard type: a global batch of "
+                                 f"{global_batch:,} sequences holds {most} per group (m <= {most})")
+    return params, trace, overhead
 
 
 def _prepare(params, strategy, redundancy, layout, trace, placement_seed, placement, micro_batches, semantics,
@@ -238,6 +283,9 @@ def _check_source(params, strategy, micro_batches, semantics, trace, fault_model
         if trace is not None:
             raise ParameterError("give a trace or a fault model, not both: each is a source of failures")
     if trace is None and fault_model is None:
+        if strategy == "elastic":
+            raise ParameterError('strategy "elastic" runs on given events: give a trace or a fault model '
+                                 "(spare-opt fit TRACE -o FILE)")
         if semantics == "repair":
             raise ParameterError('semantics "repair" needs repair times: give a trace or a fault model '
                                  "(spare-opt fit TRACE -o FILE)")
@@ -254,14 +302,15 @@ def _trace_events(params, strategy, redundancy, layout, trace, placement_seed, p
     return events
 
 
-def _run(params, strategy, redundancy, period, seed, layout, micro_batches, semantics, events, fault_model):
+def _run(params, strategy, redundancy, period, seed, layout, micro_batches, semantics, events, fault_model,
+         overhead=0.0):
     """One run on checked arguments: synthetic failures, given events, or a fault model's."""
     if events is None and fault_model is None:
         pool = FailurePool(strategy, params.groups, redundancy, seed, layout, micro_batches)
-        return run_synthetic(params, strategy, redundancy, period, seed, pool)
+        return run_synthetic(params, strategy, redundancy, period, seed, pool, micro_batch_overhead_seconds=overhead)
     if events is not None:
         result = run_events(params, strategy, redundancy, period, seed, events.kernel_rows(),
-                            micro_batches=micro_batches, semantics=semantics)
+                            micro_batches=micro_batches, semantics=semantics, micro_batch_overhead_seconds=overhead)
     else:
         source = _model_source(fault_model, params.groups, strategy, redundancy, semantics, layout,
                                micro_batches, params.heal_seconds, seed)
@@ -272,7 +321,7 @@ def _run(params, strategy, redundancy, period, seed, layout, micro_batches, sema
             return events.kernel_rows(), False
 
         result = run_events(params, strategy, redundancy, period, seed, rows, micro_batches=micro_batches,
-                            semantics=semantics)
+                            semantics=semantics, micro_batch_overhead_seconds=overhead)
         events.counts.update(source=fault_model.source or "failure model")
     counts = dict(events.counts)
     counts["beyond_run"] = int(np.count_nonzero(events.times_seconds > result.wall_seconds))
@@ -282,14 +331,15 @@ def _run(params, strategy, redundancy, period, seed, layout, micro_batches, sema
 
 def simulate_seeds(params, strategy, redundancy=None, *, seeds=10, first_seed=0, checkpoint_period_seconds=None,
                    layout=None, trace=None, placement_seed=None, placement=None, micro_batches=1, semantics="paper",
-                   fault_model=None, workers=1, executor=None, progress=None):
+                   fault_model=None, workers=1, executor=None, progress=None, global_batch=None,
+                   micro_batch_overhead_seconds=0.0, allreduce_seconds=None, window=None):
     """Run :func:`simulate` for seeds ``first_seed .. first_seed + seeds - 1``.
 
     Parameters
     ----------
     params, strategy, redundancy, checkpoint_period_seconds, layout, trace, placement_seed, placement
         As for :func:`simulate`.  The default period and layout are computed once.
-    micro_batches, semantics, fault_model
+    micro_batches, semantics, fault_model, global_batch, micro_batch_overhead_seconds, allreduce_seconds, window
         As for :func:`simulate`.  A trace's events are computed once for every seed.
     seeds : int, default 10
         Number of runs, ``>= 1``.
@@ -314,6 +364,8 @@ def simulate_seeds(params, strategy, redundancy=None, *, seeds=10, first_seed=0,
         :func:`simulate`.
     """
     check_params(params)
+    params, trace, overhead = _run_options(params, trace, micro_batches, global_batch,
+                                           micro_batch_overhead_seconds, allreduce_seconds, window)
     _check_used(params, strategy, redundancy, layout, trace, placement_seed)
     seeds = check.count("seeds", seeds, maximum=check.MAX_RUNS)
     first_seed = check.seed(first_seed, "first_seed")
@@ -321,7 +373,7 @@ def simulate_seeds(params, strategy, redundancy=None, *, seeds=10, first_seed=0,
         params, strategy, redundancy, layout, trace, placement_seed, placement, micro_batches, semantics, fault_model,
         checkpoint_period_seconds)
     tasks = [(params, strategy, redundancy, period, first_seed + s, layout, micro_batches, semantics, events,
-              fault_model) for s in range(seeds)]
+              fault_model, overhead) for s in range(seeds)]
     return run_tasks(_run, tasks, workers=workers, executor=executor, progress=progress)
 
 
@@ -346,8 +398,9 @@ def _check_used(params, strategy, redundancy, layout, trace, placement_seed):
     if layout is not None and strategy != "spare":
         warnings.warn(f"layout is ignored: it is a SPARe layout and strategy {strategy!r} does not use one",
                       UserWarning, stacklevel=3)
-    if strategy == "ckpt" and redundancy is not None and check.integer("redundancy r", redundancy) != 1:
-        warnings.warn(f"redundancy {redundancy} is ignored: checkpointing alone (strategy 'ckpt') has r = 1",
+    if strategy in ("ckpt", "elastic") and redundancy is not None and \
+            check.integer("redundancy r", redundancy) != 1:
+        warnings.warn(f"redundancy {redundancy} is ignored: strategy {strategy!r} has r = 1",
                       UserWarning, stacklevel=3)
 
 
@@ -517,6 +570,8 @@ def trace_system_mtbf_seconds(trace, time_scale=1.0):
     if starts == 0:
         raise TraceError(f"{trace.source}: no fault_start event to replay")
     last = float(trace_seconds(trace, time_scale)[-1])
+    if trace.window is not None:  # the observation lasts the window's length
+        last = trace.observed_days * 86400.0 * time_scale
     mtbf = last / starts
     if not mtbf > 0.0:
         raise TraceError(

@@ -37,7 +37,9 @@ from ._runs import FailurePool, check_params, default_layout, run_events, run_sy
 from .._core.stats import finite_or_none, mean_ci95
 from .._core.errors import ParameterError, TraceError
 from ..planning.plan import check_micro_batches
-from .parameters import SimulationParameters, fault_free_seconds, get_preset
+from .parameters import SimulationParameters, allreduce_extrapolation, fault_free_seconds, get_preset
+from .parameters import micro_batch_capacity
+from .parameters import allreduce_seconds as allreduce_model
 from .events import SEMANTICS
 from ..traces.trace import FaultTrace
 from ..traces.json_format import parse_fault_events
@@ -53,6 +55,7 @@ __all__ = [
     "CompareResult",
     "compare",
     "compare_parameters",
+    "batch_figures",
     "cyclic_trace",
     "plot_compare",
 ]
@@ -70,7 +73,7 @@ DEFAULT_CYCLES = 2
 #: Most copies of the trace: beyond it a run is far past any useful TTT/T0 and the walks grow without bound.
 MAX_CYCLES = 100
 #: Names of the strategies in tables and figures.
-STRATEGY_LABELS = {"ckpt": "CKPT only", "rep": "Rep+CKPT", "spare": "SPARe+CKPT"}
+STRATEGY_LABELS = {"ckpt": "CKPT only", "rep": "Rep+CKPT", "spare": "SPARe+CKPT", "elastic": "Elastic+CKPT"}
 
 
 # ----------------------------------------------------------------------------- result
@@ -107,6 +110,24 @@ class CompareResult(Result):
         without a trace.
     elapsed_seconds : float
         Wall-clock time (not compared by ``==``).
+    notes : list of str
+        What the verdict left out or extrapolated (micro-batches a global batch
+        cannot hold, elastic without a trace, an extrapolated all-reduce time).
+    global_batch : int or None
+        Sequences in the global batch, when given.
+    micro_batch_overhead_seconds : float
+        Fixed cost of each micro-batch beyond the first of a shard type.
+
+    Notes
+    -----
+    Every row (and setting) also has ``exact`` (the gradient equals the fault-free
+    one: every strategy but elastic) and ``price``: what the strategy pays, as
+    ``{"kind": ..., "value": ...}``: the mean step cost for SPARe and replication,
+    the restarts for checkpointing alone, the missing share of the global batch for
+    elastic (with ``short_batch_share``, the share of steps with a short batch; the
+    elastic row also has ``mean_batch_fraction`` and ``short_batch_share``).  A
+    SPARe row with ``paper_row`` true is the best ``m = 1`` setting, shown beside the
+    best when that has a larger ``m``.
     """
 
     params: SimulationParameters
@@ -118,11 +139,14 @@ class CompareResult(Result):
     settings: list
     trace_info: dict | None = None
     elapsed_seconds: float = field(default=0.0, compare=False)
+    notes: list = field(default_factory=list)
+    global_batch: int | None = None
+    micro_batch_overhead_seconds: float = 0.0
 
     def best(self, strategy):
-        """dict: the row of ``strategy`` (``"ckpt"``, ``"rep"``, ``"spare"``) in :attr:`strategies`."""
+        """dict: the best row of ``strategy`` (``"ckpt"``, ``"rep"``, ``"spare"``, ``"elastic"``) in :attr:`strategies`."""
         for row in self.strategies:
-            if row["strategy"] == strategy:
+            if row["strategy"] == strategy and not row.get("paper_row"):
                 return row
         raise KeyError(strategy)
 
@@ -138,6 +162,9 @@ class CompareResult(Result):
             "strategies": self.strategies,
             "settings": self.settings,
             "parameters": self.params.to_dict(),
+            "global_batch": self.global_batch,
+            "micro_batch_overhead_seconds": self.micro_batch_overhead_seconds,
+            "notes": list(self.notes),
             "elapsed_seconds": self.elapsed_seconds,
         })
 
@@ -158,42 +185,79 @@ class CompareResult(Result):
             f"+ all-reduce {p.allreduce_seconds:g} s, {p.steps:,} steps (T0 = {fault_free_seconds(p) / 86400:.2f} days); "
             f"{self.seeds} seeds (node placements), best checkpoint period per setting",
             "",
-            f"{'strategy':<11} {'setting':<13} {'TTT/T0':>7} {'95% CI':>15} {'avail.':>7} {'restarts':>8} "
-            f"{'step cost':>9} {'T_c':>8}",
+            f"{'strategy':<12} {'setting':<13} {'TTT/T0':>7} {'95% CI':>15} {'avail.':>7} {'restarts':>8} "
+            f"{'step cost':>9} {'T_c':>8}  price",
         ]
         for row in self.strategies:
             lines.append(
-                f"{STRATEGY_LABELS[row['strategy']]:<11} {_setting(row):<13} {_ratio(row['ttt_ratio'], p):>7} "
+                f"{STRATEGY_LABELS[row['strategy']]:<12} {_setting(row):<13} {_ratio(row['ttt_ratio'], p):>7} "
                 f"{_interval(row['ttt_ci']):>15} {row['availability']:>7.2%} {row['restarts']:>8.1f} "
-                f"{row['mean_step_cost']:>9.3f} {_duration(row['checkpoint_period_seconds']):>8}"
+                f"{row['mean_step_cost']:>9.3f} {_duration(row['checkpoint_period_seconds']):>8}  "
+                f"{_price_text(row)}"
             )
         lines.append("")
         lines.append(self.conclusion())
+        lines += [f"Note: {note}" for note in self.notes]
         return "\n".join(lines)
 
     def conclusion(self):
-        """str: one line naming the best strategy and its gain over the others."""
-        finished = [row for row in self.strategies if math.isfinite(row["ttt_ratio"])]
+        """str: the verdict line: the best exact strategy and its gain, then the best overall and what it buys.
+
+        *Exact* strategies train on the fault-free gradient (all but elastic, whose
+        global batch shrinks while groups are out).  When the best overall is not
+        exact, the line says how much time it saves over the best exact one and at
+        which price in samples.
+        """
+        cap = self.params.max_wall_factor
+        finished = [row for row in self.strategies if math.isfinite(row["ttt_ratio"]) and not row.get("paper_row")]
         if not finished:
-            return f"No strategy finished within {self.params.max_wall_factor:g} x T0."
+            return f"No strategy finished within {cap:g} x T0."
+        exact = [row for row in finished if row.get("exact", True)]
         best = min(finished, key=lambda row: row["ttt_ratio"])
+        if not exact:
+            return f"Best overall: {_name(best)}, TTT/T0 {best['ttt_ratio']:.3f}; no exact strategy finished " \
+                   f"within {cap:g} x T0."
+        best_exact = min(exact, key=lambda row: row["ttt_ratio"])
         parts = []
         for row in self.strategies:
-            if row is best:
+            if row is best_exact or not row.get("exact", True):
                 continue
             if math.isfinite(row["ttt_ratio"]):
-                parts.append(f"{1 - best['ttt_ratio'] / row['ttt_ratio']:.1%} less time than "
-                             f"{STRATEGY_LABELS[row['strategy']]}")
+                parts.append(f"{1 - best_exact['ttt_ratio'] / row['ttt_ratio']:.1%} less time than {_name(row)}")
             else:
-                parts.append(f"{STRATEGY_LABELS[row['strategy']]} does not finish within "
-                             f"{self.params.max_wall_factor:g} x T0")
-        setting = _setting(best)
-        return (f"Best: {STRATEGY_LABELS[best['strategy']]}" + (f" {setting}" if setting != "-" else "")
-                + f", TTT/T0 {best['ttt_ratio']:.3f}" + (": " + "; ".join(parts) if parts else ""))
+                parts.append(f"{_name(row)} does not finish within {cap:g} x T0")
+        line = f"Best exact: {_name(best_exact)}, TTT/T0 {best_exact['ttt_ratio']:.3f}" + (
+            ": " + "; ".join(parts) if parts else "")
+        if best is best_exact:
+            return line + ". Best overall: the same (exact gradient, nothing given up)."
+        missing = 1.0 - best["mean_batch_fraction"]
+        return (line + f". Best overall: {_name(best)}, TTT/T0 {best['ttt_ratio']:.3f}, "
+                f"{1 - best['ttt_ratio'] / best_exact['ttt_ratio']:.1%} less time than {_name(best_exact)}, "
+                f"bought with {missing:.2%} of the samples missing ({best['short_batch_share']:.1%} of steps "
+                "with a short batch): its gradient is not the fault-free one.")
+
+
+def _name(row):
+    """A row's strategy and setting, as the verdict line names it."""
+    setting = _setting(row)
+    return STRATEGY_LABELS[row["strategy"]] + (f" {setting}" if setting != "-" else "")
+
+
+def _price_text(row):
+    """The price column: step cost (SPARe, Rep), missing batch (elastic), restarts (checkpointing)."""
+    price = row.get("price")
+    if price is None:
+        return "-"
+    if price["kind"] == "missing batch":
+        return f"batch -{price['value']:.2%} on {price['short_batch_share']:.1%} of steps"
+    if price["kind"] == "restarts":
+        return f"{price['value']:.1f} restarts"
+    extra = " (paper's m = 1)" if row.get("paper_row") else ""
+    return f"step cost x{price['value']:.3f}{extra}"
 
 
 def _setting(row):
-    if row["strategy"] == "ckpt":
+    if row["strategy"] in ("ckpt", "elastic"):
         return "-"
     if row["strategy"] == "rep":
         return f"r = {row['redundancy']}"
@@ -229,7 +293,8 @@ def cyclic_trace(trace, cycles):
     """``cycles`` copies of a trace laid end to end, each shifted by the trace's last event time.
 
     Copy ``c`` has every event time plus ``c * t_last`` (``t_last``: the last event's
-    day, the trace's span from its time origin, day 0); node ids are kept, so a node
+    day, the trace's span from its time origin, day 0; for a windowed trace, the
+    window's length, :attr:`~spare_opt.traces.trace.FaultTrace.observed_days`); node ids are kept, so a node
     maps to the same DP group in every copy.  Events keep their order (file order
     within a copy, copies in turn).
 
@@ -260,7 +325,7 @@ def cyclic_trace(trace, cycles):
     cycles = check.count("cycles", cycles)
     if cycles == 1:
         return trace
-    period = trace.span_days[1]
+    period = trace.observed_days
     if not period > 0:
         raise TraceError(f"{trace.source}: no event after day 0, nothing to repeat")
     order = np.argsort(trace.file_index, kind="stable")
@@ -271,11 +336,12 @@ def cyclic_trace(trace, cycles):
     doc = {"format": "spare-failure-trace", "version": 1, "nodes": trace.cluster_nodes,
            "metadata": {"cyclic": {"source": trace.source, "cycles": cycles, "period_days": period}},
            "events": events}
-    return replace(parse_fault_events(doc, source=trace.source), format=trace.format)
+    window = None if trace.window is None else dict(trace.window, length_days=cycles * period)
+    return replace(parse_fault_events(doc, source=trace.source), format=trace.format, window=window)
 
 
 def compare_parameters(preset="trace-400", groups=None, *, trace=None, restart_seconds=None, save_seconds=None,
-                       step_seconds=None, time_scale=1.0, steps=None, **overrides):
+                       step_seconds=None, time_scale=1.0, steps=None, window=None, **overrides):
     """The :class:`SimulationParameters` of a verdict: a preset's timings with the operator's own.
 
     Parameters
@@ -296,6 +362,9 @@ def compare_parameters(preset="trace-400", groups=None, *, trace=None, restart_s
     time_scale : float, default 1.0
         Trace time multiplier (``trace_time_scale``): ``0.1`` replays the trace 10
         times faster (10 times the failure rate).
+    window : tuple, optional
+        ``(start, end)``: count the default steps on the trace cut to this window
+        (:func:`spare_opt.window_trace`), as :func:`compare` with the same window replays it.
     steps : int, optional
         Training steps; default with a trace: the steps of one trace span at the
         fault-free step time (``T0`` = the trace's span, from day 0 to its last event,
@@ -317,6 +386,12 @@ def compare_parameters(preset="trace-400", groups=None, *, trace=None, restart_s
     base = dict(get_preset(preset).base)
     if trace is not None:
         check.instance("trace", trace, FaultTrace, " (spare_opt.read_fault_trace)")
+        if window is not None:
+            from ..traces.window import window_trace
+
+            trace = window_trace(trace, *window)
+    elif window is not None:
+        raise ParameterError("a window cuts a trace: give the trace too")
     if groups is None:
         groups = get_preset(preset).groups[0]
         if trace is not None:  # one node per group: every node of the trace has a group
@@ -331,7 +406,7 @@ def compare_parameters(preset="trace-400", groups=None, *, trace=None, restart_s
         base["steps"] = steps
     params = SimulationParameters(groups=groups, **base)
     if steps is None and trace is not None:
-        span = trace.span_days[1]
+        span = trace.observed_days
         if not span > 0:
             raise TraceError(f"{trace.source}: no event after day 0: give the number of steps")
         step = params.layer_compute_seconds + params.allreduce_seconds
@@ -354,38 +429,91 @@ def _walk(params, strategy, redundancy, micro_batches, layout, trace, seed, sema
     return events.kernel_rows(), int(np.count_nonzero(events.wipe_outs)), dict(events.counts)
 
 
-def _run(params, strategy, redundancy, micro_batches, period, seed, events, semantics):
+def _run(params, strategy, redundancy, micro_batches, period, seed, events, semantics, overhead=0.0):
     return run_events(params, strategy, redundancy, period, seed, events, micro_batches=micro_batches,
-                      semantics=semantics)
+                      semantics=semantics, micro_batch_overhead_seconds=overhead)
 
 
-def _trace_runs_task(params, strategy, redundancy, micro_batches, periods, seed, events, semantics):
-    return [_digest(_run(params, strategy, redundancy, micro_batches, period, seed, events, semantics))
+def _trace_runs_task(params, strategy, redundancy, micro_batches, periods, seed, events, semantics, overhead=0.0):
+    return [_digest(_run(params, strategy, redundancy, micro_batches, period, seed, events, semantics, overhead),
+                    events if strategy == "elastic" else None)
             for period in periods]
 
 
-def _model_runs_task(params, strategy, redundancy, micro_batches, periods, seed, layout, semantics, fault_model):
+def _model_runs_task(params, strategy, redundancy, micro_batches, periods, seed, layout, semantics, fault_model,
+                     overhead=0.0):
     if fault_model is None:  # the preset's Weibull failures, the paper's semantics
         pool = FailurePool(strategy, params.groups, redundancy, seed, layout,
                            micro_batches if strategy == "spare" else 1)
-        return [_digest(run_synthetic(params, strategy, redundancy, period, seed, pool)) for period in periods]
-    from .time_to_train import simulate
+        return [_digest(run_synthetic(params, strategy, redundancy, period, seed, pool,
+                                      micro_batch_overhead_seconds=overhead)) for period in periods]
+    from .events import _model_events_until, _model_source
 
-    return [_digest(simulate(params, strategy, None if strategy == "ckpt" else redundancy,
-                             checkpoint_period_seconds=period, seed=seed, layout=layout,
-                             micro_batches=micro_batches, semantics=semantics, fault_model=fault_model))
-            for period in periods]
+    digests = []
+    for period in periods:
+        source = _model_source(fault_model, params.groups, strategy, redundancy, semantics, layout,
+                               micro_batches, params.heal_seconds, seed)
+        drawn = []
+
+        def rows(horizon):
+            drawn[:] = [_model_events_until(source, horizon).kernel_rows()]
+            return drawn[0], False
+
+        run = run_events(params, strategy, redundancy, period, seed, rows, micro_batches=micro_batches,
+                         semantics=semantics, micro_batch_overhead_seconds=overhead)
+        digests.append(_digest(run, drawn[0] if strategy == "elastic" else None))
+    return digests
 
 
-def _digest(run):
-    """The figures of one run that the verdict keeps (small to send between processes)."""
-    return {
+def _digest(run, elastic_rows=None):
+    """The figures of one run that the verdict keeps (small to send between processes).
+
+    With ``elastic_rows`` (the events of an elastic run, cost ``N / (N - k)``) also the
+    batch the run trained with: its mean fraction and the share of time it was short.
+    """
+    digest = {
         "ttt_ratio": run.ttt_ratio,
         "availability": run.availability,
         "restarts": run.restarts,
         "mean_step_cost": run.mean_step_cost,
         "finished": run.finished,
     }
+    if elastic_rows is not None:
+        digest.update(zip(("mean_batch_fraction", "short_batch_share"),
+                          batch_figures(elastic_rows, run.wall_seconds)))
+    return digest
+
+
+def batch_figures(rows, wall_seconds):
+    """The batch of an elastic run: time-weighted mean fraction of the global batch, share of time short.
+
+    Parameters
+    ----------
+    rows : numpy.ndarray of float64, shape (F, N_EV)
+        The run's events as the kernel reads them before :func:`run_events` converts
+        them (:meth:`~spare_opt.simulation.events.FailureEvents.kernel_rows` of an
+        ``"elastic"`` walk: the cost after each event is ``N / (N - k)``).
+    wall_seconds : float
+        The run's wall time: the figures cover ``[0, wall_seconds]``.
+
+    Returns
+    -------
+    tuple of float
+        ``(mean_batch_fraction, short_batch_share)``: the mean over time of ``(N -
+        k) / N`` and the fraction of time with ``k > 0``.  A step takes the same time
+        whatever its batch, so over the steps trained these are the mean batch and the
+        share of steps with a short batch (restarts, rare for elastic, count as full).
+    """
+    from . import _kernels as K
+
+    if not wall_seconds > 0:
+        return 1.0, 0.0
+    times = np.clip(rows[:, K.EV_TIME], 0.0, wall_seconds)
+    edges = np.concatenate([[0.0], times, [wall_seconds]])
+    fraction = np.concatenate([[1.0], 1.0 / rows[:, K.EV_COST]])
+    lengths = np.diff(edges)
+    return (float(np.sum(lengths * fraction) / wall_seconds),
+            float(np.sum(lengths[fraction < 1.0]) / wall_seconds))
 
 
 
@@ -393,7 +521,9 @@ def _digest(run):
 def compare(params, *, trace=None, semantics="repair", rep_redundancies=DEFAULT_COMPARE_REP,
             spare_redundancies=DEFAULT_COMPARE_SPARE, micro_batches=DEFAULT_COMPARE_MICRO_BATCHES,
             period_factors=DEFAULT_COMPARE_FACTORS, seeds=3, cycles=DEFAULT_CYCLES, include_ckpt=True,
-            fault_model=None, workers=1, executor=None, progress=None, layout_time_limit=2.0):
+            include_elastic=True, fault_model=None, workers=1, executor=None, progress=None,
+            layout_time_limit=2.0, global_batch=None, micro_batch_overhead_seconds=0.0, allreduce_seconds=None,
+            window=None):
     """Checkpointing alone, replication and SPARe on the same failures, each at its best setting.
 
     Parameters
@@ -423,6 +553,10 @@ def compare(params, *, trace=None, semantics="repair", rep_redundancies=DEFAULT_
         finished within them is unfinished (``TTT/T0 > cycles``).
     include_ckpt : bool, default True
         Also run checkpointing alone.
+    include_elastic : bool, default True
+        Also run the elastic strategy of TorchFT / FT-HSDP (:mod:`spare_opt.simulation.events`):
+        with a trace or a fault model only (it is left out on the preset's Weibull
+        failures, and a note says so).
     fault_model : FailureModel, optional
         Without a trace: draw failures and repairs from this fitted model
         (:func:`spare_opt.fit_trace`); without either, the Weibull failures of
@@ -436,10 +570,26 @@ def compare(params, *, trace=None, semantics="repair", rep_redundancies=DEFAULT_
         then one task of runs (every period) per setting and seed.
     layout_time_limit : float, default 2.0
         Seconds of each Sidon layout search.
+    global_batch : int, optional
+        Sequences in the global batch ``B``.  A group's shard type holds
+        ``floor(B / N)`` sequences, so SPARe's ``m`` is at most that: larger ``m`` of
+        the grid are left out (a note names them).  Default: no bound.
+    micro_batch_overhead_seconds : float, default 0.0
+        Fixed cost (launch, pipeline fill) of each micro-batch a group computes beyond
+        the first of a shard type (:func:`spare_opt.simulation._runs.run_events`); 0
+        gives the figures without it to the digit.
+    allreduce_seconds : float, optional
+        All-reduce time per step, replacing ``params.allreduce_seconds``.  Without it,
+        when ``params`` holds the paper's line (:func:`spare_opt.simulation.parameters.allreduce_seconds`)
+        extrapolated past ``N = 1000``, a note names the value.
+    window : tuple, optional
+        ``(start, end)`` of the trace to replay (:func:`spare_opt.window_trace`).
 
     Returns
     -------
     CompareResult
+        One row per strategy at its best setting; SPARe also has its ``m = 1`` row
+        (the paper's) when its best ``m`` is larger.
 
     Raises
     ------
@@ -449,7 +599,9 @@ def compare(params, *, trace=None, semantics="repair", rep_redundancies=DEFAULT_
         An ``r`` or ``m`` out of range (``N m`` too large included), no strategy to
         run, a bad factor, seed count, cycle count or semantics; ``repair`` semantics
         with neither a trace nor a fault model; both a trace and a fault model; fewer
-        groups than the nodes the trace names (their faults would be dropped).
+        groups than the nodes the trace names (their faults would be dropped); a
+        global batch of fewer sequences than groups; a window without a trace or with
+        bad bounds (:func:`spare_opt.window_trace`).
 
     Notes
     -----
@@ -462,6 +614,13 @@ def compare(params, *, trace=None, semantics="repair", rep_redundancies=DEFAULT_
     Without a trace, ``T_c*`` is the closed form of :func:`spare_opt.simulate`: the
     system MTBF of the failures (the preset's, or the fault model's on ``N`` groups)
     times the mean number of failures to a wipe-out under the paper's semantics.
+
+    *Elastic.*  The events of the elastic strategy carry ``N / (N - k)``, the time per
+    unit of progress with ``k`` groups out; its row adds ``mean_batch_fraction``
+    (time-weighted mean of ``(N - k) / N`` over the run) and ``short_batch_share``
+    (share of the time, hence of the steps, with a short batch).  Its ``T_f`` is
+    measured on its walks like the others'; without a trace, ``T_c*`` takes ``N``
+    failures to a wipe-out (every group lost, the paper's semantics).
 
     *Why cyclic.*  A run takes longer than ``T0``; replayed once, the trace would end
     before the slower strategies finish and leave the end of their runs free of
@@ -476,6 +635,7 @@ def compare(params, *, trace=None, semantics="repair", rep_redundancies=DEFAULT_
     started = time.perf_counter()
     check_params(params)
     n = params.groups
+    notes = []
     reps = check.integers("rep redundancies", rep_redundancies, minimum=1, maximum=n) if rep_redundancies else []
     spares = check.integers("spare redundancies", spare_redundancies, minimum=2, maximum=n) \
         if spare_redundancies else []
@@ -483,10 +643,34 @@ def compare(params, *, trace=None, semantics="repair", rep_redundancies=DEFAULT_
     factors = check.numbers_("period factors", period_factors, above=0.0)
     seeds = check.count("seeds", seeds)
     include_ckpt = check.flag("include_ckpt", include_ckpt)
+    include_elastic = check.flag("include_elastic", include_elastic)
     semantics = check.choice("semantics", semantics, SEMANTICS)
-    if not (include_ckpt or reps or spares):
+    overhead = check.number("micro_batch_overhead_seconds", micro_batch_overhead_seconds, minimum=0.0)
+    if allreduce_seconds is not None:
+        params = replace(params, allreduce_seconds=check.number("allreduce_seconds", allreduce_seconds,
+                                                                minimum=0.0))
+    elif params.allreduce_seconds == allreduce_model(n):
+        note = allreduce_extrapolation(n)
+        if note:
+            notes.append(note)
+    if trace is not None and window is not None:
+        from ..traces.window import window_trace
+
+        trace = window_trace(trace, *window)
+    elif window is not None:
+        raise ParameterError("a window cuts a trace: give the trace too")
+    if not (include_ckpt or reps or spares or include_elastic):
         raise ParameterError("nothing to compare: no strategy to run")
+    if spares and 1 not in ms:
+        ms = [1] + list(ms)  # the paper's whole shards, shown beside the best
     ms = [check_micro_batches(m, params.groups) for m in ms]  # N m bounded before any work
+    if global_batch is not None:
+        per_group = micro_batch_capacity(global_batch, n)
+        left_out = [m for m in ms if m > per_group]
+        ms = [m for m in ms if m <= per_group]
+        if left_out and spares:
+            notes.append(f"m = {', '.join(map(str, left_out))} left out: a global batch of {global_batch:,} "
+                         f"sequences holds {per_group} per group (m <= {per_group})")
     cycles = check.count("cycles", cycles, maximum=MAX_CYCLES)
     params = replace(params, max_wall_factor=float(cycles))
     if trace is not None:
@@ -510,6 +694,12 @@ def compare(params, *, trace=None, semantics="repair", rep_redundancies=DEFAULT_
 
             check.instance("fault_model", fault_model, FailureModel, " (spare_opt.FailureModel.load)")
         replayed = None
+    if include_elastic and trace is None and fault_model is None:
+        include_elastic = False
+        notes.append("elastic left out: it runs on a trace or a failure model, not on the preset's Weibull "
+                     "failures")
+        if not (include_ckpt or reps or spares):
+            raise ParameterError("nothing to compare: elastic needs a trace or a fault model")
 
     configs = []  # (strategy, r, m, layout)
     if include_ckpt:
@@ -518,6 +708,8 @@ def compare(params, *, trace=None, semantics="repair", rep_redundancies=DEFAULT_
     for r in spares:
         layout = default_layout(n, r, time_limit=layout_time_limit)
         configs += [("spare", r, m, layout) for m in ms]
+    if include_elastic:
+        configs.append(("elastic", 1, 1, None))
 
     walks_total = len(configs) * seeds if trace is not None else 0
     runs_total = len(configs) * seeds
@@ -532,7 +724,7 @@ def compare(params, *, trace=None, semantics="repair", rep_redundancies=DEFAULT_
         walk_tasks = [(params, s, r, m, layout, replayed, seed, semantics)
                       for s, r, m, layout in configs for seed in range(seeds)]
         walks = run_tasks(_walk, walk_tasks, workers=workers, executor=executor, progress=relay(0))
-        span_seconds = replayed.span_days[1] * 86400.0 * params.trace_time_scale
+        span_seconds = replayed.observed_days * 86400.0 * params.trace_time_scale
         periods, run_tasks_list, trace_info = [], [], {}
         for c, (strategy, r, m, _) in enumerate(configs):
             mine = walks[c * seeds:(c + 1) * seeds]
@@ -541,7 +733,7 @@ def compare(params, *, trace=None, semantics="repair", rep_redundancies=DEFAULT_
             centre = theory.checkpoint_period(params.save_seconds, params.restart_seconds, unmasked)
             periods.append(tuple(centre * f for f in factors))
             trace_info[_label(strategy, r, m)] = dict(mine[0][2], mean_wipe_outs=wipe_outs)
-            run_tasks_list += [(params, strategy, r, m, periods[-1], seed, mine[seed][0], semantics)
+            run_tasks_list += [(params, strategy, r, m, periods[-1], seed, mine[seed][0], semantics, overhead)
                                for seed in range(seeds)]
         results = run_tasks(_trace_runs_task, run_tasks_list, workers=workers, executor=executor,
                             progress=relay(walks_total))
@@ -551,10 +743,15 @@ def compare(params, *, trace=None, semantics="repair", rep_redundancies=DEFAULT_
         periods, run_tasks_list, centres = [], [], {}
         for strategy, r, m, layout in configs:
             if (strategy, r) not in centres:  # T_c* of simulate(): the wipe-out rate does not depend on m
-                centres[strategy, r] = _period(params, strategy, r, layout, None, fault_model, m, None)
+                if strategy == "elastic":  # every group lost (N failures) under the paper's semantics
+                    mtbf = fault_model.system_mtbf_seconds * fault_model.cluster_nodes / n
+                    centres[strategy, r] = theory.checkpoint_period(params.save_seconds, params.restart_seconds,
+                                                                    n * mtbf)
+                else:
+                    centres[strategy, r] = _period(params, strategy, r, layout, None, fault_model, m, None)
             periods.append(tuple(centres[strategy, r] * f for f in factors))
-            run_tasks_list += [(params, strategy, r, m, periods[-1], seed, layout, semantics, fault_model)
-                               for seed in range(seeds)]
+            run_tasks_list += [(params, strategy, r, m, periods[-1], seed, layout, semantics, fault_model,
+                                overhead) for seed in range(seeds)]
         results = run_tasks(_model_runs_task, run_tasks_list, workers=workers, executor=executor,
                             progress=relay(0))
 
@@ -566,24 +763,49 @@ def compare(params, *, trace=None, semantics="repair", rep_redundancies=DEFAULT_
         settings.append(dict(strategy=strategy, redundancy=int(r), micro_batches=int(m), **per_period[best],
                              checkpoint_period_seconds=periods[c][best], periods=list(periods[c]),
                              ttt_ratio_by_period=[row["ttt_ratio"] for row in per_period]))
+    for row in settings:
+        row["exact"] = row["strategy"] != "elastic"  # the gradient equals the fault-free one
+        row["price"] = _price(row)
     strategies = []
-    for strategy in ("ckpt", "rep", "spare"):
+    for strategy in ("ckpt", "rep", "spare", "elastic"):
         mine = [row for row in settings if row["strategy"] == strategy]
         if mine:
             best = min(mine, key=lambda row: row["ttt_ratio"])
-            strategies.append({key: value for key, value in best.items()
-                               if key not in ("periods", "ttt_ratio_by_period")})
+            strategies.append(_row(best))
+            if strategy == "spare" and best["micro_batches"] != 1:  # the paper's m = 1 beside the best
+                paper = min((row for row in mine if row["micro_batches"] == 1), key=lambda row: row["ttt_ratio"])
+                strategies.append(dict(_row(paper), paper_row=True))
+    if trace is not None and trace.window is not None:
+        from ..traces.window import window_text
+
+        notes.append(window_text(trace))
     source = trace.source if trace is not None else (
         "preset" if fault_model is None else f"failure model {fault_model.source or ''}".strip())
     return CompareResult(params=params, source=source,
                          semantics=semantics, seeds=seeds, cycles=cycles, strategies=strategies,
                          settings=settings, trace_info=trace_info,
-                         elapsed_seconds=time.perf_counter() - started)
+                         elapsed_seconds=time.perf_counter() - started, notes=notes,
+                         global_batch=global_batch, micro_batch_overhead_seconds=overhead)
+
+
+def _row(setting):
+    """A strategy's row: its best setting without the per-period figures."""
+    return {key: value for key, value in setting.items() if key not in ("periods", "ttt_ratio_by_period")}
+
+
+def _price(row):
+    """What a strategy pays for its fault tolerance, in the unit that fits it (one column of the verdict)."""
+    if row["strategy"] == "elastic":
+        return {"kind": "missing batch", "value": 1.0 - row["mean_batch_fraction"],
+                "short_batch_share": row["short_batch_share"]}
+    if row["strategy"] == "ckpt":
+        return {"kind": "restarts", "value": row["restarts"]}
+    return {"kind": "step cost", "value": row["mean_step_cost"]}
 
 
 def _label(strategy, redundancy, micro_batches):
-    if strategy == "ckpt":
-        return "ckpt"
+    if strategy in ("ckpt", "elastic"):
+        return strategy
     if strategy == "rep":
         return f"rep r={redundancy}"
     return f"spare r={redundancy} m={micro_batches}"
@@ -592,7 +814,7 @@ def _label(strategy, redundancy, micro_batches):
 def _summary(digests):
     """Mean and 95% interval of ``TTT/T0`` and the means of the other figures over seeds."""
     ratio, ci = mean_ci95([d["ttt_ratio"] for d in digests])
-    return {
+    summary = {
         "ttt_ratio": ratio,
         "ttt_ci": list(ci),
         "availability": float(np.mean([d["availability"] for d in digests])),
@@ -600,6 +822,10 @@ def _summary(digests):
         "mean_step_cost": float(np.mean([d["mean_step_cost"] for d in digests])),
         "unfinished": int(sum(not d["finished"] for d in digests)),
     }
+    if "mean_batch_fraction" in digests[0]:
+        for key in ("mean_batch_fraction", "short_batch_share"):
+            summary[key] = float(np.mean([d[key] for d in digests]))
+    return summary
 
 
 # ----------------------------------------------------------------------------- figure
@@ -607,7 +833,7 @@ def plot_compare(result, path, *, force=False, title=None):
     """Figure of the verdict: ``TTT/T0`` (best period, 95% interval) of every setting tried.
 
     One marker per setting, grouped by strategy (checkpointing, replication by ``r``,
-    SPARe by ``r`` with one series per ``m``); the best setting of each strategy is
+    SPARe by ``r`` with one series per ``m``, elastic); the best setting of each strategy is
     circled and a dotted line marks checkpointing alone.
 
     Parameters
@@ -671,6 +897,10 @@ def plot_compare(result, path, *, force=False, title=None):
         rows = [row for row in spare_rows if row["micro_batches"] == m]
         xs = draw(rows, colours[i % len(colours)], f"SPARe+CKPT m = {m}")
         ticks += [(xi, f"r = {row['redundancy']}") for xi, row in zip(xs, rows)]
+    elastic = [row for row in settings if row["strategy"] == "elastic"]
+    if elastic:  # not exact: drawn apart, last
+        xs = draw(elastic, "tab:olive", STRATEGY_LABELS["elastic"])
+        ticks += [(xi, "elastic") for xi in xs]
     ckpt = [row for row in settings if row["strategy"] == "ckpt"]
     if ckpt and math.isfinite(ckpt[0]["ttt_ratio"]):
         ax.axhline(ckpt[0]["ttt_ratio"], color="tab:gray", linestyle=":", linewidth=1)

@@ -7,7 +7,8 @@
 * :mod:`.synthetic` - :func:`synthetic_fault_trace`;
 * :mod:`.placement` - :class:`Placement` of trace nodes on DP groups;
 * :mod:`.failure_model` - :class:`FailureModel`, what simulations sample failures from;
-* :mod:`.fit` - :func:`fit_trace`, which fits a :class:`FailureModel` to a trace.
+* :mod:`.fit` - :func:`fit_trace`, which fits a :class:`FailureModel` to a trace;
+* :mod:`.window` - :func:`window_trace`, a trace cut to an observation window.
 """
 
 from .trace import (
@@ -38,6 +39,7 @@ from .failure_model import (
     Estimate,
     FailureModel,
 )
+from .window import OPEN_AT_START_CLASS, window_day, window_text, window_trace
 from .fit import DEFAULT_RESAMPLES, DEFAULT_WINDOW_MINUTES, FitResult, fit_trace
 
 __all__ = [
@@ -72,4 +74,8 @@ __all__ = [
     "DEFAULT_WINDOW_MINUTES",
     "FitResult",
     "fit_trace",
+    "OPEN_AT_START_CLASS",
+    "window_day",
+    "window_text",
+    "window_trace",
 ]

@@ -166,7 +166,7 @@ class FitResult(Result):
 
 
 def fit_trace(trace, *, nodes=None, window_minutes=DEFAULT_WINDOW_MINUTES, start_day=None, end_day=None,
-              repair_distribution="empirical", confidence=0.95, resamples=DEFAULT_RESAMPLES, seed=0):
+              repair_distribution="empirical", confidence=0.95, resamples=DEFAULT_RESAMPLES, seed=0, window=None):
     """Fit a failure model to a node fault trace.
 
     Parameters
@@ -195,6 +195,14 @@ def fit_trace(trace, *, nodes=None, window_minutes=DEFAULT_WINDOW_MINUTES, start
         of the lognormal goodness-of-fit test, ``>= 99``.
     seed : int, default 0
         Seed of the bootstrap and the Monte-Carlo test; equal seeds give equal results.
+    window : tuple, optional
+        ``(start, end)``, days from the trace's origin or ISO-8601 dates: fit the
+        trace cut to this observation window (:func:`spare_opt.window_trace`): events
+        outside are dropped, faults open at ``start`` are taken as already down (their
+        repairs and their count left out: their start is unknown), faults open at
+        ``end`` are right-censored there, and the observation lasts ``end - start``.
+        Not with ``start_day`` / ``end_day``.  A trace already cut by
+        :func:`~spare_opt.window_trace` is fitted on its window the same way.
 
     Returns
     -------
@@ -281,11 +289,22 @@ def fit_trace(trace, *, nodes=None, window_minutes=DEFAULT_WINDOW_MINUTES, start
     seed = check.seed(seed)
     repair_distribution = check.choice("repair_distribution", repair_distribution, REPAIR_DISTRIBUTIONS)
     notes = []
+    if window is not None:
+        if start_day is not None or end_day is not None:
+            raise ParameterError("give the observation window once: window, or start_day / end_day")
+        from .window import window_trace
+
+        trace = window_trace(trace, *window)
+    carried = np.zeros(trace.n_events, dtype=bool)  # starts of faults open at the window's start
+    if trace.window is not None:
+        if start_day is not None or end_day is not None:
+            raise ParameterError("the trace is cut to a window already: its bounds are the observation's")
+        carried[:trace.window["open_at_start"]] = True  # they come first, at day 0
 
     usable = ~np.asarray(trace.ignored, dtype=bool)
     is_start = np.asarray(trace.is_start, dtype=bool)
     times = np.asarray(trace.times_days, dtype=np.float64)
-    start_mask = is_start & usable
+    start_mask = is_start & usable & ~carried
     n_faults = int(start_mask.sum())
     ignored_starts = int((is_start & ~usable).sum())
     ignored_ends = int((~is_start & ~usable).sum())
@@ -296,7 +315,18 @@ def fit_trace(trace, *, nodes=None, window_minutes=DEFAULT_WINDOW_MINUTES, start
 
     # Observation window.
     first, last = float(times[0]), float(times[-1])
-    if start_day is None:
+    if trace.window is not None:
+        w = trace.window
+        start, end = 0.0, float(w["length_days"])
+        window_rule = (f"the window given: days {w['start_day']:g} to {w['end_day']:g} of the trace (times below are "
+                       f"days from its start)")
+        if w["open_at_start"]:
+            notes.append(f"{w['open_at_start']} fault(s) open at the window's start taken as already down: their "
+                         "repairs and their count are left out (their start is unknown)")
+        if w["dropped_before"] or w["dropped_after"]:
+            notes.append(f"{w['dropped_before']} event(s) before the window and {w['dropped_after']} after it "
+                         "dropped")
+    elif start_day is None:
         start, window_rule = min(0.0, first), "from day 0, the trace's time origin, to the last event"
         if first < 0.0:
             window_rule = "from the first event (before day 0) to the last event"
@@ -305,7 +335,9 @@ def fit_trace(trace, *, nodes=None, window_minutes=DEFAULT_WINDOW_MINUTES, start
         if start > first:
             raise ParameterError(f"start_day must not be after the first event (day {first}), got {start}")
         window_rule = "from start_day to the last event"
-    if end_day is None:
+    if trace.window is not None:
+        pass
+    elif end_day is None:
         end = last
     else:
         end = check.number("end_day", end_day)
@@ -318,12 +350,18 @@ def fit_trace(trace, *, nodes=None, window_minutes=DEFAULT_WINDOW_MINUTES, start
 
     cluster = _cluster_size(trace, nodes)
 
-    # Faults: each usable start with the usable end that closes it.
+    # Faults: each usable start with the usable end that closes it (faults open at the
+    # window's start first: left out, their start is unknown).
     fault_start, fault_end = _pair_faults(trace, usable)
+    fault_start, fault_end = fault_start[int(carried.sum()):], fault_end[int(carried.sum()):]
     open_faults = int(np.isnan(fault_end).sum())
     if ignored_starts or ignored_ends:
+        # a CSV row whose start is ignored is ignored whole: its end is not "an end for a node that is up"
+        without_start = min(ignored_ends, trace.irregular_counts()["end-without-start"])
+        of_rows = ignored_ends - without_start
         notes.append(f"{ignored_starts} fault_start and {ignored_ends} fault_end ignored as the reader flagged them "
-                     "(a start for a node already down, an end for a node that is up)")
+                     f"(a start for a node already down; {without_start} end(s) for a node that is up"
+                     + (f", {of_rows} end(s) of rows whose start was ignored" if of_rows else "") + ")")
 
     events = _events(times[start_mask], np.asarray(trace.node)[start_mask], window_minutes / 1440.0)
     instants = _events(times[start_mask], np.asarray(trace.node)[start_mask], 0.0)

@@ -126,6 +126,10 @@ class FaultTrace:
     node_domains : tuple of (str or None)
         CSV logs: the failure domain of each node index (``None`` when the log does
         not give one); ``()`` for formats that have no domains.
+    window : dict or None
+        A trace cut to an observation window (:func:`spare_opt.window_trace`): the
+        window's bounds in days of the original trace and what was open at each end;
+        ``None`` for a whole trace.
     """
 
     times_days: np.ndarray
@@ -142,6 +146,14 @@ class FaultTrace:
     metadata: dict = field(default_factory=dict)
     open_at_end: int = 0
     node_domains: tuple = ()
+    window: dict | None = None
+
+    @property
+    def observed_days(self):
+        """float: the end of the observation, in days: the window's length for a windowed trace, else the last event."""
+        if self.window is not None:
+            return float(self.window["length_days"])
+        return self.span_days[1]
 
     @property
     def n_events(self):
