@@ -31,6 +31,7 @@ from .parameters import (
     parse_overrides,
     allreduce_seconds,
     fault_free_seconds,
+    steps_in,
 )
 from .events import SEMANTICS, SEMANTICS_RULES, EVENT_KINDS, FailureEvents, trace_events, model_events
 from .time_to_train import (
@@ -94,6 +95,7 @@ __all__ = [
     "parse_overrides",
     "allreduce_seconds",
     "fault_free_seconds",
+    "steps_in",
     "SEMANTICS",
     "SEMANTICS_RULES",
     "EVENT_KINDS",

@@ -385,7 +385,7 @@ def trace_seconds(trace, time_scale=1.0):
 
     check.instance("trace", trace, FaultTrace, " (spare_opt.read_fault_trace)")
     time_scale = check.number("time_scale", time_scale, above=0.0)
-    with np.errstate(over="ignore"):
+    with np.errstate(over="ignore", invalid="ignore"):
         seconds = trace.times_days * 86400.0 * time_scale  # the same rounding as day * 86400 * scale
         if not np.all(np.isfinite(seconds)):
             # day * 86400 overflows before a small scale brings it back: scale first.

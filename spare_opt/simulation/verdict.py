@@ -37,7 +37,7 @@ from ._runs import FailurePool, check_params, default_layout, run_events, run_sy
 from .._core.stats import finite_or_none, mean_ci95
 from .._core.errors import ParameterError, TraceError
 from ..planning.plan import check_micro_batches
-from .parameters import SimulationParameters, fault_free_seconds, get_preset
+from .parameters import SimulationParameters, fault_free_seconds, get_preset, steps_in
 from .events import SEMANTICS
 from ..traces.trace import FaultTrace
 from ..traces.json_format import parse_fault_events
@@ -334,8 +334,7 @@ def compare_parameters(preset="trace-400", groups=None, *, trace=None, restart_s
         span = trace.span_days[1]
         if not span > 0:
             raise TraceError(f"{trace.source}: no event after day 0: give the number of steps")
-        step = params.layer_compute_seconds + params.allreduce_seconds
-        params = replace(params, steps=max(1, round(span * 86400.0 * params.trace_time_scale / step)))
+        params = replace(params, steps=steps_in(span * 86400.0 * params.trace_time_scale, params))
     return params
 
 
