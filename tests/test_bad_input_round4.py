@@ -18,8 +18,11 @@ import pytest
 from spare_opt import (
     MAX_STEPS,
     ParameterError,
+    Placement,
+    PlacementError,
     compare_parameters,
     parse_fault_csv,
+    sidon,
     steps_in,
 )
 from test_bad_input_round2 import cli, error_line, write
@@ -63,3 +66,34 @@ def test_kind1_simulate_time_scale_that_overflows_is_one_line_without_warnings(s
                  "--trace-time-scale", 1e306, "-q")
     assert "overflows a float" in error_line(result, 1)
     assert "RuntimeWarning" not in result.stderr
+
+
+# ================================================== 2. group ids beyond int32
+@pytest.mark.parametrize("group", [12, 2**31, 2**31 - 1, 2**64, 10**30])
+def test_kind2_placement_group_beyond_n_is_outside_0_n_however_large(group):
+    placement = Placement({"a": [1, group], "b": 4})
+    with pytest.raises(PlacementError, match=rf"placed on group {group}, outside \[0, N = 12\)"):
+        placement.resolve(["a", "b"], 12)
+    indptr, ids = Placement({"a": [1, 11], "b": 4}).resolve(["b", "a"], 12)
+    assert indptr.tolist() == [0, 1, 3] and ids.tolist() == [4, 1, 11]
+
+
+def test_kind2_placement_groups_key_beyond_int32_is_refused():
+    with pytest.raises(PlacementError, match=r"'groups' must be an integer in \[1, 2,147,483,647\]"):
+        Placement({"a": 1}, groups=2**31)
+
+
+@pytest.mark.parametrize("command", ["replay", "simulate"])
+def test_kind2_placement_file_without_groups_beyond_int32_is_one_line(tmp_path, command):
+    log = write(tmp_path, "log.csv", LOG)
+    path = write(tmp_path, "p.json", {"format": "spare-placement", "version": 1, "nodes": {"n1": 2**31}})
+    if command == "replay":
+        layout = tmp_path / "l12.json"
+        sidon(12, 3, seed=0).save(layout)
+        args = ["replay", layout, "--trace", log, "--time-unit", "hours"]
+        n = 12
+    else:
+        args = ["simulate", "--trace", log, "--time-unit", "hours", "--preset", "trace-400", "-q"]
+        n = 400
+    line = error_line(cli(*args, "--placement", path), 1)
+    assert f"placed on group 2147483648, outside [0, N = {n})" in line
