@@ -12,11 +12,18 @@ readers; 10 UTC offsets; 11 SIGTERM during a write; 12 options that do nothing;
 """
 
 import json
+import math
 
+import numpy as np
 import pytest
 
 from spare_opt import (
     MAX_STEPS,
+    FailureModel,
+    FailureModelError,
+    SimulationParameters,
+    model_events,
+    synthetic_fault_trace,
     ParameterError,
     Placement,
     PlacementError,
@@ -25,6 +32,9 @@ from spare_opt import (
     sidon,
     steps_in,
 )
+from spare_opt._core.stats import weibull_renewals
+from spare_opt.traces.failure_model import MAX_SAMPLE_EVENTS
+from spare_opt._core.validation import MIN_WEIBULL_SHAPE
 from test_bad_input_round2 import cli, error_line, write
 
 LOG = "node,start,end\nn1,1,5\nn2,3,8\nn3,20,30\n"  # hours: the span is 30 h
@@ -97,3 +107,52 @@ def test_kind2_placement_file_without_groups_beyond_int32_is_one_line(tmp_path, 
         n = 400
     line = error_line(cli(*args, "--placement", path), 1)
     assert f"placed on group 2147483648, outside [0, N = {n})" in line
+
+
+# ====================================== 3. Weibull shapes that underflow later
+def _model(**fields):
+    base = dict(cluster_nodes=6, event_mtbf_seconds=74828.6, weibull_shape=0.8, repair_median_seconds=3.5e4,
+                repair_sigma=1.3, window_seconds=300.0)
+    return FailureModel(**{**base, **fields})
+
+
+@pytest.mark.parametrize("window", [0.0, 300.0])
+@pytest.mark.parametrize("mtbf", [74828.6, 300.0 * (1 + 1e-12), 1e12])
+def test_kind3_the_least_accepted_shape_samples_finite_gaps_beyond_the_window(window, mtbf):
+    model = _model(weibull_shape=MIN_WEIBULL_SHAPE, window_seconds=window, event_mtbf_seconds=mtbf)
+    assert 0.0 < model.weibull_scale_seconds < math.inf
+    gaps = model.sample_gaps_seconds(np.random.default_rng(0), 100_000)
+    assert np.all(np.isfinite(gaps)) and np.all(gaps >= window) and np.all(gaps > 0)
+
+
+@pytest.mark.parametrize("shape", [1.0, 1e300])
+def test_kind3_large_shapes_keep_the_window_form_of_the_draws(shape):
+    model = _model(weibull_shape=shape)
+    gaps = model.sample_gaps_seconds(np.random.default_rng(0), 1000)
+    assert np.all(np.isfinite(gaps)) and np.all(gaps > 300.0)
+    if shape == 1.0:  # exponential excess over the window: mean = event MTBF
+        assert abs(gaps.mean() - 74828.6) < 0.15 * 74828.6
+
+
+@pytest.mark.parametrize("shape", [MIN_WEIBULL_SHAPE * (1 - 1e-9), 0.007, 1e-300])
+def test_kind3_shapes_below_the_bound_are_refused_by_every_reader(tmp_path, shape):
+    for build in (lambda: _model(weibull_shape=shape),
+                  lambda: SimulationParameters(groups=12, weibull_shape=shape),
+                  lambda: synthetic_fault_trace(nodes=10, days=5.0, weibull_shape=shape)):
+        with pytest.raises(ParameterError, match="weibull_shape must be >= 0.05"):
+            build()
+    doc = _model().to_dict()
+    doc["weibull_shape"] = shape
+    with pytest.raises(FailureModelError, match="weibull_shape must be >= 0.05"):
+        FailureModel.from_dict(doc)
+    path = write(tmp_path, "model.json", doc)
+    result = cli("simulate", "--failure-model", path, "--preset", "trace-400", "--seeds", 1, "-q")
+    assert "weibull_shape must be >= 0.05" in error_line(result, 1)
+
+
+def test_kind3_model_runs_count_renewals_before_drawing():
+    # shape 0.05, an hour's MTBF over 1e9 s: 2.8e5 events by the mean, 1.8e6 draws by renewals
+    model = _model(weibull_shape=MIN_WEIBULL_SHAPE, window_seconds=0.0, event_mtbf_seconds=3600.0)
+    assert 1e9 / 3600.0 < MAX_SAMPLE_EVENTS < weibull_renewals(1e9, 3600.0, MIN_WEIBULL_SHAPE)
+    with pytest.raises(ParameterError, match="failure events of the model"):
+        model_events(model, 6, "spare", 3, horizon_seconds=1e9)

@@ -187,11 +187,7 @@ class SimulationParameters:
         for name in ("allreduce_seconds", "shrink_seconds", "controller_seconds", "restart_seconds",
                      "jitter_sd", "patch_layers", "heal_seconds"):
             object.__setattr__(self, name, check.number(name, getattr(self, name), minimum=0.0))
-        try:  # the Weibull scale is m / Gamma(1 + 1/k): k below ~0.0059 overflows it to 0
-            math.gamma(1.0 + 1.0 / self.weibull_shape)
-        except OverflowError:
-            raise ParameterError(f"weibull_shape must be at least about 0.0059 (Gamma(1 + 1/k) overflows), "
-                                 f"got {self.weibull_shape}") from None
+        check.weibull_shape(self.weibull_shape)
         if self.jitter_sd >= 0.5:
             raise ParameterError(f"jitter_sd must be < 0.5 (a relative standard deviation), got {self.jitter_sd}")
         check.choice("failure_model", self.failure_model, FAILURE_MODELS)
