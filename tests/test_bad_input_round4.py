@@ -13,6 +13,7 @@ readers; 10 UTC offsets; 11 SIGTERM during a write; 12 options that do nothing;
 
 import json
 import math
+import os
 
 import numpy as np
 import pytest
@@ -32,6 +33,7 @@ from spare_opt import (
     sidon,
     steps_in,
 )
+from spare_opt._core.parallel import dask_executor, local_processes, parallelism
 from spare_opt._core.stats import weibull_renewals
 from spare_opt.traces.failure_model import MAX_SAMPLE_EVENTS
 from spare_opt._core.validation import MIN_WEIBULL_SHAPE
@@ -156,3 +158,18 @@ def test_kind3_model_runs_count_renewals_before_drawing():
     assert 1e9 / 3600.0 < MAX_SAMPLE_EVENTS < weibull_renewals(1e9, 3600.0, MIN_WEIBULL_SHAPE)
     with pytest.raises(ParameterError, match="failure events of the model"):
         model_events(model, 6, "spare", 3, horizon_seconds=1e9)
+
+
+# ================================================ 4. more local workers than CPUs
+def test_kind4_local_processes_are_at_most_one_per_cpu():
+    cpus = os.cpu_count() or 1
+    assert local_processes(10**5) == cpus and local_processes(-1) == cpus and local_processes(1) == 1
+    with pytest.raises(ParameterError):
+        local_processes(0)
+
+
+def test_kind4_a_local_dask_cluster_of_100000_workers_starts_one_per_cpu():
+    pytest.importorskip("distributed")
+    with dask_executor("local", workers=10**5) as executor:
+        assert parallelism(1, executor) == (os.cpu_count() or 1)
+        assert list(executor.map(abs, [-1, -2])) == [1, 2]
