@@ -22,6 +22,10 @@ from spare_opt import (
     MAX_STEPS,
     FailureModel,
     FailureModelError,
+    Layout,
+    Topology,
+    consecutive,
+    domain_report,
     SimulationParameters,
     model_events,
     synthetic_fault_trace,
@@ -173,3 +177,40 @@ def test_kind4_a_local_dask_cluster_of_100000_workers_starts_one_per_cpu():
     with dask_executor("local", workers=10**5) as executor:
         assert parallelism(1, executor) == (os.cpu_count() or 1)
         assert list(executor.map(abs, [-1, -2])) == [1, 2]
+
+
+# ==================================== 5. wipe-out pairs of overlapping domains
+def _brute_wipe_out_pairs(layout, topology, level):
+    members = {label: set(groups.tolist()) for label, groups in topology.domains(level).items()}
+    holders = [set(np.flatnonzero((layout.stacks == t).any(axis=1)).tolist()) for t in range(layout.groups)]
+    labels = sorted(members, key=str)
+    count = 0
+    for i, a in enumerate(labels):
+        for b in labels[i + 1:]:
+            union = members[a] | members[b]
+            count += any(h <= union and not h <= members[a] and not h <= members[b] for h in holders)
+    return count
+
+
+def test_kind5_the_issue_case_a_inside_b_has_no_pair():
+    topology = Topology(3, {"d": [["A", "B"], ["B"], []]})  # A = {0}, B = {0, 1}
+    level = domain_report(consecutive(3, 2), topology).levels["d"]
+    assert level["wipe_out_domains"] == 1 and level["wipe_out_pairs"] == 0
+
+
+def test_kind5_wipe_out_pairs_match_a_brute_force_on_overlapping_domains():
+    rng = np.random.default_rng(5)
+    checked = 0
+    for _ in range(60):
+        n = int(rng.integers(3, 9))
+        r = int(rng.integers(2, min(n, 4) + 1))
+        layout = consecutive(n, r) if rng.random() < 0.5 else Layout(np.roll(consecutive(n, r).stacks, 1, axis=0))
+        k = int(rng.integers(2, 5))
+        entries = [[f"d{j}" for j in range(k) if rng.random() < 0.45] for _ in range(n)]
+        topology = Topology(n, {"x": entries})
+        if len(topology.domains("x")) < 2:
+            continue
+        level = domain_report(layout, topology).levels["x"]
+        assert level["wipe_out_pairs"] == _brute_wipe_out_pairs(layout, topology, "x"), (entries, r)
+        checked += 1
+    assert checked > 30

@@ -317,13 +317,12 @@ def _wipe_out_pairs(layout, domains):
         options = [set(domains.entry_domain[indptr[g]:indptr[g + 1]].tolist()) for g in holders[t].tolist()]
         if any(not o for o in options):
             continue  # a holder in no domain survives every domain failure
-        # The type is lost by {a, b} when every holder is in a or in b.
-        for a in options[0]:
+        # The type is lost by {a, b} when every holder is in a or in b, and by neither
+        # alone (a domain holding every holder loses it alone: a single-domain wipe-out).
+        alone = set.intersection(*options)
+        for a in options[0] - alone:
             rest = [o for o in options if a not in o]
-            if not rest:
-                continue  # a alone loses it: a single-domain wipe-out, not a pair's
-            common = set.intersection(*rest)
-            for b in common:
+            for b in set.intersection(*rest) - alone:
                 if b != a:
                     found.add((min(a, b), max(a, b)))
     return sorted(found)
