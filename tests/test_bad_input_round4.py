@@ -25,6 +25,7 @@ from spare_opt import (
     Layout,
     Topology,
     consecutive,
+    derived_topology,
     domain_report,
     SimulationParameters,
     model_events,
@@ -214,3 +215,38 @@ def test_kind5_wipe_out_pairs_match_a_brute_force_on_overlapping_domains():
         assert level["wipe_out_pairs"] == _brute_wipe_out_pairs(layout, topology, "x"), (entries, r)
         checked += 1
     assert checked > 30
+
+
+# ================================ 6. --until-days with the trace's domain column
+DOMAIN_LOG = "node,start,end,domain\nn1,1,5,rack-a\nn2,3,8,rack-b\nn3,20,30,rack-a\n"  # hours
+
+
+def _domain_sets(topology):
+    return {label: members.tolist() for label, members in topology.domains("domain").items()}
+
+
+def test_kind6_until_days_keeps_the_nodes_with_a_fault_before_it():
+    trace = parse_fault_csv(DOMAIN_LOG, time_unit="hours")
+    full = _domain_sets(derived_topology(trace, 3))
+    assert full == _domain_sets(derived_topology(trace, 3, until_days=1e308))
+    assert len(full) == 2 and sum(map(len, full.values())) == 3
+    assert _domain_sets(derived_topology(trace, 3, until_days=0.0)) == {}
+    assert _domain_sets(derived_topology(trace, 3, until_days=-1.0)) == {}
+    prefix = _domain_sets(derived_topology(trace, 3, until_days=2 / 24))  # n1 only
+    assert len(prefix) == 1 and list(prefix.values())[0] == [trace.node_groups(3)[trace.node_ids.index("n1")]]
+
+
+def test_kind6_until_days_changes_the_cli_topology_and_a_window_is_refused(tmp_path):
+    log = write(tmp_path, "log.csv", DOMAIN_LOG)
+    summaries = []
+    for days in (-1, 0, 0.1, 1e308):
+        result = cli("topology", "--groups", 3, "--from-trace", log, "--time-unit", "hours", "--until-days", days,
+                     "-o", tmp_path / f"t{days}.json")
+        assert result.exit_code == 0, result.output
+        summaries.append(json.loads((tmp_path / f"t{days}.json").read_text())["levels"]["domain"])
+    assert summaries[0] == summaries[1] == [[], [], []] and summaries[2] != summaries[3]
+    with pytest.raises(ParameterError, match="window_days groups co-failures"):
+        derived_topology(parse_fault_csv(DOMAIN_LOG, time_unit="hours"), 3, window_days=1.0)
+    result = cli("topology", "--groups", 3, "--from-trace", log, "--time-unit", "hours", "--window-days", 1,
+                 "-o", tmp_path / "w.json")
+    assert "window_days groups co-failures" in error_line(result, 1)
