@@ -33,6 +33,7 @@ from spare_opt import (
     ParameterError,
     Placement,
     PlacementError,
+    compare,
     compare_parameters,
     parse_fault_csv,
     sidon,
@@ -250,3 +251,29 @@ def test_kind6_until_days_changes_the_cli_topology_and_a_window_is_refused(tmp_p
     result = cli("topology", "--groups", 3, "--from-trace", log, "--time-unit", "hours", "--window-days", 1,
                  "-o", tmp_path / "w.json")
     assert "window_days groups co-failures" in error_line(result, 1)
+
+
+# ============================================ 7. runs that overshoot the wall cap
+def test_kind7_a_last_step_beyond_the_wall_cap_does_not_finish_the_run():
+    from spare_opt.simulation import _kernels as K
+    from spare_opt.simulation._runs import run_events
+
+    no_events = np.zeros((0, K.N_EV))
+    for factor, finished in ((0.5, False), (1.0, True), (3.0, True)):
+        params = SimulationParameters(groups=4, steps=1, layer_compute_seconds=100.0, jitter_sd=0.0,
+                                      max_wall_factor=factor)
+        run = run_events(params, "ckpt", 1, 1e9, 0, no_events)
+        assert run.finished is finished and 0.0 <= run.availability <= 1.0
+        assert (run.ttt_ratio <= factor) if finished else run.ttt_ratio == math.inf
+
+
+def test_kind7_compare_with_steps_longer_than_the_cycles_finishes_nothing_beyond_them(small_log):
+    trace = parse_fault_csv(LOG, time_unit="hours")
+    params = compare_parameters(groups=4, trace=trace, step_seconds=1e6)
+    verdict = compare(params, trace=trace, rep_redundancies=(2,), spare_redundancies=(2,), micro_batches=(1,),
+                      period_factors=(1.0,), seeds=1, cycles=2)
+    rows = verdict.to_dict()["settings"]
+    assert rows
+    for row in rows:
+        assert 0.0 <= row["availability"] <= 1.0
+        assert row["ttt_ratio"] is None or row["ttt_ratio"] <= 2.0
