@@ -11,6 +11,7 @@ readers; 10 UTC offsets; 11 SIGTERM during a write; 12 options that do nothing;
 13 messages that contradict themselves; then the smaller findings.
 """
 
+import copy
 import json
 import math
 import os
@@ -33,6 +34,10 @@ from spare_opt import (
     ParameterError,
     Placement,
     PlacementError,
+    PlanError,
+    check_plan,
+    is_valid_plan,
+    plan_reorder,
     compare,
     compare_parameters,
     parse_fault_csv,
@@ -277,3 +282,42 @@ def test_kind7_compare_with_steps_longer_than_the_cycles_finishes_nothing_beyond
     for row in rows:
         assert 0.0 <= row["availability"] <= 1.0
         assert row["ttt_ratio"] is None or row["ttt_ratio"] <= 2.0
+
+
+# ==================================================== 8. malformed plans
+BAD_VALUES = [None, [], [[]], [1.5], [True, False], "x", 3, 2.5, True, {}, {"a": 1}, [[0, 1], [2]],
+              np.zeros((2, 2, 2), dtype=int), np.array([0.0, 1.0]), [-1], [10**6], object()]
+
+
+@pytest.mark.parametrize("micro_batches", [1, 2])
+def test_kind8_every_malformed_field_is_a_plan_error_or_false(micro_batches):
+    layout = sidon(12, 3, seed=0)
+    plan = plan_reorder(layout, [0, 5], micro_batches=micro_batches)
+    check_plan(layout, plan)
+    fields = ["failed", "lost_shards", "assignment", "order", "moves", "patch", "micro_batches", "load",
+              "step_cost", "split", "status", "stack_number", "lower_bound"]
+    for name in fields:
+        for value in BAD_VALUES + [{0: [1]}, {"g": [1]}, {1: "x"}, {1: [(0, 0, 0)]}, {1: [99]}]:
+            broken = copy.copy(plan)
+            object.__setattr__(broken, name, value)
+            try:
+                check_plan(layout, broken)
+            except PlanError:
+                assert is_valid_plan(layout, broken) is False
+            else:
+                assert is_valid_plan(layout, broken) is True
+    for value in BAD_VALUES:
+        for keyword in ("previous_order", "previous_split"):
+            try:
+                check_plan(layout, plan, **{keyword: value})
+            except PlanError:
+                pass
+
+
+def test_kind8_the_issue_case_failed_empty_names_the_rule():
+    layout = sidon(12, 3, seed=0)
+    plan = copy.copy(plan_reorder(layout, [3]))
+    plan.failed = []
+    with pytest.raises(PlanError, match="c\\(k\\)|lower_bound"):
+        check_plan(layout, plan)
+    assert is_valid_plan(layout, plan) is False
