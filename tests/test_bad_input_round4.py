@@ -24,6 +24,7 @@ from spare_opt import (
     FailureModel,
     FailureModelError,
     Layout,
+    LayoutFileError,
     Topology,
     consecutive,
     derived_topology,
@@ -32,6 +33,7 @@ from spare_opt import (
     model_events,
     synthetic_fault_trace,
     ParameterError,
+    TraceError,
     Placement,
     PlacementError,
     PlanError,
@@ -41,6 +43,7 @@ from spare_opt import (
     compare,
     compare_parameters,
     parse_fault_csv,
+    parse_fault_events,
     sidon,
     steps_in,
 )
@@ -321,3 +324,41 @@ def test_kind8_the_issue_case_failed_empty_names_the_rule():
     with pytest.raises(PlanError, match="c\\(k\\)|lower_bound"):
         check_plan(layout, plan)
     assert is_valid_plan(layout, plan) is False
+
+
+# ========================== 9. booleans and empty containers where they do not belong
+def _layout_doc(**fields):
+    doc = sidon(7, 3, seed=0).to_dict()
+    doc.update(fields)
+    return doc
+
+
+@pytest.mark.parametrize("stacks", [[[0, True, 3]], "boolean anywhere"])
+def test_kind9_the_layout_reader_refuses_booleans_in_stacks(tmp_path, stacks):
+    doc = _layout_doc()
+    rows = [list(row) for row in doc["stacks"]]
+    if stacks == "boolean anywhere":
+        rows[6][2] = False if rows[6][2] == 0 else True
+    else:
+        rows[0][1] = True if rows[0][1] == 1 else rows[0][1]
+        rows[3][0] = True
+    with pytest.raises(LayoutFileError, match="true/false are not"):
+        Layout.from_dict({**doc, "stacks": rows})
+    path = write(tmp_path, "l.json", {**doc, "stacks": rows})
+    assert "true/false are not" in error_line(cli("validate", path), 1)
+
+
+@pytest.mark.parametrize("metadata", [[], 0, "", False, 1, [1]])
+def test_kind9_metadata_that_is_not_an_object_is_refused_by_every_reader(metadata):
+    with pytest.raises(LayoutFileError, match="'metadata' must be an object or null"):
+        Layout.from_dict(_layout_doc(metadata=metadata))
+    doc = {"format": "spare-failure-trace", "version": 1, "metadata": metadata, "events": []}
+    with pytest.raises(TraceError, match="'metadata' must be an object or null"):
+        parse_fault_events(doc)
+
+
+def test_kind9_missing_or_null_metadata_is_empty():
+    assert Layout.from_dict(_layout_doc(metadata=None)).metadata == {}
+    doc = _layout_doc()
+    del doc["metadata"]
+    assert Layout.from_dict(doc).metadata == {}

@@ -21,6 +21,8 @@ __all__ = [
     "read_json_file",
     "parse_json_text",
     "check_version",
+    "optional_object",
+    "has_bool",
 ]
 
 
@@ -422,6 +424,48 @@ def check_version(doc, expected, source, error, format_name):
         else:
             shown = f"(a JSON {'object' if isinstance(version, dict) else 'list'})"
         raise error(f"{source}: {format_name} version {shown} is not supported (expected the integer {expected})")
+
+
+def optional_object(doc, key, source, error):
+    """The optional object field ``key`` of a document: ``{}`` when missing or ``null``, else a dict.
+
+    The one rule of every reader for an optional object (``metadata``): ``[]``, ``0``,
+    ``""`` and ``false`` are refused like ``1``, not taken as an empty object.
+
+    Raises
+    ------
+    error
+        The field is present and neither ``null`` nor an object.
+    """
+    value = doc.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise error(f"{source}: {key!r} must be an object or null, got a JSON {_json_kind(value)}")
+    return value
+
+
+def has_bool(rows):
+    """Whether a list of lists (a parsed JSON matrix) holds a ``true`` or ``false`` anywhere.
+
+    ``numpy.asarray`` turns ``[[0, true]]`` into integers; the readers refuse booleans
+    where numbers are expected, as ``version``, ``groups`` and ``offsets`` do.
+    """
+    from itertools import chain
+
+    if not isinstance(rows, list) or not all(isinstance(row, list) for row in rows):
+        return False  # the shape check names what is wrong
+    return bool in set(map(type, chain.from_iterable(rows)))
+
+
+def _json_kind(value):
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    return "list" if isinstance(value, list) else type(value).__name__
 
 
 @contextmanager

@@ -21,7 +21,9 @@ from .._core import validation as check
 from .._core.io import (
     as_path,
     check_version,
+    has_bool,
     json_default,
+    optional_object,
     parse_json_text,
     read_json_file,
     reading,
@@ -440,6 +442,8 @@ class Layout:
         if not isinstance(method, str):
             raise LayoutFileError(f"{source}: 'method' must be a string, got {method!r}")
         stacks = doc["stacks"]
+        if has_bool(stacks):  # numpy would read true as 1
+            raise LayoutFileError(f"{source}: 'stacks' must be a list of N lists of r integers (true/false are not)")
         try:
             array = np.asarray(stacks)
         except ValueError:
@@ -455,9 +459,7 @@ class Layout:
         # type() is int: true would pass isinstance(o, int).
         if offsets is not None and (not isinstance(offsets, list) or not all(type(o) is int for o in offsets)):
             raise LayoutFileError(f"{source}: 'offsets' must be a list of integers or null")
-        metadata = doc.get("metadata") or {}
-        if not isinstance(metadata, dict):
-            raise LayoutFileError(f"{source}: 'metadata' must be an object")
+        metadata = optional_object(doc, "metadata", source, LayoutFileError)
         try:
             return cls(array, method=method, offsets=offsets, metadata=metadata)
         except LayoutError as exc:
