@@ -362,3 +362,22 @@ def test_kind9_missing_or_null_metadata_is_empty():
     doc = _layout_doc()
     del doc["metadata"]
     assert Layout.from_dict(doc).metadata == {}
+
+
+# ============================================================ 10. UTC offsets
+@pytest.mark.parametrize("zone", ["+05:99", "-05:60", "+0599", "+24:00", "-99:00"])
+def test_kind10_utc_offsets_beyond_23_59_are_refused(tmp_path, zone):
+    text = f"node,start,end\nn1,2024-01-01T10:00:00{zone},2024-01-02T10:00:00Z\nn2,2024-01-03,2024-01-04\n"
+    with pytest.raises(TraceError, match=r"line 2: start .* is not a valid timestamp \(a UTC offset is -23:59"):
+        parse_fault_csv(text)
+    line = error_line(cli("topology", "--groups", 4, "--from-trace", write(tmp_path, "log.csv", text),
+                          "-o", tmp_path / "t.json"), 1)
+    assert "a UTC offset is -23:59 to +23:59" in line
+
+
+@pytest.mark.parametrize("zone, hours", [("+05:59", 5 + 59 / 60), ("-23:59", -(23 + 59 / 60)), ("+05", 5.0),
+                                         ("+0530", 5.5), ("Z", 0.0)])
+def test_kind10_offsets_within_range_shift_the_time_by_their_hours_and_minutes(zone, hours):
+    trace = parse_fault_csv(f"node,start,end\nn1,2024-01-02T10:00:00{zone},2024-01-05T10:00:00Z\n")
+    # day 0 is the first start; the end is 3 days after 10:00 UTC, the start 10:00 minus the offset
+    assert trace.times_days[1] - trace.times_days[0] == pytest.approx(3.0 + hours / 24)
