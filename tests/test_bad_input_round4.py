@@ -15,6 +15,10 @@ import copy
 import json
 import math
 import os
+import signal
+import subprocess
+import sys
+import tempfile
 
 import numpy as np
 import pytest
@@ -381,3 +385,58 @@ def test_kind10_offsets_within_range_shift_the_time_by_their_hours_and_minutes(z
     trace = parse_fault_csv(f"node,start,end\nn1,2024-01-02T10:00:00{zone},2024-01-05T10:00:00Z\n")
     # day 0 is the first start; the end is 3 days after 10:00 UTC, the start 10:00 minus the offset
     assert trace.times_days[1] - trace.times_days[0] == pytest.approx(3.0 + hours / 24)
+
+
+# =================================================== 11. SIGTERM during a write
+_HOLD_THE_WRITE = """
+import os, sys, time
+real_fsync = os.fsync
+def held_fsync(fd):  # the temporary file exists and holds the data: hold the write here
+    print("writing", flush=True)
+    time.sleep(60)
+    real_fsync(fd)
+os.fsync = held_fsync
+"""
+
+
+@pytest.mark.parametrize("how", ["api", "api-force", "cli"])
+def test_kind11_sigterm_during_a_write_leaves_no_temporary_file(tmp_path, how):
+    target = tmp_path / "target.json"
+    if how == "api-force":
+        target.write_text("old")
+    if how == "cli":
+        body = (f"from spare_opt_cli.main import main\n"
+                f"main(['layout', '--groups', '12', '--redundancy', '3', '-o', {str(target)!r}])\n")
+    else:
+        body = (f"from spare_opt._core.io import write_atomic\n"
+                f"write_atomic({str(target)!r}, b'x' * 1_000_000, force={how == 'api-force'})\n")
+    child = subprocess.Popen([sys.executable, "-c", _HOLD_THE_WRITE + body], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline().strip() == "writing", child.stderr.read()
+        assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")]  # the write is under way
+        child.send_signal(signal.SIGTERM)
+        child.wait(timeout=30)
+    finally:
+        child.kill()
+    assert child.returncode == -signal.SIGTERM  # still ends as killed by SIGTERM
+    assert "Traceback" not in child.stderr.read()
+    assert sorted(p.name for p in tmp_path.iterdir()) == (["target.json"] if how == "api-force" else [])
+    if how == "api-force":
+        assert target.read_text() == "old"
+
+
+def test_kind11_a_handler_of_the_application_is_left_alone_and_restored():
+    def mine(signum, frame):
+        pass
+
+    previous = signal.signal(signal.SIGTERM, mine)
+    try:
+        from spare_opt._core.io import write_atomic
+
+        with tempfile.TemporaryDirectory() as folder:
+            write_atomic(os.path.join(folder, "f"), b"data")
+        assert signal.getsignal(signal.SIGTERM) is mine
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert signal.getsignal(signal.SIGTERM) is previous

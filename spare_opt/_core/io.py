@@ -122,10 +122,20 @@ def write_atomic(path, data, *, force=False):
             raise _write_error(path, "it is a folder")
         if path.exists() and not force:
             raise OutputExistsError(f"{path} exists already (use --force / force=True to overwrite)")
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent or ".")
     except OSError as exc:
         if isinstance(exc, (OutputExistsError, OutputWriteError)):
             raise
+        raise _write_error(path, _reason(exc, path.parent)) from None
+    with _terminate_cleanly():
+        _write_through_temp(path, data, force)
+    return given
+
+
+def _write_through_temp(path, data, force):
+    """The temporary file of :func:`write_atomic`, moved (or linked) into place; removed on any failure."""
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent or ".")
+    except OSError as exc:
         raise _write_error(path, _reason(exc, path.parent)) from None
     try:
         # mkstemp makes 0600 files; give the result the mode a plain open() would.
@@ -151,7 +161,46 @@ def write_atomic(path, data, *, force=False):
         if isinstance(exc, OSError) and not isinstance(exc, (OutputExistsError, OutputWriteError)):
             raise _write_error(path, _reason(exc, path.parent)) from None
         raise
-    return given
+
+
+class _Terminated(BaseException):
+    """SIGTERM arrived while a temporary file existed (raised by the handler of :func:`_terminate_cleanly`)."""
+
+
+@contextmanager
+def _terminate_cleanly():
+    """Turn SIGTERM into an exception while the block runs, then die of it after the cleanup.
+
+    SIGINT raises ``KeyboardInterrupt``, which the ``except BaseException`` of
+    :func:`_write_through_temp` turns into the removal of the temporary file; SIGTERM's
+    default action kills the process at once and left the file behind.  Here SIGTERM
+    raises :class:`_Terminated` instead, the temporary file is removed on the way out,
+    and the signal is then sent again with its default action restored, so the
+    process still ends as killed by SIGTERM (exit status 143 in a shell).  Only in the
+    main thread (where Python runs signal handlers), and only when SIGTERM has its
+    default action: a handler the application installed, or an ignored signal, is
+    left alone.
+    """
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread() or \
+            signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        yield
+        return
+
+    def handler(signum, frame):
+        raise _Terminated()
+
+    signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    except _Terminated:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
+        raise  # not reached: the default action ends the process
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def write_document(path, data, *, force, error, what):
