@@ -440,3 +440,27 @@ def test_kind11_a_handler_of_the_application_is_left_alone_and_restored():
     finally:
         signal.signal(signal.SIGTERM, previous)
     assert signal.getsignal(signal.SIGTERM) is previous
+
+
+# ======================================================== 12. options that do nothing
+@pytest.fixture
+def l12_and_racks(tmp_path):
+    layout, racks = tmp_path / "l12.json", tmp_path / "racks.json"
+    sidon(12, 3, seed=0).save(layout)
+    Topology.blocks(12, {"rack": 4}).save(racks)
+    return layout, racks
+
+
+def test_kind12_baselines_without_a_domain_probability_are_refused_with_or_without_topology(l12_and_racks):
+    layout, racks = l12_and_racks
+    line = error_line(cli("validate", layout, "--topology", racks, "--baselines", "sidon"), 2)
+    assert "--baselines needs --domain-probability or --failure-model" in line
+    assert "--baselines needs --topology" in error_line(cli("validate", layout, "--baselines", "sidon"), 2)
+
+
+def test_kind12_baselines_with_a_domain_probability_still_run(l12_and_racks):
+    layout, racks = l12_and_racks
+    result = cli("validate", layout, "--topology", racks, "--baselines", "consecutive", "--domain-probability",
+                 0.1, "--trials", 50, "--json")
+    assert result.exit_code == 0, result.output
+    assert "consecutive" in result.stdout
