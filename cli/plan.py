@@ -2,12 +2,13 @@
 
 import click
 
-from spare_opt._core.errors import FailureSetError
+from spare_opt._core.errors import FailureSetError, SpareError
+from spare_opt.layouts.layout import layout_file_size
 from spare_opt.planning.failure_sets import read_failure_set
-from spare_opt.planning.plan import lower_bound
+from spare_opt.planning.plan import check_micro_batches, lower_bound
 from spare_opt.planning.exact import plan_reorder
 
-from .options import echo_json, json_option, layout_argument, micro_batches_option, parse_group_list
+from .options import _load_layout, echo_json, json_option, micro_batches_option, parse_group_list
 
 __all__ = ["command"]
 
@@ -44,8 +45,19 @@ def _row_text(row, top):
     return " ".join(values[:top]) + " | " + " ".join(values[top:])
 
 
+def _plannable_layout(ctx, param, value):
+    """The LAYOUT argument, refused from its header (before loading) when N is above the planner's limit."""
+    size = layout_file_size(value)
+    if size is not None:
+        try:
+            check_micro_batches(1, size[0])
+        except SpareError as exc:
+            raise click.ClickException(f"{value}: {exc}") from None
+    return _load_layout(ctx, param, value)
+
+
 @click.command("plan")
-@layout_argument
+@click.argument("layout", metavar="LAYOUT", callback=_plannable_layout)
 @click.option(
     "--fail",
     "fail_lists",

@@ -32,6 +32,8 @@ from spare_opt import (
     Topology,
     consecutive,
     derived_topology,
+    domain_safe,
+    layout_file_size,
     domain_report,
     SimulationParameters,
     model_events,
@@ -464,3 +466,47 @@ def test_kind12_baselines_with_a_domain_probability_still_run(l12_and_racks):
                  0.1, "--trials", 50, "--json")
     assert result.exit_code == 0, result.output
     assert "consecutive" in result.stdout
+
+
+# ====================================== 13. messages that contradict themselves
+def test_kind13_n_above_the_planner_limit_names_the_limit_on_n():
+    from spare_opt import MAX_SPLIT_ENTRIES
+    from spare_opt.planning.plan import check_micro_batches
+
+    with pytest.raises(ParameterError, match=r"N = 16,777,217 groups is above the limit of 16,777,216 groups") as info:
+        check_micro_batches(1, MAX_SPLIT_ENTRIES + 1)
+    assert "smaller m" not in str(info.value)
+    with pytest.raises(ParameterError, match="choose a smaller m"):
+        check_micro_batches(2, MAX_SPLIT_ENTRIES // 2 + 1)
+
+
+def test_kind13_plan_refuses_a_huge_layout_from_its_header_before_loading(tmp_path):
+    # the stacks are not even JSON: loading would fail; the header alone refuses the file
+    path = tmp_path / "huge.json"
+    path.write_text('{\n "format": "spare-layout",\n "version": 1,\n "groups": 16777217,\n "redundancy": 3,\n'
+                    ' "stacks": [ not loaded')
+    line = error_line(cli("plan", path, "--fail", 0), 1)
+    assert "N = 16,777,217 groups is above the limit of 16,777,216 groups" in line and str(path) in line
+    small = tmp_path / "small.npz"
+    sidon(12, 3, seed=0).save(small)
+    assert layout_file_size(small) == (12, 3) and layout_file_size(tmp_path / "missing.json") is None
+    assert cli("plan", small, "--fail", 0).exit_code == 0
+
+
+def test_kind13_layout_warns_when_plan_cannot_take_what_it_wrote(tmp_path, monkeypatch):
+    import spare_opt_cli.layout
+
+    monkeypatch.setattr(spare_opt_cli.layout, "MAX_SPLIT_ENTRIES", 10)  # N = 12 above a limit of 10
+    result = cli("layout", "--groups", 12, "--redundancy", 3, "-o", tmp_path / "l.json")
+    assert result.exit_code == 0
+    assert "Warning: spare-opt plan cannot take this layout: N = 12 is above its limit of 10 groups" in result.stderr
+
+
+def test_kind13_a_topology_with_no_domain_has_multiplicity_and_lower_bound_0(tmp_path):
+    topology = Topology(12, {"rack": [[]] * 12})
+    layout = domain_safe(12, 3, topology)
+    assert layout.metadata["domain_multiplicity"] == 0 and layout.metadata["domain_multiplicity_lower_bound"] == 0
+    path = write(tmp_path, "t.json", topology.to_dict())
+    result = cli("layout", "--groups", 12, "--redundancy", 3, "--topology", path, "-o", tmp_path / "l.json")
+    assert "at most 0 holder(s) of a shard type in one domain, lower bound 0" in result.stdout
+    assert "no group is in a domain" in result.stdout

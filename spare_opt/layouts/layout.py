@@ -31,7 +31,7 @@ from .._core.io import (
 )
 from .._core.errors import LayoutError, LayoutFileError, ParameterError
 
-__all__ = ["Layout", "LAYOUT_FORMAT", "LAYOUT_VERSION", "check_size", "check_layout"]
+__all__ = ["Layout", "LAYOUT_FORMAT", "LAYOUT_VERSION", "check_size", "check_layout", "layout_file_size"]
 
 LAYOUT_FORMAT = "spare-layout"
 LAYOUT_VERSION = 1
@@ -484,6 +484,44 @@ class Layout:
             return cls.from_dict(header, source=str(path))
         doc = read_json_file(path, LayoutFileError, "layout file", expected="JSON or .npz")
         return cls.from_dict(doc, source=str(path))
+
+
+def layout_file_size(path):
+    """``(N, r)`` of a layout file read from its header only, or ``None`` when the header does not say.
+
+    Lets a command refuse a layout it cannot take (``N`` above a limit) before
+    loading its ``N r`` entries: :meth:`Layout.save` writes ``groups`` and
+    ``redundancy`` before ``stacks`` in JSON, and a separate ``header`` in ``.npz``.
+    Nothing is checked here; :meth:`Layout.load` checks the whole file.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+
+    Returns
+    -------
+    tuple of int or None
+        ``None`` for a file that cannot be read, or whose first 64 KiB do not give
+        both sizes before ``stacks``.
+    """
+    import re
+    import zipfile
+
+    try:
+        path = as_path(path, LayoutFileError, "layout file path")
+        if path.suffix == ".npz":
+            with zipfile.ZipFile(path) as archive, archive.open("header.npy") as member:
+                text = str(np.lib.format.read_array(member, allow_pickle=False))
+        else:
+            with open(path, "rb") as handle:
+                text = handle.read(1 << 16).decode("utf-8", errors="replace")
+    except (OSError, ValueError, KeyError, zipfile.BadZipFile, LayoutFileError):
+        return None
+    head = text.split('"stacks"', 1)[0]
+    sizes = [re.search(rf'"{key}"\s*:\s*([0-9]{{1,19}})\s*[,}}]', head) for key in ("groups", "redundancy")]
+    if not all(sizes):
+        return None
+    return int(sizes[0].group(1)), int(sizes[1].group(1))
 
 
 def _npz_bytes(arrays):

@@ -113,6 +113,11 @@ def check_micro_batches(micro_batches, groups):
             f"micro_batches m = {m:,} is above the limit of {MAX_MICRO_BATCHES:,}: the planners' work per failure "
             f"grows like m^2 and the step cost is within 1/{MAX_MICRO_BATCHES} of its limit N/(N-k) already"
         )
+    if groups > MAX_SPLIT_ENTRIES:  # even m = 1 is too many: the limit is on N
+        raise ParameterError(
+            f"N = {groups:,} groups is above the limit of {MAX_SPLIT_ENTRIES:,} groups that the planner takes "
+            f"(N m <= {MAX_SPLIT_ENTRIES:,} micro-batches, about 80 bytes each in the exact planner)"
+        )
     if m * groups > MAX_SPLIT_ENTRIES:
         raise ParameterError(
             f"micro_batches m = {m:,} with N = {groups:,} groups gives N m = {m * groups:,} micro-batches, "
