@@ -27,6 +27,10 @@ from spare_opt import (
     MAX_STEPS,
     FailureModel,
     FailureModelError,
+    FailureSetError,
+    ReorderController,
+    TopologyError,
+    read_failure_set,
     Layout,
     LayoutFileError,
     Topology,
@@ -510,3 +514,34 @@ def test_kind13_a_topology_with_no_domain_has_multiplicity_and_lower_bound_0(tmp
     result = cli("layout", "--groups", 12, "--redundancy", 3, "--topology", path, "-o", tmp_path / "l.json")
     assert "at most 0 holder(s) of a shard type in one domain, lower bound 0" in result.stdout
     assert "no group is in a domain" in result.stdout
+
+
+# ===================================================== the smaller findings
+def test_also_fail_of_a_failed_group_points_to_recover():
+    controller = ReorderController(sidon(12, 3, seed=0))
+    controller.fail([2])
+    with pytest.raises(FailureSetError, match=r"recover\(\) brings it back"):
+        controller.fail([2])
+
+
+def test_also_recover_takes_a_0d_array_as_fail_does():
+    controller = ReorderController(sidon(12, 3, seed=0))
+    controller.fail(np.array(4))
+    plan = controller.recover(np.array(4))
+    assert plan.failed.tolist() == [] and plan.stack_number == 1
+    with pytest.raises(FailureSetError, match="not an integer"):
+        controller.recover(np.array(4.0))
+
+
+@pytest.mark.parametrize("content", ["3, 7", "[3, 7]"])
+def test_also_a_failure_set_file_with_a_byte_order_mark_is_read(tmp_path, content):
+    path = tmp_path / "F.txt"
+    path.write_bytes(b"\xef\xbb\xbf" + content.encode())
+    assert read_failure_set(path) == [3, 7]
+
+
+def test_also_a_placement_listing_a_group_twice_is_refused_like_a_topology_label():
+    with pytest.raises(PlacementError, match="lists group 3 twice"):
+        Placement({"a": [3, 1, 3]})
+    with pytest.raises(TopologyError, match="twice"):
+        Topology(4, {"rack": [["r0", "r0"], "r1", "r1", "r1"]})

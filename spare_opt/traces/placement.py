@@ -107,7 +107,9 @@ class Placement:
                 if g < 0 or (self.groups is not None and g >= self.groups):
                     limit = "" if self.groups is None else f" < N = {self.groups}"
                     raise PlacementError(f"{prefix}: group {check.int_text(g)} is out of range (ids are >= 0{limit})")
-            return tuple(sorted(set(int(g) for g in entry)))
+            if len(set(entry)) != len(entry):  # as a topology refuses a doubled label
+                raise PlacementError(f"{prefix}: lists group {next(g for g in entry if entry.count(g) > 1)} twice")
+            return tuple(sorted(int(g) for g in entry))
         if isinstance(entry, dict):
             if len(entry) != 1:
                 raise PlacementError(f"{prefix}: a domain entry names exactly one level and label, got {entry!r}")
