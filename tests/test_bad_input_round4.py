@@ -545,3 +545,18 @@ def test_also_a_placement_listing_a_group_twice_is_refused_like_a_topology_label
         Placement({"a": [3, 1, 3]})
     with pytest.raises(TopologyError, match="twice"):
         Topology(4, {"rack": [["r0", "r0"], "r1", "r1", "r1"]})
+
+
+@pytest.mark.parametrize("micro_batches", [1, 4])
+def test_also_the_replay_maximum_of_s_covers_the_rows_after_recoveries(real_trace_path, micro_batches):
+    from spare_opt import read_fault_trace, replay_trace
+
+    result = replay_trace(sidon(400, 5, seed=0), read_fault_trace(real_trace_path), semantics="repair",
+                          micro_batches=micro_batches)
+    s = result.summary
+    assert s["recoveries"] > 0
+    assert s["max_stack_number"] >= max([s["final_stack_number"]] + [row.stack_number for row in result.rows])
+    text = result.format_text()
+    assert f"{s['masked']} masked in {s['masked_batches']} batches, {s['wipe_outs']} wipe-out(s) of " \
+           f"{s['group_failures'] - s['masked']} group failures" in text
+    assert ("S: most shard types a live group computes part of" in text) is (micro_batches > 1)
