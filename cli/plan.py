@@ -3,12 +3,13 @@
 import click
 
 from spare_opt._core.errors import FailureSetError, SpareError
+from spare_opt._core.io import dumps_json
 from spare_opt.layouts.layout import layout_file_size
 from spare_opt.planning.failure_sets import read_failure_set
 from spare_opt.planning.plan import check_micro_batches, lower_bound
 from spare_opt.planning.exact import plan_reorder
 
-from .options import _load_layout, echo_json, json_option, micro_batches_option, parse_group_list
+from .options import _load_layout, json_option, micro_batches_option, parse_group_list
 
 __all__ = ["command"]
 
@@ -94,7 +95,7 @@ def command(layout, fail_lists, fail_file, micro_batches, as_json):
     """
     plan = plan_reorder(layout, list(fail_lists) + list(fail_file), micro_batches=micro_batches)
     if as_json:
-        echo_json(plan.to_dict())
+        click.echo(dumps_json(plan.to_dict(), flat_lists=True))  # arrays on one line each
         return
     n, r = layout.groups, layout.redundancy
     click.echo(f"layout: N = {n} DP groups, redundancy r = {r}, method {layout.method}")

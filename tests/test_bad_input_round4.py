@@ -560,3 +560,24 @@ def test_also_the_replay_maximum_of_s_covers_the_rows_after_recoveries(real_trac
     assert f"{s['masked']} masked in {s['masked_batches']} batches, {s['wipe_outs']} wipe-out(s) of " \
            f"{s['group_failures'] - s['masked']} group failures" in text
     assert ("S: most shard types a live group computes part of" in text) is (micro_batches > 1)
+
+
+def test_also_demo_stage_callback_is_checked_before_any_work(tmp_path):
+    from spare_opt import ParameterTypeError, run_demo
+
+    with pytest.raises(ParameterTypeError, match="stage must be a callable"):
+        run_demo(tmp_path / "demo", stage=42)
+    assert not (tmp_path / "demo").exists()
+
+
+def test_also_plan_json_writes_each_array_on_one_line(tmp_path):
+    path = tmp_path / "l.json"
+    sidon(600, 5, seed=0).save(path)
+    result = cli("plan", path, "--fail", "3,17", "--json")
+    assert result.exit_code == 0
+    doc = json.loads(result.stdout)
+    assert doc == json.loads(json.dumps(plan_reorder(sidon(600, 5, seed=0), [3, 17]).to_dict(),
+                                        default=lambda a: a.tolist()))
+    assert len(result.stdout.splitlines()) < 2 * 600 + 50  # one line per order row, not per integer
+    assert any(line.strip().startswith('"assignment": [') and line.rstrip().endswith("],")
+               for line in result.stdout.splitlines())

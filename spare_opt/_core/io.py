@@ -293,7 +293,7 @@ def json_default(value):
     raise TypeError(f"{type(value).__name__} value {value!r} is not JSON-serialisable")
 
 
-def dumps_json(document, *, indent=2):
+def dumps_json(document, *, indent=2, flat_lists=False):
     """The one JSON writer of spare-opt: ``document`` as JSON text, refusing NaN and infinity.
 
     JSON has no NaN or infinity (``json.dumps`` would write the non-standard ``NaN`` and
@@ -305,6 +305,10 @@ def dumps_json(document, *, indent=2):
     document : object
         A JSON-ready document; numpy scalars and arrays are converted (:func:`json_default`).
     indent : int or None, default 2
+    flat_lists : bool, default False
+        Write every list of numbers, strings, booleans or nulls on one line (a plan's
+        ``N`` group ids would otherwise take ``N`` lines); objects and lists of lists
+        are still indented.
 
     Returns
     -------
@@ -318,11 +322,25 @@ def dumps_json(document, *, indent=2):
     from .errors import SpareError
 
     try:
+        if flat_lists and indent is not None:
+            return _dumps_flat(json.loads(json.dumps(document, default=json_default, allow_nan=False)), indent, 0)
         return json.dumps(document, indent=indent, default=json_default, allow_nan=False)
     except ValueError as exc:
         if "JSON compliant" not in str(exc):
             raise
         raise SpareError("internal error: a result holds a NaN or infinite number, which JSON cannot hold") from None
+
+
+def _dumps_flat(value, indent, level):
+    """JSON of a plain document (already JSON types), lists of scalars on one line."""
+    pad, inner = " " * (indent * level), " " * (indent * (level + 1))
+    if isinstance(value, dict) and value:
+        items = [f"{inner}{json.dumps(key)}: {_dumps_flat(item, indent, level + 1)}" for key, item in value.items()]
+        return "{\n" + ",\n".join(items) + f"\n{pad}}}"
+    if isinstance(value, list) and value and any(isinstance(item, (list, dict)) for item in value):
+        items = [f"{inner}{_dumps_flat(item, indent, level + 1)}" for item in value]
+        return "[\n" + ",\n".join(items) + f"\n{pad}]"
+    return json.dumps(value)
 
 
 def read_json_file(path, error, what, expected="JSON", malformed="malformed JSON"):
