@@ -60,7 +60,8 @@ class Placement:
     ------
     PlacementError
         ``nodes`` is not a dict of string ids, an entry is none of the three forms, a
-        group id is negative (or ``>= groups``), a domain entry names a level or
+        group id is negative (or ``>= groups``) or listed twice in one entry, ``groups``
+        is not in ``[1, 2^31 - 1]``, a domain entry names a level or
         label that ``topology`` does not have.
     ParameterTypeError
         ``topology`` is not a Topology.
