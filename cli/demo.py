@@ -9,6 +9,7 @@ from .options import (
     echo_json,
     force_option,
     json_option,
+    progress_enabled,
     time_unit_option,
     trace_format_option,
     workers_option,
@@ -54,7 +55,8 @@ def command(out_dir, trace_path, trace_format, time_unit, generated, exact, micr
         raise click.UsageError("--format and --time-unit describe a trace file; --generated reads none")
     result = run_demo(out_dir, trace_path=trace_path, force=force, planner="exact" if exact else "controller",
                       generated=generated, format=trace_format, time_unit=time_unit, micro_batches=micro_batches,
-                      verdict=not no_verdict, workers=workers)
+                      verdict=not no_verdict, workers=workers,
+                      stage=(lambda text: click.echo(text, err=True)) if progress_enabled(False) else None)
     if as_json:
         echo_json(result.to_dict())
     else:

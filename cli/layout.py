@@ -4,6 +4,7 @@ import click
 
 from spare_opt.layouts.domain_layouts import DOMAIN_METHODS, domain_safe
 from spare_opt.layouts.generators import DEFAULT_TIME_LIMIT, METHODS, generate
+from spare_opt.planning.plan import MAX_SPLIT_ENTRIES
 
 from .options import (
     INTEGER,
@@ -92,6 +93,9 @@ def command(ctx, groups, redundancy, method, seed, time_limit, topology, domain_
         layout = domain_safe(groups, redundancy, topology, levels=list(domain_levels) or None, method=domain_method,
                              time_limit=time_limit, seed=seed)
     layout.save(output, force=force)
+    if groups > MAX_SPLIT_ENTRIES:
+        click.echo(f"Warning: spare-opt plan cannot take this layout: N = {groups:,} is above its limit of "
+                   f"{MAX_SPLIT_ENTRIES:,} groups", err=True)
     metadata = layout.metadata
     overlap = metadata.get("lambda")
     if overlap is None:

@@ -7,7 +7,7 @@ import sys
 import click
 from click.core import ParameterSource
 
-from spare_opt import MAX_SPLIT_ENTRIES, Layout
+from spare_opt import MAX_MICRO_BATCHES, MAX_SPLIT_ENTRIES, Layout
 from spare_opt._core import validation as check
 from spare_opt._core.io import dumps_json
 from spare_opt._core.parallel import check_scheduler_address, dask_executor
@@ -269,7 +269,7 @@ micro_batches_option = click.option(
     "--micro-batches", "micro_batches", type=IntegerRange(min=1), default=1, show_default=True, metavar="M",
     help="Micro-batches per shard type (fractional stacking): the work of a failed group is spread in "
          "units of 1/M of a shard, so the step cost is L*/M instead of a whole number of layers.  1 is the "
-         f"paper's model.  N M is limited to {MAX_SPLIT_ENTRIES:,}.")
+         f"paper's model.  M <= {MAX_MICRO_BATCHES:,} and N M <= {MAX_SPLIT_ENTRIES:,}.")
 
 
 def _micro_batch_list(ctx, param, value):
@@ -293,8 +293,8 @@ def _micro_batch_list(ctx, param, value):
 micro_batches_list_option = click.option(
     "--micro-batches", "micro_batches", multiple=True, callback=_micro_batch_list, metavar="M[,M...]",
     help="Micro-batches per shard type to evaluate, comma-separated or repeated (e.g. 1,4,8,16): one row per "
-         "value, on the same layouts and failure orders.  1 is the paper's model  [default: 1].  N M is "
-         f"limited to {MAX_SPLIT_ENTRIES:,}.")
+         "value, on the same layouts and failure orders.  1 is the paper's model  [default: 1].  "
+         f"M <= {MAX_MICRO_BATCHES:,} and N M <= {MAX_SPLIT_ENTRIES:,}.")
 
 
 def _workers(ctx, param, value):
@@ -314,8 +314,8 @@ def _scheduler(ctx, param, value):
 
 workers_option = click.option(
     "--workers", type=INTEGER, default=1, show_default=True, metavar="W", callback=_workers,
-    help="Processes on this machine (-1: every CPU); with --scheduler local, the workers of the local "
-         "cluster.  Results do not depend on it.")
+    help="Processes on this machine (-1: every CPU; at most one per CPU); with --scheduler local, the "
+         "workers of the local cluster.  Results do not depend on it.")
 scheduler_option = click.option(
     "--scheduler", default=None, metavar="ADDRESS", callback=_scheduler,
     help="Run on a Dask distributed cluster: its scheduler address (tcp://host:8786), or 'local' to start "

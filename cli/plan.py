@@ -2,12 +2,14 @@
 
 import click
 
-from spare_opt._core.errors import FailureSetError
+from spare_opt._core.errors import FailureSetError, SpareError
+from spare_opt._core.io import dumps_json
+from spare_opt.layouts.layout import layout_file_size
 from spare_opt.planning.failure_sets import read_failure_set
-from spare_opt.planning.plan import lower_bound
+from spare_opt.planning.plan import check_micro_batches, lower_bound
 from spare_opt.planning.exact import plan_reorder
 
-from .options import echo_json, json_option, layout_argument, micro_batches_option, parse_group_list
+from .options import _load_layout, json_option, micro_batches_option, parse_group_list
 
 __all__ = ["command"]
 
@@ -44,8 +46,19 @@ def _row_text(row, top):
     return " ".join(values[:top]) + " | " + " ".join(values[top:])
 
 
+def _plannable_layout(ctx, param, value):
+    """The LAYOUT argument, refused from its header (before loading) when N is above the planner's limit."""
+    size = layout_file_size(value)
+    if size is not None:
+        try:
+            check_micro_batches(1, size[0])
+        except SpareError as exc:
+            raise click.ClickException(f"{value}: {exc}") from None
+    return _load_layout(ctx, param, value)
+
+
 @click.command("plan")
-@layout_argument
+@click.argument("layout", metavar="LAYOUT", callback=_plannable_layout)
 @click.option(
     "--fail",
     "fail_lists",
@@ -82,7 +95,7 @@ def command(layout, fail_lists, fail_file, micro_batches, as_json):
     """
     plan = plan_reorder(layout, list(fail_lists) + list(fail_file), micro_batches=micro_batches)
     if as_json:
-        echo_json(plan.to_dict())
+        click.echo(dumps_json(plan.to_dict(), flat_lists=True))  # arrays on one line each
         return
     n, r = layout.groups, layout.redundancy
     click.echo(f"layout: N = {n} DP groups, redundancy r = {r}, method {layout.method}")

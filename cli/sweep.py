@@ -138,7 +138,9 @@ def command(ctx, groups, r_min, r_max, methods, trials, seed, micro_batches, wor
         return
     p = result.parameters
     click.echo(f"N = {groups}, {trials} trials per point, seed {seed}; J with m = {p['system_mtbf_seconds'] / 60:g} min, "
-               f"T_r = {p['restart_seconds'] / 60:g} min, T_s = {p['save_seconds']:g} s")
+               f"T_r = {p['restart_seconds'] / 60:g} min, T_s = {p['save_seconds']:g} s"
+               + (f"; J below at M = {micro_batches[0]} (the first --micro-batches; every M in the second table)"
+                  if micro_batches != (1,) else ""))
     header = (f"{'method':<12} {'r':>3} {'lam':>3} {'mu MC':>8} {'95% CI':>17} {'mu cf':>7} {'err':>7} "
               f"{'Sbar MC':>7} {'95% CI':>15} {'Sbar cf':>7} {'err':>6} {'J MC':>6} {'J cf':>6}")
     click.echo(header)

@@ -136,6 +136,9 @@ def command(ctx, layout, trials, seed, micro_batches, workers, scheduler, worst_
         from spare_opt.traces.failure_model import FailureModel
 
         domain_probability = FailureModel.load(model_path).multi_node_probability
+    if topology is not None and domain_probability is None and given(ctx, "baselines"):
+        refuse_unused("--baselines", "needs --domain-probability or --failure-model (the baselines run in the "
+                                     "Monte-Carlo under correlated failures; without it they would do nothing)")
     if domain_probability is not None and trials == 0:
         refuse_unused("--domain-probability", "needs --trials > 0 (it runs a Monte-Carlo)")
     baseline_methods = [] if baselines.strip() == "none" else [b.strip() for b in baselines.split(",") if b.strip()]

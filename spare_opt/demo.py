@@ -259,7 +259,7 @@ def _layout_info(layout, seconds):
 
 def run_demo(out_dir=DEFAULT_OUT, *, trace_path=None, force=False, planner="controller", generated=False,
              time_limit=SIDON_TIME_LIMIT, progress=None, environ=None, format=None, time_unit=None,
-             micro_batches=1, verdict=True, workers=1, executor=None):
+             micro_batches=1, verdict=True, workers=1, executor=None, stage=None):
     """Run the demo: Sidon layout for ``N = 400``, ``r = r*``, and a fault-trace replay.
 
     Parameters
@@ -297,6 +297,9 @@ def run_demo(out_dir=DEFAULT_OUT, *, trace_path=None, force=False, planner="cont
         Processes of the verdict (``-1``: every CPU); the numbers do not depend on it.
     executor : concurrent.futures.Executor, optional
         Run the verdict's tasks here instead.
+    stage : callable, optional
+        ``stage(text)`` is called as each stage starts (layout, replays, verdict), so
+        that a first run, which compiles the numba kernels, does not sit silent.
 
     Returns
     -------
@@ -334,6 +337,7 @@ def run_demo(out_dir=DEFAULT_OUT, *, trace_path=None, force=False, planner="cont
     generated = check.flag("generated", generated)
     verdict = check.flag("verdict", verdict)
     micro_batches = check.integer("micro_batches m", micro_batches, minimum=1)
+    stage = check.callback("stage", stage) or (lambda text: None)
     if generated and (format is not None or time_unit is not None):
         raise ParameterError("format and time_unit describe a trace file; the generated sequence is none")
     groups = DEMO_GROUPS
@@ -360,10 +364,13 @@ def run_demo(out_dir=DEFAULT_OUT, *, trace_path=None, force=False, planner="cont
         trace = read_fault_trace(found, format=format, time_unit=time_unit)
         kind = _trace_kind(trace)
 
+    first = " (the first run also compiles the kernels)"
+    stage(f"Sidon layout N = {groups}, r = {redundancy}...")
     started = time.perf_counter()
     layout = sidon(groups, redundancy, time_limit=time_limit, seed=0)
     layout_info = _layout_info(layout, time.perf_counter() - started)
 
+    stage(f"Replaying {trace.source}{first}...")
     result = replay_trace(layout, trace, planner=planner, progress=progress)
     random_placement = replay_trace(layout, trace, planner=planner, placement_seed=PLACEMENT_SEED)
     # With repairs, whole shards (m = 1) beside micro-batches (M, else the demo's 16).
@@ -374,6 +381,7 @@ def run_demo(out_dir=DEFAULT_OUT, *, trace_path=None, force=False, planner="cont
     if verdict:
         from .simulation.verdict import compare, compare_parameters
 
+        stage(f"Verdict: checkpointing, replication and SPARe on the trace{first}...")
         grid = dict(DEMO_VERDICT, micro_batches=tuple(sorted(set(DEMO_MICRO_BATCHES) | {micro_batches})))
         for scale in (1.0, DEMO_COMPRESSION):
             params = compare_parameters("trace-400", groups, trace=trace, time_scale=scale)

@@ -449,7 +449,7 @@ class _Run:
         self.out[K.R_WALL] = self.t
         self.out[K.R_USEFUL] += self.pending_useful
         self.out[K.R_OVERHEAD] += self.pending_overhead
-        self.out[K.R_FINISHED] = 1.0 if self.progress >= self.steps else 0.0
+        self.out[K.R_FINISHED] = 1.0 if self.progress >= self.steps and self.t <= self.max_wall else 0.0
         self.out[K.R_EPOCHS_USED] = self.epoch + 1
         return self.out
 

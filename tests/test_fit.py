@@ -406,7 +406,7 @@ def test_bad_model_files(tmp_path):
 def test_bad_model_arguments():
     with pytest.raises(ParameterTypeError):
         dataclasses.replace(KNOWN, cluster_nodes=300.0)
-    with pytest.raises(ParameterError, match="too small"):
+    with pytest.raises(ParameterError, match="weibull_shape must be >= 0.05"):
         dataclasses.replace(KNOWN, weibull_shape=1e-4)
     with pytest.raises(ParameterError, match="MAX_SAMPLE_EVENTS"):
         KNOWN.sample_trace(1e9)

@@ -135,7 +135,7 @@ def test_levels_and_block_arguments_are_checked():
 # ----------------------------------------------------------------- placement
 def test_placement_resolves_groups_lists_and_domains(tmp_path):
     racks = Topology.blocks(8, {"rack": 4})
-    placement = Placement({"a": 5, "b": [1, 0, 1], "c": {"rack": "rack-1"}}, groups=8, topology=racks)
+    placement = Placement({"a": 5, "b": [1, 0], "c": {"rack": "rack-1"}}, groups=8, topology=racks)
     indptr, groups = placement.resolve(["c", "zz", "b", "a"], 8)
     assert [groups[indptr[i]:indptr[i + 1]].tolist() for i in range(4)] == [[4, 5, 6, 7], [], [0, 1], [5]]
     path = placement.save(tmp_path / "p.json")

@@ -21,6 +21,8 @@ __all__ = [
     "read_json_file",
     "parse_json_text",
     "check_version",
+    "optional_object",
+    "has_bool",
 ]
 
 
@@ -120,10 +122,20 @@ def write_atomic(path, data, *, force=False):
             raise _write_error(path, "it is a folder")
         if path.exists() and not force:
             raise OutputExistsError(f"{path} exists already (use --force / force=True to overwrite)")
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent or ".")
     except OSError as exc:
         if isinstance(exc, (OutputExistsError, OutputWriteError)):
             raise
+        raise _write_error(path, _reason(exc, path.parent)) from None
+    with _terminate_cleanly():
+        _write_through_temp(path, data, force)
+    return given
+
+
+def _write_through_temp(path, data, force):
+    """The temporary file of :func:`write_atomic`, moved (or linked) into place; removed on any failure."""
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent or ".")
+    except OSError as exc:
         raise _write_error(path, _reason(exc, path.parent)) from None
     try:
         # mkstemp makes 0600 files; give the result the mode a plain open() would.
@@ -149,7 +161,46 @@ def write_atomic(path, data, *, force=False):
         if isinstance(exc, OSError) and not isinstance(exc, (OutputExistsError, OutputWriteError)):
             raise _write_error(path, _reason(exc, path.parent)) from None
         raise
-    return given
+
+
+class _Terminated(BaseException):
+    """SIGTERM arrived while a temporary file existed (raised by the handler of :func:`_terminate_cleanly`)."""
+
+
+@contextmanager
+def _terminate_cleanly():
+    """Turn SIGTERM into an exception while the block runs, then die of it after the cleanup.
+
+    SIGINT raises ``KeyboardInterrupt``, which the ``except BaseException`` of
+    :func:`_write_through_temp` turns into the removal of the temporary file; SIGTERM's
+    default action kills the process at once and left the file behind.  Here SIGTERM
+    raises :class:`_Terminated` instead, the temporary file is removed on the way out,
+    and the signal is then sent again with its default action restored, so the
+    process still ends as killed by SIGTERM (exit status 143 in a shell).  Only in the
+    main thread (where Python runs signal handlers), and only when SIGTERM has its
+    default action: a handler the application installed, or an ignored signal, is
+    left alone.
+    """
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread() or \
+            signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        yield
+        return
+
+    def handler(signum, frame):
+        raise _Terminated()
+
+    signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    except _Terminated:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
+        raise  # not reached: the default action ends the process
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def write_document(path, data, *, force, error, what):
@@ -242,7 +293,7 @@ def json_default(value):
     raise TypeError(f"{type(value).__name__} value {value!r} is not JSON-serialisable")
 
 
-def dumps_json(document, *, indent=2):
+def dumps_json(document, *, indent=2, flat_lists=False):
     """The one JSON writer of spare-opt: ``document`` as JSON text, refusing NaN and infinity.
 
     JSON has no NaN or infinity (``json.dumps`` would write the non-standard ``NaN`` and
@@ -254,6 +305,10 @@ def dumps_json(document, *, indent=2):
     document : object
         A JSON-ready document; numpy scalars and arrays are converted (:func:`json_default`).
     indent : int or None, default 2
+    flat_lists : bool, default False
+        Write every list of numbers, strings, booleans or nulls on one line (a plan's
+        ``N`` group ids would otherwise take ``N`` lines); objects and lists of lists
+        are still indented.
 
     Returns
     -------
@@ -267,11 +322,25 @@ def dumps_json(document, *, indent=2):
     from .errors import SpareError
 
     try:
+        if flat_lists and indent is not None:
+            return _dumps_flat(json.loads(json.dumps(document, default=json_default, allow_nan=False)), indent, 0)
         return json.dumps(document, indent=indent, default=json_default, allow_nan=False)
     except ValueError as exc:
         if "JSON compliant" not in str(exc):
             raise
         raise SpareError("internal error: a result holds a NaN or infinite number, which JSON cannot hold") from None
+
+
+def _dumps_flat(value, indent, level):
+    """JSON of a plain document (already JSON types), lists of scalars on one line."""
+    pad, inner = " " * (indent * level), " " * (indent * (level + 1))
+    if isinstance(value, dict) and value:
+        items = [f"{inner}{json.dumps(key)}: {_dumps_flat(item, indent, level + 1)}" for key, item in value.items()]
+        return "{\n" + ",\n".join(items) + f"\n{pad}}}"
+    if isinstance(value, list) and value and any(isinstance(item, (list, dict)) for item in value):
+        items = [f"{inner}{_dumps_flat(item, indent, level + 1)}" for item in value]
+        return "[\n" + ",\n".join(items) + f"\n{pad}]"
+    return json.dumps(value)
 
 
 def read_json_file(path, error, what, expected="JSON", malformed="malformed JSON"):
@@ -422,6 +491,48 @@ def check_version(doc, expected, source, error, format_name):
         else:
             shown = f"(a JSON {'object' if isinstance(version, dict) else 'list'})"
         raise error(f"{source}: {format_name} version {shown} is not supported (expected the integer {expected})")
+
+
+def optional_object(doc, key, source, error):
+    """The optional object field ``key`` of a document: ``{}`` when missing or ``null``, else a dict.
+
+    The one rule of every reader for an optional object (``metadata``): ``[]``, ``0``,
+    ``""`` and ``false`` are refused like ``1``, not taken as an empty object.
+
+    Raises
+    ------
+    error
+        The field is present and neither ``null`` nor an object.
+    """
+    value = doc.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise error(f"{source}: {key!r} must be an object or null, got a JSON {_json_kind(value)}")
+    return value
+
+
+def has_bool(rows):
+    """Whether a list of lists (a parsed JSON matrix) holds a ``true`` or ``false`` anywhere.
+
+    ``numpy.asarray`` turns ``[[0, true]]`` into integers; the readers refuse booleans
+    where numbers are expected, as ``version``, ``groups`` and ``offsets`` do.
+    """
+    from itertools import chain
+
+    if not isinstance(rows, list) or not all(isinstance(row, list) for row in rows):
+        return False  # the shape check names what is wrong
+    return bool in set(map(type, chain.from_iterable(rows)))
+
+
+def _json_kind(value):
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    return "list" if isinstance(value, list) else type(value).__name__
 
 
 @contextmanager

@@ -39,6 +39,7 @@ __all__ = [
     "LOCAL_SCHEDULER",
     "check_scheduler_address",
     "local_cluster_options",
+    "local_processes",
     "dask_executor",
 ]
 
@@ -64,6 +65,22 @@ def resolve_workers(workers):
     if workers < 1:
         raise ParameterError(f"workers must be a positive integer or -1 (every CPU), got {check.int_text(workers)}")
     return workers
+
+
+def local_processes(workers):
+    """The worker processes started on this machine for ``workers``: at most one per CPU.
+
+    The kernels are single-threaded and hold the GIL, so processes beyond the CPUs
+    only add start-up time and memory (``--workers 100000`` would start 100,000
+    processes).  The process pool of :func:`run_tasks` also takes at most one per
+    task; a local Dask cluster (:func:`dask_executor`) cannot know its tasks.
+
+    Raises
+    ------
+    ParameterTypeError, ParameterError
+        As :func:`resolve_workers`.
+    """
+    return min(resolve_workers(workers), os.cpu_count() or 1)
 
 
 def check_executor(executor):
@@ -167,7 +184,8 @@ def run_tasks(function, tasks, *, workers=1, executor=None, progress=None, weigh
 
         if warm_up is not None:
             warm_up()
-        executor = ProcessPoolExecutor(max_workers=min(workers, len(tasks)), mp_context=_pool_context())
+        executor = ProcessPoolExecutor(max_workers=min(local_processes(workers), len(tasks)),
+                                       mp_context=_pool_context())
     futures = {}
     try:
         for index, task in enumerate(tasks):
@@ -282,7 +300,8 @@ def dask_executor(address, *, workers=1, timeout_seconds=10.0):
     address : str
         A scheduler address (:func:`check_scheduler_address`), or ``"local"`` to start a
         ``distributed.LocalCluster`` of ``workers`` single-threaded worker processes
-        (every CPU for ``-1``), stopped on exit.
+        (every CPU for ``-1``, at most one per CPU: :func:`local_processes`), stopped
+        on exit.
     workers : int, default 1
         Worker processes of a local cluster; ignored for a running scheduler (its
         workers run the tasks).
@@ -311,7 +330,7 @@ def dask_executor(address, *, workers=1, timeout_seconds=10.0):
     or loads them from its numba cache.
     """
     address = check_scheduler_address(address)
-    processes = resolve_workers(workers)
+    processes = local_processes(workers)
     timeout_seconds = check.seconds("timeout_seconds", timeout_seconds)
     try:
         from distributed import Client, LocalCluster

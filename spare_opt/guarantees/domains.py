@@ -318,13 +318,12 @@ def _wipe_out_pairs(layout, domains):
         options = [set(domains.entry_domain[indptr[g]:indptr[g + 1]].tolist()) for g in holders[t].tolist()]
         if any(not o for o in options):
             continue  # a holder in no domain survives every domain failure
-        # The type is lost by {a, b} when every holder is in a or in b.
-        for a in options[0]:
+        # The type is lost by {a, b} when every holder is in a or in b, and by neither
+        # alone (a domain holding every holder loses it alone: a single-domain wipe-out).
+        alone = set.intersection(*options)
+        for a in options[0] - alone:
             rest = [o for o in options if a not in o]
-            if not rest:
-                continue  # a alone loses it: a single-domain wipe-out, not a pair's
-            common = set.intersection(*rest)
-            for b in common:
+            for b in set.intersection(*rest) - alone:
                 if b != a:
                     found.add((min(a, b), max(a, b)))
     return sorted(found)
@@ -449,7 +448,8 @@ def derived_topology(trace, groups, *, level=None, window_days=0.0, until_days=N
     window_days : float, default 0.0
         Events at most this far apart (days) co-fail; ``0`` means the same instant.
     until_days : float, optional
-        Only events before this time are used (derive on a prefix, replay the rest).
+        Only events before this time are used (derive on a prefix, replay the rest);
+        with the trace's node domains, only the nodes with a fault before it.
     placement_seed, placement
         Node-to-group mapping, as in :func:`spare_opt.traces.trace.trace_instants`.
     use_domains : {"auto", True, False}, default "auto"
@@ -466,7 +466,8 @@ def derived_topology(trace, groups, *, level=None, window_days=0.0, until_days=N
     ParameterTypeError
         ``trace`` is not a FaultTrace, a number or name has the wrong type.
     ParameterError
-        ``groups < 1``, a negative window, an empty level name.
+        ``groups < 1``, a negative window, an empty level name, a window with the
+        trace's node domains (which do not come from co-failures).
 
     Examples
     --------
@@ -498,11 +499,15 @@ def derived_topology(trace, groups, *, level=None, window_days=0.0, until_days=N
         until_days = check.number("until_days", until_days)
     node_members = trace.node_groups(groups, seed=placement_seed, placement=placement, members=True)
     indptr, node_group_ids = node_members
-    if from_domains:
-        return _topology_of_node_domains(trace, groups, level, indptr, node_group_ids)
     usable = trace.is_start & ~trace.ignored
     if until_days is not None:
         usable &= trace.times_days < until_days
+    if from_domains:
+        if window_days > 0:
+            raise ParameterError(f"window_days groups co-failures, but the domains of {trace.source} come from its "
+                                 "domain column (use_domains=False derives them from co-failures)")
+        seen = None if until_days is None else np.unique(trace.node[usable])
+        return _topology_of_node_domains(trace, groups, level, indptr, node_group_ids, seen)
     events = np.flatnonzero(usable)
     parent = np.arange(groups)
 
@@ -538,11 +543,16 @@ def derived_topology(trace, groups, *, level=None, window_days=0.0, until_days=N
     return Topology(groups, {level: entries})
 
 
-def _topology_of_node_domains(trace, groups, level, indptr, node_group_ids):
-    """Each group in the domains of its nodes (the trace's ``domain`` column), in order of first appearance of the domain."""
+def _topology_of_node_domains(trace, groups, level, indptr, node_group_ids, seen=None):
+    """Each group in the domains of its nodes (the trace's ``domain`` column), in order of first appearance of the domain.
+
+    ``seen`` (node indices), when given, keeps only those nodes: the ones with a fault
+    before ``until_days``.
+    """
     labels = [[] for _ in range(groups)]
+    keep = None if seen is None else set(seen.tolist())
     for node, domain in enumerate(trace.node_domains):
-        if domain is None:
+        if domain is None or (keep is not None and node not in keep):
             continue
         for g in node_group_ids[indptr[node]:indptr[node + 1]].tolist():
             if domain not in labels[g]:

@@ -8,7 +8,7 @@
   at most one holder of each shard type.
 """
 
-from .layout import Layout, LAYOUT_FORMAT, LAYOUT_VERSION, check_size, check_layout
+from .layout import Layout, LAYOUT_FORMAT, LAYOUT_VERSION, check_size, check_layout, layout_file_size
 from .generators import consecutive, sidon, block, random_latin, generate, METHODS, DEFAULT_TIME_LIMIT
 from .topology import Topology, TOPOLOGY_FORMAT, TOPOLOGY_VERSION, check_topology
 from .domain_layouts import (
@@ -26,6 +26,7 @@ __all__ = [
     "LAYOUT_VERSION",
     "check_size",
     "check_layout",
+    "layout_file_size",
     "consecutive",
     "sidon",
     "block",

@@ -505,7 +505,10 @@ def _finish(layout, domains, lower, topology, started):
     if measured != claimed or (domains.count and measured < lower):
         raise SolverError(f"domain_safe: internal check failed: claimed multiplicity {claimed}, measured {measured}, "
                           f"lower bound {lower}")
-    if measured <= 1:
+    if domains.count == 0:  # no group in any domain: multiplicity 0, and 0 is its least value
+        metadata["domain_multiplicity_lower_bound"] = 0
+        status, reason = "safe", "no group is in a domain at these levels: no two holders can fail together"
+    elif measured <= 1:
         status, reason = "safe", "every domain holds pairwise disjoint shard types"
     elif lower > 1:
         size = int(domains.sizes.max())

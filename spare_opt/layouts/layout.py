@@ -21,7 +21,9 @@ from .._core import validation as check
 from .._core.io import (
     as_path,
     check_version,
+    has_bool,
     json_default,
+    optional_object,
     parse_json_text,
     read_json_file,
     reading,
@@ -29,7 +31,7 @@ from .._core.io import (
 )
 from .._core.errors import LayoutError, LayoutFileError, ParameterError
 
-__all__ = ["Layout", "LAYOUT_FORMAT", "LAYOUT_VERSION", "check_size", "check_layout"]
+__all__ = ["Layout", "LAYOUT_FORMAT", "LAYOUT_VERSION", "check_size", "check_layout", "layout_file_size"]
 
 LAYOUT_FORMAT = "spare-layout"
 LAYOUT_VERSION = 1
@@ -467,6 +469,8 @@ class Layout:
         if not isinstance(method, str):
             raise LayoutFileError(f"{source}: 'method' must be a string, got {method!r}")
         stacks = doc["stacks"]
+        if has_bool(stacks):  # numpy would read true as 1
+            raise LayoutFileError(f"{source}: 'stacks' must be a list of N lists of r integers (true/false are not)")
         try:
             array = np.asarray(stacks)
         except ValueError:
@@ -482,9 +486,7 @@ class Layout:
         # type() is int: true would pass isinstance(o, int).
         if offsets is not None and (not isinstance(offsets, list) or not all(type(o) is int for o in offsets)):
             raise LayoutFileError(f"{source}: 'offsets' must be a list of integers or null")
-        metadata = doc.get("metadata") or {}
-        if not isinstance(metadata, dict):
-            raise LayoutFileError(f"{source}: 'metadata' must be an object")
+        metadata = optional_object(doc, "metadata", source, LayoutFileError)
         try:
             return cls(array, method=method, offsets=offsets, metadata=metadata)
         except LayoutError as exc:
@@ -509,6 +511,44 @@ class Layout:
             return cls.from_dict(header, source=str(path))
         doc = read_json_file(path, LayoutFileError, "layout file", expected="JSON or .npz")
         return cls.from_dict(doc, source=str(path))
+
+
+def layout_file_size(path):
+    """``(N, r)`` of a layout file read from its header only, or ``None`` when the header does not say.
+
+    Lets a command refuse a layout it cannot take (``N`` above a limit) before
+    loading its ``N r`` entries: :meth:`Layout.save` writes ``groups`` and
+    ``redundancy`` before ``stacks`` in JSON, and a separate ``header`` in ``.npz``.
+    Nothing is checked here; :meth:`Layout.load` checks the whole file.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+
+    Returns
+    -------
+    tuple of int or None
+        ``None`` for a file that cannot be read, or whose first 64 KiB do not give
+        both sizes before ``stacks``.
+    """
+    import re
+    import zipfile
+
+    try:
+        path = as_path(path, LayoutFileError, "layout file path")
+        if path.suffix == ".npz":
+            with zipfile.ZipFile(path) as archive, archive.open("header.npy") as member:
+                text = str(np.lib.format.read_array(member, allow_pickle=False))
+        else:
+            with open(path, "rb") as handle:
+                text = handle.read(1 << 16).decode("utf-8", errors="replace")
+    except (OSError, ValueError, KeyError, zipfile.BadZipFile, LayoutFileError):
+        return None
+    head = text.split('"stacks"', 1)[0]
+    sizes = [re.search(rf'"{key}"\s*:\s*([0-9]{{1,19}})\s*[,}}]', head) for key in ("groups", "redundancy")]
+    if not all(sizes):
+        return None
+    return int(sizes[0].group(1)), int(sizes[1].group(1))
 
 
 def _npz_bytes(arrays):

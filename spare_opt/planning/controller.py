@@ -386,7 +386,8 @@ class ReorderController:
                 break
             history.grow()
         if status == _k.STATUS_ALREADY_FAILED:
-            raise FailureSetError(f"group {lost_count} has failed already (call restart() to revive failed groups)")
+            raise FailureSetError(f"group {lost_count} has failed already (recover() brings it back; restart() "
+                                  "brings every group back)")
         bound = lower_bound(n, failed_count)  # c(k); None when every group failed
         if status == _k.STATUS_WIPE_OUT:
             self._wiped = True
@@ -414,7 +415,8 @@ class ReorderController:
                 break
             history.grow()
         if status == _s.STATUS_ALREADY_FAILED:
-            raise FailureSetError(f"group {lost_count} has failed already (call restart() to revive failed groups)")
+            raise FailureSetError(f"group {lost_count} has failed already (recover() brings it back; restart() "
+                                  "brings every group back)")
         bound = lower_bound(n, failed_count)
         if status == _s.STATUS_WIPE_OUT:
             self._wiped = True
@@ -654,6 +656,8 @@ class ReorderController:
         if self._wiped:
             raise FailureSetError("the controller has wiped out: call restart(), which brings every group back")
         n = self._stacks.shape[0]
+        if isinstance(groups, np.ndarray) and groups.ndim == 0:  # a 0-d array is one id, as fail() takes it
+            groups = groups[()]
         if isinstance(groups, (bool, np.bool_)) or isinstance(groups, (float, np.floating)):
             raise FailureSetError(f"recovered groups: {groups!r} is not an integer group id")
         if isinstance(groups, (int, np.integer)):

@@ -9,7 +9,7 @@ file (a JSON list, or ids separated by commas and white space).
 import numpy as np
 
 from .._core import validation as check
-from .._core.io import as_path, read_json_file, reading
+from .._core.io import as_path, parse_json_text, reading
 from .._core.errors import FailureSetError
 
 __all__ = ["normalise_groups", "parse_group_ids", "read_failure_set"]
@@ -134,7 +134,7 @@ def read_failure_set(path):
     """
     path = as_path(path, FailureSetError, "failure-set file")
     with reading(path, FailureSetError, "failure-set file", "a list of group ids"):
-        text = path.read_text(encoding="utf-8").strip()
+        text = path.read_text(encoding="utf-8-sig").strip()  # a byte-order mark is skipped, as in CSV logs
     if not text:
         raise FailureSetError(f"{path} holds no group ids (write [] for an empty failure set)")
     if text[0] not in "[{":
@@ -142,7 +142,7 @@ def read_failure_set(path):
             return parse_group_ids(text)
         except FailureSetError as exc:
             raise FailureSetError(f"{path}: {exc}") from None
-    values = read_json_file(path, FailureSetError, "failure-set file", expected="a list of group ids")
+    values = parse_json_text(text, FailureSetError, str(path))
     if not isinstance(values, list):
         raise FailureSetError(f"{path}: expected a JSON list of group ids, got a JSON object")
     for item in values:

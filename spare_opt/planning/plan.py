@@ -139,6 +139,11 @@ def check_micro_batches(micro_batches, groups):
             f"micro_batches m = {m:,} is above the limit of {MAX_MICRO_BATCHES:,}: the planners' work per failure "
             f"grows like m^2 and the step cost is within 1/{MAX_MICRO_BATCHES} of its limit N/(N-k) already"
         )
+    if groups > MAX_SPLIT_ENTRIES:  # even m = 1 is too many: the limit is on N
+        raise ParameterError(
+            f"N = {groups:,} groups is above the limit of {MAX_SPLIT_ENTRIES:,} groups that the planner takes "
+            f"(N m <= {MAX_SPLIT_ENTRIES:,} micro-batches, about 80 bytes each in the exact planner)"
+        )
     if m * groups > MAX_SPLIT_ENTRIES:
         raise ParameterError(
             f"micro_batches m = {m:,} with N = {groups:,} groups gives N m = {m * groups:,} micro-batches, "
@@ -665,20 +670,37 @@ def check_plan(layout, plan, previous_order=None, previous_split=None):
     check_layout(layout)
     check.instance("plan", plan, Plan)
     n, r = layout.stacks.shape
-    failed = np.asarray(plan.failed)
-    if failed.ndim != 1 or (failed.size and (failed.min() < 0 or failed.max() >= n)):
+    # The shape and type of every field first, so that a malformed plan is a PlanError.
+    failed = _int_array(plan.failed, "failed", 1)
+    if failed.size and (failed.min() < 0 or failed.max() >= n):
         raise PlanError(f"failed must be a 1-D array of group ids in [0, {n})")
+    _require(np.unique(failed).size == failed.size, "failed names a group twice")
+    _require(isinstance(plan.status, str) and plan.status in (MASKED, WIPE_OUT),
+             f"status is {plan.status!r}, not {MASKED!r} or {WIPE_OUT!r}")
+    for name in ("stack_number", "lower_bound", "load", "moves", "micro_batches"):
+        value = getattr(plan, name)
+        _require(value is None and name not in ("moves", "micro_batches") or _is_int(value),
+                 f"{name} is {value!r}, not an integer")
+    _require(plan.micro_batches >= 1, f"micro_batches is {plan.micro_batches!r}, not a positive integer")
+    _require(plan.step_cost is None or (isinstance(plan.step_cost, (int, float, np.integer, np.floating))
+                                        and not isinstance(plan.step_cost, (bool, np.bool_))),
+             f"step_cost is {plan.step_cost!r}, not a number")
+    lost_shards = _int_array(plan.lost_shards, "lost_shards", 1)
+    _require(isinstance(plan.patch, dict), f"patch is a {type(plan.patch).__name__}, not a dict")
+    for name, value, shape in (("previous_order", previous_order, (n, r)),
+                               ("previous_split", previous_split, (n, plan.micro_batches))):
+        if value is not None:
+            value = _int_array(value, name, 2)
+            _require(value.shape == shape, f"{name} has shape {value.shape}, expected {shape}")
     alive = np.ones(n, dtype=bool)
     alive[failed] = False
     holder_alive = alive[layout.holders()[1]].reshape(n, r)
     lost = np.flatnonzero(~holder_alive.any(axis=1))
-    _require(np.array_equal(np.sort(np.asarray(plan.lost_shards)), lost),
+    _require(np.array_equal(np.sort(lost_shards), lost),
              "lost_shards differ from the shard types with no live holder")
     _require(plan.lower_bound == lower_bound(n, len(failed)),
              f"lower_bound is {plan.lower_bound}, not c(k) = {lower_bound(n, len(failed))}")
     m = plan.micro_batches
-    _require(isinstance(m, (int, np.integer)) and not isinstance(m, (bool, np.bool_)) and m >= 1,
-             f"micro_batches is {m!r}, not a positive integer")
     if lost.size:
         _require(plan.status == WIPE_OUT, f"status is {plan.status!r} but shard types have no live holder")
         _require(plan.stack_number is None, "a wipe-out plan must have stack_number None")
@@ -688,7 +710,8 @@ def check_plan(layout, plan, previous_order=None, previous_split=None):
     _require(plan.status == MASKED, f"status is {plan.status!r} but every shard type has a live holder")
     s = plan.stack_number
     _require(s is not None and plan.lower_bound <= s <= r, f"S* = {s} is outside [c(k), r] = [{plan.lower_bound}, {r}]")
-    assignment = np.asarray(plan.assignment)
+    _require(plan.assignment is not None, "a masked plan must have an assignment")
+    assignment = _int_array(plan.assignment, "assignment", 1)
     _require(assignment.shape == (n,), f"assignment has shape {assignment.shape}, expected ({n},)")
     _require(assignment.min() >= 0 and assignment.max() < n, "assignment names a group outside [0, N)")
     _require(np.all(alive[assignment]), f"shard type {int(np.argmin(alive[assignment]))} is assigned to a failed group")
@@ -706,7 +729,8 @@ def check_plan(layout, plan, previous_order=None, previous_split=None):
     else:
         widest = int(touched[alive].sum(axis=1).max())
         _require(s == widest, f"stack_number is {s} but a live group computes part of {widest} shard types")
-    order = np.asarray(plan.order)
+    _require(plan.order is not None, "a masked plan must have an order")
+    order = _int_array(plan.order, "order", 2)
     _require(order.shape == (n, r), f"order has shape {order.shape}, expected {(n, r)}")
     _require(np.all(order[~alive] == -1), "failed groups must have order rows of -1")
     live_rows = np.flatnonzero(alive)
@@ -729,9 +753,11 @@ def check_plan(layout, plan, previous_order=None, previous_split=None):
         changed = int((previous != split).sum())
         _require(plan.moves == changed, f"moves = {plan.moves} but {changed} micro-batches changed contributor")
     for g, items in plan.patch.items():
-        _require(0 <= g < n and alive[g], f"patch work given to group {g}, which is not live")
-        _require(all(isinstance(item, tuple) and len(item) == 2 for item in items),
-                 f"patch items of group {g} are not (shard type, micro-batch) pairs")
+        _require(_is_int(g) and 0 <= g < n and alive[g], f"patch work given to group {g!r}, which is not live")
+        _require(isinstance(items, (list, tuple)), f"patch work of group {g} is a {type(items).__name__}, not a list")
+        _require(all(isinstance(item, (list, tuple)) and len(item) == 2 and all(map(_is_int, item))
+                     for item in items),
+                 f"patch work of group {g} names something other than (shard type, micro-batch) pairs")
         wrong = [(t, j) for t, j in items if not (0 <= t < n and 0 <= j < m) or split[t, j] != g]
         _require(not wrong, f"patch work {wrong[0] if wrong else -1} given to group {g}, "
                             "which does not contribute it")
@@ -761,14 +787,30 @@ def _require(condition, message):
         raise PlanError(message)
 
 
+def _is_int(value):
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+
+
+def _int_array(value, name, ndim):
+    """``value`` as an int64 array of ``ndim`` dimensions; :class:`PlanError` otherwise (empty lists are fine)."""
+    try:
+        array = np.asarray(value)
+    except (ValueError, TypeError):  # ragged nested lists
+        raise PlanError(f"{name} is not a rectangular array") from None
+    if array.ndim != ndim:
+        raise PlanError(f"{name} must be a {ndim}-D array, got {array.ndim}-D")
+    if array.size and not np.issubdtype(array.dtype, np.integer):
+        raise PlanError(f"{name} has dtype {array.dtype}, not integer")
+    return array.astype(np.int64)
+
+
 def _check_split(layout, split, alive, m):
     """``(split, layer)``: ``split`` as an int array after checking its shape and that every
     entry is a live holder, and the layer each entry holds its type at (:func:`_split_layers`)."""
     n = layout.groups
     _require(split is not None, "a masked plan must have a split")
-    split = np.asarray(split)
+    split = _int_array(split, "split", 2)
     _require(split.shape == (n, m), f"split has shape {split.shape}, expected ({n}, {m})")
-    _require(split.size == 0 or np.issubdtype(split.dtype, np.integer), f"split has dtype {split.dtype}, not integer")
     bad = (split < 0) | (split >= n)
     _require(not bad.any(), f"split names group {int(split[bad][0]) if bad.any() else -1} outside [0, {n})")
     dead = ~alive[split]

@@ -33,6 +33,7 @@ from .parameters import (
     allreduce_extrapolation,
     micro_batch_capacity,
     fault_free_seconds,
+    steps_in,
 )
 from .events import SEMANTICS, SEMANTICS_RULES, EVENT_KINDS, FailureEvents, trace_events, model_events
 from .time_to_train import (
@@ -99,6 +100,7 @@ __all__ = [
     "allreduce_seconds",
     "allreduce_extrapolation",
     "fault_free_seconds",
+    "steps_in",
     "SEMANTICS",
     "SEMANTICS_RULES",
     "EVENT_KINDS",

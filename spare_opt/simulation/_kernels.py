@@ -78,7 +78,7 @@ R_MASKED = 7
 R_ABSORBED = 8
 R_STACK_STEPS = 9        # sum over executed steps of the stack number S
 R_STEPS_EXECUTED = 10    # executed steps (committed and rolled back)
-R_FINISHED = 11          # 1.0 when all steps completed before F_MAX_WALL
+R_FINISHED = 11          # 1.0 when all steps completed by F_MAX_WALL
 R_EPOCHS_USED = 12       # trajectories consumed (synthetic failures)
 R_NEED_MORE = 13         # 1.0 when the trajectory pool ran out (rerun with more)
 R_CHECKPOINTS = 14       # checkpoints completed
@@ -525,6 +525,7 @@ def run_kernel(fparams, iparams, stack_traj, cost_traj, wipe_index, events):
     out[R_WALL] = t
     out[R_USEFUL] += pend_useful
     out[R_OVERHEAD] += pend_overhead
-    out[R_FINISHED] = 1.0 if progress >= steps else 0.0
+    # the cap is tested before each step: a last step that ends beyond it does not finish the run
+    out[R_FINISHED] = 1.0 if progress >= steps and t <= max_wall else 0.0
     out[R_EPOCHS_USED] = epoch_state[E_EPOCH] + 1
     return out

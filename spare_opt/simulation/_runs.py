@@ -141,7 +141,8 @@ class SimulationResult(Result):
         ``T_c``: seconds of progress between checkpoints.
     seed : int
     finished : bool
-        False when the run hit ``max_wall_factor * T0`` before its last step.
+        False when the run hit ``max_wall_factor * T0`` before its last step, or its
+        last step ended beyond it (the cap is tested before each step).
     ttt_seconds : float
         Time-to-train (wall clock); ``inf`` when unfinished.
     fault_free_seconds : float
@@ -149,7 +150,7 @@ class SimulationResult(Result):
     ttt_ratio : float
         ``TTT / T0``.
     availability : float
-        ``(useful + overhead) / wall``.
+        ``(useful + overhead) / wall``, in ``[0, 1]``.
     useful_seconds, overhead_seconds, rework_seconds, restart_seconds, checkpoint_seconds : float
         The time accounting (module docstring); they sum to ``wall_seconds``.
     wall_seconds : float
@@ -608,7 +609,7 @@ def _result(raw, params, strategy, redundancy, period, seed, micro_batches=1, se
         ttt_seconds=ttt,
         fault_free_seconds=t0,
         ttt_ratio=ttt / t0,
-        availability=kept / wall if wall > 0 else 1.0,
+        availability=min(1.0, kept / wall) if wall > 0 else 1.0,  # sums of the same steps: rounding only
         useful_seconds=float(raw[K.R_USEFUL]),
         overhead_seconds=float(raw[K.R_OVERHEAD]),
         rework_seconds=float(raw[K.R_REWORK]),

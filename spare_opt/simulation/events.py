@@ -73,7 +73,7 @@ import numpy as np
 
 from .._core import validation as check
 from .._core.results import Result
-from .._core.stats import finite_or_none
+from .._core.stats import finite_or_none, weibull_renewals
 from .._core.errors import ParameterError
 from ..layouts.layout import check_size
 from ..planning.plan import check_micro_batches
@@ -412,7 +412,7 @@ def trace_seconds(trace, time_scale=1.0):
 
     check.instance("trace", trace, FaultTrace, " (spare_opt.read_fault_trace)")
     time_scale = check.number("time_scale", time_scale, above=0.0)
-    with np.errstate(over="ignore"):
+    with np.errstate(over="ignore", invalid="ignore"):
         seconds = trace.times_days * 86400.0 * time_scale  # the same rounding as day * 86400 * scale
         if not np.all(np.isfinite(seconds)):
             # day * 86400 overflows before a small scale brings it back: scale first.
@@ -580,8 +580,12 @@ class _ModelSource:
         """Hand every fault up to ``horizon`` to the rules."""
         from ..traces.failure_model import MAX_SAMPLE_EVENTS
 
-        expected = horizon / (self.model.event_mtbf_seconds * self.stretch)
-        if expected > MAX_SAMPLE_EVENTS:  # refuse before drawing (the count drawn is bounded too)
+        # renewals, not horizon / mean (tiny shapes draw far more); gaps are at least the window
+        model, stretch = self.model, self.stretch
+        expected = weibull_renewals(horizon, model.event_mtbf_seconds * stretch, model.weibull_shape)
+        if model.window_seconds > 0:
+            expected = min(expected, horizon / (model.window_seconds * stretch))
+        if not expected <= MAX_SAMPLE_EVENTS:  # refuse before drawing (the count drawn is bounded too)
             raise ParameterError(
                 f"the run needs about {expected:,.0f} failure events of the model (one every "
                 f"{self.model.event_mtbf_seconds * self.stretch:g} s on {self.groups} groups, up to {horizon:.3g} s), "

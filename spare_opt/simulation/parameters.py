@@ -45,6 +45,7 @@ __all__ = [
     "allreduce_extrapolation",
     "micro_batch_capacity",
     "fault_free_seconds",
+    "steps_in",
 ]
 
 #: Checkpoint periods that tuning tries, as multiples of the Young/Daly ``T_c*``.
@@ -190,11 +191,7 @@ class SimulationParameters:
         for name in ("allreduce_seconds", "shrink_seconds", "controller_seconds", "restart_seconds",
                      "jitter_sd", "patch_layers", "heal_seconds"):
             object.__setattr__(self, name, check.number(name, getattr(self, name), minimum=0.0))
-        try:  # the Weibull scale is m / Gamma(1 + 1/k): k below ~0.0059 overflows it to 0
-            math.gamma(1.0 + 1.0 / self.weibull_shape)
-        except OverflowError:
-            raise ParameterError(f"weibull_shape must be at least about 0.0059 (Gamma(1 + 1/k) overflows), "
-                                 f"got {self.weibull_shape}") from None
+        check.weibull_shape(self.weibull_shape)
         if self.jitter_sd >= 0.5:
             raise ParameterError(f"jitter_sd must be < 0.5 (a relative standard deviation), got {self.jitter_sd}")
         check.choice("failure_model", self.failure_model, FAILURE_MODELS)
@@ -229,6 +226,44 @@ def fault_free_seconds(params):
         ``T0`` in seconds (no jitter, no checkpoints).
     """
     return params.steps * (params.layer_compute_seconds + params.allreduce_seconds)
+
+
+def steps_in(seconds, params, what="the trace span times the trace time scale"):
+    """The number of fault-free steps of ``params`` that fill ``seconds``: ``round(seconds / step)``, at least 1.
+
+    The one conversion of a duration into a step count (``compare`` takes the steps of
+    one trace span this way): the quotient is checked before it becomes an ``int``,
+    so a product that overflows a float (a trace time scale of ``1e306``) is refused
+    in one line instead of an ``OverflowError``.
+
+    Parameters
+    ----------
+    seconds : float
+        The duration, in seconds (may be infinite: it is refused).
+    params : SimulationParameters
+        Gives the step time ``layer_compute_seconds + allreduce_seconds``.
+    what : str
+        How the duration is called in the message.
+
+    Returns
+    -------
+    int
+        ``max(1, round(seconds / step))``, at most :data:`MAX_STEPS`.
+
+    Raises
+    ------
+    ParameterError
+        ``seconds / step`` is not finite or exceeds :data:`MAX_STEPS`.
+    """
+    step = params.layer_compute_seconds + params.allreduce_seconds
+    steps = seconds / step
+    if not math.isfinite(steps):
+        raise ParameterError(f"{what} overflows a float in seconds or in steps of {step:g} s; "
+                             "lower the trace time scale or give the number of steps")
+    if steps > MAX_STEPS + 0.5:
+        raise ParameterError(f"{what} ({seconds:.3g} s) is {steps:.3g} steps of {step:g} s, more than the "
+                             f"{MAX_STEPS:,} a run may have; lower the trace time scale or give the number of steps")
+    return max(1, round(steps))
 
 
 def allreduce_seconds(groups):

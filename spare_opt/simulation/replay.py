@@ -163,13 +163,17 @@ class ReplayResult(Result):
             + ("(ends are counted; a group does not rejoin before a restart)" if s["semantics"] == "paper" else
                f"({s['recoveries']} groups back in {s['recovery_batches']} batches; {s['ends_after_restart']} "
                "ends of nodes replaced at a restart ignored)"),
-            f"Group failures: {s['group_failures']} in {s['batches']} batches: {s['masked']} masked, "
-            f"{s['wipe_outs']} wipe-out(s)" + (f" at day {days}" if days else ""),
+            f"Group failures: {s['group_failures']} in {s['batches']} batches (groups failing at one instant): "
+            f"{s['masked']} masked in {s['masked_batches']} batches, {s['wipe_outs']} wipe-out(s) of "
+            f"{s['group_failures'] - s['masked']} group failures" + (f" at day {days}" if days else "")
+            + (f"; {rest} batch(es) of groups already out" if (rest := s["batches"] - s["masked_batches"]
+                                                                 - s["wipe_outs"]) else ""),
             f"Masked failures before each wipe-out: {masked_before}; "
             f"since the last restart: {s['masked_since_last_restart']}",
             f"Starts on a group already out: {s['already_out']} (no effect)",
             f"Stack number: max S = {s['max_stack_number']}, time-weighted mean S = {s['mean_stack_number']:.4f}, "
             f"final S = {s['final_stack_number']}"
+            + (" (S: most shard types a live group computes part of)" if s["micro_batches"] > 1 else "")
             + (f"; step cost L/m: max {s['max_load']}/{s['micro_batches']}, time-weighted mean "
                f"{s['mean_step_cost']:.4f}" if s["micro_batches"] > 1 else ""),
             f"Most groups out at once: {s['max_out']}; shard moves: {s['total_moves']}",
@@ -455,6 +459,8 @@ def replay_trace(layout, trace, *, planner="controller", semantics="paper", micr
                 moves = int(plan.moves)
                 total_moves += moves
                 stack_number, load = int(plan.stack_number), int(plan.load)
+                max_stack = max(max_stack, stack_number)  # at m > 1 a recovery's split can widen S
+                max_load = max(max_load, load)
                 order = plan.order if check_plans else None
                 last_end = {}  # each returning group is brought back by the last end of its nodes, in file order
                 for group, k in zip(groups[returning].tolist(), group_events[returning].tolist()):

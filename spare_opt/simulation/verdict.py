@@ -37,7 +37,7 @@ from ._runs import FailurePool, check_params, default_layout, run_events, run_sy
 from .._core.stats import finite_or_none, mean_ci95
 from .._core.errors import ParameterError, TraceError
 from ..planning.plan import check_micro_batches
-from .parameters import SimulationParameters, allreduce_extrapolation, fault_free_seconds, get_preset
+from .parameters import SimulationParameters, allreduce_extrapolation, fault_free_seconds, get_preset, steps_in
 from .parameters import micro_batch_capacity
 from .parameters import allreduce_seconds as allreduce_model
 from .events import SEMANTICS
@@ -409,8 +409,7 @@ def compare_parameters(preset="trace-400", groups=None, *, trace=None, restart_s
         span = trace.observed_days
         if not span > 0:
             raise TraceError(f"{trace.source}: no event after day 0: give the number of steps")
-        step = params.layer_compute_seconds + params.allreduce_seconds
-        params = replace(params, steps=max(1, round(span * 86400.0 * params.trace_time_scale / step)))
+        params = replace(params, steps=steps_in(span * 86400.0 * params.trace_time_scale, params))
     return params
 
 

@@ -225,6 +225,8 @@ def _csv_time(value, key, source, line):
                     sign = -1 if zone[0] == "-" else 1
                     digits = zone[1:].replace(":", "")
                     hours, minutes = int(digits[:2]), int(digits[2:] or 0)
+                    if minutes >= 60 or hours >= 24:  # timedelta would carry +05:99 into +06:39
+                        raise ValueError(f"a UTC offset is -23:59 to +23:59, got {zone}")
                     tz = datetime.timezone(sign * datetime.timedelta(hours=hours, minutes=minutes))
             micro = int((fraction or "0")[:6].ljust(6, "0"))
             stamp = datetime.datetime(int(year), int(month), int(day), int(hour or 0), int(minute or 0),

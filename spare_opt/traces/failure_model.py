@@ -48,6 +48,8 @@ SECONDS_PER_DAY = 86400.0
 SECONDS_PER_HOUR = 3600.0
 #: Steps of the outward search that brackets a profile-likelihood bound (each doubles the step).
 _BRACKET_STEPS = 60
+#: log of the least normal float: the smallest scale a search returns.
+_LOG_FLOAT_TINY = math.log(2.2250738585072014e-308)
 
 
 # ----------------------------------------------------------------------------- estimates
@@ -177,11 +179,7 @@ class FailureModel(Result):
     def __post_init__(self):
         nodes = check.count("cluster_nodes", self.cluster_nodes)
         mtbf = check.seconds("event_mtbf_seconds", self.event_mtbf_seconds)
-        shape = check.number("weibull_shape", self.weibull_shape, above=0.0)
-        try:
-            math.gamma(1.0 + 1.0 / shape)
-        except OverflowError:
-            raise ParameterError(f"weibull_shape {shape!r} is too small (Gamma(1 + 1/k) overflows)") from None
+        shape = check.weibull_shape(self.weibull_shape)
         median = check.seconds("repair_median_seconds", self.repair_median_seconds)
         sigma = check.number("repair_sigma", self.repair_sigma, minimum=0.0)
         sizes = check.numbers_("event_size_probabilities", self.event_size_probabilities, minimum=0.0)
@@ -283,9 +281,16 @@ class FailureModel(Result):
         -------
         numpy.ndarray of float64, shape (count,)
         """
-        scale = self.weibull_scale_seconds
-        floor = (self.window_seconds / scale) ** self.weibull_shape
-        return scale * (floor + rng.standard_exponential(int(count))) ** (1.0 / self.weibull_shape)
+        scale, shape, window = self.weibull_scale_seconds, self.weibull_shape, self.window_seconds
+        draws = rng.standard_exponential(int(count))
+        if window <= 0:
+            return scale * draws ** (1.0 / shape)
+        log_ratio = math.log(window) - math.log(scale)
+        if log_ratio < 700.0:
+            return scale * ((window / scale) ** shape + draws) ** (1.0 / shape)
+        # a scale far below the window: scale (u + E)^(1/k) = window (1 + E / u)^(1/k), finite
+        floor = math.exp(min(shape * log_ratio, 700.0))
+        return window * (1.0 + draws / floor) ** (1.0 / shape)
 
     def sample_event_sizes(self, rng, count):
         """Draw ``count`` event sizes (numbers of nodes, ``>= 1``) from ``event_size_probabilities``.
@@ -551,8 +556,11 @@ def _pick_live(rng, up_at, time, size):
     return chosen + more.tolist()
 
 
-def _truncated_weibull_mean(shape, scale, window):
+def _truncated_weibull_mean(shape, scale, window, log_scale=None):
     """Mean of a Weibull ``(shape, scale)`` conditioned on exceeding ``window``.
+
+    ``log_scale`` (instead of ``scale``) lets a search reach scales below the float
+    range, where the mean is within rounding of the window.
 
     ``w + exp(u) (scale / k) Gamma(1/k) Q(1/k, u)`` with ``u = (w / scale)^k`` and
     ``Q`` the regularised upper incomplete gamma function; for ``u > 500`` the
@@ -562,10 +570,12 @@ def _truncated_weibull_mean(shape, scale, window):
 
     if window <= 0:
         return scale * math.gamma(1.0 + 1.0 / shape)
-    log_u = shape * (math.log(window) - math.log(scale))
+    log_u = shape * (math.log(window) - (math.log(scale) if log_scale is None else log_scale))
     if log_u > math.log(500.0):
         return window + window * math.exp(-log_u) / shape
     u = math.exp(log_u)
+    if log_scale is not None:
+        scale = math.exp(log_scale)  # >= window / 500^(1/k): a normal float
     return window + math.exp(u) * (scale / shape) * float(gamma(1.0 / shape) * gammaincc(1.0 / shape, u))
 
 
@@ -578,7 +588,7 @@ def _weibull_scale_for_mean(mean, shape, window):
         return plain
 
     def excess(log_scale):  # grows with the scale: the window at scale 0, above the mean at ``plain``
-        return _truncated_weibull_mean(shape, math.exp(log_scale), window) - mean
+        return _truncated_weibull_mean(shape, None, window, log_scale=log_scale) - mean
 
     high = math.log(plain)
     if excess(high) <= 0:  # the window is negligible
@@ -588,4 +598,4 @@ def _weibull_scale_for_mean(mean, shape, window):
         if excess(low) < 0:
             return math.exp(optimize.brentq(excess, low, high, xtol=1e-14, rtol=1e-14))
         low -= 10.0 / shape
-    return math.exp(low)  # the mean is within rounding of the window
+    return math.exp(max(low, _LOG_FLOAT_TINY))  # the mean is within rounding of the window

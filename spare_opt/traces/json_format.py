@@ -18,7 +18,7 @@ import math
 
 
 from .._core import validation as check
-from .._core.io import as_path, check_version, read_json_file, reading, write_atomic
+from .._core.io import as_path, check_version, optional_object, read_json_file, reading, write_atomic
 from .._core.errors import ParameterError, TraceError
 from .csv_format import TIME_UNITS, parse_fault_csv
 from .trace import END, START, TRACE_FORMAT, TRACE_VERSION, _Events, _build_trace, _shown, _shown_text
@@ -169,9 +169,7 @@ def parse_fault_events(doc, source="<memory>"):
         if cluster_nodes is not None and (type(cluster_nodes) is not int or cluster_nodes < 1):
             shown = check.int_text(cluster_nodes) if type(cluster_nodes) is int else repr(cluster_nodes)[:60]
             raise TraceError(f"{source}: 'nodes' must be a positive integer or null, got {shown}")
-        metadata = doc.get("metadata") or {}
-        if not isinstance(metadata, dict):
-            raise TraceError(f"{source}: 'metadata' must be an object")
+        metadata = optional_object(doc, "metadata", source, TraceError)
         fmt = TRACE_FORMAT
     else:
         raise TraceError(f"{source}: expected a JSON list of fault events, got {type(doc).__name__}")

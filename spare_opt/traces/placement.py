@@ -26,6 +26,7 @@ import json
 
 import numpy as np
 
+from .._core import validation as check
 from .._core.io import as_path, read_json_file, write_document
 from .._core.errors import PlacementError, TopologyError
 from ..layouts.topology import Topology, check_topology
@@ -59,7 +60,8 @@ class Placement:
     ------
     PlacementError
         ``nodes`` is not a dict of string ids, an entry is none of the three forms, a
-        group id is negative (or ``>= groups``), a domain entry names a level or
+        group id is negative (or ``>= groups``) or listed twice in one entry, ``groups``
+        is not in ``[1, 2^31 - 1]``, a domain entry names a level or
         label that ``topology`` does not have.
     ParameterTypeError
         ``topology`` is not a Topology.
@@ -78,8 +80,9 @@ class Placement:
         if not isinstance(nodes, dict):
             raise PlacementError(f"{source}: 'nodes' must be an object mapping node ids to groups or domains, "
                                  f"got {type(nodes).__name__}")
-        if groups is not None and (not _is_group(groups) or groups < 1):
-            raise PlacementError(f"{source}: 'groups' must be a positive integer, got {groups!r}")
+        if groups is not None and (not _is_group(groups) or not 1 <= groups <= check.MAX_GROUPS):
+            raise PlacementError(f"{source}: 'groups' must be an integer in [1, {check.MAX_GROUPS:,}], "
+                                 f"got {check._shown(groups)}")
         if topology is not None:
             check_topology(topology)
         self.groups = None if groups is None else int(groups)
@@ -104,8 +107,10 @@ class Placement:
             for g in entry:
                 if g < 0 or (self.groups is not None and g >= self.groups):
                     limit = "" if self.groups is None else f" < N = {self.groups}"
-                    raise PlacementError(f"{prefix}: group {g} is out of range (ids are >= 0{limit})")
-            return tuple(sorted(set(int(g) for g in entry)))
+                    raise PlacementError(f"{prefix}: group {check.int_text(g)} is out of range (ids are >= 0{limit})")
+            if len(set(entry)) != len(entry):  # as a topology refuses a doubled label
+                raise PlacementError(f"{prefix}: lists group {next(g for g in entry if entry.count(g) > 1)} twice")
+            return tuple(sorted(int(g) for g in entry))
         if isinstance(entry, dict):
             if len(entry) != 1:
                 raise PlacementError(f"{prefix}: a domain entry names exactly one level and label, got {entry!r}")
@@ -222,10 +227,10 @@ class Placement:
                         "topology is given (embed one in the placement file, or give the topology)")
                 members = self.topology.domains(entry[0])[entry[1]]
             else:
-                members = np.asarray(entry, dtype=np.int32)
-                if members.size and members[-1] >= groups:
-                    raise PlacementError(f"{self.source}: node {node!r} is placed on group {int(members[-1])}, "
+                if entry[-1] >= groups:  # entries are sorted; compared before the int32 conversion
+                    raise PlacementError(f"{self.source}: node {node!r} is placed on group {check.int_text(entry[-1])}, "
                                          f"outside [0, N = {groups})")
+                members = np.asarray(entry, dtype=np.int32)
             counts[i + 1] = members.size
             parts.append(members.astype(np.int32))
         indptr = np.cumsum(counts)
