@@ -16,12 +16,16 @@ from spare_opt.simulation.verdict import (
     compare,
     compare_parameters,
     plot_compare,
+    trace_cluster_size,
 )
 
 from .options import (
     FloatRange,
     IntegerRange,
     check_output_path,
+    cluster_option,
+    cluster_overrides,
+    deprecated_alias,
     echo_json,
     executor_for,
     force_option,
@@ -42,8 +46,9 @@ __all__ = ["command"]
 #: Simulation fields that have their own option here (or that compare sets itself).
 _OWN_OPTIONS = {
     "steps": "--steps",
-    "restart_seconds": "--restart-minutes",
-    "save_seconds": "--ckpt-save-seconds",
+    "restart_seconds": "--restart-seconds",
+    "save_seconds": "--save-seconds",
+    "heal_seconds": "--heal-seconds",
     "layer_compute_seconds": "--step-seconds",
     "trace_time_scale": "--time-scale",
     "max_wall_factor": "--cycles",
@@ -81,12 +86,16 @@ def _shown(values):
               help="Built-in setting whose timings are the defaults (default: trace-400 with --trace, "
                    "paper-600k without).")
 @click.option("--groups", "-N", type=IntegerRange(min=1), default=None,
-              help="DP groups N, one node of the trace per group (default: the trace file's cluster size, "
-                   "else the larger of the preset's first N and the nodes the trace names).")
-@click.option("--restart-minutes", type=FloatRange(min=0), default=None, metavar="MIN",
-              help="Global restart time T_r (default: the preset's, 60 min).")
-@click.option("--ckpt-save-seconds", type=FloatRange(min=0, min_open=True), default=None, metavar="SEC",
+              help="DP groups N (default: the trace's cluster size: the file's, else the larger of the preset's "
+                   "first N and the nodes the trace names).  At another N a --trace is fitted and scaled per "
+                   "node (each group fails like one traced node); the header says so.")
+@click.option("--restart-seconds", type=FloatRange(min=0), default=None, metavar="SEC",
+              help="Global restart time T_r (default: the preset's, 3600 s).")
+@click.option("--save-seconds", type=FloatRange(min=0, min_open=True), default=None, metavar="SEC",
               help="Checkpoint save time T_s (default: the preset's, 60 s).")
+@click.option("--heal-seconds", type=FloatRange(min=0), default=None, metavar="SEC",
+              help="Seconds a repaired group heals (loads state from a live peer) before it rejoins "
+                   "(default: 60).")
 @click.option("--step-seconds", type=FloatRange(min=0, min_open=True), default=None, metavar="SEC",
               help="Compute of one fault-free step, one stack layer (default: the preset's, 64 s); the "
                    "all-reduce is added (--set allreduce_seconds=...).")
@@ -115,12 +124,16 @@ def _shown(values):
 @scheduler_option
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None, metavar="FILE.png",
               help="Write the figure: TTT/T0 of every setting tried (needs matplotlib).")
+@cluster_option
 @json_option
 @force_option
 @quiet_option
 @click.pass_context
-def command(ctx, trace_path, trace_format, time_unit, model_path, preset, groups, restart_minutes, ckpt_save_seconds,
-            step_seconds, time_scale, steps, semantics, rep_redundancies, spare_redundancies, micro_batches, seeds,
+@deprecated_alias("--restart-minutes", "--restart-seconds", "restart_seconds", type=FloatRange(min=0),
+                  convert=lambda minutes: minutes * 60.0)
+@deprecated_alias("--ckpt-save-seconds", "--save-seconds", "save_seconds", type=FloatRange(min=0, min_open=True))
+def command(ctx, trace_path, trace_format, time_unit, model_path, preset, groups, restart_seconds, save_seconds,
+            heal_seconds, step_seconds, time_scale, steps, semantics, rep_redundancies, spare_redundancies, micro_batches, seeds,
             cycles, settings, workers, scheduler, plot_path, as_json, force, quiet):
     """The verdict: checkpointing alone, replication and SPARe on the same failures.
 
@@ -149,6 +162,9 @@ def command(ctx, trace_path, trace_format, time_unit, model_path, preset, groups
     for field, option in _OWN_OPTIONS.items():
         if field in overrides:
             raise click.UsageError(f"use {option} instead of --set {field}")
+    overrides = cluster_overrides(ctx, overrides)
+    if heal_seconds is not None:
+        overrides["heal_seconds"] = heal_seconds
     if not spare_redundancies and given(ctx, "micro_batches"):
         refuse_unused("--micro-batches", "needs SPARe settings (--spare-r is empty)")
     trace = None
@@ -164,10 +180,12 @@ def command(ctx, trace_path, trace_format, time_unit, model_path, preset, groups
     if preset is None:
         preset = "trace-400" if trace is not None or fault_model is not None else "paper-600k"
     params = compare_parameters(
-        preset, groups, trace=trace, restart_seconds=None if restart_minutes is None else restart_minutes * 60.0,
-        save_seconds=ckpt_save_seconds, step_seconds=step_seconds, time_scale=time_scale, steps=steps, **overrides)
+        preset, groups, trace=trace, restart_seconds=restart_seconds,
+        save_seconds=save_seconds, step_seconds=step_seconds, time_scale=time_scale, steps=steps, **overrides)
     with executor_for(scheduler, workers) as executor, progress_bar(quiet, "comparing") as progress:
-        result = compare(params, trace=trace, fault_model=fault_model, semantics=semantics, rep_redundancies=rep_redundancies,
+        result = compare(params, trace=trace, fault_model=fault_model, semantics=semantics,
+                         trace_nodes=None if trace is None else trace_cluster_size(trace, preset),
+                         rep_redundancies=rep_redundancies,
                          spare_redundancies=spare_redundancies, micro_batches=micro_batches, seeds=seeds,
                          cycles=cycles, workers=workers, executor=executor, progress=progress)
     written = None

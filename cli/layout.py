@@ -6,6 +6,7 @@ from spare_opt.layouts.domain_layouts import DOMAIN_METHODS, domain_safe
 from spare_opt.layouts.generators import DEFAULT_TIME_LIMIT, METHODS, generate
 
 from .options import (
+    deprecated_alias,
     INTEGER,
     FloatRange,
     check_output_path,
@@ -34,7 +35,8 @@ def _offsets_text(offsets):
 
 
 @click.command("layout")
-@click.option("--groups", "-n", "groups", type=INTEGER, required=True, metavar="N", help="Number of DP groups N (>= 1).")
+@click.option("--groups", "-N", "groups", type=INTEGER, default=None, metavar="N",
+              help="Number of DP groups N (>= 1)  [required].")
 @click.option("--redundancy", "-r", "redundancy", type=INTEGER, required=True, metavar="R",
               help="Redundancy r: shard types held by each group (1 <= r <= N).")
 @click.option("--method", "-m", type=click.Choice(list(METHODS)), default="sidon", show_default=True,
@@ -55,6 +57,7 @@ def _offsets_text(offsets):
 @force_option
 @json_option
 @click.pass_context
+@deprecated_alias("-n", "--groups/-N", "groups", type=INTEGER, required=True)
 def command(ctx, groups, redundancy, method, seed, time_limit, topology, domain_levels, domain_method, output,
             force, as_json):
     """Generate a stack layout of N DP groups with redundancy R and write it to FILE.

@@ -215,6 +215,12 @@ from .simulation import (
     compare_parameters,
     cyclic_trace,
     plot_compare,
+    scaled_trace_model,
+    trace_cluster_size,
+    CLUSTER_KEYS,
+    FAILURE_KEYS,
+    ClusterFile,
+    load_cluster,
 )
 from .demo import (
     DEMO_GROUPS,
@@ -417,4 +423,10 @@ __all__ = [
     "compare_parameters",
     "cyclic_trace",
     "plot_compare",
+    "scaled_trace_model",
+    "trace_cluster_size",
+    "CLUSTER_KEYS",
+    "FAILURE_KEYS",
+    "ClusterFile",
+    "load_cluster",
 ]

@@ -6,7 +6,8 @@
   ``_runs``, the compiled run in ``_kernels``);
 * :mod:`.tuning` - :func:`tune`, the best redundancy and checkpoint period;
 * :mod:`.replay` - :func:`replay_trace`, a real fault trace replayed on a layout;
-* :mod:`.verdict` - :func:`compare`: checkpointing, replication and SPARe on the same failures.
+* :mod:`.verdict` - :func:`compare`: checkpointing, replication and SPARe on the same failures;
+* :mod:`.cluster` - :func:`load_cluster`, the cluster file (TOML) the commands read with ``--cluster``.
 """
 
 from .parameters import (
@@ -70,7 +71,10 @@ from .verdict import (
     compare_parameters,
     cyclic_trace,
     plot_compare,
+    scaled_trace_model,
+    trace_cluster_size,
 )
+from .cluster import CLUSTER_KEYS, FAILURE_KEYS, ClusterFile, load_cluster
 
 __all__ = [
     "PAPER",
@@ -136,4 +140,10 @@ __all__ = [
     "compare_parameters",
     "cyclic_trace",
     "plot_compare",
+    "scaled_trace_model",
+    "trace_cluster_size",
+    "CLUSTER_KEYS",
+    "FAILURE_KEYS",
+    "ClusterFile",
+    "load_cluster",
 ]

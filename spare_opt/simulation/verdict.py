@@ -55,6 +55,8 @@ __all__ = [
     "compare_parameters",
     "cyclic_trace",
     "plot_compare",
+    "scaled_trace_model",
+    "trace_cluster_size",
 ]
 
 #: Replication degrees of the verdict.
@@ -107,6 +109,10 @@ class CompareResult(Result):
         without a trace.
     elapsed_seconds : float
         Wall-clock time (not compared by ``==``).
+    scaling : str or None
+        How the failures of a trace were carried over to ``N`` groups, in words (a
+        trace of another cluster size fitted and scaled per node); ``None`` when the
+        failures were used as they are.
     """
 
     params: SimulationParameters
@@ -118,6 +124,7 @@ class CompareResult(Result):
     settings: list
     trace_info: dict | None = None
     elapsed_seconds: float = field(default=0.0, compare=False)
+    scaling: str | None = None
 
     def best(self, strategy):
         """dict: the row of ``strategy`` (``"ckpt"``, ``"rep"``, ``"spare"``) in :attr:`strategies`."""
@@ -134,6 +141,7 @@ class CompareResult(Result):
             "seeds": self.seeds,
             "cycles": self.cycles,
             "time_scale": self.params.trace_time_scale if self.trace_info is not None else None,
+            "scaling": self.scaling,
             "fault_free_seconds": fault_free_seconds(self.params),
             "strategies": self.strategies,
             "settings": self.settings,
@@ -144,7 +152,9 @@ class CompareResult(Result):
     def format_text(self):
         """The verdict as a table, one row per strategy, and a one-line conclusion."""
         p = self.params
-        if self.trace_info is not None:
+        if self.scaling is not None:
+            failures = self.scaling
+        elif self.trace_info is not None:
             scale = p.trace_time_scale
             rate = "real rate" if scale == 1.0 else f"compressed {1 / scale:g}x" if scale < 1 else f"stretched {scale:g}x"
             failures = f"trace {self.source} ({rate}, replayed {self.cycles}x end to end)"
@@ -318,9 +328,7 @@ def compare_parameters(preset="trace-400", groups=None, *, trace=None, restart_s
     if trace is not None:
         check.instance("trace", trace, FaultTrace, " (spare_opt.read_fault_trace)")
     if groups is None:
-        groups = get_preset(preset).groups[0]
-        if trace is not None:  # one node per group: every node of the trace has a group
-            groups = trace.cluster_nodes if trace.cluster_nodes else max(groups, trace.n_nodes)
+        groups = get_preset(preset).groups[0] if trace is None else trace_cluster_size(trace, preset)
     for name, value in (("restart_seconds", restart_seconds), ("save_seconds", save_seconds),
                         ("layer_compute_seconds", step_seconds)):
         if value is not None:
@@ -337,6 +345,28 @@ def compare_parameters(preset="trace-400", groups=None, *, trace=None, restart_s
         step = params.layer_compute_seconds + params.allreduce_seconds
         params = replace(params, steps=max(1, round(span * 86400.0 * params.trace_time_scale / step)))
     return params
+
+
+def trace_cluster_size(trace, preset="trace-400"):
+    """The size of the cluster a trace was recorded on, as the verdict takes it.
+
+    The file's ``cluster_nodes`` when it says, else the larger of the preset's first
+    ``N`` and the number of nodes the trace names (400 for the InfiniteHBD trace,
+    which names 231 of its 400 nodes).
+
+    Parameters
+    ----------
+    trace : FaultTrace
+    preset : str, default "trace-400"
+
+    Returns
+    -------
+    int
+    """
+    check.instance("trace", trace, FaultTrace, " (spare_opt.read_fault_trace)")
+    if trace.cluster_nodes:
+        return int(trace.cluster_nodes)
+    return max(get_preset(preset).groups[0], trace.n_nodes)
 
 
 # ----------------------------------------------------------------------------- the runs
@@ -369,12 +399,23 @@ def _model_runs_task(params, strategy, redundancy, micro_batches, periods, seed,
         pool = FailurePool(strategy, params.groups, redundancy, seed, layout,
                            micro_batches if strategy == "spare" else 1)
         return [_digest(run_synthetic(params, strategy, redundancy, period, seed, pool)) for period in periods]
-    from .time_to_train import simulate
+    from . import _kernels as K
+    from .events import _model_events_until, _model_source
 
-    return [_digest(simulate(params, strategy, None if strategy == "ckpt" else redundancy,
-                             checkpoint_period_seconds=period, seed=seed, layout=layout,
-                             micro_batches=micro_batches, semantics=semantics, fault_model=fault_model))
-            for period in periods]
+    # One source of events per setting and seed, shared by every period: the faults it draws
+    # depend on the seed only, and their outcomes (wipe-outs, stack numbers, step costs) on the
+    # failed set only, so a run cut at any horizon sees the events of a fresh source (the rows
+    # up to the horizon).  Re-planning the groups still down gives the outcomes of
+    # ReorderController.recover (as _walk does) several times faster.
+    source = _model_source(fault_model, params.groups, strategy, redundancy, semantics, layout, micro_batches,
+                           params.heal_seconds, seed, replan=True)
+
+    def rows(horizon):
+        table = _model_events_until(source, horizon).kernel_rows()
+        return table[table[:, K.EV_TIME] <= horizon], False
+
+    return [_digest(run_events(params, strategy, redundancy, period, seed, rows, micro_batches=micro_batches,
+                               semantics=semantics)) for period in periods]
 
 
 def _digest(run):
@@ -393,7 +434,8 @@ def _digest(run):
 def compare(params, *, trace=None, semantics="repair", rep_redundancies=DEFAULT_COMPARE_REP,
             spare_redundancies=DEFAULT_COMPARE_SPARE, micro_batches=DEFAULT_COMPARE_MICRO_BATCHES,
             period_factors=DEFAULT_COMPARE_FACTORS, seeds=3, cycles=DEFAULT_CYCLES, include_ckpt=True,
-            fault_model=None, workers=1, executor=None, progress=None, layout_time_limit=2.0):
+            fault_model=None, workers=1, executor=None, progress=None, layout_time_limit=2.0,
+            trace_nodes=None, trace_scaling="auto"):
     """Checkpointing alone, replication and SPARe on the same failures, each at its best setting.
 
     Parameters
@@ -436,6 +478,19 @@ def compare(params, *, trace=None, semantics="repair", rep_redundancies=DEFAULT_
         then one task of runs (every period) per setting and seed.
     layout_time_limit : float, default 2.0
         Seconds of each Sidon layout search.
+    trace_nodes : int, optional
+        The cluster size of the trace (default: the file's, ``FaultTrace.cluster_nodes``).
+    trace_scaling : {"auto", "fit", "replay"}, default "auto"
+        How a trace's failures reach ``N`` groups.  ``"replay"``: its nodes are placed
+        on the groups and its events replayed (one node per group: the trace's failure
+        rate, whatever ``N``).  ``"fit"``: the trace is fitted
+        (:func:`spare_opt.fit_trace` with ``nodes=trace_nodes``) and the runs draw
+        from the model, each group failing like one node of the traced cluster (the
+        per-node rate is kept, the cluster's rate grows with ``N``; times scaled by
+        ``trace_time_scale``).  ``"auto"``: ``"fit"`` when the trace's cluster size
+        is known and differs from ``N`` (and ``N`` is at least the nodes the trace
+        names), else ``"replay"``.  The result's
+        :attr:`~CompareResult.scaling` says which was done.
 
     Returns
     -------
@@ -449,7 +504,8 @@ def compare(params, *, trace=None, semantics="repair", rep_redundancies=DEFAULT_
         An ``r`` or ``m`` out of range (``N m`` too large included), no strategy to
         run, a bad factor, seed count, cycle count or semantics; ``repair`` semantics
         with neither a trace nor a fault model; both a trace and a fault model; fewer
-        groups than the nodes the trace names (their faults would be dropped).
+        groups than the nodes the trace names when it is replayed (their faults
+        would be dropped).
 
     Notes
     -----
@@ -489,13 +545,22 @@ def compare(params, *, trace=None, semantics="repair", rep_redundancies=DEFAULT_
     ms = [check_micro_batches(m, params.groups) for m in ms]  # N m bounded before any work
     cycles = check.count("cycles", cycles, maximum=MAX_CYCLES)
     params = replace(params, max_wall_factor=float(cycles))
+    scaling = None
+    trace_scaling = check.choice("trace_scaling", trace_scaling, ("auto", "fit", "replay"))
     if trace is not None:
         check.instance("trace", trace, FaultTrace, " (spare_opt.read_fault_trace)")
+        if fault_model is not None:
+            raise ParameterError("give the failures once: a trace or a fault model, not both")
+        nodes = trace.cluster_nodes if trace_nodes is None else check.count("trace_nodes", trace_nodes)
+        if trace_scaling == "fit" or (trace_scaling == "auto" and nodes is not None and nodes != params.groups
+                                      and params.groups >= trace.n_nodes):
+            fault_model, scaling = scaled_trace_model(trace, nodes, params.groups, params.trace_time_scale)
+            params = replace(params, trace_time_scale=1.0)
+            trace = None
+    if trace is not None:
         if params.groups < trace.n_nodes:
             raise ParameterError(f"N = {params.groups} groups is fewer than the {trace.n_nodes} nodes the trace "
                                  "names (one node per group): the faults of the others would be dropped")
-        if fault_model is not None:
-            raise ParameterError("give the failures once: a trace or a fault model, not both")
         replayed = cyclic_trace(trace, cycles)
     else:
         if fault_model is None and semantics != "paper":
@@ -578,7 +643,52 @@ def compare(params, *, trace=None, semantics="repair", rep_redundancies=DEFAULT_
     return CompareResult(params=params, source=source,
                          semantics=semantics, seeds=seeds, cycles=cycles, strategies=strategies,
                          settings=settings, trace_info=trace_info,
-                         elapsed_seconds=time.perf_counter() - started)
+                         elapsed_seconds=time.perf_counter() - started, scaling=scaling)
+
+
+def scaled_trace_model(trace, nodes, groups, time_scale=1.0):
+    """A trace's fitted failure model for ``groups`` DP groups, and what was done in words.
+
+    Parameters
+    ----------
+    trace : FaultTrace
+    nodes : int or None
+        The traced cluster's size (``None``: :func:`spare_opt.fit_trace`'s default,
+        the file's or the nodes the trace names).
+    groups : int
+        ``N``: each group fails like one node of the traced cluster (the simulation
+        scales the model's event gaps by ``nodes / N``, :func:`spare_opt.model_events`).
+    time_scale : float, default 1.0
+        Multiplies every time of the model (event gaps, window, repairs), as a trace
+        replay multiplies the trace's times.
+
+    Returns
+    -------
+    model : FailureModel
+    scaling : str
+        One sentence for the verdict's header.
+
+    Raises
+    ------
+    ParameterError, TraceError
+        As :func:`spare_opt.fit_trace`.
+    """
+    from ..traces.fit import fit_trace
+
+    fit = fit_trace(trace, nodes=nodes)
+    model = fit.model
+    time_scale = check.number("time_scale", time_scale, above=0.0)
+    if time_scale != 1.0:
+        model = replace(model, event_mtbf_seconds=model.event_mtbf_seconds * time_scale,
+                        repair_median_seconds=model.repair_median_seconds * time_scale,
+                        repair_empirical_seconds=tuple(x * time_scale for x in model.repair_empirical_seconds),
+                        window_seconds=model.window_seconds * time_scale)
+    per_node = model.node_mtbf_seconds / 86400.0
+    rate = "" if time_scale == 1.0 else f", times x {time_scale:g}"
+    scaling = (f"trace {trace.source} fitted on its {model.cluster_nodes:,} nodes and scaled per node to "
+               f"{groups:,} groups (each group fails like one traced node, MTBF {per_node:.3g} days{rate}: the "
+               f"cluster fails {groups / model.cluster_nodes:.3g}x as often as the traced one)")
+    return model, scaling
 
 
 def _label(strategy, redundancy, micro_batches):
