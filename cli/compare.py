@@ -7,12 +7,15 @@ from spare_opt._core.plotting import require_matplotlib
 from spare_opt._core.errors import SpareError
 from spare_opt.simulation.parameters import PRESETS, parse_overrides
 from spare_opt.simulation.events import SEMANTICS
+from spare_opt.simulation.recommend import write_recommendation
 from spare_opt.simulation.verdict import (
     DEFAULT_COMPARE_MICRO_BATCHES,
     DEFAULT_COMPARE_REP,
     DEFAULT_COMPARE_SPARE,
     DEFAULT_CYCLES,
     MAX_CYCLES,
+    QUICK_COMPARE,
+    STRATEGY_LABELS,
     compare,
     compare_parameters,
     plot_compare,
@@ -124,6 +127,14 @@ def _shown(values):
 @scheduler_option
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None, metavar="FILE.png",
               help="Write the figure: TTT/T0 of every setting tried (needs matplotlib).")
+@click.option("--quick", is_flag=True,
+              help="A first look: a small grid (--rep-r 2, --spare-r 3,5, --micro-batches 1,16), 2 seeds and "
+                   "3 checkpoint periods; options given explicitly still win.")
+@click.option("--output", "-o", "output_path", type=click.Path(dir_okay=False), default=None, metavar="FILE",
+              help="Write the recommendation: a layout file of SPARe's chosen setting (plan and validate read "
+                   "it) whose metadata holds m, the checkpoint period, the chosen strategy, the inputs assumed, "
+                   "the verdict table and the layout's fingerprint.")
+@click.option("--verbose", is_flag=True, help="A line on stderr as each setting finishes.")
 @cluster_option
 @json_option
 @force_option
@@ -134,7 +145,7 @@ def _shown(values):
 @deprecated_alias("--ckpt-save-seconds", "--save-seconds", "save_seconds", type=FloatRange(min=0, min_open=True))
 def command(ctx, trace_path, trace_format, time_unit, model_path, preset, groups, restart_seconds, save_seconds,
             heal_seconds, step_seconds, time_scale, steps, semantics, rep_redundancies, spare_redundancies, micro_batches, seeds,
-            cycles, settings, workers, scheduler, plot_path, as_json, force, quiet):
+            cycles, settings, workers, scheduler, plot_path, quick, output_path, verbose, as_json, force, quiet):
     """The verdict: checkpointing alone, replication and SPARe on the same failures.
 
     Runs checkpointing alone, replication with r in --rep-r and SPARe over the grid
@@ -158,6 +169,20 @@ def command(ctx, trace_path, trace_format, time_unit, model_path, preset, groups
     if plot_path is not None:
         check_output_path(plot_path, force)
         require_matplotlib()  # before the long work, not after it
+    if output_path is not None:
+        if not spare_redundancies:
+            refuse_unused("--output", "writes SPARe's layout: it needs SPARe settings (--spare-r is empty)")
+        check_output_path(output_path, force)
+    grid = {}
+    if quick:
+        for name in ("rep_redundancies", "spare_redundancies", "micro_batches", "seeds"):
+            if not given(ctx, name):
+                grid[name] = QUICK_COMPARE[name]
+        grid["period_factors"] = QUICK_COMPARE["period_factors"]
+    rep_redundancies = grid.get("rep_redundancies", rep_redundancies)
+    spare_redundancies = grid.get("spare_redundancies", spare_redundancies)
+    micro_batches = grid.get("micro_batches", micro_batches)
+    seeds = grid.get("seeds", seeds)
     overrides = parse_overrides(settings)
     for field, option in _OWN_OPTIONS.items():
         if field in overrides:
@@ -187,10 +212,15 @@ def command(ctx, trace_path, trace_format, time_unit, model_path, preset, groups
                          trace_nodes=None if trace is None else trace_cluster_size(trace, preset),
                          rep_redundancies=rep_redundancies,
                          spare_redundancies=spare_redundancies, micro_batches=micro_batches, seeds=seeds,
-                         cycles=cycles, workers=workers, executor=executor, progress=progress)
+                         cycles=cycles, workers=workers, executor=executor, progress=progress,
+                         on_setting=_announce if verbose else None,
+                         **({"period_factors": grid["period_factors"]} if quick else {}))
     written = None
     if plot_path is not None:
         written = plot_compare(result, plot_path, force=force)
+    recommended = None
+    if output_path is not None:
+        recommended = write_recommendation(result, output_path, force=force)
     if as_json:
         echo_json(result.to_dict())
     else:
@@ -198,3 +228,17 @@ def command(ctx, trace_path, trace_format, time_unit, model_path, preset, groups
         click.echo(f"Elapsed: {result.elapsed_seconds:.1f} s")
     if written is not None:
         click.echo(f"figure written to {written}", err=as_json)
+    if recommended is not None:
+        click.echo(f"recommendation written to {recommended} (a layout file: plan and validate read it)",
+                   err=as_json)
+
+
+def _announce(row):
+    """``--verbose``: one line on stderr per finished setting."""
+    setting = STRATEGY_LABELS[row["strategy"]] + ("" if row["strategy"] == "ckpt" else f" r = {row['redundancy']}") \
+        + (f", m = {row['micro_batches']}" if row["strategy"] == "spare" else "")
+    low, high = row["ttt_ci"]
+    interval = f" [{low:.3f}, {high:.3f}]" if low == low and high == high else ""
+    ratio = f"{row['ttt_ratio']:.3f}" if row["ttt_ratio"] != float("inf") else "unfinished"
+    click.echo(f"done: {setting}: TTT/T0 {ratio}{interval}, best T_c {row['checkpoint_period_seconds']:.0f} s",
+               err=True)

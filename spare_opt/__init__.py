@@ -221,6 +221,13 @@ from .simulation import (
     FAILURE_KEYS,
     ClusterFile,
     load_cluster,
+    best_setting,
+    task_weight,
+    QUICK_COMPARE,
+    RECOMMENDATION_VERSION,
+    layout_fingerprint,
+    recommendation_layout,
+    write_recommendation,
 )
 from .demo import (
     DEMO_GROUPS,
@@ -429,4 +436,11 @@ __all__ = [
     "FAILURE_KEYS",
     "ClusterFile",
     "load_cluster",
+    "best_setting",
+    "task_weight",
+    "QUICK_COMPARE",
+    "RECOMMENDATION_VERSION",
+    "layout_fingerprint",
+    "recommendation_layout",
+    "write_recommendation",
 ]

@@ -7,7 +7,8 @@
 * :mod:`.tuning` - :func:`tune`, the best redundancy and checkpoint period;
 * :mod:`.replay` - :func:`replay_trace`, a real fault trace replayed on a layout;
 * :mod:`.verdict` - :func:`compare`: checkpointing, replication and SPARe on the same failures;
-* :mod:`.cluster` - :func:`load_cluster`, the cluster file (TOML) the commands read with ``--cluster``.
+* :mod:`.cluster` - :func:`load_cluster`, the cluster file (TOML) the commands read with ``--cluster``;
+* :mod:`.recommend` - :func:`write_recommendation`, the verdict as a layout file to deploy.
 """
 
 from .parameters import (
@@ -73,8 +74,12 @@ from .verdict import (
     plot_compare,
     scaled_trace_model,
     trace_cluster_size,
+    best_setting,
+    task_weight,
+    QUICK_COMPARE,
 )
 from .cluster import CLUSTER_KEYS, FAILURE_KEYS, ClusterFile, load_cluster
+from .recommend import RECOMMENDATION_VERSION, layout_fingerprint, recommendation_layout, write_recommendation
 
 __all__ = [
     "PAPER",
@@ -146,4 +151,11 @@ __all__ = [
     "FAILURE_KEYS",
     "ClusterFile",
     "load_cluster",
+    "best_setting",
+    "task_weight",
+    "QUICK_COMPARE",
+    "RECOMMENDATION_VERSION",
+    "layout_fingerprint",
+    "recommendation_layout",
+    "write_recommendation",
 ]

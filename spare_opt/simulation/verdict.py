@@ -57,6 +57,9 @@ __all__ = [
     "plot_compare",
     "scaled_trace_model",
     "trace_cluster_size",
+    "best_setting",
+    "task_weight",
+    "QUICK_COMPARE",
 ]
 
 #: Replication degrees of the verdict.
@@ -71,6 +74,9 @@ DEFAULT_COMPARE_FACTORS = (0.5, 0.7, 1.0, 1.4, 2.0)
 DEFAULT_CYCLES = 2
 #: Most copies of the trace: beyond it a run is far past any useful TTT/T0 and the walks grow without bound.
 MAX_CYCLES = 100
+#: The grid of ``compare --quick``: a first look (fewer settings, seeds and periods).
+QUICK_COMPARE = {"rep_redundancies": (2,), "spare_redundancies": (3, 5), "micro_batches": (1, 16), "seeds": 2,
+                 "period_factors": (0.7, 1.0, 1.4)}
 #: Names of the strategies in tables and figures.
 STRATEGY_LABELS = {"ckpt": "CKPT only", "rep": "Rep+CKPT", "spare": "SPARe+CKPT"}
 
@@ -113,6 +119,9 @@ class CompareResult(Result):
         How the failures of a trace were carried over to ``N`` groups, in words (a
         trace of another cluster size fitted and scaled per node); ``None`` when the
         failures were used as they are.
+    layouts : dict
+        The SPARe layout each ``r`` ran, ``{r: Layout}`` (not in :meth:`to_dict`;
+        :func:`spare_opt.write_recommendation` writes the chosen one).
     """
 
     params: SimulationParameters
@@ -125,6 +134,7 @@ class CompareResult(Result):
     trace_info: dict | None = None
     elapsed_seconds: float = field(default=0.0, compare=False)
     scaling: str | None = None
+    layouts: dict = field(default_factory=dict, compare=False, repr=False)
 
     def best(self, strategy):
         """dict: the row of ``strategy`` (``"ckpt"``, ``"rep"``, ``"spare"``) in :attr:`strategies`."""
@@ -178,8 +188,40 @@ class CompareResult(Result):
                 f"{row['mean_step_cost']:>9.3f} {_duration(row['checkpoint_period_seconds']):>8}"
             )
         lines.append("")
+        lines += self.format_grid()
+        lines.append("")
         lines.append(self.conclusion())
         return "\n".join(lines)
+
+    def format_grid(self):
+        """list of str: every setting tried, one small table per strategy (``*``: the setting chosen)."""
+        lines = ["Settings tried: TTT/T0 at each setting's best T_c, 95% CI; * = chosen, the smallest r "
+                 "(then m) whose interval overlaps the least TTT/T0"]
+        p = self.params
+
+        def cell(row):
+            chosen = self.best(row["strategy"])
+            mark = "*" if (row["redundancy"], row["micro_batches"]) == (chosen["redundancy"],
+                                                                      chosen["micro_batches"]) else " "
+            interval = _interval(row["ttt_ci"])
+            return f"{_ratio(row['ttt_ratio'], p)} {interval if interval != '-' else ''}".rstrip() + mark
+
+        rep = [row for row in self.settings if row["strategy"] == "rep"]
+        if rep:
+            lines.append(f"  {STRATEGY_LABELS['rep']:<11} " + "   ".join(
+                f"r = {row['redundancy']}: {cell(row)}" for row in rep))
+        spare = [row for row in self.settings if row["strategy"] == "spare"]
+        if spare:
+            ms = sorted({row["micro_batches"] for row in spare})
+            rs = sorted({row["redundancy"] for row in spare})
+            width = max(len(cell(row)) for row in spare) + 2
+            corner = "r \\ m"
+            lines.append(f"  {STRATEGY_LABELS['spare']:<11} {corner:>6}" + "".join(f"{m:>{width}}" for m in ms))
+            by = {(row["redundancy"], row["micro_batches"]): row for row in spare}
+            for r in rs:
+                lines.append(f"  {'':<11} {r:>6}" + "".join(
+                    f"{cell(by[r, m]) if (r, m) in by else '-':>{width}}" for m in ms))
+        return [line.rstrip() for line in lines]
 
     def conclusion(self):
         """str: one line naming the best strategy and its gain over the others."""
@@ -435,7 +477,7 @@ def compare(params, *, trace=None, semantics="repair", rep_redundancies=DEFAULT_
             spare_redundancies=DEFAULT_COMPARE_SPARE, micro_batches=DEFAULT_COMPARE_MICRO_BATCHES,
             period_factors=DEFAULT_COMPARE_FACTORS, seeds=3, cycles=DEFAULT_CYCLES, include_ckpt=True,
             fault_model=None, workers=1, executor=None, progress=None, layout_time_limit=2.0,
-            trace_nodes=None, trace_scaling="auto"):
+            trace_nodes=None, trace_scaling="auto", on_setting=None):
     """Checkpointing alone, replication and SPARe on the same failures, each at its best setting.
 
     Parameters
@@ -474,8 +516,13 @@ def compare(params, *, trace=None, semantics="repair", rep_redundancies=DEFAULT_
     executor : concurrent.futures.Executor, optional
         Run the tasks on this executor instead (a Dask cluster).
     progress : callable, optional
-        ``progress(done, total)`` in tasks: one failure walk per setting and seed,
-        then one task of runs (every period) per setting and seed.
+        ``progress(done, total)`` in work units: one failure walk per setting and
+        seed, then one task of runs (every period) per setting and seed, each
+        weighing its setting's cost (:func:`task_weight`), so that the time left
+        estimated from the work done holds while settings of different cost finish.
+    on_setting : callable, optional
+        ``on_setting(row)`` as each setting finishes (every seed run), with its row
+        of :attr:`CompareResult.settings`, in the calling thread.
     layout_time_limit : float, default 2.0
         Seconds of each Sidon layout search.
     trace_nodes : int, optional
@@ -518,6 +565,10 @@ def compare(params, *, trace=None, semantics="repair", rep_redundancies=DEFAULT_
     Without a trace, ``T_c*`` is the closed form of :func:`spare_opt.simulate`: the
     system MTBF of the failures (the preset's, or the fault model's on ``N`` groups)
     times the mean number of failures to a wipe-out under the paper's semantics.
+
+    *Best setting.*  Each strategy's row is :func:`best_setting` of its settings: among
+    the settings whose 95% interval overlaps the least mean ``TTT/T0``, the cheapest
+    (smallest ``r``, then smallest ``m``).
 
     *Why cyclic.*  A run takes longer than ``T0``; replayed once, the trace would end
     before the slower strategies finish and leave the end of their runs free of
@@ -580,23 +631,49 @@ def compare(params, *, trace=None, semantics="repair", rep_redundancies=DEFAULT_
     if include_ckpt:
         configs.append(("ckpt", 1, 1, None))
     configs += [("rep", r, 1, None) for r in reps]
+    layouts = {}
     for r in spares:
-        layout = default_layout(n, r, time_limit=layout_time_limit)
+        layout = layouts[r] = default_layout(n, r, time_limit=layout_time_limit)
         configs += [("spare", r, m, layout) for m in ms]
 
-    walks_total = len(configs) * seeds if trace is not None else 0
-    runs_total = len(configs) * seeds
+    # Progress in work units: a task weighs what its setting costs (task_weight), so the
+    # estimate of the time left holds while cheap and dear settings finish in any order.
+    if trace is not None:  # the walk finds the outcomes, the runs task runs the kernel once per period
+        walk_weights = [task_weight(st, r, m, 0) for st, r, m, _ in configs for _ in range(seeds)]
+        run_weights = [max(1, task_weight(st, r, m, len(factors)) - task_weight(st, r, m, 0))
+                       for st, r, m, _ in configs for _ in range(seeds)]
+    else:
+        walk_weights = []
+        run_weights = [task_weight(st, r, m, len(factors)) for st, r, m, _ in configs for _ in range(seeds)]
+    grand_total = sum(walk_weights) + sum(run_weights)
 
     def relay(offset):
         if progress is None:
             return None
-        return lambda done, total: progress(offset + done, walks_total + runs_total)
+        return lambda done, total: progress(offset + done, grand_total)
+
+    finished = [0] * len(configs)
+
+    def announce(index, result):
+        if on_setting is None:
+            return
+        c = index // seeds
+        finished[c] += 1
+        if finished[c] == seeds:
+            on_setting(_setting_row(configs[c], results_so_far[c * seeds:(c + 1) * seeds], periods[c], factors))
+
+    results_so_far = [None] * (len(configs) * seeds)
+
+    def collect(index, result):
+        results_so_far[index] = result
+        announce(index, result)
 
     trace_info = None
     if trace is not None:
         walk_tasks = [(params, s, r, m, layout, replayed, seed, semantics)
                       for s, r, m, layout in configs for seed in range(seeds)]
-        walks = run_tasks(_walk, walk_tasks, workers=workers, executor=executor, progress=relay(0))
+        walks = run_tasks(_walk, walk_tasks, workers=workers, executor=executor, progress=relay(0),
+                          weights=walk_weights)
         span_seconds = replayed.span_days[1] * 86400.0 * params.trace_time_scale
         periods, run_tasks_list, trace_info = [], [], {}
         for c, (strategy, r, m, _) in enumerate(configs):
@@ -609,7 +686,7 @@ def compare(params, *, trace=None, semantics="repair", rep_redundancies=DEFAULT_
             run_tasks_list += [(params, strategy, r, m, periods[-1], seed, mine[seed][0], semantics)
                                for seed in range(seeds)]
         results = run_tasks(_trace_runs_task, run_tasks_list, workers=workers, executor=executor,
-                            progress=relay(walks_total))
+                            progress=relay(sum(walk_weights)), weights=run_weights, on_result=collect)
     else:
         from .time_to_train import _period
 
@@ -621,21 +698,15 @@ def compare(params, *, trace=None, semantics="repair", rep_redundancies=DEFAULT_
             run_tasks_list += [(params, strategy, r, m, periods[-1], seed, layout, semantics, fault_model)
                                for seed in range(seeds)]
         results = run_tasks(_model_runs_task, run_tasks_list, workers=workers, executor=executor,
-                            progress=relay(0))
+                            progress=relay(0), weights=run_weights, on_result=collect)
 
-    settings = []
-    for c, (strategy, r, m, _) in enumerate(configs):
-        runs = results[c * seeds:(c + 1) * seeds]
-        per_period = [_summary([run[j] for run in runs]) for j in range(len(factors))]
-        best = min(range(len(factors)), key=lambda j: (per_period[j]["ttt_ratio"], j))
-        settings.append(dict(strategy=strategy, redundancy=int(r), micro_batches=int(m), **per_period[best],
-                             checkpoint_period_seconds=periods[c][best], periods=list(periods[c]),
-                             ttt_ratio_by_period=[row["ttt_ratio"] for row in per_period]))
+    settings = [_setting_row(config, results[c * seeds:(c + 1) * seeds], periods[c], factors)
+                for c, config in enumerate(configs)]
     strategies = []
     for strategy in ("ckpt", "rep", "spare"):
         mine = [row for row in settings if row["strategy"] == strategy]
         if mine:
-            best = min(mine, key=lambda row: row["ttt_ratio"])
+            best = best_setting(mine)
             strategies.append({key: value for key, value in best.items()
                                if key not in ("periods", "ttt_ratio_by_period")})
     source = trace.source if trace is not None else (
@@ -643,7 +714,7 @@ def compare(params, *, trace=None, semantics="repair", rep_redundancies=DEFAULT_
     return CompareResult(params=params, source=source,
                          semantics=semantics, seeds=seeds, cycles=cycles, strategies=strategies,
                          settings=settings, trace_info=trace_info,
-                         elapsed_seconds=time.perf_counter() - started, scaling=scaling)
+                         elapsed_seconds=time.perf_counter() - started, scaling=scaling, layouts=layouts)
 
 
 def scaled_trace_model(trace, nodes, groups, time_scale=1.0):
@@ -689,6 +760,89 @@ def scaled_trace_model(trace, nodes, groups, time_scale=1.0):
                f"{groups:,} groups (each group fails like one traced node, MTBF {per_node:.3g} days{rate}: the "
                f"cluster fails {groups / model.cluster_nodes:.3g}x as often as the traced one)")
     return model, scaling
+
+
+def _setting_row(config, runs, periods, factors):
+    """The row of one setting: its figures at its best period (least mean TTT/T0), every period's mean."""
+    strategy, r, m, _ = config
+    per_period = [_summary([run[j] for run in runs]) for j in range(len(factors))]
+    best = min(range(len(factors)), key=lambda j: (per_period[j]["ttt_ratio"], j))
+    return dict(strategy=strategy, redundancy=int(r), micro_batches=int(m), **per_period[best],
+                checkpoint_period_seconds=periods[best], periods=list(periods),
+                ttt_ratio_by_period=[row["ttt_ratio"] for row in per_period])
+
+
+def task_weight(strategy, redundancy, micro_batches, periods=1):
+    """Work units of one task of :func:`compare` (one seed of a setting, every period), for progress.
+
+    A relative cost, not a time: the runs of the simulation kernel (one per period)
+    plus the outcomes of the failures, which cost most for SPARe with micro-batches
+    (a split plan per failure and rejoin, growing with ``r m``).  Measured at
+    ``N = 2,048`` (``benchmarks/bench_compare.py``, ``docs/benchmarks.md``).
+
+    Parameters
+    ----------
+    strategy : {"ckpt", "rep", "spare"}
+    redundancy, micro_batches : int
+    periods : int, default 1
+        Checkpoint periods the task runs (``0``: the outcomes only, a trace's walk).
+
+    Returns
+    -------
+    int
+        ``>= 1``.
+    """
+    outcomes = 1.0 if strategy != "spare" else 1.0 + WEIGHT_PER_SPLIT * redundancy * micro_batches
+    return max(1, int(round(10 * (periods * WEIGHT_PER_RUN + outcomes))))
+
+
+#: Relative cost of one kernel run (one period) against the outcomes of ckpt's failures.
+WEIGHT_PER_RUN = 0.2
+#: Relative cost of SPARe's outcomes per unit of ``r m`` (split plans).
+WEIGHT_PER_SPLIT = 0.1
+
+
+def best_setting(rows):
+    """The setting to deploy among ``rows``: the cheapest whose interval overlaps the best one's.
+
+    The best row is the one with the least mean ``TTT/T0``; every row whose 95%
+    interval overlaps the best row's interval cannot be told apart from it with the
+    seeds run; among those, the cheapest wins: the smallest ``r``, then the smallest
+    ``m``, then the least ``TTT/T0``.  A row without an interval (one seed, an
+    unfinished run) counts as the single point of its mean.
+
+    Parameters
+    ----------
+    rows : list of dict
+        Rows with ``ttt_ratio``, ``ttt_ci`` (``[low, high]``), ``redundancy`` and
+        ``micro_batches`` (:attr:`CompareResult.settings`).
+
+    Returns
+    -------
+    dict
+        One of ``rows`` (the first row when none finished).
+
+    Raises
+    ------
+    ParameterError
+        ``rows`` is empty.
+    """
+    if not rows:
+        raise ParameterError("no setting to choose from")
+
+    def interval(row):
+        low, high = row["ttt_ci"]
+        if math.isfinite(low) and math.isfinite(high):
+            return low, high
+        return row["ttt_ratio"], row["ttt_ratio"]
+
+    finished = [row for row in rows if math.isfinite(row["ttt_ratio"])]
+    if not finished:
+        return rows[0]
+    best = min(finished, key=lambda row: row["ttt_ratio"])
+    best_low, best_high = interval(best)
+    overlapping = [row for row in finished if interval(row)[0] <= best_high and best_low <= interval(row)[1]]
+    return min(overlapping, key=lambda row: (row["redundancy"], row["micro_batches"], row["ttt_ratio"]))
 
 
 def _label(strategy, redundancy, micro_batches):
