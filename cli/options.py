@@ -400,7 +400,7 @@ def _load_cluster(ctx, param, value):
 cluster_option = click.option(
     "--cluster", "cluster", type=click.Path(dir_okay=False), default=None, metavar="FILE", is_eager=True,
     expose_value=False, callback=_load_cluster,
-    help="Cluster file (TOML, docs/cli.md): its keys (groups, step_seconds, restart_seconds, ..., and a "
+    help="Cluster file (TOML, docs/cluster.md): its keys (groups, step_seconds, restart_seconds, ..., and a "
          "[failures] table) are the defaults of the options of the same name; options given here win.")
 
 

@@ -107,3 +107,13 @@ def test_recommendation_round_trips_and_plan_and_validate_accept_it(small, tmp_p
     again = compare(params, trace=trace, rep_redundancies=(), spare_redundancies=(3,), micro_batches=(1,),
                     seeds=1, period_factors=(1.0,))
     assert layout_fingerprint(recommendation_layout(again)) == layout_fingerprint(again.layouts[3])
+
+
+def test_layout_records_the_micro_batches(tmp_path):
+    out = tmp_path / "l.json"
+    result = CliRunner().invoke(main, ["layout", "-N", "40", "-r", "4", "--micro-batches", "8", "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    assert Layout.load(out).metadata["micro_batches"] == 8
+    too_many = CliRunner().invoke(main, ["layout", "-N", "40", "-r", "4", "--micro-batches", "10000000",
+                                         "-o", str(tmp_path / "m.json")])
+    assert too_many.exit_code != 0 and "Traceback" not in too_many.output
