@@ -155,7 +155,11 @@ def command(ctx, trace_path, trace_format, time_unit, model_path, preset, groups
     its measured wipe-out rate, times 0.5 .. 2), over --seeds placements of the traced
     nodes on the groups.  Prints one row per strategy at its best setting: TTT/T0 with
     a 95% interval, availability, restarts, mean step cost, the setting and its
-    checkpoint period.  --json prints the rows as "strategies" (keys strategy,
+    checkpoint period, then every (r, m) tried (a table per strategy).  A strategy's
+    best setting is the smallest r (then m) whose interval overlaps the least TTT/T0.
+    At an N other than the trace's cluster size the trace is fitted and scaled per
+    node (the header says so).  -o FILE writes the recommendation, a layout file
+    (docs/cluster.md).  --json prints the rows as "strategies" (keys strategy,
     redundancy, micro_batches, ttt_ratio, ttt_ci, availability, restarts,
     mean_step_cost...) and every setting tried as "settings".  See docs/repair.md.
     """

@@ -152,6 +152,13 @@ def command(ctx, preset, groups, strategy, redundancy, checkpoint_period_seconds
         from spare_opt.traces.json_format import read_fault_trace
 
         trace = read_fault_trace(trace_path, format=trace_format, time_unit=time_unit)
+        from spare_opt.simulation.verdict import trace_cluster_size
+
+        traced = trace_cluster_size(trace, preset)
+        if traced != groups:
+            click.echo(f"Warning: the trace's cluster ({traced} nodes) is replayed on N = {groups} groups at its own "
+                       "failure rate, not scaled per node; to scale it, fit it (spare-opt fit TRACE -o model.json) "
+                       "and pass --failure-model", err=True)
     placement = None
     if placement_path is not None:
         if placement_seed is not None:
