@@ -11,7 +11,6 @@ from spare_opt.simulation.time_to_train import default_redundancy, simulate_seed
 from spare_opt._core.stats import finite_or_none
 
 from .options import (
-    INTEGER,
     FloatRange,
     IntegerRange,
     cluster_option,

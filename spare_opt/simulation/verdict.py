@@ -685,8 +685,8 @@ def compare(params, *, trace=None, semantics="repair", rep_redundancies=DEFAULT_
             trace_info[_label(strategy, r, m)] = dict(mine[0][2], mean_wipe_outs=wipe_outs)
             run_tasks_list += [(params, strategy, r, m, periods[-1], seed, mine[seed][0], semantics)
                                for seed in range(seeds)]
-        results = run_tasks(_trace_runs_task, run_tasks_list, workers=workers, executor=executor,
-                            progress=relay(sum(walk_weights)), weights=run_weights, on_result=collect)
+        results = _heavy_first(_trace_runs_task, run_tasks_list, run_weights, workers=workers, executor=executor,
+                               progress=relay(sum(walk_weights)), on_result=collect)
     else:
         from .time_to_train import _period
 
@@ -697,8 +697,8 @@ def compare(params, *, trace=None, semantics="repair", rep_redundancies=DEFAULT_
             periods.append(tuple(centres[strategy, r] * f for f in factors))
             run_tasks_list += [(params, strategy, r, m, periods[-1], seed, layout, semantics, fault_model)
                                for seed in range(seeds)]
-        results = run_tasks(_model_runs_task, run_tasks_list, workers=workers, executor=executor,
-                            progress=relay(0), weights=run_weights, on_result=collect)
+        results = _heavy_first(_model_runs_task, run_tasks_list, run_weights, workers=workers, executor=executor,
+                               progress=relay(0), on_result=collect)
 
     settings = [_setting_row(config, results[c * seeds:(c + 1) * seeds], periods[c], factors)
                 for c, config in enumerate(configs)]
@@ -760,6 +760,19 @@ def scaled_trace_model(trace, nodes, groups, time_scale=1.0):
                f"{groups:,} groups (each group fails like one traced node, MTBF {per_node:.3g} days{rate}: the "
                f"cluster fails {groups / model.cluster_nodes:.3g}x as often as the traced one)")
     return model, scaling
+
+
+def _heavy_first(function, tasks, weights, *, workers, executor, progress, on_result):
+    """:func:`run_tasks` with the dearest tasks sent first (the workers then finish together);
+    results, ``on_result`` indices and progress as if sent in order."""
+    order = sorted(range(len(tasks)), key=lambda i: (-weights[i], i))
+    out = run_tasks(function, [tasks[i] for i in order], workers=workers, executor=executor, progress=progress,
+                    weights=[weights[i] for i in order],
+                    on_result=None if on_result is None else lambda j, result: on_result(order[j], result))
+    results = [None] * len(tasks)
+    for j, i in enumerate(order):
+        results[i] = out[j]
+    return results
 
 
 def _setting_row(config, runs, periods, factors):
