@@ -187,8 +187,9 @@ class CompareResult(Result):
                 f"{_interval(row['ttt_ci']):>15} {row['availability']:>7.2%} {row['restarts']:>8.1f} "
                 f"{row['mean_step_cost']:>9.3f} {_duration(row['checkpoint_period_seconds']):>8}"
             )
-        lines.append("")
-        lines += self.format_grid()
+        grid = self.format_grid()
+        if len(grid) > 1:  # a strategy with a grid ran (not checkpointing alone only)
+            lines += [""] + grid
         lines.append("")
         lines.append(self.conclusion())
         return "\n".join(lines)
