@@ -7,15 +7,19 @@ from spare_opt._core.plotting import require_matplotlib
 from spare_opt._core.errors import SpareError
 from spare_opt.simulation.parameters import PRESETS, parse_overrides
 from spare_opt.simulation.events import SEMANTICS
+from spare_opt.simulation.recommend import write_recommendation
 from spare_opt.simulation.verdict import (
     DEFAULT_COMPARE_MICRO_BATCHES,
     DEFAULT_COMPARE_REP,
     DEFAULT_COMPARE_SPARE,
     DEFAULT_CYCLES,
     MAX_CYCLES,
+    QUICK_COMPARE,
+    STRATEGY_LABELS,
     compare,
     compare_parameters,
     plot_compare,
+    trace_cluster_size,
 )
 
 from .options import (
@@ -25,6 +29,9 @@ from .options import (
     micro_batch_overhead_option,
     IntegerRange,
     check_output_path,
+    cluster_option,
+    cluster_overrides,
+    deprecated_alias,
     echo_json,
     executor_for,
     force_option,
@@ -46,8 +53,9 @@ __all__ = ["command"]
 #: Simulation fields that have their own option here (or that compare sets itself).
 _OWN_OPTIONS = {
     "steps": "--steps",
-    "restart_seconds": "--restart-minutes",
-    "save_seconds": "--ckpt-save-seconds",
+    "restart_seconds": "--restart-seconds",
+    "save_seconds": "--save-seconds",
+    "heal_seconds": "--heal-seconds",
     "layer_compute_seconds": "--step-seconds",
     "trace_time_scale": "--time-scale",
     "max_wall_factor": "--cycles",
@@ -87,12 +95,16 @@ def _shown(values):
               help="Built-in setting whose timings are the defaults (default: trace-400 with --trace, "
                    "paper-600k without).")
 @click.option("--groups", "-N", type=IntegerRange(min=1), default=None,
-              help="DP groups N, one node of the trace per group (default: the trace file's cluster size, "
-                   "else the larger of the preset's first N and the nodes the trace names).")
-@click.option("--restart-minutes", type=FloatRange(min=0), default=None, metavar="MIN",
-              help="Global restart time T_r (default: the preset's, 60 min).")
-@click.option("--ckpt-save-seconds", type=FloatRange(min=0, min_open=True), default=None, metavar="SEC",
+              help="DP groups N (default: the trace's cluster size: the file's, else the larger of the preset's "
+                   "first N and the nodes the trace names).  At another N a --trace is fitted and scaled per "
+                   "node (each group fails like one traced node); the header says so.")
+@click.option("--restart-seconds", type=FloatRange(min=0), default=None, metavar="SEC",
+              help="Global restart time T_r (default: the preset's, 3600 s).")
+@click.option("--save-seconds", type=FloatRange(min=0, min_open=True), default=None, metavar="SEC",
               help="Checkpoint save time T_s (default: the preset's, 60 s).")
+@click.option("--heal-seconds", type=FloatRange(min=0), default=None, metavar="SEC",
+              help="Seconds a repaired group heals (loads state from a live peer) before it rejoins "
+                   "(default: 60).")
 @click.option("--step-seconds", type=FloatRange(min=0, min_open=True), default=None, metavar="SEC",
               help="Compute of one fault-free step, one stack layer (default: the preset's, 64 s); the "
                    "all-reduce is added (--allreduce-seconds).")
@@ -126,14 +138,26 @@ def _shown(values):
 @scheduler_option
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None, metavar="FILE.png",
               help="Write the figure: TTT/T0 of every setting tried (needs matplotlib).")
+@click.option("--quick", is_flag=True,
+              help="A first look: a small grid (--rep-r 2, --spare-r 3,5, --micro-batches 1,16), 2 seeds and "
+                   "3 checkpoint periods; options given explicitly still win.")
+@click.option("--output", "-o", "output_path", type=click.Path(dir_okay=False), default=None, metavar="FILE",
+              help="Write the recommendation: a layout file of SPARe's chosen setting (plan and validate read "
+                   "it) whose metadata holds m, the checkpoint period, the chosen strategy, the inputs assumed, "
+                   "the verdict table and the layout's fingerprint.")
+@click.option("--verbose", is_flag=True, help="A line on stderr as each setting finishes.")
+@cluster_option
 @json_option
 @force_option
 @quiet_option
 @click.pass_context
-def command(ctx, trace_path, trace_format, time_unit, window, model_path, preset, groups, restart_minutes, ckpt_save_seconds,
-            step_seconds, time_scale, steps, semantics, rep_redundancies, spare_redundancies, micro_batches,
+@deprecated_alias("--restart-minutes", "--restart-seconds", "restart_seconds", type=FloatRange(min=0),
+                  convert=lambda minutes: minutes * 60.0)
+@deprecated_alias("--ckpt-save-seconds", "--save-seconds", "save_seconds", type=FloatRange(min=0, min_open=True))
+def command(ctx, trace_path, trace_format, time_unit, window, model_path, preset, groups, restart_seconds, save_seconds,
+            heal_seconds, step_seconds, time_scale, steps, semantics, rep_redundancies, spare_redundancies, micro_batches,
             global_batch, micro_batch_overhead_seconds, allreduce_seconds, no_elastic, seeds,
-            cycles, settings, workers, scheduler, plot_path, as_json, force, quiet):
+            cycles, settings, workers, scheduler, plot_path, quick, output_path, verbose, as_json, force, quiet):
     """The verdict: checkpointing alone, replication, SPARe and elastic on the same failures.
 
     Runs checkpointing alone, replication with r in --rep-r, SPARe over the grid
@@ -145,8 +169,12 @@ def command(ctx, trace_path, trace_format, time_unit, window, model_path, preset
     nodes on the groups.  Prints one row per strategy at its best setting (and SPARe's
     m = 1 beside its best): TTT/T0 with a 95% interval, availability, restarts, mean
     step cost, the setting, its checkpoint period and its price (step cost, missing
-    batch for elastic, restarts for checkpointing), then the verdict line: the best
-    exact strategy (the fault-free gradient) and the best overall.  --json prints the rows as "strategies" (keys strategy,
+    batch for elastic, restarts for checkpointing), then every (r, m) tried (a table per
+    strategy) and the verdict line: the best exact strategy (the fault-free gradient)
+    and the best overall.  A strategy's best setting is the smallest r (then m) whose
+    interval overlaps the least TTT/T0.  At an N other than the trace's cluster size
+    the trace is fitted and scaled per node (the header says so).  -o FILE writes the
+    recommendation, a layout file (docs/cluster.md).  --json prints the rows as "strategies" (keys strategy,
     redundancy, micro_batches, ttt_ratio, ttt_ci, availability, restarts,
     mean_step_cost...) and every setting tried as "settings".  See docs/repair.md.
     """
@@ -160,10 +188,27 @@ def command(ctx, trace_path, trace_format, time_unit, window, model_path, preset
     if plot_path is not None:
         check_output_path(plot_path, force)
         require_matplotlib()  # before the long work, not after it
+    if output_path is not None:
+        if not spare_redundancies:
+            refuse_unused("--output", "writes SPARe's layout: it needs SPARe settings (--spare-r is empty)")
+        check_output_path(output_path, force)
+    grid = {}
+    if quick:
+        for name in ("rep_redundancies", "spare_redundancies", "micro_batches", "seeds"):
+            if not given(ctx, name):
+                grid[name] = QUICK_COMPARE[name]
+        grid["period_factors"] = QUICK_COMPARE["period_factors"]
+    rep_redundancies = grid.get("rep_redundancies", rep_redundancies)
+    spare_redundancies = grid.get("spare_redundancies", spare_redundancies)
+    micro_batches = grid.get("micro_batches", micro_batches)
+    seeds = grid.get("seeds", seeds)
     overrides = parse_overrides(settings)
     for field, option in _OWN_OPTIONS.items():
         if field in overrides:
             raise click.UsageError(f"use {option} instead of --set {field}")
+    overrides = cluster_overrides(ctx, overrides)
+    if heal_seconds is not None:
+        overrides["heal_seconds"] = heal_seconds
     if not spare_redundancies and given(ctx, "micro_batches"):
         refuse_unused("--micro-batches", "needs SPARe settings (--spare-r is empty)")
     trace = None
@@ -187,17 +232,24 @@ def command(ctx, trace_path, trace_format, time_unit, window, model_path, preset
     if allreduce_seconds is not None:  # before the steps of one trace span are counted
         overrides["allreduce_seconds"] = allreduce_seconds
     params = compare_parameters(
-        preset, groups, trace=trace, restart_seconds=None if restart_minutes is None else restart_minutes * 60.0,
-        save_seconds=ckpt_save_seconds, step_seconds=step_seconds, time_scale=time_scale, steps=steps, **overrides)
+        preset, groups, trace=trace, restart_seconds=restart_seconds,
+        save_seconds=save_seconds, step_seconds=step_seconds, time_scale=time_scale, steps=steps, **overrides)
     with executor_for(scheduler, workers) as executor, progress_bar(quiet, "comparing") as progress:
-        result = compare(params, trace=trace, fault_model=fault_model, semantics=semantics, rep_redundancies=rep_redundancies,
+        result = compare(params, trace=trace, fault_model=fault_model, semantics=semantics,
+                         trace_nodes=None if trace is None else trace_cluster_size(trace, preset),
+                         rep_redundancies=rep_redundancies,
                          spare_redundancies=spare_redundancies, micro_batches=micro_batches, seeds=seeds,
                          cycles=cycles, workers=workers, executor=executor, progress=progress,
                          include_elastic=not no_elastic, global_batch=global_batch,
                          micro_batch_overhead_seconds=micro_batch_overhead_seconds)
+                         on_setting=_announce if verbose else None,
+                         **({"period_factors": grid["period_factors"]} if quick else {}))
     written = None
     if plot_path is not None:
         written = plot_compare(result, plot_path, force=force)
+    recommended = None
+    if output_path is not None:
+        recommended = write_recommendation(result, output_path, force=force)
     if as_json:
         echo_json(result.to_dict())
     else:
@@ -205,3 +257,17 @@ def command(ctx, trace_path, trace_format, time_unit, window, model_path, preset
         click.echo(f"Elapsed: {result.elapsed_seconds:.1f} s")
     if written is not None:
         click.echo(f"figure written to {written}", err=as_json)
+    if recommended is not None:
+        click.echo(f"recommendation written to {recommended} (a layout file: plan and validate read it)",
+                   err=as_json)
+
+
+def _announce(row):
+    """``--verbose``: one line on stderr per finished setting."""
+    setting = STRATEGY_LABELS[row["strategy"]] + ("" if row["strategy"] == "ckpt" else f" r = {row['redundancy']}") \
+        + (f", m = {row['micro_batches']}" if row["strategy"] == "spare" else "")
+    low, high = row["ttt_ci"]
+    interval = f" [{low:.3f}, {high:.3f}]" if low == low and high == high else ""
+    ratio = f"{row['ttt_ratio']:.3f}" if row["ttt_ratio"] != float("inf") else "unfinished"
+    click.echo(f"done: {setting}: TTT/T0 {ratio}{interval}, best T_c {row['checkpoint_period_seconds']:.0f} s",
+               err=True)

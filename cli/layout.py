@@ -7,6 +7,8 @@ from spare_opt.layouts.generators import DEFAULT_TIME_LIMIT, METHODS, generate
 from spare_opt.planning.plan import MAX_SPLIT_ENTRIES
 
 from .options import (
+    IntegerRange,
+    deprecated_alias,
     INTEGER,
     FloatRange,
     check_output_path,
@@ -35,7 +37,8 @@ def _offsets_text(offsets):
 
 
 @click.command("layout")
-@click.option("--groups", "-n", "groups", type=INTEGER, required=True, metavar="N", help="Number of DP groups N (>= 1).")
+@click.option("--groups", "-N", "groups", type=INTEGER, default=None, metavar="N",
+              help="Number of DP groups N (>= 1)  [required].")
 @click.option("--redundancy", "-r", "redundancy", type=INTEGER, required=True, metavar="R",
               help="Redundancy r: shard types held by each group (1 <= r <= N).")
 @click.option("--method", "-m", type=click.Choice(list(METHODS)), default="sidon", show_default=True,
@@ -51,13 +54,17 @@ def _offsets_text(offsets):
 @click.option("--domain-method", type=click.Choice(list(DOMAIN_METHODS)), default="auto", show_default=True,
               help="With --topology: circulant offsets spaced by the domains, assignment of Sidon rows to groups "
                    "(colouring + CP-SAT), or auto (circulant when the domains allow it).")
+@click.option("--micro-batches", "micro_batches", type=IntegerRange(min=1), default=None, metavar="M",
+              help="Record in the file the micro-batches per shard type M the layout is meant to run with "
+                   "(metadata micro_batches; the layout itself does not depend on M).")
 @click.option("--output", "-o", type=click.Path(dir_okay=False, writable=False), required=True, metavar="FILE",
               help="Layout file to write: JSON, or compressed NumPy when FILE ends in .npz (large N).")
 @force_option
 @json_option
 @click.pass_context
-def command(ctx, groups, redundancy, method, seed, time_limit, topology, domain_levels, domain_method, output,
-            force, as_json):
+@deprecated_alias("-n", "--groups/-N", "groups", type=INTEGER, required=True)
+def command(ctx, groups, redundancy, method, seed, time_limit, topology, domain_levels, domain_method, micro_batches,
+            output, force, as_json):
     """Generate a stack layout of N DP groups with redundancy R and write it to FILE.
 
     Prints the method, N, r, the overlap lambda (the most shard types two groups
@@ -92,6 +99,10 @@ def command(ctx, groups, redundancy, method, seed, time_limit, topology, domain_
     else:
         layout = domain_safe(groups, redundancy, topology, levels=list(domain_levels) or None, method=domain_method,
                              time_limit=time_limit, seed=seed)
+    if micro_batches is not None:
+        from spare_opt.planning.plan import check_micro_batches
+
+        layout.metadata["micro_batches"] = check_micro_batches(micro_batches, groups)
     layout.save(output, force=force)
     if groups > MAX_SPLIT_ENTRIES:
         click.echo(f"Warning: spare-opt plan cannot take this layout: N = {groups:,} is above its limit of "

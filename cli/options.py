@@ -49,6 +49,9 @@ __all__ = [
     "micro_batch_overhead_option",
     "allreduce_option",
     "window_option",
+    "cluster_option",
+    "cluster_overrides",
+    "deprecated_alias",
 ]
 
 
@@ -120,7 +123,13 @@ FLOAT = _StrictFloat()
 
 # ------------------------------------------------------------ options that do nothing
 def given(ctx, name):
-    """Whether the option ``name`` was given (on the command line or the environment), not defaulted."""
+    """Whether the option ``name`` was given (on the command line, by an old spelling, or the environment).
+
+    Not when it is defaulted, nor when it comes from a ``--cluster`` file (a file describes
+    the cluster for every command; a key one command does not use is not a mistake).
+    """
+    if name in ctx.meta.get("given_aliases", ()):
+        return True
     return ctx.get_parameter_source(name) in (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)
 
 
@@ -368,3 +377,93 @@ window_option = click.option(
     help="Observation window of the trace: days from its origin, or ISO-8601 dates (a CSV log with timestamps).  "
          "Events outside are dropped, faults open at START are taken as already down, faults open at END are "
          "right-censored; rates are per window length.")
+# ------------------------------------------------------------------ the cluster file
+def _load_cluster(ctx, param, value):
+    """``--cluster FILE`` (eager): its keys become the defaults of the options of the same name.
+
+    A key ``restart_seconds`` is the default of ``--restart-seconds``, a ``[failures]``
+    key ``failure_model`` of ``--failure-model``; an option on the command line still
+    wins (click's ``default_map``).  Keys that name a simulation parameter but no
+    option of this command go to ``--set`` (:func:`cluster_overrides`); other keys the
+    command does not use are named in a warning.
+    """
+    if value is None:
+        return None
+    from dataclasses import fields
+
+    from spare_opt.simulation.cluster import load_cluster
+    from spare_opt.simulation.parameters import SimulationParameters
+
+    try:
+        cluster = load_cluster(value)
+    except SpareError as exc:
+        raise click.ClickException(str(exc)) from None
+    by_flag = {}
+    for other in ctx.command.params:
+        for opt in getattr(other, "opts", ()):
+            if opt.startswith("--") and not getattr(other, "hidden", False):
+                by_flag[opt[2:].replace("-", "_")] = other.name
+    defaults, pending, unused = dict(ctx.default_map or {}), {}, []
+    sim_fields = {f.name for f in fields(SimulationParameters)}
+    has_set = any(other.name == "settings" for other in ctx.command.params)
+    for key, item in cluster.options().items():
+        if key in by_flag:
+            defaults[by_flag[key]] = list(item) if key == "window" else item
+        elif key in sim_fields and has_set:
+            pending[key] = item
+        else:
+            unused.append(key)
+    ctx.default_map = defaults
+    ctx.meta["cluster_overrides"] = pending
+    if unused:
+        click.echo(f"Warning: {value}: {ctx.info_name} does not use {', '.join(unused)} (ignored)", err=True)
+    return cluster
+
+
+cluster_option = click.option(
+    "--cluster", "cluster", type=click.Path(dir_okay=False), default=None, metavar="FILE", is_eager=True,
+    expose_value=False, callback=_load_cluster,
+    help="Cluster file (TOML, docs/cluster.md): its keys (groups, step_seconds, restart_seconds, ..., and a "
+         "[failures] table) are the defaults of the options of the same name; options given here win.")
+
+
+def cluster_overrides(ctx, overrides):
+    """``overrides`` (from ``--set``) with the cluster file's simulation parameters that have no option here.
+
+    A ``--set`` of the same field wins over the file.
+    """
+    return {**ctx.meta.get("cluster_overrides", {}), **overrides}
+
+
+# ------------------------------------------------------------------ old spellings
+def deprecated_alias(old, new, name, *, type=None, convert=None, metavar=None, required=False):
+    """Keep the old spelling ``old`` of option ``new`` (parameter ``name``) for a release, hidden.
+
+    The decorated command gets the value under ``name`` (``convert`` applied, e.g.
+    minutes to seconds) with a warning on stderr naming the new spelling; giving both
+    spellings is a usage error.  With ``required``, one of the two spellings must be
+    given (the new option is then declared without ``required``).  Apply it below
+    ``@click.command`` (it wraps the callback and adds a hidden option).
+    """
+    import functools
+
+    hidden_name = f"_deprecated_{name}_{old.lstrip('-').replace('-', '_')}"
+
+    def decorate(func):
+        @functools.wraps(func)
+        def wrapper(*args, **kwargs):
+            value = kwargs.pop(hidden_name, None)
+            if value is not None:
+                ctx = click.get_current_context()
+                if given(ctx, name):
+                    raise click.UsageError(f"{old} is the old spelling of {new}: give one")
+                click.echo(f"Warning: {old} is deprecated, use {new}", err=True)
+                ctx.meta.setdefault("given_aliases", set()).add(name)
+                kwargs[name] = convert(value) if convert is not None else value
+            elif required and kwargs.get(name) is None:
+                raise click.UsageError(f"Missing option '{new.split('/')[0]}'.")
+            return func(*args, **kwargs)
+
+        return click.option(old, hidden_name, type=type, default=None, hidden=True, metavar=metavar)(wrapper)
+
+    return decorate

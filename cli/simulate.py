@@ -13,13 +13,15 @@ from spare_opt.simulation.time_to_train import default_redundancy, simulate_seed
 from spare_opt._core.stats import finite_or_none
 
 from .options import (
-    INTEGER,
     allreduce_option,
     global_batch_option,
     micro_batch_overhead_option,
     window_option,
     FloatRange,
     IntegerRange,
+    cluster_option,
+    cluster_overrides,
+    deprecated_alias,
     echo_json,
     executor_for,
     given,
@@ -45,15 +47,16 @@ SPARE_ONLY = ("controller_seconds", "patch_layers")
 @click.command("simulate")
 @click.option("--preset", default="paper-600k", show_default=True, type=click.Choice(sorted(PRESETS)),
               help="Built-in setting (timings, MTBF, Weibull shape, steps).")
-@click.option("--groups", "-N", type=INTEGER, default=None,
-              help="Number of DP groups N; one of the preset's (default: its first).")
+@click.option("--groups", "-N", type=IntegerRange(min=1), default=None,
+              help="Number of DP groups N, any (default: the preset's first); the preset's system MTBF "
+                   "is kept, a --failure-model is scaled per node.")
 @click.option("--strategy", type=click.Choice(STRATEGIES), default="spare", show_default=True,
               help="ckpt: checkpointing alone; rep: replication of degree r; spare: SPARe with a Sidon layout; "
                    "elastic: TorchFT's rule, live replicas go on with a smaller batch (--trace or --failure-model).")
 @click.option("--redundancy", "-r", type=IntegerRange(min=1), default=None,
               help="Redundancy r (default: the --layout's r, else r* = floor(log2 N + 0.833) for spare, 3 for rep; "
                    "not for ckpt).")
-@click.option("--ckpt-period", type=FloatRange(min=0, min_open=True), default=None, metavar="SEC",
+@click.option("--checkpoint-period-seconds", type=FloatRange(min=0, min_open=True), default=None, metavar="SEC",
               help="Seconds of progress between checkpoints (default: the Young/Daly T_c*).")
 @click.option("--seeds", type=IntegerRange(min=1), default=10, show_default=True, help="Runs (seeds 0..K-1).")
 @click.option("--trace", "trace_path", type=click.Path(dir_okay=False), default=None, metavar="FILE",
@@ -62,7 +65,7 @@ SPARE_ONLY = ("controller_seconds", "patch_layers")
 @trace_format_option
 @time_unit_option
 @window_option
-@click.option("--trace-time-scale", type=FloatRange(min=0, min_open=True), default=1.0, show_default=True,
+@click.option("--time-scale", type=FloatRange(min=0, min_open=True), default=1.0, show_default=True,
               help="With --trace: multiply trace times by this factor (< 1 compresses the trace).")
 @click.option("--placement-seed", type=IntegerRange(min=0), default=None, metavar="SEED",
               help="With --trace: place nodes on random distinct groups with this seed (default: 0).")
@@ -86,6 +89,12 @@ SPARE_ONLY = ("controller_seconds", "patch_layers")
 @click.option("--heal-seconds", type=FloatRange(min=0), default=None, metavar="SEC",
               help="With --semantics repair: seconds a repaired group heals (loads state from a live peer) "
                    "before it rejoins (default: 60, the heal_seconds parameter).")
+@click.option("--restart-seconds", type=FloatRange(min=0), default=None, metavar="SEC",
+              help="Global restart time T_r (default: the preset's).")
+@click.option("--save-seconds", type=FloatRange(min=0, min_open=True), default=None, metavar="SEC",
+              help="Checkpoint save time T_s (default: the preset's).")
+@click.option("--step-seconds", type=FloatRange(min=0, min_open=True), default=None, metavar="SEC",
+              help="Compute of one fault-free step, one stack layer (default: the preset's).")
 @click.option("--failure-model", "fault_model_path", type=click.Path(dir_okay=False), default=None, metavar="FILE",
               help="Draw failures and repairs from this failure-model file (spare-opt fit TRACE -o FILE) instead "
                    "of the preset's Weibull clocks (--set failure_model chooses between those); not with --trace.")
@@ -93,13 +102,18 @@ SPARE_ONLY = ("controller_seconds", "patch_layers")
               help="Change a simulation parameter, e.g. --set steps=20000 (repeatable, once per field).")
 @workers_option
 @scheduler_option
+@cluster_option
 @json_option
 @quiet_option
 @click.pass_context
-def command(ctx, preset, groups, strategy, redundancy, ckpt_period, seeds, trace_path, trace_format, time_unit,
-            window, trace_time_scale, placement_seed, first_fault_order, placement_path, layout_path, micro_batches, global_batch,
-            micro_batch_overhead_seconds, allreduce_seconds, semantics, heal_seconds,
-            fault_model_path, settings, workers, scheduler, as_json, quiet):
+@deprecated_alias("--ckpt-period", "--checkpoint-period-seconds", "checkpoint_period_seconds",
+                  type=FloatRange(min=0, min_open=True))
+@deprecated_alias("--trace-time-scale", "--time-scale", "time_scale", type=FloatRange(min=0, min_open=True))
+def command(ctx, preset, groups, strategy, redundancy, checkpoint_period_seconds, seeds, trace_path, trace_format,
+            time_unit, window, time_scale, placement_seed, first_fault_order, placement_path, layout_path,
+            micro_batches, global_batch, micro_batch_overhead_seconds, allreduce_seconds, semantics,
+            heal_seconds, restart_seconds, save_seconds, step_seconds, fault_model_path, settings, workers,
+            scheduler, as_json, quiet):
     """Simulate training runs and report the time-to-train.
 
     Discrete-event simulation of the preset's training run under failures: checkpointing
@@ -111,7 +125,7 @@ def command(ctx, preset, groups, strategy, redundancy, ckpt_period, seeds, trace
     --semantics repair brings repaired groups back (docs/fractional.md, "Repairs").
 
     Options that would do nothing are refused: the trace options (--format,
-    --time-unit, --trace-time-scale, --placement-seed, --placement) without --trace, --layout and
+    --time-unit, --time-scale, --placement-seed, --placement) without --trace, --layout and
     --redundancy with a strategy that does not use them, and --set of a field the
     run does not use (trace_time_scale without a trace; the failure model's fields
     with a trace, which gives the failures; controller_seconds and patch_layers
@@ -124,12 +138,22 @@ def command(ctx, preset, groups, strategy, redundancy, ckpt_period, seeds, trace
     if window is not None and trace_path is None:
         refuse_unused("--window", "cuts a trace: it needs --trace")
     _refuse_unused_repair_options(ctx, strategy, semantics, trace_path, fault_model_path, overrides)
+    overrides = cluster_overrides(ctx, overrides)
+    if semantics != "repair" and not given(ctx, "heal_seconds"):
+        overrides.pop("heal_seconds", None)  # a cluster file's heal time: not used without repairs
+        heal_seconds = None
     if groups is None:
         groups = PRESETS[preset].groups[0]
     if trace_path is not None:
-        overrides["trace_time_scale"] = trace_time_scale
-    if heal_seconds is not None:
-        overrides["heal_seconds"] = heal_seconds
+        overrides["trace_time_scale"] = time_scale
+    for field, value, option in (("heal_seconds", heal_seconds, "--heal-seconds"),
+                                 ("restart_seconds", restart_seconds, "--restart-seconds"),
+                                 ("save_seconds", save_seconds, "--save-seconds"),
+                                 ("layer_compute_seconds", step_seconds, "--step-seconds")):
+        if value is not None:
+            if field in parse_overrides(settings):
+                refuse_unused(f"--set {field}", f"and {option} give the same setting; use {option}")
+            overrides[field] = value
     fault_model = None
     if fault_model_path is not None:
         from spare_opt.traces.failure_model import FailureModel
@@ -144,6 +168,13 @@ def command(ctx, preset, groups, strategy, redundancy, ckpt_period, seeds, trace
         from spare_opt.traces.json_format import read_fault_trace
 
         trace = read_fault_trace(trace_path, format=trace_format, time_unit=time_unit)
+        from spare_opt.simulation.verdict import trace_cluster_size
+
+        traced = trace_cluster_size(trace, preset)
+        if traced != groups:
+            click.echo(f"Warning: the trace's cluster ({traced} nodes) is replayed on N = {groups} groups at its own "
+                       "failure rate, not scaled per node; to scale it, fit it (spare-opt fit TRACE -o model.json) "
+                       "and pass --failure-model", err=True)
     placement = None
     if first_fault_order and (placement_path is not None or placement_seed is not None):
         refuse_unused("--first-fault-order", "and --placement / --placement-seed are two placements: give one")
@@ -158,7 +189,7 @@ def command(ctx, preset, groups, strategy, redundancy, ckpt_period, seeds, trace
     with executor_for(scheduler, workers) as executor, progress_bar(quiet, "simulating") as progress, \
             warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", UserWarning)
-        runs = simulate_seeds(params, strategy, redundancy, seeds=seeds, checkpoint_period_seconds=ckpt_period,
+        runs = simulate_seeds(params, strategy, redundancy, seeds=seeds, checkpoint_period_seconds=checkpoint_period_seconds,
                               layout=layout, trace=trace, placement_seed=placement_seed, placement=placement,
                               micro_batches=micro_batches, semantics=semantics, fault_model=fault_model,
                               workers=workers, executor=executor, progress=progress, global_batch=global_batch,
@@ -198,7 +229,7 @@ def _refuse_unused_options(ctx, strategy, trace_path, overrides):
     """
     if trace_path is None:
         for name, option in (("trace_format", "--format"), ("time_unit", "--time-unit"),
-                             ("trace_time_scale", "--trace-time-scale"), ("placement_seed", "--placement-seed"),
+                             ("time_scale", "--time-scale"), ("placement_seed", "--placement-seed"),
                              ("first_fault_order", "--first-fault-order"), ("placement_path", "--placement")):
             if given(ctx, name):
                 refuse_unused(option, "applies to --trace runs only (without a trace it would do nothing)")
@@ -207,8 +238,8 @@ def _refuse_unused_options(ctx, strategy, trace_path, overrides):
                                                      "nothing)")
     else:
         if "trace_time_scale" in overrides:
-            refuse_unused("--set trace_time_scale", "and --trace-time-scale give the same setting; use "
-                                                     "--trace-time-scale")
+            refuse_unused("--set trace_time_scale", "and --time-scale give the same setting; use "
+                                                     "--time-scale")
         replaced = [name for name in TRACE_REPLACES if name in overrides]
         if replaced:
             refuse_unused(f"--set {replaced[0]}", "does nothing with --trace: the trace gives the failure times "

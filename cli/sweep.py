@@ -8,6 +8,7 @@ from spare_opt.guarantees.montecarlo import MAX_TRIALS, sweep
 from spare_opt.simulation.parameters import PAPER
 
 from .options import (
+    deprecated_alias,
     INTEGER,
     FloatRange,
     IntegerRange,
@@ -57,7 +58,8 @@ def _percent(value):
 
 
 @click.command("sweep")
-@click.option("--groups", "-n", "groups", type=INTEGER, required=True, metavar="N", help="Number of DP groups N.")
+@click.option("--groups", "-N", "groups", type=INTEGER, default=None, metavar="N",
+              help="Number of DP groups N  [required].")
 @click.option("--r-min", type=INTEGER, default=2, show_default=True, help="Smallest redundancy r.")
 @click.option("--r-max", type=INTEGER, default=20, show_default=True, help="Largest redundancy r.")
 @click.option("--methods", default="sidon,consecutive,block", show_default=True, callback=_methods,
@@ -71,10 +73,10 @@ def _percent(value):
 @click.option("--mtbf", "mtbf_minutes", type=FloatRange(min=0, min_open=True),
               default=PAPER["system_mtbf_seconds"] / 60, show_default=True, metavar="MIN",
               help="System MTBF m in minutes, for J.")
-@click.option("--restart", "restart_minutes", type=FloatRange(min=0),
-              default=PAPER["restart_seconds"] / 60, show_default=True, metavar="MIN",
-              help="Global restart time T_r in minutes, for J.")
-@click.option("--save", "save_seconds", type=FloatRange(min=0, min_open=True),
+@click.option("--restart-seconds", "restart_seconds", type=FloatRange(min=0),
+              default=PAPER["restart_seconds"], show_default=True, metavar="SEC",
+              help="Global restart time T_r in seconds, for J.")
+@click.option("--save-seconds", "save_seconds", type=FloatRange(min=0, min_open=True),
               default=PAPER["save_seconds"], show_default=True, metavar="SEC",
               help="Checkpoint save time T_s in seconds, for J.")
 @click.option("--time-limit", type=FloatRange(min=0, min_open=True), default=10.0,
@@ -86,7 +88,11 @@ def _percent(value):
 @json_option
 @quiet_option
 @click.pass_context
-def command(ctx, groups, r_min, r_max, methods, trials, seed, micro_batches, workers, scheduler, mtbf_minutes, restart_minutes,
+@deprecated_alias("-n", "--groups/-N", "groups", type=INTEGER, required=True)
+@deprecated_alias("--restart", "--restart-seconds", "restart_seconds", type=FloatRange(min=0),
+                  convert=lambda minutes: minutes * 60.0)
+@deprecated_alias("--save", "--save-seconds", "save_seconds", type=FloatRange(min=0, min_open=True))
+def command(ctx, groups, r_min, r_max, methods, trials, seed, micro_batches, workers, scheduler, mtbf_minutes, restart_seconds,
             save_seconds, time_limit, plot_path, force, as_json, quiet):
     """Compare layout methods over r: Monte-Carlo mu and Sbar, closed forms, and J.
 
@@ -124,7 +130,7 @@ def command(ctx, groups, r_min, r_max, methods, trials, seed, micro_batches, wor
     with executor_for(scheduler, workers) as executor, progress_bar(quiet, "sweep trials") as progress:
         result = sweep(groups, r_min=r_min, r_max=r_max, methods=methods, trials=trials, seed=seed, workers=workers,
                        executor=executor, system_mtbf_seconds=mtbf_minutes * 60, save_seconds=save_seconds,
-                       restart_seconds=restart_minutes * 60, time_limit=time_limit, micro_batches=micro_batches,
+                       restart_seconds=restart_seconds, time_limit=time_limit, micro_batches=micro_batches,
                        progress=progress)
     written = None
     if plot_path is not None:

@@ -10,6 +10,7 @@ from spare_opt._core import validation as check
 from spare_opt._core.errors import SpareError
 
 from .options import (
+    deprecated_alias,
     FLOAT,
     INTEGER,
     FloatRange,
@@ -49,7 +50,8 @@ def _parse_level(ctx, param, values):
 
 
 @click.command("topology")
-@click.option("--groups", "-n", "groups", type=INTEGER, required=True, metavar="N", help="Number of DP groups N (>= 1).")
+@click.option("--groups", "-N", "groups", type=INTEGER, default=None, metavar="N",
+              help="Number of DP groups N (>= 1)  [required].")
 @click.option("--level", "levels", multiple=True, callback=_parse_level, metavar="NAME=SIZE",
               help="A level of blocks of SIZE consecutive groups, e.g. rack=8 (repeatable: --level rack=8 "
                    "--level pod=96).  The first level is the default of 'layout --topology'.")
@@ -76,6 +78,7 @@ def _parse_level(ctx, param, values):
 @force_option
 @json_option
 @click.pass_context
+@deprecated_alias("-n", "--groups/-N", "groups", type=INTEGER, required=True)
 def command(ctx, groups, levels, shuffle, seed, trace_path, trace_format, time_unit, window, window_days, until_days,
             domain_size, observed_only, output, force, as_json):
     """Write a topology file: the failure domain of every DP group at each level.

@@ -7,8 +7,10 @@ from spare_opt.simulation.parameters import PAPER_TABLE, PRESETS, parse_override
 from spare_opt.simulation.tuning import plot_tune, tune_preset
 
 from .options import (
-    INTEGER,
+    FloatRange,
     IntegerRange,
+    cluster_option,
+    cluster_overrides,
     check_output_path,
     given,
     refuse_unused,
@@ -29,7 +31,8 @@ __all__ = ["command"]
 @click.command("tune")
 @click.option("--preset", default="paper-600k", show_default=True, type=click.Choice(sorted(PRESETS)),
               help="Built-in setting; its r sweep and checkpoint-period grid are used.")
-@click.option("--groups", "-N", type=INTEGER, default=None, help="One N of the preset (default: all of them).")
+@click.option("--groups", "-N", type=IntegerRange(min=1), default=None,
+              help="One N, any (default: every N of the preset); the preset's system MTBF is kept.")
 @click.option("--seeds", type=IntegerRange(min=1), default=10, show_default=True,
               help="Runs per configuration (seeds 0..K-1, the same for every configuration).")
 @workers_option
@@ -39,14 +42,21 @@ __all__ = ["command"]
 @click.option("--micro-batches", "micro_batches", type=IntegerRange(min=1), multiple=True, metavar="M",
               help="SPARe's micro-batches per shard type (docs/fractional.md); repeat for several M: one row "
                    "per N and M, replication run once per N (default: 1, the paper's model).")
+@click.option("--restart-seconds", type=FloatRange(min=0), default=None, metavar="SEC",
+              help="Global restart time T_r (default: the preset's).")
+@click.option("--save-seconds", type=FloatRange(min=0, min_open=True), default=None, metavar="SEC",
+              help="Checkpoint save time T_s (default: the preset's).")
+@click.option("--step-seconds", type=FloatRange(min=0, min_open=True), default=None, metavar="SEC",
+              help="Compute of one fault-free step, one stack layer (default: the preset's).")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None, metavar="FILE.png",
               help="Write the figure of TTT/T0 against r (needs matplotlib).")
+@cluster_option
 @json_option
 @force_option
 @quiet_option
 @click.pass_context
-def command(ctx, preset, groups, seeds, workers, scheduler, settings, micro_batches, plot_path, as_json, force,
-            quiet):
+def command(ctx, preset, groups, seeds, workers, scheduler, settings, micro_batches, restart_seconds, save_seconds,
+            step_seconds, plot_path, as_json, force, quiet):
     """Tune r and the checkpoint period by simulation: Rep+CKPT against SPARe+CKPT.
 
     For each N, every r of the preset's sweep runs at seven checkpoint periods around
@@ -70,11 +80,15 @@ def command(ctx, preset, groups, seeds, workers, scheduler, settings, micro_batc
     if plot_path is not None:
         check_output_path(plot_path, force)
         require_matplotlib()  # before the long work, not after it
-    if groups is not None and groups not in PRESETS[preset].groups:
-        raise click.BadParameter(
-            f"preset {preset} defines N in {{{', '.join(map(str, PRESETS[preset].groups))}}}, got {groups}",
-            param_hint="--groups",
-        )
+    for field, value, option in (("restart_seconds", restart_seconds, "--restart-seconds"),
+                                 ("save_seconds", save_seconds, "--save-seconds"),
+                                 ("layer_compute_seconds", step_seconds, "--step-seconds")):
+        if value is not None:
+            if field in overrides:
+                refuse_unused(f"--set {field}", f"and {option} give the same setting; use {option}")
+            overrides[field] = value
+    overrides = cluster_overrides(ctx, overrides)
+    overrides.pop("heal_seconds", None)  # a cluster file's heal time: tune draws Weibull failures, no repairs
     with executor_for(scheduler, workers) as executor, progress_bar(quiet, "simulating") as progress:
         results = tune_preset(preset, groups=groups, seeds=seeds, micro_batches=list(micro_batches or (1,)),
                               workers=workers, executor=executor, progress=progress, **overrides)
@@ -86,6 +100,10 @@ def command(ctx, preset, groups, seeds, workers, scheduler, settings, micro_batc
         echo_json(objects[0] if groups is not None and len(objects) == 1 else {"preset": preset, "results": objects})
     else:
         click.echo(format_table(results, preset, show_paper=not overrides))
+        if groups is not None and groups not in PRESETS[preset].groups:
+            click.echo(f"N = {groups} is not one of preset {preset}'s sizes: its timings and system MTBF "
+                       f"({results[0].params.system_mtbf_seconds / 60:g} min for the whole cluster) are used at N = "
+                       f"{groups}")
     if plot_path is not None:
         click.echo(f"figure written to {written}", err=as_json)
 

@@ -369,14 +369,14 @@ def test_validate_micro_batches_json_keys_match_the_library(layout_path, tmp_pat
 def test_sweep_micro_batches_json_and_text():
     import json
 
-    result = _cli("sweep", "-n", 12, "--r-min", 2, "--r-max", 3, "--methods", "consecutive", "--trials", 5,
+    result = _cli("sweep", "-N", 12, "--r-min", 2, "--r-max", 3, "--methods", "consecutive", "--trials", 5,
                   "--micro-batches", "1,4", "--micro-batches", 8, "--json")
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
     assert [(row["redundancy"], row["micro_batches"]) for row in doc["rows"]] == [
         (2, 1), (2, 4), (2, 8), (3, 1), (3, 4), (3, 8)]
     assert doc["parameters"]["micro_batches"] == [1, 4, 8]
-    text = _cli("sweep", "-n", 12, "--r-min", 2, "--r-max", 3, "--methods", "consecutive", "--trials", 5,
+    text = _cli("sweep", "-N", 12, "--r-min", 2, "--r-max", 3, "--methods", "consecutive", "--trials", 5,
                 "--micro-batches", "1,4")
     assert text.exit_code == 0, text.output
     assert "mean step cost L*/M" in text.stdout
@@ -391,7 +391,7 @@ def test_sweep_micro_batches_json_and_text():
 ])
 def test_bad_micro_batches_give_one_line_errors(layout_path, command, value):
     args = ([command, layout_path, "--trials", 2, "--worst-k", 0] if command == "validate"
-            else [command, "-n", 12, "--r-min", 2, "--r-max", 2, "--methods", "consecutive", "--trials", 2])
+            else [command, "-N", 12, "--r-min", 2, "--r-max", 2, "--methods", "consecutive", "--trials", 2])
     result = _cli(*args, "--micro-batches", value)
     assert result.exit_code != 0
     assert result.exception is None or isinstance(result.exception, SystemExit)  # no traceback

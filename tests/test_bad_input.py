@@ -210,15 +210,15 @@ def test_write_atomic_errors_are_spare_errors_and_os_errors(tmp_path):
 
 def test_layout_output_in_a_missing_folder_is_refused_before_the_solve(tmp_path):
     # A 10 s CP-SAT solve used to run before the missing folder was noticed.
-    result = cli("layout", "-n", 600, "-r", 20, "-o", tmp_path / "no" / "l.json")
+    result = cli("layout", "-N", 600, "-r", 20, "-o", tmp_path / "no" / "l.json")
     assert "folder" in error_line(result, code=1) and "does not exist" in result.stderr
-    assert "Error: " in error_line(cli("layout", "-n", 10, "-r", 3, "-o", ""), code=1)
+    assert "Error: " in error_line(cli("layout", "-N", 10, "-r", 3, "-o", ""), code=1)
 
 
 def test_layout_output_existing_file_is_untouched_without_force(tmp_path):
     path = tmp_path / "l.json"
     path.write_text("keep me")
-    assert "--force" in error_line(cli("layout", "-n", 10, "-r", 3, "-o", path), code=1)
+    assert "--force" in error_line(cli("layout", "-N", 10, "-r", 3, "-o", path), code=1)
     assert path.read_text() == "keep me"
 
 
@@ -447,7 +447,7 @@ def test_output_to_a_special_file_writes_through_and_keeps_the_node(tmp_path):
     received = []
     reader = threading.Thread(target=lambda: received.append(fifo.read_bytes()))
     reader.start()
-    result = cli("layout", "-n", 10, "-r", 3, "-o", fifo)
+    result = cli("layout", "-N", 10, "-r", 3, "-o", fifo)
     reader.join(timeout=10)
     assert result.exit_code == 0, result.output
     assert stat.S_ISFIFO(os.stat(fifo).st_mode)
@@ -561,7 +561,7 @@ def _without_timings(doc):
 @pytest.mark.parametrize("method", ["random", "sidon"])
 def test_json_outputs_are_strict_json_and_deterministic_for_a_seed(tmp_path, method):
     runs = [
-        _strict_json(cli("layout", "-n", 40, "-r", 5, "-m", method, "--seed", 7, "-o", tmp_path / f"{i}.json",
+        _strict_json(cli("layout", "-N", 40, "-r", 5, "-m", method, "--seed", 7, "-o", tmp_path / f"{i}.json",
                          "--json").stdout)
         for i in range(2)
     ]

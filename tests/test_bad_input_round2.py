@@ -460,8 +460,8 @@ def test_kind6_the_event_loop_has_a_bound(monkeypatch):
 
 # ============================================== 7. options that did nothing
 @pytest.mark.parametrize("args, needle", [
-    (["--trace-time-scale", "0.5"], "--trace-time-scale applies to --trace runs only"),
-    (["--trace-time-scale", "0"], "--trace-time-scale"),  # the input; 0 is out of range as well
+    (["--time-scale", "0.5"], "--time-scale applies to --trace runs only"),
+    (["--time-scale", "0"], "--time-scale"),  # the input; 0 is out of range as well
     (["--placement-seed", "3"], "--placement-seed applies to --trace runs only"),
     (["--time-unit", "hours"], "--time-unit applies to --trace runs only"),
     (["--format", "csv"], "--format applies to --trace runs only"),
@@ -470,7 +470,7 @@ def test_kind6_the_event_loop_has_a_bound(monkeypatch):
     (["--strategy", "ckpt", "-r", "3"], "--redundancy does nothing with --strategy ckpt"),
     (["--strategy", "rep", "--set", "patch_layers=2"], "patch_layers is a cost of SPARe"),
     (["--trace", "{trace}", "--set", "weibull_shape=0.5"], "does nothing with --trace"),
-    (["--trace", "{trace}", "--set", "trace_time_scale=2"], "use --trace-time-scale"),
+    (["--trace", "{trace}", "--set", "trace_time_scale=2"], "use --time-scale"),
 ])
 def test_kind7_simulate_refuses_options_that_would_do_nothing(tmp_path, l7, args, needle):
     trace = write(tmp_path, "t.json", [ev("a", 1.0)])
@@ -616,7 +616,7 @@ def test_simulate_and_tune_text_say_why_there_is_no_interval():
     ["layout", "--groups", "\u0661\u0660", "--redundancy", 2, "-o", "{out}"],  # Arabic-Indic 10
     ["simulate", "--seeds", "1_0"],
     ["simulate", "--set", "steps=1_000", "--seeds", 1],  # accepted before, while --fail refused it
-    ["simulate", "--ckpt-period", "1_0"],
+    ["simulate", "--checkpoint-period-seconds", "1_0"],
     ["validate", "{l7}", "--trials", "\uff11"],  # fullwidth 1
     ["sweep", "--groups", "12", "--r-min", "2_0"],
     ["tune", "--seeds", "1_0"],

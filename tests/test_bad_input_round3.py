@@ -62,7 +62,7 @@ def small_log(tmp_path):
 
 
 @pytest.mark.parametrize("field, option", [
-    ("steps", "--steps"), ("restart_seconds", "--restart-minutes"), ("save_seconds", "--ckpt-save-seconds"),
+    ("steps", "--steps"), ("restart_seconds", "--restart-seconds"), ("save_seconds", "--save-seconds"),
     ("layer_compute_seconds", "--step-seconds"), ("trace_time_scale", "--time-scale"),
     ("max_wall_factor", "--cycles"),
 ])

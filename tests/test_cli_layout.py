@@ -38,7 +38,7 @@ def test_each_method_writes_a_loadable_layout(tmp_path, method):
 
 def test_default_method_is_sidon_and_reports_the_construction(tmp_path):
     path = tmp_path / "l.json"
-    result = run("-n", 381, "-r", 20, "-o", path)
+    result = run("-N", 381, "-r", 20, "-o", path)
     assert result.exit_code == 0, result.output
     assert "method:        sidon" in result.output
     assert "solver status: optimal" in result.output
@@ -48,7 +48,7 @@ def test_default_method_is_sidon_and_reports_the_construction(tmp_path):
 
 def test_json_output(tmp_path):
     path = tmp_path / "l.npz"
-    result = run("-n", 60, "-r", 20, "--time-limit", 0.5, "-o", path, "--json")
+    result = run("-N", 60, "-r", 20, "--time-limit", 0.5, "-o", path, "--json")
     assert result.exit_code == 0, result.output
     doc = json.loads(result.output)
     layout = Layout.load(path)
@@ -63,17 +63,17 @@ def test_json_output(tmp_path):
 def test_same_seed_same_file(tmp_path):
     a, b = tmp_path / "a.json", tmp_path / "b.json"
     for path in (a, b):
-        assert run("-n", 50, "-r", 5, "-m", "random", "--seed", 9, "-o", path).exit_code == 0
+        assert run("-N", 50, "-r", 5, "-m", "random", "--seed", 9, "-o", path).exit_code == 0
     assert Layout.load(a) == Layout.load(b)
 
 
 def test_existing_file_needs_force(tmp_path):
     path = tmp_path / "l.json"
     path.write_text("keep me")
-    result = run("-n", 10, "-r", 3, "-o", path)
+    result = run("-N", 10, "-r", 3, "-o", path)
     assert_clean_error(result, "exists already (use --force to overwrite)", code=1)
     assert path.read_text() == "keep me"
-    result = run("-n", 10, "-r", 3, "-o", path, "--force")
+    result = run("-N", 10, "-r", 3, "-o", path, "--force")
     assert result.exit_code == 0, result.output
     assert Layout.load(path).groups == 10
 
@@ -81,19 +81,19 @@ def test_existing_file_needs_force(tmp_path):
 @pytest.mark.parametrize(
     "args,needle,code",
     [
-        (["-n", 0, "-r", 1], "groups N must be >= 1", 1),
-        (["-n", 5, "-r", 0], "redundancy r must be >= 1", 1),
-        (["-n", 5, "-r", 6], "r must be <= N", 1),
-        (["-n", -3, "-r", 1], "groups N must be >= 1", 1),
-        (["-n", "2.5", "-r", 1], "'2.5' is not an integer", 2),
-        (["-n", 10, "-r", "three"], "'three' is not an integer", 2),
-        (["-n", 10, "-r", 3, "--seed", "x"], "'x' is not an integer", 2),
-        (["-n", 10, "-r", 3, "--seed", -1], "seed must be >= 0", 1),
-        (["-n", 10, "-r", 3, "-m", "random", "--seed", -1], "seed must be >= 0", 1),
-        (["-n", 10, "-r", 3, "-m", "block"], "N = 10 is not a multiple of r = 3", 1),
-        (["-n", 10, "-r", 3, "-m", "golomb"], "'golomb' is not one of", 2),
-        (["-n", 10, "-r", 3, "--time-limit", 0], "--time-limit", 2),
-        (["-n", 10, "-r", 3, "--time-limit", "soon"], "--time-limit", 2),
+        (["-N", 0, "-r", 1], "groups N must be >= 1", 1),
+        (["-N", 5, "-r", 0], "redundancy r must be >= 1", 1),
+        (["-N", 5, "-r", 6], "r must be <= N", 1),
+        (["-N", -3, "-r", 1], "groups N must be >= 1", 1),
+        (["-N", "2.5", "-r", 1], "'2.5' is not an integer", 2),
+        (["-N", 10, "-r", "three"], "'three' is not an integer", 2),
+        (["-N", 10, "-r", 3, "--seed", "x"], "'x' is not an integer", 2),
+        (["-N", 10, "-r", 3, "--seed", -1], "seed must be >= 0", 1),
+        (["-N", 10, "-r", 3, "-m", "random", "--seed", -1], "seed must be >= 0", 1),
+        (["-N", 10, "-r", 3, "-m", "block"], "N = 10 is not a multiple of r = 3", 1),
+        (["-N", 10, "-r", 3, "-m", "golomb"], "'golomb' is not one of", 2),
+        (["-N", 10, "-r", 3, "--time-limit", 0], "--time-limit", 2),
+        (["-N", 10, "-r", 3, "--time-limit", "soon"], "--time-limit", 2),
         (["-r", 3], "Missing option '--groups'", 2),
     ],
 )
@@ -105,14 +105,14 @@ def test_bad_input_is_one_line_error(tmp_path, args, needle, code):
 
 
 def test_missing_output_option():
-    assert_clean_error(run("-n", 10, "-r", 3), "Missing option '--output'", code=2)
+    assert_clean_error(run("-N", 10, "-r", 3), "Missing option '--output'", code=2)
 
 
 def test_unwritable_paths(tmp_path):
     # Refused before the solve: the folder is checked up front.
-    result = run("-n", 10, "-r", 3, "-o", tmp_path / "no" / "such" / "dir.json")
+    result = run("-N", 10, "-r", 3, "-o", tmp_path / "no" / "such" / "dir.json")
     assert_clean_error(result, "does not exist", code=1)
-    result = run("-n", 10, "-r", 3, "-o", tmp_path)
+    result = run("-N", 10, "-r", 3, "-o", tmp_path)
     assert_clean_error(result, "is a directory", code=2)
 
 

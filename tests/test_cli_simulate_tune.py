@@ -17,7 +17,7 @@ def runner():
 
 def test_simulate_text_and_json(runner):
     result = runner.invoke(main, ["simulate", "--groups", "200", "--strategy", "rep", "-r", "3", "--seeds", "3",
-                                  "--ckpt-period", "1500"])
+                                  "--checkpoint-period-seconds", "1500"])
     assert result.exit_code == 0, result.output
     assert "Rep+CKPT r=3" in result.output and "TTT/T0" in result.output
     result = runner.invoke(main, ["simulate", "--groups", "200", "--strategy", "spare", "--seeds", "2", "--json"])
@@ -29,17 +29,17 @@ def test_simulate_text_and_json(runner):
 
 def test_simulate_trace(runner, real_trace_path):
     result = runner.invoke(main, ["simulate", "--preset", "trace-400", "--strategy", "spare", "-r", "9",
-                                  "--seeds", "1", "--trace", str(real_trace_path), "--trace-time-scale", "0.02",
-                                  "--ckpt-period", "3000"])
+                                  "--seeds", "1", "--trace", str(real_trace_path), "--time-scale", "0.02",
+                                  "--checkpoint-period-seconds", "3000"])
     assert result.exit_code == 0, result.output
     assert "fault starts" in result.output and "beyond N" in result.output
 
 
 @pytest.mark.parametrize("args, message", [
     (["--preset", "nope"], "Invalid value for '--preset'"),
-    (["--groups", "500"], "defines N in {200, 600, 1000}"),
+    (["--groups", "0"], "0 is not in the range x>=1"),
     (["-r", "0"], "Invalid value for '--redundancy'"),
-    (["--ckpt-period", "-5"], "-5 is not in the range x>0"),
+    (["--checkpoint-period-seconds", "-5"], "-5 is not in the range x>0"),
     (["--strategy", "spare", "-r", "1"], "SPARe needs redundancy r >= 2"),
     (["--seeds", "0"], "Invalid value for '--seeds'"),
     (["--trace", "/nonexistent/trace.json"], "does not exist"),
@@ -70,7 +70,8 @@ def test_tune_json_plot_and_overwrite(runner, tmp_path):
 
 @pytest.mark.parametrize("args, message", [
     (["--preset", "nope"], "Invalid value for '--preset'"),
-    (["--groups", "500"], "defines N in"),
+    (["--groups", "0"], "0 is not in the range x>=1"),
+    (["--groups", "1"], "below every SPARe redundancy"),  # any N, but not below every r of the sweep
     (["--set", "colour=red"], "unknown simulation parameter"),
     (["--set", "steps"], "expected FIELD=VALUE"),
     (["--seeds", "0"], "Invalid value for '--seeds'"),
@@ -98,7 +99,7 @@ def test_simulate_with_a_layout_file(runner, tmp_path):
     assert missing.exit_code != 0 and "Traceback" not in missing.output
 
 
-@pytest.mark.parametrize("command", [["simulate"], ["tune"], ["sweep", "-n", "7"]])
+@pytest.mark.parametrize("command", [["simulate"], ["tune"], ["sweep", "-N", "7"]])
 @pytest.mark.parametrize("workers", ["0", "-2"])
 def test_workers_option_follows_the_scipy_convention(runner, command, workers):
     result = runner.invoke(main, command + ["--quiet", "--workers", workers])

@@ -154,7 +154,7 @@ def test_sweep_table_and_json_match_the_library():
 
 
 def test_sweep_time_options_change_j():
-    doc = json.loads(_run(*SWEEP_ARGS, "--json", "--mtbf", "600", "--restart", "30", "--save", "30").stdout)
+    doc = json.loads(_run(*SWEEP_ARGS, "--json", "--mtbf", "600", "--restart-seconds", "1800", "--save-seconds", "30").stdout)
     row = doc["rows"][-1]
     assert row["j_closed_form"] == pytest.approx(
         theory.normalised_ttt(12, row["redundancy"], system_mtbf_seconds=36000, save_seconds=30,

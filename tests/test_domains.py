@@ -281,12 +281,12 @@ def racks_file(tmp_path):
 
 def test_layout_and_validate_commands_with_a_topology(tmp_path, racks_file):
     out = tmp_path / "safe.json"
-    result = cli("layout", "-n", 96, "-r", 4, "--topology", racks_file, "-o", out)
+    result = cli("layout", "-N", 96, "-r", 4, "--topology", racks_file, "-o", out)
     assert result.exit_code == 0, result.output
     assert "domains:       safe at level(s) rack" in result.output
     layout = Layout.load(out)
     assert Topology.from_layout(layout) == Topology.load(racks_file)
-    result = cli("layout", "-n", 96, "-r", 4, "--topology", racks_file, "--domain-level", "pod", "-o",
+    result = cli("layout", "-N", 96, "-r", 4, "--topology", racks_file, "--domain-level", "pod", "-o",
                  tmp_path / "pod.json", "--json")
     doc = json.loads(result.output)
     assert doc["domain_status"] == "impossible" and doc["domain_multiplicity"] == 2
@@ -306,11 +306,11 @@ def test_layout_and_validate_commands_with_a_topology(tmp_path, racks_file):
 
 
 @pytest.mark.parametrize("args, needle, code", [
-    (["layout", "-n", 96, "-r", 4, "--domain-level", "rack", "-o", "x.json"], "need --topology", 2),
-    (["layout", "-n", 96, "-r", 4, "--method", "block", "--topology", "RACKS", "-o", "x.json"], "--method sidon", 2),
-    (["layout", "-n", 90, "-r", 4, "--topology", "RACKS", "-o", "x.json"], "N = 96", 1),
-    (["layout", "-n", 96, "-r", 4, "--topology", "missing.json", "-o", "x.json"], "does not exist", 1),
-    (["layout", "-n", 96, "-r", 4, "--topology", "RACKS", "--domain-level", "row", "-o", "x.json"], "no level", 1),
+    (["layout", "-N", 96, "-r", 4, "--domain-level", "rack", "-o", "x.json"], "need --topology", 2),
+    (["layout", "-N", 96, "-r", 4, "--method", "block", "--topology", "RACKS", "-o", "x.json"], "--method sidon", 2),
+    (["layout", "-N", 90, "-r", 4, "--topology", "RACKS", "-o", "x.json"], "N = 96", 1),
+    (["layout", "-N", 96, "-r", 4, "--topology", "missing.json", "-o", "x.json"], "does not exist", 1),
+    (["layout", "-N", 96, "-r", 4, "--topology", "RACKS", "--domain-level", "row", "-o", "x.json"], "no level", 1),
     (["validate", "LAYOUT", "--domain-probability", 0.1], "needs --topology", 2),
     (["validate", "LAYOUT", "--topology", "RACKS", "--domain-probability", 2], "0<=x<=1", 2),
     (["replay", "LAYOUT", "--trace", "TRACE", "--placement", "PLACE", "--placement-seed", 1], "give one", 2),
@@ -332,7 +332,7 @@ def test_domain_options_bad_input(tmp_path, monkeypatch, racks_file, args, needl
 
 def test_replay_command_resolves_domain_placements_from_the_layout(tmp_path, racks_file):
     out = tmp_path / "safe.json"
-    assert cli("layout", "-n", 96, "-r", 4, "--topology", racks_file, "-o", out).exit_code == 0
+    assert cli("layout", "-N", 96, "-r", 4, "--topology", racks_file, "-o", out).exit_code == 0
     trace = tmp_path / "trace.json"
     trace.write_text(json.dumps(_events([("a", 1.0, "fault_start"), ("b", 2.0, "fault_start")])))
     place = tmp_path / "place.json"
@@ -352,7 +352,7 @@ def test_simulate_command_takes_a_placement(tmp_path):
     place = tmp_path / "place.json"
     Placement({"a": {"rack": "rack-0"}, "b": 9}, topology=Topology.blocks(400, {"rack": 8})).save(place)
     args = ["simulate", "--preset", "trace-400", "--strategy", "spare", "-r", 9, "--seeds", 1, "--trace", trace,
-            "--ckpt-period", 3000, "--json"]
+            "--checkpoint-period-seconds", 3000, "--json"]
     result = cli(*args, "--placement", place)
     assert result.exit_code == 0, result.output
     counts = json.loads(result.output)["trace"]

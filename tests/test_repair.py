@@ -237,8 +237,8 @@ def test_cli_simulate_repair_with_a_trace_and_a_fault_model(real_trace_path, tmp
     import json
 
     base = ["simulate", "--preset", "trace-400", "--strategy", "rep", "-r", "3", "--seeds", "2", "--set",
-            "steps=4000", "--ckpt-period", "20000"]
-    out = _cli(base + ["--trace", str(real_trace_path), "--trace-time-scale", "0.01", "--semantics", "repair",
+            "steps=4000", "--checkpoint-period-seconds", "20000"]
+    out = _cli(base + ["--trace", str(real_trace_path), "--time-scale", "0.01", "--semantics", "repair",
                        "--heal-seconds", "120"])
     assert out.exit_code == 0, out.output
     assert "repair semantics" in out.output and "rejoins" in out.output and "groups rejoined" in out.output

@@ -283,14 +283,14 @@ def test_without_dask_the_message_says_what_to_install(monkeypatch):
     with pytest.raises(ExecutorError, match=r"needs Dask: pip install 'spare-opt\[dask\]'"):
         with dask_executor("local", workers=2):
             pass
-    result = CliRunner().invoke(main, ["sweep", "-n", "20", "--r-max", "3", "--trials", "2", "--scheduler", "local"])
+    result = CliRunner().invoke(main, ["sweep", "-N", "20", "--r-max", "3", "--trials", "2", "--scheduler", "local"])
     assert result.exit_code == 1
     assert result.output.strip().splitlines() == ["Error: running on a Dask cluster needs Dask: pip install "
                                                   "'spare-opt[dask]'"]
 
 
 # ----------------------------------------------------------------------------- the CLI
-SWEEP = ["sweep", "-n", "48", "--r-min", "3", "--r-max", "4", "--methods", "sidon,consecutive", "--trials", "24",
+SWEEP = ["sweep", "-N", "48", "--r-min", "3", "--r-max", "4", "--methods", "sidon,consecutive", "--trials", "24",
          "--seed", "2", "--json"]
 
 
@@ -343,7 +343,7 @@ def test_cli_local_cluster_of_two_workers_gives_the_numbers_of_one_process():
     faulthandler.dump_traceback_later(WATCHDOG_SECONDS, exit=True)
     try:
         runner = CliRunner()
-        small = ["sweep", "-n", "48", "--r-min", "4", "--r-max", "4", "--methods", "consecutive", "--trials", "16",
+        small = ["sweep", "-N", "48", "--r-min", "4", "--r-max", "4", "--methods", "consecutive", "--trials", "16",
                  "--seed", "3", "--json"]
         serial = runner.invoke(main, small)
         local = runner.invoke(main, [*small, "--scheduler", "local", "--workers", "2"])
@@ -367,7 +367,7 @@ def test_cli_a_remote_failure_is_one_error_line(monkeypatch):
 
     monkeypatch.setattr("spare_opt_cli.options.dask_executor", threads)
     monkeypatch.setattr(sys.modules["spare_opt.guarantees.montecarlo"], "_run_chunk", broken_chunk)
-    result = CliRunner().invoke(main, ["sweep", "-n", "20", "--r-min", "3", "--r-max", "3", "--trials", "30",
+    result = CliRunner().invoke(main, ["sweep", "-N", "20", "--r-min", "3", "--r-max", "3", "--trials", "30",
                                        "--methods", "consecutive", "--scheduler", "tcp://127.0.0.1:8786"])
     assert result.exit_code == 1
     lines = result.output.strip().splitlines()
@@ -377,7 +377,7 @@ def test_cli_a_remote_failure_is_one_error_line(monkeypatch):
 
 def test_cli_unreachable_scheduler_is_one_error_line():
     address = f"tcp://127.0.0.1:{_closed_port()}"
-    for command in (["sweep", "-n", "20", "--r-max", "3"], ["simulate", "--groups", "200", "--seeds", "2"],
+    for command in (["sweep", "-N", "20", "--r-max", "3"], ["simulate", "--groups", "200", "--seeds", "2"],
                     ["tune", "--groups", "200", "--seeds", "1"]):
         result = CliRunner().invoke(main, [*command, "--scheduler", address])
         assert result.exit_code == 1
@@ -385,7 +385,7 @@ def test_cli_unreachable_scheduler_is_one_error_line():
             f"Error: cannot reach the Dask scheduler {address}: Connection refused"]
 
 
-@pytest.mark.parametrize("command", [["sweep", "-n", "20"], ["simulate"], ["tune"], ["validate", "LAYOUT"]])
+@pytest.mark.parametrize("command", [["sweep", "-N", "20"], ["simulate"], ["tune"], ["validate", "LAYOUT"]])
 @pytest.mark.parametrize("option", [["--workers", "0"], ["--workers", "-2"], ["--scheduler", "10.1.2.3"],
                                     ["--scheduler", "ftp://127.0.0.1:8786"]])
 def test_cli_bad_workers_or_scheduler_are_usage_errors(command, option, tmp_path):

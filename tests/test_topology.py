@@ -190,21 +190,21 @@ def test_topology_command_writes_blocks_and_refuses_to_overwrite(tmp_path):
     assert result.exit_code == 0, result.output
     assert "level rack: 12 domains of 8 to 8 groups" in result.output
     assert Topology.load(path) == Topology.blocks(96, {"rack": 8, "pod": 48})
-    assert "exists already" in error_line(cli("topology", "-n", 96, "--level", "rack=8", "-o", path))
-    result = cli("topology", "-n", 96, "--level", "rack=8", "--shuffle", "--seed", 3, "-o", path, "--force", "--json")
+    assert "exists already" in error_line(cli("topology", "-N", 96, "--level", "rack=8", "-o", path))
+    result = cli("topology", "-N", 96, "--level", "rack=8", "--shuffle", "--seed", 3, "-o", path, "--force", "--json")
     assert result.exit_code == 0, result.output
     assert json.loads(result.output)["levels"]["rack"]["domains"] == 12
     assert Topology.load(path) == Topology.blocks(96, {"rack": 8}, shuffle=True, seed=3)
 
 
 @pytest.mark.parametrize("args, needle, code", [
-    (["-n", 10, "-o", "t.json"], "at least one --level", 2),
-    (["-n", 10, "--level", "rack", "-o", "t.json"], "NAME=SIZE", 2),
-    (["-n", 10, "--level", "rack=x", "-o", "t.json"], "not an integer", 2),
-    (["-n", 10, "--level", "rack=2", "--level", "rack=3", "-o", "t.json"], "twice", 2),
-    (["-n", 10, "--level", "rack=20", "-o", "t.json"], "<= 10", 1),
-    (["-n", 0, "--level", "rack=1", "-o", "t.json"], ">= 1", 1),
-    (["-n", 10, "--level", "rack=2", "--from-trace", "x.json", "-o", "t.json"], "do not combine", 2),
+    (["-N", 10, "-o", "t.json"], "at least one --level", 2),
+    (["-N", 10, "--level", "rack", "-o", "t.json"], "NAME=SIZE", 2),
+    (["-N", 10, "--level", "rack=x", "-o", "t.json"], "not an integer", 2),
+    (["-N", 10, "--level", "rack=2", "--level", "rack=3", "-o", "t.json"], "twice", 2),
+    (["-N", 10, "--level", "rack=20", "-o", "t.json"], "<= 10", 1),
+    (["-N", 0, "--level", "rack=1", "-o", "t.json"], ">= 1", 1),
+    (["-N", 10, "--level", "rack=2", "--from-trace", "x.json", "-o", "t.json"], "do not combine", 2),
 ])
 def test_topology_command_bad_input(tmp_path, monkeypatch, args, needle, code):
     monkeypatch.chdir(tmp_path)
@@ -218,7 +218,7 @@ def test_topology_command_derives_a_topology_from_a_trace(tmp_path):
     trace = tmp_path / "trace.json"
     trace.write_text(json.dumps(events))
     path = tmp_path / "derived.json"
-    result = cli("topology", "-n", 8, "--from-trace", trace, "-o", path, "--observed-only")
+    result = cli("topology", "-N", 8, "--from-trace", trace, "-o", path, "--observed-only")
     assert result.exit_code == 0, result.output
     assert "derived topology" in result.output
     topology = Topology.load(path)

@@ -239,7 +239,7 @@ def test_cli_compare_json_and_usage_errors(tmp_path):
                              tmp_path / "t.json")
     runner = CliRunner()
     args = ["compare", "--trace", str(path), "--semantics", "paper", "--rep-r", "2", "--spare-r", "3", "--micro-batches", "1",
-            "--seeds", "2", "--step-seconds", "30", "--restart-minutes", "30", "--ckpt-save-seconds", "20", "-q"]
+            "--seeds", "2", "--step-seconds", "30", "--restart-seconds", "1800", "--save-seconds", "20", "-q"]
     result = runner.invoke(main, args + ["--json"])
     assert result.exit_code == 0, result.output
     doc = json.loads(result.output)

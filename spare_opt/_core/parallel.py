@@ -125,7 +125,8 @@ def parallelism(workers=1, executor=None):
     return int(count) if isinstance(count, int) and count >= 1 else processes
 
 
-def run_tasks(function, tasks, *, workers=1, executor=None, progress=None, weights=None, warm_up=None):
+def run_tasks(function, tasks, *, workers=1, executor=None, progress=None, weights=None, warm_up=None,
+              on_result=None):
     """``[function(*task) for task in tasks]``, run serially, on processes or on ``executor``.
 
     Parameters
@@ -147,6 +148,9 @@ def run_tasks(function, tasks, *, workers=1, executor=None, progress=None, weigh
     warm_up : callable, optional
         Called once before a process pool forks (compile numba kernels in the parent
         so that every worker inherits them).
+    on_result : callable, optional
+        ``on_result(index, result)`` as each task finishes (in any order, before its
+        ``progress`` call), always from the calling thread.
 
     Returns
     -------
@@ -165,6 +169,7 @@ def run_tasks(function, tasks, *, workers=1, executor=None, progress=None, weigh
     workers = resolve_workers(workers)
     check_executor(executor)
     check.callback("progress", progress)
+    check.callback("on_result", on_result)
     tasks = list(tasks)
     weights = [1] * len(tasks) if weights is None else list(weights)
     total = int(sum(weights))
@@ -173,6 +178,8 @@ def run_tasks(function, tasks, *, workers=1, executor=None, progress=None, weigh
     if executor is None and (workers == 1 or len(tasks) <= 1):
         for index, task in enumerate(tasks):
             results[index] = function(*task)
+            if on_result is not None:
+                on_result(index, results[index])
             done += weights[index]
             if progress is not None:
                 progress(done, total)
@@ -203,6 +210,8 @@ def run_tasks(function, tasks, *, workers=1, executor=None, progress=None, weigh
                 raise
             except Exception as exc:
                 raise _task_error(exc, index, len(tasks), where, "failed on") from exc
+            if on_result is not None:
+                on_result(index, results[index])
             done += weights[index]
             if progress is not None:
                 progress(done, total)

@@ -179,11 +179,19 @@ class ReorderController:
         Fresh arrays are allocated so that plans returned before the restart keep
         their values.
         """
-        if self._micro_batches == 1:
-            self._load_state(*_fault_free_state(self._layout.stacks, *self._holder_tables()))
+        fresh = getattr(self, "_fresh_state", None)
+        if fresh is None:  # built once (a restart at every re-plan of the simulation is frequent), then copied
+            if self._micro_batches == 1:
+                fresh = _fault_free_state(self._layout.stacks, *self._holder_tables())
+            else:
+                fresh = _fault_free_split_state(self._layout.stacks, *self._holder_tables(), self._micro_batches)
+            self._fresh_state = tuple(array.copy() for array in fresh)
         else:
-            self._load_split_state(*_fault_free_split_state(self._layout.stacks, *self._holder_tables(),
-                                                            self._micro_batches))
+            fresh = tuple(array.copy() for array in fresh)
+        if self._micro_batches == 1:
+            self._load_state(*fresh)
+        else:
+            self._load_split_state(*fresh)
 
     def _holder_tables(self):
         """``(holder_groups, holder_layers)``: built once, then read from the current state

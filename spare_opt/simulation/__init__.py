@@ -6,7 +6,9 @@
   ``_runs``, the compiled run in ``_kernels``);
 * :mod:`.tuning` - :func:`tune`, the best redundancy and checkpoint period;
 * :mod:`.replay` - :func:`replay_trace`, a real fault trace replayed on a layout;
-* :mod:`.verdict` - :func:`compare`: checkpointing, replication and SPARe on the same failures.
+* :mod:`.verdict` - :func:`compare`: checkpointing, replication and SPARe on the same failures;
+* :mod:`.cluster` - :func:`load_cluster`, the cluster file (TOML) the commands read with ``--cluster``;
+* :mod:`.recommend` - :func:`write_recommendation`, the verdict as a layout file to deploy.
 """
 
 from .parameters import (
@@ -75,7 +77,14 @@ from .verdict import (
     batch_figures,
     cyclic_trace,
     plot_compare,
+    scaled_trace_model,
+    trace_cluster_size,
+    best_setting,
+    task_weight,
+    QUICK_COMPARE,
 )
+from .cluster import CLUSTER_KEYS, FAILURE_KEYS, ClusterFile, load_cluster
+from .recommend import RECOMMENDATION_VERSION, layout_fingerprint, recommendation_layout, write_recommendation
 
 __all__ = [
     "PAPER",
@@ -148,4 +157,17 @@ __all__ = [
     "cyclic_trace",
     "micro_batch_capacity",
     "plot_compare",
+    "scaled_trace_model",
+    "trace_cluster_size",
+    "CLUSTER_KEYS",
+    "FAILURE_KEYS",
+    "ClusterFile",
+    "load_cluster",
+    "best_setting",
+    "task_weight",
+    "QUICK_COMPARE",
+    "RECOMMENDATION_VERSION",
+    "layout_fingerprint",
+    "recommendation_layout",
+    "write_recommendation",
 ]

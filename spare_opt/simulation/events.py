@@ -662,14 +662,15 @@ def model_events(fault_model, groups, strategy, redundancy, *, horizon_seconds, 
     return _model_events_until(source, horizon_seconds)
 
 
-def _model_source(fault_model, groups, strategy, redundancy, semantics, layout, micro_batches, heal_seconds, seed):
+def _model_source(fault_model, groups, strategy, redundancy, semantics, layout, micro_batches, heal_seconds, seed,
+                  replan=False):
     from ..traces.failure_model import FailureModel
 
     check.instance("fault_model", fault_model, FailureModel, " (spare_opt.FailureModel.load or fit_trace(...).model)")
     groups, redundancy, layout, micro_batches, heal_seconds = _check_common(
         groups, strategy, redundancy, semantics, layout, micro_batches, heal_seconds)
     seed = check.seed(seed)
-    sequencer = _Sequencer(semantics, strategy, groups, redundancy, layout, micro_batches, heal_seconds)
+    sequencer = _Sequencer(semantics, strategy, groups, redundancy, layout, micro_batches, heal_seconds, replan)
     source = _ModelSource(fault_model, groups, sequencer, seed)
     source.key = (strategy, groups, redundancy, micro_batches)
     return source

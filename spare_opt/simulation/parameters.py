@@ -412,7 +412,9 @@ def preset_parameters(name, groups, **overrides):
     name : str
         A key of :data:`PRESETS`.
     groups : int
-        ``N``; must be one of the preset's ``groups``.
+        ``N``, any (``1 <= N``): the preset's ``groups`` are the sizes it was written
+        for, but its timings and system MTBF hold at any ``N`` (the all-reduce follows
+        :func:`allreduce_seconds` unless overridden).
     **overrides
         Fields of :class:`SimulationParameters` to change (``mtbf_seconds``, the old
         name of ``system_mtbf_seconds``, is accepted with a ``DeprecationWarning``).
@@ -426,14 +428,10 @@ def preset_parameters(name, groups, **overrides):
     ParameterTypeError
         ``groups`` is not an integer, or an override has the wrong type.
     ParameterError
-        Unknown preset, ``N`` not in the preset, or a bad override.
+        Unknown preset, ``N < 1``, or a bad override.
     """
     preset = get_preset(name)
     groups = check.integer("groups N", groups, maximum=check.MAX_GROUPS)
-    if groups not in preset.groups:
-        raise ParameterError(
-            f"preset {name!r} defines N in {{{', '.join(map(str, preset.groups))}}}, got N={groups}"
-        )
     overrides = _renamed(overrides)
     unknown = set(overrides) - set(SimulationParameters.__dataclass_fields__)
     if unknown:

@@ -576,6 +576,6 @@ def trace_system_mtbf_seconds(trace, time_scale=1.0):
     if not mtbf > 0.0:
         raise TraceError(
             f"{trace.source}: the last event is at day {trace.span_days[1]:g}, so the trace gives no mean time "
-            "between failures for the default checkpoint period; give the period (--ckpt-period)"
+            "between failures for the default checkpoint period; give the period (--checkpoint-period-seconds)"
         )
     return mtbf

@@ -283,7 +283,9 @@ def tune_preset(name, groups=None, *, seeds=10, micro_batches=1, workers=1, exec
     name : str
         Preset name (:data:`spare_opt.simulation.parameters.PRESETS`).
     groups : int or None
-        One ``N`` of the preset; ``None``: every ``N`` of the preset.
+        One ``N``, any (the preset's timings and system MTBF at that ``N``; the
+        redundancies of its sweep above ``N`` are left out); ``None``: every ``N``
+        of the preset.
     seeds, workers, executor, progress
         As in :func:`tune`; ``progress(done, total)`` counts over all sizes and ``m``.
     micro_batches : int or sequence of int, default 1
@@ -302,7 +304,7 @@ def tune_preset(name, groups=None, *, seeds=10, micro_batches=1, workers=1, exec
     Raises
     ------
     ParameterTypeError, ParameterError
-        Unknown preset, ``N`` not in the preset, or a bad argument.
+        Unknown preset, or a bad argument (an ``N`` below every ``r`` of the sweep).
     """
     from ..planning.plan import check_micro_batches
 
@@ -321,10 +323,15 @@ def tune_preset(name, groups=None, *, seeds=10, micro_batches=1, workers=1, exec
                 progress(index * total + done, total * len(jobs))
 
         first = m == ms[0]
-        result = tune(params, seeds=seeds, rep_redundancies=preset.rep_redundancies,
-                      spare_redundancies=preset.spare_redundancies, period_factors=preset.period_factors,
-                      micro_batches=m, workers=workers, executor=executor, progress=relay) if first else \
-            _tune(params, check.count("seeds", seeds, maximum=check.MAX_RUNS), (), preset.spare_redundancies,
+        reps = tuple(r for r in preset.rep_redundancies if r <= params.groups)
+        spares = tuple(r for r in preset.spare_redundancies if r <= params.groups)
+        if not spares:
+            raise ParameterError(f"N = {params.groups} is below every SPARe redundancy of preset {name!r} "
+                                 f"({', '.join(map(str, preset.spare_redundancies))})")
+        result = tune(params, seeds=seeds, rep_redundancies=reps, spare_redundancies=spares,
+                      period_factors=preset.period_factors, micro_batches=m, workers=workers, executor=executor,
+                      progress=relay) if first else \
+            _tune(params, check.count("seeds", seeds, maximum=check.MAX_RUNS), (), spares,
                   preset.period_factors, False, m, workers, executor, relay, 2.0)
         if not first:  # the m-free strategies of this N, from its first m
             base = results[-1]

@@ -58,6 +58,11 @@ __all__ = [
     "batch_figures",
     "cyclic_trace",
     "plot_compare",
+    "scaled_trace_model",
+    "trace_cluster_size",
+    "best_setting",
+    "task_weight",
+    "QUICK_COMPARE",
 ]
 
 #: Replication degrees of the verdict.
@@ -72,6 +77,9 @@ DEFAULT_COMPARE_FACTORS = (0.5, 0.7, 1.0, 1.4, 2.0)
 DEFAULT_CYCLES = 2
 #: Most copies of the trace: beyond it a run is far past any useful TTT/T0 and the walks grow without bound.
 MAX_CYCLES = 100
+#: The grid of ``compare --quick``: a first look (fewer settings, seeds and periods).
+QUICK_COMPARE = {"rep_redundancies": (2,), "spare_redundancies": (3, 5), "micro_batches": (1, 16), "seeds": 2,
+                 "period_factors": (0.7, 1.0, 1.4)}
 #: Names of the strategies in tables and figures.
 STRATEGY_LABELS = {"ckpt": "CKPT only", "rep": "Rep+CKPT", "spare": "SPARe+CKPT", "elastic": "Elastic+CKPT"}
 
@@ -128,6 +136,13 @@ class CompareResult(Result):
     elastic row also has ``mean_batch_fraction`` and ``short_batch_share``).  A
     SPARe row with ``paper_row`` true is the best ``m = 1`` setting, shown beside the
     best when that has a larger ``m``.
+    scaling : str or None
+        How the failures of a trace were carried over to ``N`` groups, in words (a
+        trace of another cluster size fitted and scaled per node); ``None`` when the
+        failures were used as they are.
+    layouts : dict
+        The SPARe layout each ``r`` ran, ``{r: Layout}`` (not in :meth:`to_dict`;
+        :func:`spare_opt.write_recommendation` writes the chosen one).
     """
 
     params: SimulationParameters
@@ -142,6 +157,8 @@ class CompareResult(Result):
     notes: list = field(default_factory=list)
     global_batch: int | None = None
     micro_batch_overhead_seconds: float = 0.0
+    scaling: str | None = None
+    layouts: dict = field(default_factory=dict, compare=False, repr=False)
 
     def best(self, strategy):
         """dict: the best row of ``strategy`` (``"ckpt"``, ``"rep"``, ``"spare"``, ``"elastic"``) in :attr:`strategies`."""
@@ -158,6 +175,7 @@ class CompareResult(Result):
             "seeds": self.seeds,
             "cycles": self.cycles,
             "time_scale": self.params.trace_time_scale if self.trace_info is not None else None,
+            "scaling": self.scaling,
             "fault_free_seconds": fault_free_seconds(self.params),
             "strategies": self.strategies,
             "settings": self.settings,
@@ -171,7 +189,9 @@ class CompareResult(Result):
     def format_text(self):
         """The verdict as a table, one row per strategy, and a one-line conclusion."""
         p = self.params
-        if self.trace_info is not None:
+        if self.scaling is not None:
+            failures = self.scaling
+        elif self.trace_info is not None:
             scale = p.trace_time_scale
             rate = "real rate" if scale == 1.0 else f"compressed {1 / scale:g}x" if scale < 1 else f"stretched {scale:g}x"
             failures = f"trace {self.source} ({rate}, replayed {self.cycles}x end to end)"
@@ -195,10 +215,43 @@ class CompareResult(Result):
                 f"{row['mean_step_cost']:>9.3f} {_duration(row['checkpoint_period_seconds']):>8}  "
                 f"{_price_text(row)}"
             )
+        grid = self.format_grid()
+        if len(grid) > 1:  # a strategy with a grid ran (not checkpointing alone only)
+            lines += [""] + grid
         lines.append("")
         lines.append(self.conclusion())
         lines += [f"Note: {note}" for note in self.notes]
         return "\n".join(lines)
+
+    def format_grid(self):
+        """list of str: every setting tried, one small table per strategy (``*``: the setting chosen)."""
+        lines = ["Settings tried: TTT/T0 at each setting's best T_c, 95% CI; * = chosen, the smallest r "
+                 "(then m) whose interval overlaps the least TTT/T0"]
+        p = self.params
+
+        def cell(row):
+            chosen = self.best(row["strategy"])
+            mark = "*" if (row["redundancy"], row["micro_batches"]) == (chosen["redundancy"],
+                                                                      chosen["micro_batches"]) else " "
+            interval = _interval(row["ttt_ci"])
+            return f"{_ratio(row['ttt_ratio'], p)} {interval if interval != '-' else ''}".rstrip() + mark
+
+        rep = [row for row in self.settings if row["strategy"] == "rep"]
+        if rep:
+            lines.append(f"  {STRATEGY_LABELS['rep']:<11} " + "   ".join(
+                f"r = {row['redundancy']}: {cell(row)}" for row in rep))
+        spare = [row for row in self.settings if row["strategy"] == "spare"]
+        if spare:
+            ms = sorted({row["micro_batches"] for row in spare})
+            rs = sorted({row["redundancy"] for row in spare})
+            width = max(len(cell(row)) for row in spare) + 2
+            corner = "r \\ m"
+            lines.append(f"  {STRATEGY_LABELS['spare']:<11} {corner:>6}" + "".join(f"{m:>{width}}" for m in ms))
+            by = {(row["redundancy"], row["micro_batches"]): row for row in spare}
+            for r in rs:
+                lines.append(f"  {'':<11} {r:>6}" + "".join(
+                    f"{cell(by[r, m]) if (r, m) in by else '-':>{width}}" for m in ms))
+        return [line.rstrip() for line in lines]
 
     def conclusion(self):
         """str: the verdict line: the best exact strategy and its gain, then the best overall and what it buys.
@@ -393,9 +446,7 @@ def compare_parameters(preset="trace-400", groups=None, *, trace=None, restart_s
     elif window is not None:
         raise ParameterError("a window cuts a trace: give the trace too")
     if groups is None:
-        groups = get_preset(preset).groups[0]
-        if trace is not None:  # one node per group: every node of the trace has a group
-            groups = trace.cluster_nodes if trace.cluster_nodes else max(groups, trace.n_nodes)
+        groups = get_preset(preset).groups[0] if trace is None else trace_cluster_size(trace, preset)
     for name, value in (("restart_seconds", restart_seconds), ("save_seconds", save_seconds),
                         ("layer_compute_seconds", step_seconds)):
         if value is not None:
@@ -411,6 +462,28 @@ def compare_parameters(preset="trace-400", groups=None, *, trace=None, restart_s
             raise TraceError(f"{trace.source}: no event after day 0: give the number of steps")
         params = replace(params, steps=steps_in(span * 86400.0 * params.trace_time_scale, params))
     return params
+
+
+def trace_cluster_size(trace, preset="trace-400"):
+    """The size of the cluster a trace was recorded on, as the verdict takes it.
+
+    The file's ``cluster_nodes`` when it says, else the larger of the preset's first
+    ``N`` and the number of nodes the trace names (400 for the InfiniteHBD trace,
+    which names 231 of its 400 nodes).
+
+    Parameters
+    ----------
+    trace : FaultTrace
+    preset : str, default "trace-400"
+
+    Returns
+    -------
+    int
+    """
+    check.instance("trace", trace, FaultTrace, " (spare_opt.read_fault_trace)")
+    if trace.cluster_nodes:
+        return int(trace.cluster_nodes)
+    return max(get_preset(preset).groups[0], trace.n_nodes)
 
 
 # ----------------------------------------------------------------------------- the runs
@@ -446,18 +519,24 @@ def _model_runs_task(params, strategy, redundancy, micro_batches, periods, seed,
                            micro_batches if strategy == "spare" else 1)
         return [_digest(run_synthetic(params, strategy, redundancy, period, seed, pool,
                                       micro_batch_overhead_seconds=overhead)) for period in periods]
+    from . import _kernels as K
     from .events import _model_events_until, _model_source
+
+    # One source of events per setting and seed, shared by every period: the faults it draws
+    # depend on the seed only, and their outcomes (wipe-outs, stack numbers, step costs) on the
+    # failed set only, so a run cut at any horizon sees the events of a fresh source (the rows
+    # up to the horizon).
+    source = _model_source(fault_model, params.groups, strategy, redundancy, semantics, layout, micro_batches,
+                           params.heal_seconds, seed, replan=True)
+    drawn = []
+
+    def rows(horizon):
+        table = _model_events_until(source, horizon).kernel_rows()
+        drawn[:] = [table[table[:, K.EV_TIME] <= horizon]]
+        return drawn[0], False
 
     digests = []
     for period in periods:
-        source = _model_source(fault_model, params.groups, strategy, redundancy, semantics, layout,
-                               micro_batches, params.heal_seconds, seed)
-        drawn = []
-
-        def rows(horizon):
-            drawn[:] = [_model_events_until(source, horizon).kernel_rows()]
-            return drawn[0], False
-
         run = run_events(params, strategy, redundancy, period, seed, rows, micro_batches=micro_batches,
                          semantics=semantics, micro_batch_overhead_seconds=overhead)
         digests.append(_digest(run, drawn[0] if strategy == "elastic" else None))
@@ -522,7 +601,7 @@ def compare(params, *, trace=None, semantics="repair", rep_redundancies=DEFAULT_
             period_factors=DEFAULT_COMPARE_FACTORS, seeds=3, cycles=DEFAULT_CYCLES, include_ckpt=True,
             include_elastic=True, fault_model=None, workers=1, executor=None, progress=None,
             layout_time_limit=2.0, global_batch=None, micro_batch_overhead_seconds=0.0, allreduce_seconds=None,
-            window=None):
+            window=None, trace_nodes=None, trace_scaling="auto", on_setting=None):
     """Checkpointing alone, replication and SPARe on the same failures, each at its best setting.
 
     Parameters
@@ -565,8 +644,13 @@ def compare(params, *, trace=None, semantics="repair", rep_redundancies=DEFAULT_
     executor : concurrent.futures.Executor, optional
         Run the tasks on this executor instead (a Dask cluster).
     progress : callable, optional
-        ``progress(done, total)`` in tasks: one failure walk per setting and seed,
-        then one task of runs (every period) per setting and seed.
+        ``progress(done, total)`` in work units: one failure walk per setting and
+        seed, then one task of runs (every period) per setting and seed, each
+        weighing its setting's cost (:func:`task_weight`), so that the time left
+        estimated from the work done holds while settings of different cost finish.
+    on_setting : callable, optional
+        ``on_setting(row)`` as each setting finishes (every seed run), with its row
+        of :attr:`CompareResult.settings`, in the calling thread.
     layout_time_limit : float, default 2.0
         Seconds of each Sidon layout search.
     global_batch : int, optional
@@ -583,6 +667,19 @@ def compare(params, *, trace=None, semantics="repair", rep_redundancies=DEFAULT_
         extrapolated past ``N = 1000``, a note names the value.
     window : tuple, optional
         ``(start, end)`` of the trace to replay (:func:`spare_opt.window_trace`).
+    trace_nodes : int, optional
+        The cluster size of the trace (default: the file's, ``FaultTrace.cluster_nodes``).
+    trace_scaling : {"auto", "fit", "replay"}, default "auto"
+        How a trace's failures reach ``N`` groups.  ``"replay"``: its nodes are placed
+        on the groups and its events replayed (one node per group: the trace's failure
+        rate, whatever ``N``).  ``"fit"``: the trace is fitted
+        (:func:`spare_opt.fit_trace` with ``nodes=trace_nodes``) and the runs draw
+        from the model, each group failing like one node of the traced cluster (the
+        per-node rate is kept, the cluster's rate grows with ``N``; times scaled by
+        ``trace_time_scale``).  ``"auto"``: ``"fit"`` when the trace's cluster size
+        is known and differs from ``N`` (and ``N`` is at least the nodes the trace
+        names), else ``"replay"``.  The result's
+        :attr:`~CompareResult.scaling` says which was done.
 
     Returns
     -------
@@ -598,9 +695,9 @@ def compare(params, *, trace=None, semantics="repair", rep_redundancies=DEFAULT_
         An ``r`` or ``m`` out of range (``N m`` too large included), no strategy to
         run, a bad factor, seed count, cycle count or semantics; ``repair`` semantics
         with neither a trace nor a fault model; both a trace and a fault model; fewer
-        groups than the nodes the trace names (their faults would be dropped); a
-        global batch of fewer sequences than groups; a window without a trace or with
-        bad bounds (:func:`spare_opt.window_trace`).
+        groups than the nodes the trace names when it is replayed (their faults
+        would be dropped); a global batch of fewer sequences than groups; a window
+        without a trace or with bad bounds (:func:`spare_opt.window_trace`).
 
     Notes
     -----
@@ -620,6 +717,9 @@ def compare(params, *, trace=None, semantics="repair", rep_redundancies=DEFAULT_
     (share of the time, hence of the steps, with a short batch).  Its ``T_f`` is
     measured on its walks like the others'; without a trace, ``T_c*`` takes ``N``
     failures to a wipe-out (every group lost, the paper's semantics).
+    *Best setting.*  Each strategy's row is :func:`best_setting` of its settings: among
+    the settings whose 95% interval overlaps the least mean ``TTT/T0``, the cheapest
+    (smallest ``r``, then smallest ``m``).
 
     *Why cyclic.*  A run takes longer than ``T0``; replayed once, the trace would end
     before the slower strategies finish and leave the end of their runs free of
@@ -672,13 +772,23 @@ def compare(params, *, trace=None, semantics="repair", rep_redundancies=DEFAULT_
                          f"sequences holds {per_group} per group (m <= {per_group})")
     cycles = check.count("cycles", cycles, maximum=MAX_CYCLES)
     params = replace(params, max_wall_factor=float(cycles))
+    scaling = None
+    windowed = trace if trace is not None and trace.window is not None else None  # its note, even once fitted
+    trace_scaling = check.choice("trace_scaling", trace_scaling, ("auto", "fit", "replay"))
     if trace is not None:
         check.instance("trace", trace, FaultTrace, " (spare_opt.read_fault_trace)")
+        if fault_model is not None:
+            raise ParameterError("give the failures once: a trace or a fault model, not both")
+        nodes = trace.cluster_nodes if trace_nodes is None else check.count("trace_nodes", trace_nodes)
+        if trace_scaling == "fit" or (trace_scaling == "auto" and nodes is not None and nodes != params.groups
+                                      and params.groups >= trace.n_nodes):
+            fault_model, scaling = scaled_trace_model(trace, nodes, params.groups, params.trace_time_scale)
+            params = replace(params, trace_time_scale=1.0)
+            trace = None
+    if trace is not None:
         if params.groups < trace.n_nodes:
             raise ParameterError(f"N = {params.groups} groups is fewer than the {trace.n_nodes} nodes the trace "
                                  "names (one node per group): the faults of the others would be dropped")
-        if fault_model is not None:
-            raise ParameterError("give the failures once: a trace or a fault model, not both")
         replayed = cyclic_trace(trace, cycles)
     else:
         if fault_model is None and semantics != "paper":
@@ -704,25 +814,51 @@ def compare(params, *, trace=None, semantics="repair", rep_redundancies=DEFAULT_
     if include_ckpt:
         configs.append(("ckpt", 1, 1, None))
     configs += [("rep", r, 1, None) for r in reps]
+    layouts = {}
     for r in spares:
-        layout = default_layout(n, r, time_limit=layout_time_limit)
+        layout = layouts[r] = default_layout(n, r, time_limit=layout_time_limit)
         configs += [("spare", r, m, layout) for m in ms]
     if include_elastic:
         configs.append(("elastic", 1, 1, None))
 
-    walks_total = len(configs) * seeds if trace is not None else 0
-    runs_total = len(configs) * seeds
+    # Progress in work units: a task weighs what its setting costs (task_weight), so the
+    # estimate of the time left holds while cheap and dear settings finish in any order.
+    if trace is not None:  # the walk finds the outcomes, the runs task runs the kernel once per period
+        walk_weights = [task_weight(st, r, m, 0) for st, r, m, _ in configs for _ in range(seeds)]
+        run_weights = [max(1, task_weight(st, r, m, len(factors)) - task_weight(st, r, m, 0))
+                       for st, r, m, _ in configs for _ in range(seeds)]
+    else:
+        walk_weights = []
+        run_weights = [task_weight(st, r, m, len(factors)) for st, r, m, _ in configs for _ in range(seeds)]
+    grand_total = sum(walk_weights) + sum(run_weights)
 
     def relay(offset):
         if progress is None:
             return None
-        return lambda done, total: progress(offset + done, walks_total + runs_total)
+        return lambda done, total: progress(offset + done, grand_total)
+
+    finished = [0] * len(configs)
+
+    def announce(index, result):
+        if on_setting is None:
+            return
+        c = index // seeds
+        finished[c] += 1
+        if finished[c] == seeds:
+            on_setting(_setting_row(configs[c], results_so_far[c * seeds:(c + 1) * seeds], periods[c], factors))
+
+    results_so_far = [None] * (len(configs) * seeds)
+
+    def collect(index, result):
+        results_so_far[index] = result
+        announce(index, result)
 
     trace_info = None
     if trace is not None:
         walk_tasks = [(params, s, r, m, layout, replayed, seed, semantics)
                       for s, r, m, layout in configs for seed in range(seeds)]
-        walks = run_tasks(_walk, walk_tasks, workers=workers, executor=executor, progress=relay(0))
+        walks = run_tasks(_walk, walk_tasks, workers=workers, executor=executor, progress=relay(0),
+                          weights=walk_weights)
         span_seconds = replayed.observed_days * 86400.0 * params.trace_time_scale
         periods, run_tasks_list, trace_info = [], [], {}
         for c, (strategy, r, m, _) in enumerate(configs):
@@ -734,8 +870,8 @@ def compare(params, *, trace=None, semantics="repair", rep_redundancies=DEFAULT_
             trace_info[_label(strategy, r, m)] = dict(mine[0][2], mean_wipe_outs=wipe_outs)
             run_tasks_list += [(params, strategy, r, m, periods[-1], seed, mine[seed][0], semantics, overhead)
                                for seed in range(seeds)]
-        results = run_tasks(_trace_runs_task, run_tasks_list, workers=workers, executor=executor,
-                            progress=relay(walks_total))
+        results = _heavy_first(_trace_runs_task, run_tasks_list, run_weights, workers=workers, executor=executor,
+                               progress=relay(sum(walk_weights)), on_result=collect)
     else:
         from .time_to_train import _period
 
@@ -751,17 +887,11 @@ def compare(params, *, trace=None, semantics="repair", rep_redundancies=DEFAULT_
             periods.append(tuple(centres[strategy, r] * f for f in factors))
             run_tasks_list += [(params, strategy, r, m, periods[-1], seed, layout, semantics, fault_model,
                                 overhead) for seed in range(seeds)]
-        results = run_tasks(_model_runs_task, run_tasks_list, workers=workers, executor=executor,
-                            progress=relay(0))
+        results = _heavy_first(_model_runs_task, run_tasks_list, run_weights, workers=workers, executor=executor,
+                               progress=relay(0), on_result=collect)
 
-    settings = []
-    for c, (strategy, r, m, _) in enumerate(configs):
-        runs = results[c * seeds:(c + 1) * seeds]
-        per_period = [_summary([run[j] for run in runs]) for j in range(len(factors))]
-        best = min(range(len(factors)), key=lambda j: (per_period[j]["ttt_ratio"], j))
-        settings.append(dict(strategy=strategy, redundancy=int(r), micro_batches=int(m), **per_period[best],
-                             checkpoint_period_seconds=periods[c][best], periods=list(periods[c]),
-                             ttt_ratio_by_period=[row["ttt_ratio"] for row in per_period]))
+    settings = [_setting_row(config, results[c * seeds:(c + 1) * seeds], periods[c], factors)
+                for c, config in enumerate(configs)]
     for row in settings:
         row["exact"] = row["strategy"] != "elastic"  # the gradient equals the fault-free one
         row["price"] = _price(row)
@@ -769,22 +899,24 @@ def compare(params, *, trace=None, semantics="repair", rep_redundancies=DEFAULT_
     for strategy in ("ckpt", "rep", "spare", "elastic"):
         mine = [row for row in settings if row["strategy"] == strategy]
         if mine:
-            best = min(mine, key=lambda row: row["ttt_ratio"])
+            best = best_setting(mine)
             strategies.append(_row(best))
             if strategy == "spare" and best["micro_batches"] != 1:  # the paper's m = 1 beside the best
-                paper = min((row for row in mine if row["micro_batches"] == 1), key=lambda row: row["ttt_ratio"])
-                strategies.append(dict(_row(paper), paper_row=True))
-    if trace is not None and trace.window is not None:
+                whole_shards = [row for row in mine if row["micro_batches"] == 1]
+                if whole_shards:
+                    strategies.append(dict(_row(best_setting(whole_shards)), paper_row=True))
+    if windowed is not None:
         from ..traces.window import window_text
 
-        notes.append(window_text(trace))
+        notes.append(window_text(windowed))
     source = trace.source if trace is not None else (
         "preset" if fault_model is None else f"failure model {fault_model.source or ''}".strip())
     return CompareResult(params=params, source=source,
                          semantics=semantics, seeds=seeds, cycles=cycles, strategies=strategies,
                          settings=settings, trace_info=trace_info,
                          elapsed_seconds=time.perf_counter() - started, notes=notes,
-                         global_batch=global_batch, micro_batch_overhead_seconds=overhead)
+                         global_batch=global_batch, micro_batch_overhead_seconds=overhead, scaling=scaling,
+                         layouts=layouts)
 
 
 def _row(setting):
@@ -800,6 +932,147 @@ def _price(row):
     if row["strategy"] == "ckpt":
         return {"kind": "restarts", "value": row["restarts"]}
     return {"kind": "step cost", "value": row["mean_step_cost"]}
+
+
+def scaled_trace_model(trace, nodes, groups, time_scale=1.0):
+    """A trace's fitted failure model for ``groups`` DP groups, and what was done in words.
+
+    Parameters
+    ----------
+    trace : FaultTrace
+    nodes : int or None
+        The traced cluster's size (``None``: :func:`spare_opt.fit_trace`'s default,
+        the file's or the nodes the trace names).
+    groups : int
+        ``N``: each group fails like one node of the traced cluster (the simulation
+        scales the model's event gaps by ``nodes / N``, :func:`spare_opt.model_events`).
+    time_scale : float, default 1.0
+        Multiplies every time of the model (event gaps, window, repairs), as a trace
+        replay multiplies the trace's times.
+
+    Returns
+    -------
+    model : FailureModel
+    scaling : str
+        One sentence for the verdict's header.
+
+    Raises
+    ------
+    ParameterError, TraceError
+        As :func:`spare_opt.fit_trace`.
+    """
+    from ..traces.fit import fit_trace
+
+    fit = fit_trace(trace, nodes=nodes)
+    model = fit.model
+    time_scale = check.number("time_scale", time_scale, above=0.0)
+    if time_scale != 1.0:
+        model = replace(model, event_mtbf_seconds=model.event_mtbf_seconds * time_scale,
+                        repair_median_seconds=model.repair_median_seconds * time_scale,
+                        repair_empirical_seconds=tuple(x * time_scale for x in model.repair_empirical_seconds),
+                        window_seconds=model.window_seconds * time_scale)
+    per_node = model.node_mtbf_seconds / 86400.0
+    rate = "" if time_scale == 1.0 else f", times x {time_scale:g}"
+    scaling = (f"trace {trace.source} fitted on its {model.cluster_nodes:,} nodes and scaled per node to "
+               f"{groups:,} groups (each group fails like one traced node, MTBF {per_node:.3g} days{rate}: the "
+               f"cluster fails {groups / model.cluster_nodes:.3g}x as often as the traced one)")
+    return model, scaling
+
+
+def _heavy_first(function, tasks, weights, *, workers, executor, progress, on_result):
+    """:func:`run_tasks` with the dearest tasks sent first (the workers then finish together);
+    results, ``on_result`` indices and progress as if sent in order."""
+    order = sorted(range(len(tasks)), key=lambda i: (-weights[i], i))
+    out = run_tasks(function, [tasks[i] for i in order], workers=workers, executor=executor, progress=progress,
+                    weights=[weights[i] for i in order],
+                    on_result=None if on_result is None else lambda j, result: on_result(order[j], result))
+    results = [None] * len(tasks)
+    for j, i in enumerate(order):
+        results[i] = out[j]
+    return results
+
+
+def _setting_row(config, runs, periods, factors):
+    """The row of one setting: its figures at its best period (least mean TTT/T0), every period's mean."""
+    strategy, r, m, _ = config
+    per_period = [_summary([run[j] for run in runs]) for j in range(len(factors))]
+    best = min(range(len(factors)), key=lambda j: (per_period[j]["ttt_ratio"], j))
+    return dict(strategy=strategy, redundancy=int(r), micro_batches=int(m), **per_period[best],
+                checkpoint_period_seconds=periods[best], periods=list(periods),
+                ttt_ratio_by_period=[row["ttt_ratio"] for row in per_period])
+
+
+def task_weight(strategy, redundancy, micro_batches, periods=1):
+    """Work units of one task of :func:`compare` (one seed of a setting, every period), for progress.
+
+    A relative cost, not a time: the runs of the simulation kernel (one per period)
+    plus the outcomes of the failures, which cost most for SPARe with micro-batches
+    (a split plan per failure and rejoin, growing with ``r m``).  Measured at
+    ``N = 2,048`` (``benchmarks/bench_compare.py``, ``docs/benchmarks.md``).
+
+    Parameters
+    ----------
+    strategy : {"ckpt", "rep", "spare"}
+    redundancy, micro_batches : int
+    periods : int, default 1
+        Checkpoint periods the task runs (``0``: the outcomes only, a trace's walk).
+
+    Returns
+    -------
+    int
+        ``>= 1``.
+    """
+    outcomes = 1.0 if strategy != "spare" else 1.0 + WEIGHT_PER_SPLIT * redundancy * micro_batches
+    return max(1, int(round(10 * (periods * WEIGHT_PER_RUN + outcomes))))
+
+
+#: Relative cost of one kernel run (one period) against the outcomes of ckpt's failures.
+WEIGHT_PER_RUN = 0.2
+#: Relative cost of SPARe's outcomes per unit of ``r m`` (split plans).
+WEIGHT_PER_SPLIT = 0.1
+
+
+def best_setting(rows):
+    """The setting to deploy among ``rows``: the cheapest whose interval overlaps the best one's.
+
+    The best row is the one with the least mean ``TTT/T0``; every row whose 95%
+    interval overlaps the best row's interval cannot be told apart from it with the
+    seeds run; among those, the cheapest wins: the smallest ``r``, then the smallest
+    ``m``, then the least ``TTT/T0``.  A row without an interval (one seed, an
+    unfinished run) counts as the single point of its mean.
+
+    Parameters
+    ----------
+    rows : list of dict
+        Rows with ``ttt_ratio``, ``ttt_ci`` (``[low, high]``), ``redundancy`` and
+        ``micro_batches`` (:attr:`CompareResult.settings`).
+
+    Returns
+    -------
+    dict
+        One of ``rows`` (the first row when none finished).
+
+    Raises
+    ------
+    ParameterError
+        ``rows`` is empty.
+    """
+    if not rows:
+        raise ParameterError("no setting to choose from")
+
+    def interval(row):
+        low, high = row["ttt_ci"]
+        if math.isfinite(low) and math.isfinite(high):
+            return low, high
+        return row["ttt_ratio"], row["ttt_ratio"]
+
+    finished = [row for row in rows if math.isfinite(row["ttt_ratio"])]
+    if not finished:
+        return rows[0]
+    best = min(finished, key=lambda row: row["ttt_ratio"])
+    best_low, best_high = interval(best)
+    overlapping = [row for row in finished if interval(row)[0] <= best_high and best_low <= interval(row)[1]]
+    return min(overlapping, key=lambda row: (row["redundancy"], row["micro_batches"], row["ttt_ratio"]))
 
 
 def _label(strategy, redundancy, micro_batches):

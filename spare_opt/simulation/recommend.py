@@ -1,0 +1,135 @@
+"""The verdict as a file to deploy: the chosen setting, its layout and what it assumed (``compare -o FILE``).
+
+The recommendation is a layout file (``docs/formats.md``): the SPARe layout of the
+verdict's SPARe row, so ``plan``, ``validate`` and a data loader read it as any layout,
+with ``metadata["recommendation"]`` holding the rest: the strategy the verdict chose
+and its ``r``, ``m`` and checkpoint period, the SPARe setting of the layout, the
+inputs it assumed (parameters, failure source, scaling, semantics, seeds), the verdict
+table (one row per strategy) and the layout's fingerprint.  ``metadata["micro_batches"]``
+is the ``m`` the layout is meant to run with.
+"""
+
+import hashlib
+
+from .._core import validation as check
+from .._core.errors import ParameterError
+from .._core.stats import finite_or_none
+from ..layouts.layout import Layout
+
+__all__ = ["RECOMMENDATION_VERSION", "layout_fingerprint", "recommendation_layout", "write_recommendation"]
+
+#: Version of ``metadata["recommendation"]``.
+RECOMMENDATION_VERSION = 1
+
+
+def layout_fingerprint(layout):
+    """SHA-256 of a layout's stacks: equal for equal layouts, whatever file they came from.
+
+    Parameters
+    ----------
+    layout : Layout
+
+    Returns
+    -------
+    str
+        ``"sha256:"`` and 64 hex digits, over ``N``, ``r`` and the stacks (int64,
+        little-endian, row by row).
+
+    Raises
+    ------
+    ParameterTypeError
+        ``layout`` is not a :class:`Layout`.
+    """
+    import numpy as np
+
+    check.instance("layout", layout, Layout)
+    digest = hashlib.sha256(f"spare-layout {layout.groups} {layout.redundancy}\n".encode())
+    digest.update(np.ascontiguousarray(layout.stacks, dtype="<i8").tobytes())
+    return "sha256:" + digest.hexdigest()
+
+
+def recommendation_layout(result):
+    """The recommendation of a verdict: its SPARe row's layout with the recommendation in its metadata.
+
+    Parameters
+    ----------
+    result : CompareResult
+        From :func:`spare_opt.compare` with SPARe settings.
+
+    Returns
+    -------
+    Layout
+        The layout the SPARe row ran (``result.layouts``), its metadata holding
+        ``micro_batches`` and ``recommendation``: ``version``, ``chosen`` (strategy,
+        redundancy, micro_batches, checkpoint_period_seconds, ttt_ratio, ttt_ci of
+        the verdict's best strategy), ``spare`` (the same for the layout's setting),
+        ``rule`` (how the setting was chosen), ``assumptions`` (source, scaling,
+        semantics, seeds, cycles, parameters), ``verdict`` (one row per strategy)
+        and ``fingerprint`` (:func:`layout_fingerprint`).
+
+    Raises
+    ------
+    ParameterTypeError
+        ``result`` is not a :class:`CompareResult`.
+    ParameterError
+        The verdict ran no SPARe setting (there is no layout to deploy).
+    """
+    from .verdict import CompareResult, STRATEGY_LABELS
+
+    check.instance("result", result, CompareResult)
+    try:
+        spare = result.best("spare")
+    except KeyError:
+        raise ParameterError("the verdict ran no SPARe setting: there is no layout to recommend") from None
+    stacks = result.layouts[spare["redundancy"]]
+    finished = [row for row in result.strategies if row["ttt_ratio"] == row["ttt_ratio"]]
+    chosen = min(finished, key=lambda row: row["ttt_ratio"]) if finished else spare
+
+    def setting(row):
+        return {"strategy": row["strategy"], "label": STRATEGY_LABELS[row["strategy"]],
+                "redundancy": row["redundancy"], "micro_batches": row["micro_batches"],
+                "checkpoint_period_seconds": row["checkpoint_period_seconds"], "ttt_ratio": row["ttt_ratio"],
+                "ttt_ci": row["ttt_ci"]}
+
+    recommendation = {
+        "version": RECOMMENDATION_VERSION,
+        "chosen": setting(chosen),
+        "spare": setting(spare),
+        "rule": "per strategy, the smallest r (then m) whose 95% interval overlaps the least mean TTT/T0; "
+                "the chosen strategy has the least TTT/T0 of those rows",
+        "assumptions": {"source": result.source, "scaling": result.scaling, "semantics": result.semantics,
+                        "seeds": result.seeds, "cycles": result.cycles, "parameters": result.params.to_dict()},
+        "verdict": result.strategies,
+        "conclusion": result.conclusion(),
+        "fingerprint": layout_fingerprint(stacks),
+    }
+    metadata = dict(stacks.metadata, micro_batches=spare["micro_batches"],
+                    recommendation=finite_or_none(recommendation))
+    return Layout(stacks.stacks, method=stacks.method, offsets=stacks.offsets, metadata=metadata)
+
+
+def write_recommendation(result, path, *, force=False):
+    """Write :func:`recommendation_layout` of ``result`` to ``path`` (a layout file, atomically).
+
+    Parameters
+    ----------
+    result : CompareResult
+    path : str or os.PathLike
+        JSON, or ``.npz`` for large ``N`` (as :meth:`Layout.save`).
+    force : bool, default False
+        Overwrite an existing file.
+
+    Returns
+    -------
+    pathlib.Path
+
+    Raises
+    ------
+    ParameterError
+        No SPARe setting in the verdict.
+    OutputExistsError
+        ``path`` exists and ``force`` is false.
+    LayoutFileError
+        The file cannot be written.
+    """
+    return recommendation_layout(result).save(path, force=force)

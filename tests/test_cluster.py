@@ -1,0 +1,157 @@
+"""The cluster file (--cluster FILE), one spelling per option, and any N (issue: the operator's own cluster).
+
+A cluster file and the equivalent options give the same result, an option overrides
+the file, unknown keys are refused with the key named; old spellings still work with a
+warning; ``simulate``/``tune`` accept any N; ``compare --trace`` at another N scales the
+trace per node (the fitted model's run) instead of replaying the traced cluster's rate.
+"""
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from spare_opt import (
+    ParameterError,
+    compare,
+    compare_parameters,
+    fit_trace,
+    load_cluster,
+    parse_fault_events,
+    preset_parameters,
+    synthetic_fault_trace,
+)
+from spare_opt.traces.json_format import write_fault_trace
+from spare_opt_cli.main import main
+
+
+def _json(result):
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+@pytest.fixture(scope="module")
+def trace_file(tmp_path_factory):
+    doc = synthetic_fault_trace(nodes=24, days=40.0, seed=3, incidents_per_day=2.0, repair_median_days=0.5)
+    return write_fault_trace(doc, tmp_path_factory.mktemp("trace") / "t.json")
+
+
+COMPARE = ["compare", "--semantics", "paper", "--rep-r", "2", "--spare-r", "3", "--micro-batches", "1",
+           "--seeds", "2", "-q", "--json"]
+
+
+def test_a_cluster_file_gives_the_run_of_the_equivalent_options(tmp_path, trace_file):
+    cluster = tmp_path / "cluster.toml"
+    cluster.write_text('groups = 24\nstep_seconds = 30\nrestart_seconds = 1800\nsave_seconds = 20\n'
+                       'allreduce_seconds = 3\n\n[failures]\ntrace = "%s"\n' % trace_file.name)
+    (tmp_path / trace_file.name).write_bytes(trace_file.read_bytes())  # relative to the file's folder
+    runner = CliRunner()
+    from_file = _json(runner.invoke(main, COMPARE + ["--cluster", str(cluster)]))
+    from_options = _json(runner.invoke(main, COMPARE + [
+        "--trace", str(trace_file), "--groups", "24", "--step-seconds", "30", "--restart-seconds", "1800",
+        "--save-seconds", "20", "--set", "allreduce_seconds=3"]))
+    assert from_file["strategies"] == from_options["strategies"]
+    assert from_file["parameters"] == from_options["parameters"]
+    assert from_file["parameters"]["allreduce_seconds"] == 3.0
+    # an option on the command line wins over the file
+    faster = _json(runner.invoke(main, COMPARE + ["--cluster", str(cluster), "--restart-seconds", "600"]))
+    assert faster["parameters"]["restart_seconds"] == 600.0
+    assert faster["parameters"]["save_seconds"] == 20.0
+
+
+def test_unknown_or_bad_keys_are_refused_with_the_key_named(tmp_path):
+    runner = CliRunner()
+    for text, named in (("groups = 24\nrestart_minutes = 30\n", "restart_minutes"),
+                        ("[failures]\ntrace_file = 'x.json'\n", "trace_file"),
+                        ("groups = 'many'\n", "groups"),
+                        ("save_seconds = -1\n", "save_seconds"),
+                        ("groups = 24\n[failures]\ntrace = 'a.json'\nfailure_model = 'b.json'\n", "both"),
+                        ("groups = \n", "TOML")):
+        path = tmp_path / "bad.toml"
+        path.write_text(text)
+        with pytest.raises(ParameterError, match=named):
+            load_cluster(path)
+        out = runner.invoke(main, ["compare", "--cluster", str(path), "-q"])
+        assert out.exit_code == 1 and out.output.startswith("Error:") and named in out.output
+    with pytest.raises(ParameterError, match="does not exist"):
+        load_cluster(tmp_path / "none.toml")
+
+
+def test_keys_a_command_does_not_use_are_named_in_a_warning(tmp_path):
+    path = tmp_path / "c.toml"
+    path.write_text("groups = 64\nglobal_batch = 4096\nheal_seconds = 30\nrestart_seconds = 1200\n")
+    result = CliRunner().invoke(main, ["simulate", "--cluster", str(path), "--strategy", "ckpt", "--seeds", "1",
+                                       "--set", "steps=200", "-q", "--json"])
+    doc = json.loads(result.stdout)
+    assert result.exit_code == 0, result.output
+    assert doc["groups"] == 64 and doc["parameters"]["restart_seconds"] == 1200.0
+    assert "global_batch" in result.stderr  # not a simulate option on this branch: said, not dropped silently
+
+
+def test_old_spellings_still_work_with_a_warning(trace_file):
+    runner = CliRunner()
+    new = _json(runner.invoke(main, COMPARE + ["--trace", str(trace_file), "--restart-seconds", "1800",
+                                               "--save-seconds", "20"]))
+    old = runner.invoke(main, COMPARE + ["--trace", str(trace_file), "--restart-minutes", "30",
+                                         "--ckpt-save-seconds", "20"])
+    assert _json(old)["strategies"] == new["strategies"]
+    assert "--restart-minutes is deprecated, use --restart-seconds" in old.stderr
+    both = runner.invoke(main, COMPARE + ["--trace", str(trace_file), "--restart-minutes", "30",
+                                          "--restart-seconds", "60"])
+    assert both.exit_code == 2 and "old spelling" in both.output
+    assert "--restart-minutes" not in runner.invoke(main, ["compare", "--help"]).output
+    # -n is the old short flag of --groups (now -N everywhere)
+    assert runner.invoke(main, ["sweep", "-N", "12", "--r-min", "3", "--r-max", "3", "--methods", "consecutive",
+                                "--trials", "5", "-q", "--json"]).exit_code == 0
+    gone = runner.invoke(main, ["simulate", "--trace-time-scale", "0.5", "--strategy", "ckpt"])
+    assert gone.exit_code == 2 and "--time-scale" in gone.output  # refused without --trace, new name given
+
+
+def test_simulate_and_tune_run_at_any_n():
+    params = preset_parameters("paper-600k", 2048)
+    assert params.groups == 2048 and params.system_mtbf_seconds == preset_parameters("paper-600k", 600) \
+        .system_mtbf_seconds
+    runner = CliRunner()
+    doc = _json(runner.invoke(main, ["simulate", "-N", "37", "--strategy", "spare", "-r", "3", "--seeds", "2",
+                                     "--set", "steps=300", "-q", "--json"]))
+    assert doc["groups"] == 37 and doc["parameters"]["groups"] == 37
+    tuned = runner.invoke(main, ["tune", "-N", "8", "--seeds", "2", "--set", "steps=200", "-q"])
+    assert tuned.exit_code == 0, tuned.output
+    assert "N = 8 is not one of preset paper-600k's sizes" in tuned.output
+
+
+def test_compare_a_trace_at_another_n_is_scaled_per_node(trace_file):
+    from spare_opt import read_fault_trace
+
+    trace = read_fault_trace(trace_file)
+    assert trace.cluster_nodes == 24
+    params = compare_parameters("trace-400", 96, trace=trace, step_seconds=30.0)
+    kwargs = dict(semantics="repair", rep_redundancies=(), spare_redundancies=(), seeds=2)
+    scaled = compare(params, trace=trace, **kwargs)
+    model = fit_trace(trace, nodes=24).model
+    from dataclasses import replace
+
+    fitted = compare(replace(params, trace_time_scale=1.0), fault_model=model, **kwargs)
+    # the same runs as the fitted model's (the per-node rate of the trace kept at 96 groups)
+    assert scaled.strategies == fitted.strategies
+    assert scaled.scaling is not None and "scaled per node" in scaled.format_text()
+    assert "real rate" not in scaled.format_text()
+    replayed = compare(params, trace=trace, trace_scaling="replay", **kwargs)
+    assert replayed.scaling is None
+    # four times the groups, four times the failures: checkpointing alone loses more time
+    assert scaled.best("ckpt")["ttt_ratio"] > replayed.best("ckpt")["ttt_ratio"]
+    same = compare(compare_parameters("trace-400", 24, trace=trace, step_seconds=30.0), trace=trace, **kwargs)
+    assert same.scaling is None and same.trace_info is not None  # at the trace's own size: replayed
+
+
+def test_cli_compare_at_another_n_says_it_scales(trace_file):
+    out = CliRunner().invoke(main, ["compare", "--trace", str(trace_file), "--groups", "96", "--rep-r", "",
+                                    "--spare-r", "", "--seeds", "2", "-q"])
+    assert out.exit_code == 0, out.output
+    assert "scaled per node to 96 groups" in out.output and "real rate" not in out.output
+
+
+def test_a_trace_without_its_cluster_size_keeps_the_old_default():
+    many = parse_fault_events([{"node_id": f"n{i}", "event_time": 1.0 + i, "event_type": "fault_start",
+                                "fault_type": {"Class": "GPU"}} for i in range(30)])
+    assert compare_parameters("trace-400", trace=many).groups == 400
