@@ -241,7 +241,7 @@ def command(ctx, trace_path, trace_format, time_unit, window, model_path, preset
                          spare_redundancies=spare_redundancies, micro_batches=micro_batches, seeds=seeds,
                          cycles=cycles, workers=workers, executor=executor, progress=progress,
                          include_elastic=not no_elastic, global_batch=global_batch,
-                         micro_batch_overhead_seconds=micro_batch_overhead_seconds)
+                         micro_batch_overhead_seconds=micro_batch_overhead_seconds,
                          on_setting=_announce if verbose else None,
                          **({"period_factors": grid["period_factors"]} if quick else {}))
     written = None
