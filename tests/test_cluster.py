@@ -49,7 +49,7 @@ def test_a_cluster_file_gives_the_run_of_the_equivalent_options(tmp_path, trace_
     from_file = _json(runner.invoke(main, COMPARE + ["--cluster", str(cluster)]))
     from_options = _json(runner.invoke(main, COMPARE + [
         "--trace", str(trace_file), "--groups", "24", "--step-seconds", "30", "--restart-seconds", "1800",
-        "--save-seconds", "20", "--set", "allreduce_seconds=3"]))
+        "--save-seconds", "20", "--allreduce-seconds", "3"]))
     assert from_file["strategies"] == from_options["strategies"]
     assert from_file["parameters"] == from_options["parameters"]
     assert from_file["parameters"]["allreduce_seconds"] == 3.0
@@ -85,7 +85,11 @@ def test_keys_a_command_does_not_use_are_named_in_a_warning(tmp_path):
     doc = json.loads(result.stdout)
     assert result.exit_code == 0, result.output
     assert doc["groups"] == 64 and doc["parameters"]["restart_seconds"] == 1200.0
-    assert "global_batch" in result.stderr  # not a simulate option on this branch: said, not dropped silently
+    assert "global_batch" not in result.stderr  # simulate --global-batch takes it
+    path.write_text("groups = 8\nglobal_batch = 4096\nrestart_seconds = 1200\n")
+    tuned = CliRunner().invoke(main, ["tune", "--cluster", str(path), "--seeds", "1", "--set", "steps=200", "-q"])
+    assert tuned.exit_code == 0, tuned.output
+    assert "global_batch" in tuned.stderr  # not a tune option: said, not dropped silently
 
 
 def test_old_spellings_still_work_with_a_warning(trace_file):

@@ -773,7 +773,7 @@ def compare(params, *, trace=None, semantics="repair", rep_redundancies=DEFAULT_
     cycles = check.count("cycles", cycles, maximum=MAX_CYCLES)
     params = replace(params, max_wall_factor=float(cycles))
     scaling = None
-    windowed = trace if trace is not None and trace.window is not None else None  # its note, even once fitted
+    windowed = trace if getattr(trace, "window", None) is not None else None  # its note, even once fitted
     trace_scaling = check.choice("trace_scaling", trace_scaling, ("auto", "fit", "replay"))
     if trace is not None:
         check.instance("trace", trace, FaultTrace, " (spare_opt.read_fault_trace)")
