@@ -99,7 +99,7 @@ def test_kind1_steps_in_refuses_what_int_cannot_hold():
 
 def test_kind1_simulate_time_scale_that_overflows_is_one_line_without_warnings(small_log):
     result = cli("simulate", "--trace", small_log, "--time-unit", "hours", "--preset", "trace-400",
-                 "--trace-time-scale", 1e306, "-q")
+                 "--time-scale", 1e306, "-q")
     assert "overflows a float" in error_line(result, 1)
     assert "RuntimeWarning" not in result.stderr
 

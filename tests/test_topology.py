@@ -226,12 +226,12 @@ def test_topology_command_derives_a_topology_from_a_trace(tmp_path):
         "incident-0": [0, 1], "incident-1": [3, 4, 5]}
     # by default the groups the trace does not place are put in domains too, and the output says how many
     covered = tmp_path / "covered.json"
-    result = cli("topology", "-n", 8, "--from-trace", trace, "-o", covered)
+    result = cli("topology", "-N", 8, "--from-trace", trace, "-o", covered)
     assert result.exit_code == 0, result.output
     assert "3 groups that the trace does not place put in domains of 3 groups (the largest seen)" in result.output
     assert {k: v.tolist() for k, v in Topology.load(covered).domains("incident").items()} == {
         "incident-0": [0, 1, 2], "incident-1": [3, 4, 5], "incident-inferred-0": [6, 7]}
-    sized = cli("topology", "-n", 8, "--from-trace", trace, "-o", covered, "--force", "--domain-size", 4, "--json")
+    sized = cli("topology", "-N", 8, "--from-trace", trace, "-o", covered, "--force", "--domain-size", 4, "--json")
     assert sized.exit_code == 0, sized.output
     assert {k: v.tolist() for k, v in Topology.load(covered).domains("incident").items()} == {
         "incident-0": [0, 1, 2, 6], "incident-1": [3, 4, 5, 7]}
