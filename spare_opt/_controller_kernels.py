@@ -535,13 +535,19 @@ def _log_shard(t, shard_state, scratch, stamp, counts):
 
 
 @kernel
-def _room_path(root, stacks, holder_groups, group_state, shard_state, scalars, scratch, target):
+def _room_path(root, stacks, holder_groups, holder_layers, order, pos, group_state, shard_state, scalars, scratch,
+               target):
     """Breadth-first search from the group ``root`` (load above ``target``) for the nearest
     group with load below ``target`` along arcs ``g -u-> h`` (``g`` contributes ``u``, ``h``
     is another live holder of ``u``).  Returns that group (its tree path is read back
     through ``PARENT_SHARD`` and the assignment), or -1 when none is reachable: then the
     groups reached violate Hall's condition for capacity ``target`` (see
-    :func:`recover_groups`)."""
+    :func:`recover_groups`).
+
+    Moves: each group hands on its types from the bottom of its order up (one at layer
+    ``target`` or below would leave the new top layers anyway), and among the groups with
+    room at the shallowest depth one that has the arriving type in its top ``target``
+    layers is preferred (the last step is then free)."""
     alive = group_state[ALIVE]
     load = group_state[LOAD]
     visit = group_state[VISIT]
@@ -554,11 +560,17 @@ def _room_path(root, stacks, holder_groups, group_state, shard_state, scalars, s
     queue[0] = root
     head = 0
     tail = 1
+    level_end = 1
+    found = -1
     while head < tail:
+        if head == level_end:
+            if found >= 0:
+                return found
+            level_end = tail
         g = queue[head]
         head += 1
-        for layer in range(r):
-            u = stacks[g, layer]
+        for p in range(r - 1, -1, -1):
+            u = order[g, p]
             if assigned[u] != g:
                 continue
             for i in range(r):
@@ -568,15 +580,19 @@ def _room_path(root, stacks, holder_groups, group_state, shard_state, scalars, s
                 visit[h] = mark
                 parent_shard[h] = u
                 if load[h] < target:
-                    return h
+                    if pos[h, holder_layers[u, i]] < target:
+                        return h
+                    if found < 0:
+                        found = h
+                    continue
                 queue[tail] = h
                 tail += 1
-    return -1
+    return found
 
 
 @kernel
-def _lower_stack(root_count, stacks, holder_groups, group_state, shard_state, scalars, scratch, target, stamp,
-                 counts):
+def _lower_stack(root_count, stacks, holder_groups, holder_layers, order, pos, group_state, shard_state, scalars,
+                 scratch, target, stamp, counts):
     """Bring the load of the ``root_count`` groups listed in ``scratch[DISPLACED]`` (load
     ``target + 1``) down to ``target`` by augmenting paths; True on success.  Orders are not
     touched (see :func:`recover_groups`).  When a group has no path, every shift of the
@@ -589,7 +605,8 @@ def _lower_stack(root_count, stacks, holder_groups, group_state, shard_state, sc
     ok = True
     for o in range(root_count):
         root = scratch[DISPLACED, o]
-        end = _room_path(root, stacks, holder_groups, group_state, shard_state, scalars, scratch, target)
+        end = _room_path(root, stacks, holder_groups, holder_layers, order, pos, group_state, shard_state, scalars,
+                         scratch, target)
         if end < 0:
             ok = False
             break
@@ -656,8 +673,8 @@ def recover_groups(stacks, holder_groups, holder_layers, order, pos, group_state
     changed.  Otherwise ``order`` and ``shard_state[ASSIGNED]`` hold the new plan and the
     journal (if kept) one more undo record.
 
-    A returning group comes back with its layout order and no shard type.  Then ``S``
-    falls while a lower value is feasible: ``S* >= c(k)`` (Hall's condition for all
+    A returning group comes back with its layout order and takes back the types of its
+    top ``c(k)`` layers (no move).  Then ``S`` falls while a lower value is feasible: ``S* >= c(k)`` (Hall's condition for all
     types), so while ``S`` is above ``c(k)`` each group contributing ``S`` types gives one
     away along a shortest augmenting path ``g0 -u0-> g1 -u1-> ... -> gk`` (``g_i``
     contributes ``u_i``, ``g_{i+1}`` holds it, ``gk`` contributes fewer than ``S - 1``),
@@ -705,14 +722,26 @@ def recover_groups(stacks, holder_groups, holder_layers, order, pos, group_state
     previous_stack = scalars[STACK]
     stack_number = previous_stack
     lowest = (n + (n - failed_count) - 1) // (n - failed_count)
+    # A returning group takes back the types of its top c(k) layers: no move (they stay in
+    # its top S* >= c(k) layers), and fewer groups at the level to lower.
+    for i in range(back.size):
+        h = back[i]
+        for layer in range(min(lowest, r)):
+            t = stacks[h, layer]
+            g = assigned[t]
+            if g != h:
+                _log_shard(t, shard_state, scratch, stamp, counts)
+                assigned[t] = h
+                load[g] -= 1
+                load[h] += 1
     while stack_number > lowest:
         over = 0
         for g in range(n):
             if alive[g] != 0 and load[g] >= stack_number:
                 scratch[DISPLACED, over] = g
                 over += 1
-        if not _lower_stack(over, stacks, holder_groups, group_state, shard_state, scalars, scratch,
-                            stack_number - 1, stamp, counts):
+        if not _lower_stack(over, stacks, holder_groups, holder_layers, order, pos, group_state, shard_state, scalars,
+                            scratch, stack_number - 1, stamp, counts):
             break
         stack_number -= 1
     scalars[STACK] = stack_number

@@ -257,7 +257,7 @@ class ReorderController:
     @property
     def failed(self):
         """numpy.ndarray of int32, shape (k,): the groups failed since the last restart, sorted."""
-        return self._history.failed(self._failed_count())
+        return self._history.failed(self._failed_count(), self._history.generation)
 
     def _failed_count(self):
         return int(self._scalars[_k.FAILED_COUNT if self._micro_batches == 1 else _s.FAILED_COUNT])
