@@ -7,7 +7,7 @@ including the Python call.  At up to ``--exact-samples`` evenly spread steps of 
 same sequence, the exact planner :func:`spare_opt.plan_reorder` is timed on the same
 state (the controller's previous order and stack number) and both plans' moves are
 compared.  Also reported: the throughput of the compiled whole-sequence loop
-(:func:`spare_opt.controller.stack_number_trajectory`), peak traced memory of the
+(:func:`spare_opt.planning.controller.stack_number_trajectory`), peak traced memory of the
 controller at the largest N, and the numba compile time of the first call (cold cache)
 and of loading the cached kernels.
 
@@ -36,7 +36,7 @@ import tracemalloc
 import numpy as np
 
 from spare_opt import Layout, load_trajectory, plan_reorder
-from spare_opt.controller import ReorderController, _trajectory_state, stack_number_trajectory
+from spare_opt.planning.controller import ReorderController, _trajectory_state, stack_number_trajectory
 
 # Optimal Golomb rulers (all differences distinct); with max offset < N/2 they are also
 # Sidon sets mod N.
@@ -178,8 +178,8 @@ def _slowest(times_us, moves):
 
 def moves_by_layout(n, r, seed, m=1):
     """Controller moves vs the min-cost-flow optimum at every step of one failure sequence
-    run to wipe-out, for the other layout families (``spare_opt.generators``)."""
-    from spare_opt import generators
+    run to wipe-out, for the other layout families (``spare_opt.layouts.generators``)."""
+    from spare_opt.layouts import generators
 
     result = {}
     for method, layout in (("consecutive", generators.consecutive(n, r)), ("block", generators.block(n, r)),
@@ -209,7 +209,8 @@ def call_breakdown(n, r, seed, m=1):
     full ``fail()``."""
     from numba import njit
 
-    from spare_opt import _controller_kernels, _split_kernels
+    from spare_opt.planning import _kernels as _controller_kernels
+    from spare_opt.planning import _split_kernels
 
     kernels = _controller_kernels if m == 1 else _split_kernels
     kernel = _controller_kernels.fail_packed if m == 1 else _split_kernels.fail_split
@@ -283,7 +284,7 @@ def peak_memory(n, r, seed, m=1):
 _COMPILE_SNIPPET = """
 import sys, time, numpy as np
 from spare_opt import Layout
-from spare_opt.controller import ReorderController, load_trajectory
+from spare_opt.planning.controller import ReorderController, load_trajectory
 m = int(sys.argv[1])
 layout = Layout((np.arange(7)[:, None] + np.array([0, 1, 3])) % 7)
 start = time.perf_counter(); ReorderController(layout, micro_batches=m).fail(0); first = time.perf_counter() - start

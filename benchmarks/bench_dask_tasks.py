@@ -4,7 +4,7 @@ Usage::
 
     python benchmarks/bench_dask_tasks.py [--groups 100000] [--redundancy 17] [--trials 12] [--chunk 2]
 
-Starts ``spare_opt._parallel.local_cluster_options(2)``, warms both workers (imports and
+Starts ``spare_opt._core.parallel.local_cluster_options(2)``, warms both workers (imports and
 numba cache loads), runs ``monte_carlo`` on the cluster under
 ``distributed.get_task_stream`` and prints, per task, the worker and its compute time;
 then the same trials in this process.  The numbers of both runs are compared.
@@ -26,7 +26,7 @@ def main():
     from distributed import Client, LocalCluster, get_task_stream
 
     from spare_opt import monte_carlo, sidon
-    from spare_opt._parallel import local_cluster_options
+    from spare_opt._core.parallel import local_cluster_options
 
     layout = sidon(args.groups, args.redundancy, time_limit=10)
     report = {}

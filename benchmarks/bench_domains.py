@@ -31,7 +31,7 @@ import time
 import numpy as np
 
 import spare_opt as so
-from spare_opt._plotting import plot_domain_probability
+from spare_opt.guarantees._plots import plot_domain_probability
 
 #: The fraction of failure events that hit several nodes at the same instant on the InfiniteHBD trace.
 TRACE_P = 0.057

@@ -37,8 +37,8 @@ t0, c0 = time.perf_counter(), time.process_time()
 import spare_opt
 t_import, c_import = time.perf_counter() - t0, time.process_time() - c0
 from numba.core import event
-import spare_opt.generators as generators
-import spare_opt.replay as replay_module
+import spare_opt.layouts.generators as generators
+import spare_opt.simulation.replay as replay_module
 phases = {"import spare_opt": t_import}
 cpu = {"import spare_opt": c_import}
 compile_stack, exclusive = [], {}

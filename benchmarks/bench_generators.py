@@ -19,7 +19,7 @@ import json
 import platform
 import time
 
-from spare_opt.generators import _solve_difference_model, consecutive, random_latin, sidon
+from spare_opt.layouts.generators import _solve_difference_model, consecutive, random_latin, sidon
 
 CASES = [
     ("sidon", 1_000, 10),

@@ -25,7 +25,7 @@ import time
 import numpy as np
 
 from spare_opt import preset_parameters, simulate
-from spare_opt._runs import FailurePool, run_synthetic
+from spare_opt.simulation._runs import FailurePool, run_synthetic
 
 
 def scenario():
@@ -171,7 +171,7 @@ def main(argv=None):
     report["spare_run_seconds_including_trajectories"] = float(np.median(times))
 
     if args.full:
-        from spare_opt.tuning import tune_preset
+        from spare_opt.simulation.tuning import tune_preset
 
         t = time.perf_counter()
         tune_preset("paper-600k", seeds=10, workers=2)

@@ -2,12 +2,12 @@
 
 import click
 
-from spare_opt import _validation as check
-from spare_opt._plotting import require_matplotlib
-from spare_opt.errors import SpareError
-from spare_opt.parameters import PRESETS, parse_overrides
-from spare_opt.events import SEMANTICS
-from spare_opt.verdict import (
+from spare_opt._core import validation as check
+from spare_opt._core.plotting import require_matplotlib
+from spare_opt._core.errors import SpareError
+from spare_opt.simulation.parameters import PRESETS, parse_overrides
+from spare_opt.simulation.events import SEMANTICS
+from spare_opt.simulation.verdict import (
     DEFAULT_COMPARE_MICRO_BATCHES,
     DEFAULT_COMPARE_REP,
     DEFAULT_COMPARE_SPARE,
@@ -153,12 +153,12 @@ def command(ctx, trace_path, trace_format, time_unit, model_path, preset, groups
         refuse_unused("--micro-batches", "needs SPARe settings (--spare-r is empty)")
     trace = None
     if trace_path is not None:
-        from spare_opt.trace import read_fault_trace
+        from spare_opt.traces.json_format import read_fault_trace
 
         trace = read_fault_trace(trace_path, format=trace_format, time_unit=time_unit)
     fault_model = None
     if model_path is not None:
-        from spare_opt.fit import FailureModel
+        from spare_opt.traces.failure_model import FailureModel
 
         fault_model = FailureModel.load(model_path)
     if preset is None:

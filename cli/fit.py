@@ -2,9 +2,10 @@
 
 import click
 
-from spare_opt.errors import SpareError
-from spare_opt.fit import DEFAULT_RESAMPLES, DEFAULT_WINDOW_MINUTES, REPAIR_DISTRIBUTIONS, fit_trace
-from spare_opt.trace import read_fault_trace
+from spare_opt._core.errors import SpareError
+from spare_opt.traces.fit import DEFAULT_RESAMPLES, DEFAULT_WINDOW_MINUTES, fit_trace
+from spare_opt.traces.failure_model import REPAIR_DISTRIBUTIONS
+from spare_opt.traces.json_format import read_fault_trace
 
 from .options import (
     FLOAT,

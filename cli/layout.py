@@ -2,8 +2,8 @@
 
 import click
 
-from spare_opt.domain_layouts import DOMAIN_METHODS, domain_safe
-from spare_opt.generators import DEFAULT_TIME_LIMIT, METHODS, generate
+from spare_opt.layouts.domain_layouts import DOMAIN_METHODS, domain_safe
+from spare_opt.layouts.generators import DEFAULT_TIME_LIMIT, METHODS, generate
 
 from .options import (
     INTEGER,

@@ -3,7 +3,7 @@
 import click
 
 from spare_opt import __version__
-from spare_opt.errors import SpareError
+from spare_opt._core.errors import SpareError
 
 
 class SpareGroup(click.Group):

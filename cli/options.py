@@ -8,12 +8,13 @@ import click
 from click.core import ParameterSource
 
 from spare_opt import MAX_SPLIT_ENTRIES, Layout
-from spare_opt import _validation as check
-from spare_opt._io import dumps_json
-from spare_opt._parallel import check_scheduler_address, dask_executor
-from spare_opt.errors import FailureSetError, SpareError
-from spare_opt.failure_sets import parse_group_ids
-from spare_opt.trace import TIME_UNITS, TRACE_FILE_FORMATS
+from spare_opt._core import validation as check
+from spare_opt._core.io import dumps_json
+from spare_opt._core.parallel import check_scheduler_address, dask_executor
+from spare_opt._core.errors import FailureSetError, SpareError
+from spare_opt.planning.failure_sets import parse_group_ids
+from spare_opt.traces.csv_format import TIME_UNITS
+from spare_opt.traces.json_format import TRACE_FILE_FORMATS
 
 __all__ = [
     "json_option",
@@ -54,8 +55,8 @@ class _Strict:
     click's own ``int`` and ``float`` types call Python's ``int()`` and ``float()``,
     which take ``1_000``, other scripts' digits, ``nan`` and ``inf``, and fail with a
     bare ``ValueError`` on integers beyond 4300 digits; every number option of
-    spare-opt goes through :func:`spare_opt._validation.parse_int` /
-    :func:`~spare_opt._validation.parse_float` instead, as ``--fail`` and ``--set`` do.
+    spare-opt goes through :func:`spare_opt._core.validation.parse_int` /
+    :func:`~spare_opt._core.validation.parse_float` instead, as ``--fail`` and ``--set`` do.
     """
 
     def _parse(self, value, param, ctx):
@@ -188,7 +189,7 @@ def load_topology(ctx, param, value):
     """``--topology FILE`` callback: the file loaded into a :class:`spare_opt.Topology` (one Error line if bad)."""
     if value is None:
         return None
-    from spare_opt.topology import Topology
+    from spare_opt.layouts.topology import Topology
 
     try:
         return Topology.load(value)
@@ -220,7 +221,7 @@ def echo_json(obj):
 
 
 def parse_group_list(text):
-    """Parse ``"3,17,42"`` into ints with :func:`spare_opt.plan.parse_group_ids` (usage error on bad text)."""
+    """Parse ``"3,17,42"`` into ints with :func:`spare_opt.planning.plan.parse_group_ids` (usage error on bad text)."""
     try:
         return parse_group_ids(text)
     except FailureSetError as exc:
@@ -325,7 +326,7 @@ def executor_for(scheduler, workers):
     ``"local"`` starts a ``distributed.LocalCluster`` of ``workers`` single-threaded
     worker processes (every CPU for ``-1``) and stops it afterwards; an address connects
     to a running scheduler.  The library does the work
-    (:func:`spare_opt._parallel.dask_executor`); its errors (Dask missing, a scheduler
+    (:func:`spare_opt._core.parallel.dask_executor`); its errors (Dask missing, a scheduler
     that cannot be reached) become one ``Error:`` line.  See ``docs/scaling.md``.
     """
     if scheduler is None:

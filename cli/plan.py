@@ -2,10 +2,10 @@
 
 import click
 
-from spare_opt.errors import FailureSetError
-from spare_opt.failure_sets import read_failure_set
-from spare_opt.plan import lower_bound
-from spare_opt.planner import plan_reorder
+from spare_opt._core.errors import FailureSetError
+from spare_opt.planning.failure_sets import read_failure_set
+from spare_opt.planning.plan import lower_bound
+from spare_opt.planning.exact import plan_reorder
 
 from .options import echo_json, json_option, layout_argument, micro_batches_option, parse_group_list
 

@@ -2,10 +2,10 @@
 
 import click
 
-from spare_opt.placement import Placement
-from spare_opt.events import SEMANTICS
-from spare_opt.replay import replay_trace
-from spare_opt.trace import read_fault_trace
+from spare_opt.traces.placement import Placement
+from spare_opt.simulation.events import SEMANTICS
+from spare_opt.simulation.replay import replay_trace
+from spare_opt.traces.json_format import read_fault_trace
 
 from .options import (
     IntegerRange,

@@ -4,11 +4,11 @@
 import click
 import numpy as np
 
-from spare_opt.events import SEMANTICS
-from spare_opt.parameters import PRESETS, STRATEGIES, parse_overrides, preset_parameters
-from spare_opt.simulation import default_redundancy, simulate_seeds, summarise
+from spare_opt.simulation.events import SEMANTICS
+from spare_opt.simulation.parameters import PRESETS, STRATEGIES, parse_overrides, preset_parameters
+from spare_opt.simulation.time_to_train import default_redundancy, simulate_seeds, summarise
 
-from spare_opt._stats import finite_or_none
+from spare_opt._core.stats import finite_or_none
 
 from .options import (
     INTEGER,
@@ -102,7 +102,7 @@ def command(ctx, preset, groups, strategy, redundancy, ckpt_period, seeds, trace
     with a trace, which gives the failures; controller_seconds and patch_layers
     without SPARe).  --workers with a --scheduler address only warns.
     """
-    from spare_opt.layout import Layout
+    from spare_opt.layouts.layout import Layout
 
     overrides = parse_overrides(settings)
     _refuse_unused_options(ctx, strategy, trace_path, overrides)
@@ -115,7 +115,7 @@ def command(ctx, preset, groups, strategy, redundancy, ckpt_period, seeds, trace
         overrides["heal_seconds"] = heal_seconds
     fault_model = None
     if fault_model_path is not None:
-        from spare_opt.fit import FailureModel
+        from spare_opt.traces.failure_model import FailureModel
 
         fault_model = FailureModel.load(fault_model_path)
     params = preset_parameters(preset, groups, **overrides)
@@ -124,14 +124,14 @@ def command(ctx, preset, groups, strategy, redundancy, ckpt_period, seeds, trace
         redundancy = layout.redundancy if layout is not None else default_redundancy(strategy, groups)
     trace = None
     if trace_path is not None:
-        from spare_opt.trace import read_fault_trace
+        from spare_opt.traces.json_format import read_fault_trace
 
         trace = read_fault_trace(trace_path, format=trace_format, time_unit=time_unit)
     placement = None
     if placement_path is not None:
         if placement_seed is not None:
             refuse_unused("--placement", "and --placement-seed are two placements: give one")
-        from spare_opt.placement import Placement
+        from spare_opt.traces.placement import Placement
 
         placement = Placement.load(placement_path).prepared(layout=layout)
     with executor_for(scheduler, workers) as executor, progress_bar(quiet, "simulating") as progress:

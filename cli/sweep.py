@@ -3,9 +3,9 @@
 import click
 
 from spare_opt import theory
-from spare_opt.generators import METHODS
-from spare_opt.montecarlo import MAX_TRIALS, sweep
-from spare_opt.parameters import PAPER
+from spare_opt.layouts.generators import METHODS
+from spare_opt.guarantees.montecarlo import MAX_TRIALS, sweep
+from spare_opt.simulation.parameters import PAPER
 
 from .options import (
     INTEGER,
@@ -118,7 +118,7 @@ def command(ctx, groups, r_min, r_max, methods, trials, seed, micro_batches, wor
                                   "--scheduler local)")
     if plot_path is not None:
         check_output_path(plot_path, force)
-        from spare_opt._plotting import require_matplotlib
+        from spare_opt._core.plotting import require_matplotlib
 
         require_matplotlib()  # before the long work, not after it
     with executor_for(scheduler, workers) as executor, progress_bar(quiet, "sweep trials") as progress:
@@ -128,7 +128,7 @@ def command(ctx, groups, r_min, r_max, methods, trials, seed, micro_batches, wor
                        progress=progress)
     written = None
     if plot_path is not None:
-        from spare_opt._plotting import plot_sweep
+        from spare_opt.guarantees._plots import plot_sweep
 
         written = plot_sweep(result, plot_path, force=force)
     if as_json:

@@ -2,12 +2,12 @@
 
 import click
 
-from spare_opt.domains import derived_topology
-from spare_opt.topology import Topology
-from spare_opt.trace import read_fault_trace
+from spare_opt.guarantees.domains import derived_topology
+from spare_opt.layouts.topology import Topology
+from spare_opt.traces.json_format import read_fault_trace
 
-from spare_opt import _validation as check
-from spare_opt.errors import SpareError
+from spare_opt._core import validation as check
+from spare_opt._core.errors import SpareError
 
 from .options import (
     FLOAT,

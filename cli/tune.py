@@ -2,9 +2,9 @@
 
 import click
 
-from spare_opt._plotting import require_matplotlib
-from spare_opt.parameters import PAPER_TABLE, PRESETS, parse_overrides
-from spare_opt.tuning import plot_tune, tune_preset
+from spare_opt._core.plotting import require_matplotlib
+from spare_opt.simulation.parameters import PAPER_TABLE, PRESETS, parse_overrides
+from spare_opt.simulation.tuning import plot_tune, tune_preset
 
 from .options import (
     INTEGER,

@@ -3,9 +3,9 @@
 import click
 
 from spare_opt import theory
-from spare_opt.domains import DOMAIN_REPORT_MAX_PAIRS, domain_comparison, domain_report
-from spare_opt.montecarlo import MAX_TRIALS, monte_carlo
-from spare_opt.worst_case import (
+from spare_opt.guarantees.domains import DOMAIN_REPORT_MAX_PAIRS, domain_comparison, domain_report
+from spare_opt.guarantees.montecarlo import MAX_TRIALS, monte_carlo
+from spare_opt.guarantees.worst_case import (
     EXACT_WORST_CASE_MAX_GROUPS,
     min_wipe_out_set,
     worst_case_after_one_failure,
@@ -133,7 +133,7 @@ def command(ctx, layout, trials, seed, micro_batches, workers, scheduler, worst_
     if model_path is not None:
         if domain_probability is not None:
             refuse_unused("--failure-model", "and --domain-probability both give P: give one")
-        from spare_opt.fit import FailureModel
+        from spare_opt.traces.failure_model import FailureModel
 
         domain_probability = FailureModel.load(model_path).multi_node_probability
     if domain_probability is not None and trials == 0:
@@ -143,11 +143,11 @@ def command(ctx, layout, trials, seed, micro_batches, workers, scheduler, worst_
         if trials == 0:
             raise click.BadParameter("needs --trials > 0 (the plot shows Monte-Carlo results)", param_hint="--plot")
         check_output_path(plot_path, force)
-        from spare_opt._plotting import require_matplotlib
+        from spare_opt._core.plotting import require_matplotlib
 
         require_matplotlib()  # before the long work, not after it
     n, r = layout.groups, layout.redundancy
-    from spare_opt.plan import check_micro_batches
+    from spare_opt.planning.plan import check_micro_batches
 
     check_micro_batches(micro_batches, n)  # N M beyond memory: refused before any work
     if worst_k is not None and worst_k > n:
@@ -192,7 +192,7 @@ def command(ctx, layout, trials, seed, micro_batches, workers, scheduler, worst_
                 domains.levels[level]["correlated"] = comparison
     written = None
     if plot_path is not None:
-        from spare_opt._plotting import plot_monte_carlo
+        from spare_opt.guarantees._plots import plot_monte_carlo
 
         written = plot_monte_carlo(result, plot_path, force=force)
 

@@ -13,7 +13,7 @@ import sys
 
 import click
 
-from spare_opt._io import write_atomic
+from spare_opt._core.io import write_atomic
 from spare_opt_cli.main import main
 
 

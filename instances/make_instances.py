@@ -29,9 +29,10 @@ ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
 from spare_opt import Layout  # noqa: E402
-from spare_opt.demo import default_trace_document  # noqa: E402
-from spare_opt.errors import OutputExistsError  # noqa: E402
-from spare_opt.trace import synthetic_fault_trace, write_fault_trace  # noqa: E402
+from spare_opt.demo import default_trace_document
+from spare_opt._core.errors import OutputExistsError
+from spare_opt.traces.synthetic import synthetic_fault_trace
+from spare_opt.traces.json_format import write_fault_trace
 
 SMALL_GROUPS = 12
 #: File name of the demo's generated failure sequence.
@@ -88,7 +89,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     import json
 
-    from spare_opt._io import write_atomic
+    from spare_opt._core.io import write_atomic
 
     small = HERE / "small"
     small.mkdir(exist_ok=True)

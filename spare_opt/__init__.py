@@ -2,28 +2,28 @@
 
 Every public name is importable from here; the modules, one per concept:
 
-* :mod:`spare_opt.layout` - :class:`Layout`, a stack layout;
-  :mod:`spare_opt.generators` - :func:`sidon`, :func:`consecutive`, :func:`block`,
+* :mod:`spare_opt.layouts.layout` - :class:`Layout`, a stack layout;
+  :mod:`spare_opt.layouts.generators` - :func:`sidon`, :func:`consecutive`, :func:`block`,
   :func:`random_latin`, :func:`generate`;
-* :mod:`spare_opt.plan` - :class:`Plan`, :func:`check_plan`;
-  :mod:`spare_opt.failure_sets` - reading and checking failure sets;
-* :mod:`spare_opt.planner` - :func:`plan_reorder`, the exact reorder planner (the
+* :mod:`spare_opt.planning.plan` - :class:`Plan`, :func:`check_plan`;
+  :mod:`spare_opt.planning.failure_sets` - reading and checking failure sets;
+* :mod:`spare_opt.planning.exact` - :func:`plan_reorder`, the exact reorder planner (the
   reference), and :func:`stack_number_certificate`;
-* :mod:`spare_opt.controller` - :class:`ReorderController`, the online controller;
-* :mod:`spare_opt.theory` - closed forms; :mod:`spare_opt.worst_case` - guarantees;
-  :mod:`spare_opt.montecarlo` - :func:`monte_carlo` and :func:`sweep`;
-* :mod:`spare_opt.parameters` - simulation parameters and presets (the paper's
-  numbers); :mod:`spare_opt.events` - failure and rejoin events under the ``paper``
-  and ``repair`` semantics; :mod:`spare_opt.simulation` - :func:`simulate`; :mod:`spare_opt.tuning` -
+* :mod:`spare_opt.planning.controller` - :class:`ReorderController`, the online controller;
+* :mod:`spare_opt.theory` - closed forms; :mod:`spare_opt.guarantees.worst_case` - guarantees;
+  :mod:`spare_opt.guarantees.montecarlo` - :func:`monte_carlo` and :func:`sweep`;
+* :mod:`spare_opt.simulation.parameters` - simulation parameters and presets (the paper's
+  numbers); :mod:`spare_opt.simulation.events` - failure and rejoin events under the ``paper``
+  and ``repair`` semantics; :mod:`spare_opt.simulation.time_to_train` - :func:`simulate`; :mod:`spare_opt.simulation.tuning` -
   :func:`tune`;
-* :mod:`spare_opt.trace` - fault traces; :mod:`spare_opt.fit` - :func:`fit_trace` and the
-  :class:`FailureModel` it fits; :mod:`spare_opt.replay` - :func:`replay_trace`;
-  :mod:`spare_opt.verdict` - :func:`compare`, the operator's verdict (checkpointing,
+* :mod:`spare_opt.traces.trace` - fault traces; :mod:`spare_opt.traces.fit` - :func:`fit_trace` and the
+  :class:`FailureModel` it fits; :mod:`spare_opt.simulation.replay` - :func:`replay_trace`;
+  :mod:`spare_opt.simulation.verdict` - :func:`compare`, the operator's verdict (checkpointing,
   replication and SPARe on the same failures); :mod:`spare_opt.demo` - the demo;
-* :mod:`spare_opt.topology` - :class:`Topology`, failure domains;
-  :mod:`spare_opt.domain_layouts` - :func:`domain_safe` layouts;
-  :mod:`spare_opt.domains` - :func:`domain_report` and :func:`derived_topology`;
-  :mod:`spare_opt.placement` - :class:`Placement` of trace nodes.
+* :mod:`spare_opt.layouts.topology` - :class:`Topology`, failure domains;
+  :mod:`spare_opt.layouts.domain_safe` - :func:`domain_safe` layouts;
+  :mod:`spare_opt.guarantees.domains` - :func:`domain_report` and :func:`derived_topology`;
+  :mod:`spare_opt.traces.placement` - :class:`Placement` of trace nodes.
 
 Conventions (``docs/api.md``): core inputs positional, options keyword-only; wrong types
 raise :class:`ParameterTypeError`, bad values :class:`ParameterError` (both
@@ -35,220 +35,174 @@ Reference: Lee et al., "SPARe: Stacked Parallelism with Adaptive Reordering for
 Fault-Tolerant LLM Pretraining Systems with 100k+ GPUs", ICML 2026, arXiv:2603.00357.
 """
 
-from .errors import (
-    ExecutorError,
-    FailureSetError,
+from ._core.errors import (
+    SpareError,
+    ParameterTypeError,
+    ParameterError,
     LayoutError,
     LayoutFileError,
+    FailureSetError,
+    PlanError,
+    TraceError,
     OutputExistsError,
     OutputWriteError,
-    ParameterError,
-    ParameterTypeError,
-    PlanError,
-    FailureModelError,
     SolverError,
-    SpareError,
     TopologyError,
     PlacementError,
-    TraceError,
+    FailureModelError,
+    ExecutorError,
 )
-from .layout import (
+from ._core.paper import PAPER, PAPER_TABLE, PAPER_MTBF_SECONDS, PAPER_RESTART_SECONDS, PAPER_SAVE_SECONDS
+from .layouts import (
+    Layout,
     LAYOUT_FORMAT,
     LAYOUT_VERSION,
-    check_layout,
     check_size,
-    Layout,
-)
-from .plan import (
-    MASKED,
-    MAX_MICRO_BATCHES,
-    MAX_SPLIT_ENTRIES,
-    WIPE_OUT,
-    check_micro_batches,
-    check_plan,
-    is_valid_plan,
-    lower_bound,
-    Plan,
-)
-from .failure_sets import (
-    normalise_groups,
-    parse_group_ids,
-    read_failure_set,
-)
-from .generators import (
-    DEFAULT_TIME_LIMIT,
-    METHODS,
-    block,
+    check_layout,
     consecutive,
-    generate,
-    random_latin,
     sidon,
-)
-from .topology import (
+    block,
+    random_latin,
+    generate,
+    METHODS,
+    DEFAULT_TIME_LIMIT,
+    Topology,
     TOPOLOGY_FORMAT,
     TOPOLOGY_VERSION,
     check_topology,
-    Topology,
-)
-from .domain_layouts import (
     DOMAIN_METHODS,
     DOMAIN_STATUSES,
-    conflict_graph,
-    domain_multiplicity,
     domain_safe,
+    domain_multiplicity,
     is_domain_safe,
+    conflict_graph,
 )
-from .planner import (
-    least_load,
-    least_stack_number,
+from .planning import (
+    Plan,
+    MASKED,
+    WIPE_OUT,
+    check_plan,
+    is_valid_plan,
+    lower_bound,
+    MAX_MICRO_BATCHES,
+    MAX_SPLIT_ENTRIES,
+    check_micro_batches,
+    normalise_groups,
+    parse_group_ids,
+    read_failure_set,
     plan_reorder,
+    least_stack_number,
+    least_load,
     stack_number_certificate,
-)
-from .controller import (
-    load_trajectories,
-    load_trajectory,
     ReorderController,
-    stack_number_trajectories,
     stack_number_trajectory,
+    stack_number_trajectories,
+    load_trajectory,
+    load_trajectories,
 )
-from .worst_case import (
+from .traces import (
+    FaultTrace,
+    Instant,
+    IrregularEvent,
+    IRREGULAR_KINDS,
+    TRACE_FORMAT,
+    TRACE_VERSION,
+    TRACE_FILE_FORMATS,
+    TIME_UNITS,
+    CSV_COLUMNS,
+    CSV_OPTIONAL_COLUMNS,
+    read_fault_trace,
+    parse_fault_events,
+    parse_fault_csv,
+    trace_file_format,
+    trace_instants,
+    instant_batches,
+    synthetic_fault_trace,
+    write_fault_trace,
+    Placement,
+    PLACEMENT_FORMAT,
+    PLACEMENT_VERSION,
+    Estimate,
+    FailureModel,
+    FitResult,
+    fit_trace,
+    REPAIR_DISTRIBUTIONS,
+    FAILURE_MODEL_FORMAT,
+    FAILURE_MODEL_VERSION,
+    DEFAULT_WINDOW_MINUTES,
+    DEFAULT_RESAMPLES,
+    MAX_SAMPLE_EVENTS,
+)
+from .guarantees import (
+    theory,
     EXACT_WORST_CASE_MAX_GROUPS,
     WORST_CASE_METHODS,
+    WorstCase,
     min_wipe_out_set,
     worst_case_after_one_failure,
     worst_case_load_after_one_failure,
-    worst_case_profile,
     worst_case_stack_number,
-    WorstCase,
-)
-from .montecarlo import (
+    worst_case_profile,
     MAX_TRIALS,
-    domain_monte_carlo,
-    DomainMonteCarloResult,
-    monte_carlo,
     MonteCarloResult,
-    sweep,
     SweepResult,
+    monte_carlo,
+    sweep,
+    DomainMonteCarloResult,
+    domain_monte_carlo,
+    DOMAIN_REPORT_MAX_PAIRS,
+    DomainReport,
+    domain_report,
+    domain_comparison,
+    derived_topology,
 )
-from .parameters import (
-    DEFAULT_HEAL_SECONDS,
+from .simulation import (
     DEFAULT_PERIOD_FACTORS,
     DEFAULT_REP_REDUNDANCIES,
     DEFAULT_SPARE_REDUNDANCIES,
+    STRATEGIES,
+    RESTART_FAILURE_POLICIES,
     FAILURE_MODELS,
     MAX_STEPS,
-    PAPER,
-    PAPER_MTBF_SECONDS,
-    PAPER_RESTART_SECONDS,
-    PAPER_SAVE_SECONDS,
-    PAPER_TABLE,
+    SimulationParameters,
+    Preset,
     PRESETS,
-    RESTART_FAILURE_POLICIES,
-    STRATEGIES,
+    get_preset,
+    preset_parameters,
+    parse_overrides,
     allreduce_seconds,
     fault_free_seconds,
-    get_preset,
-    parse_overrides,
-    Preset,
-    preset_parameters,
-    SimulationParameters,
-)
-from .events import (
+    MAX_EXPECTED_FAILURES,
+    DEFAULT_REP_REDUNDANCY,
+    SimulationResult,
+    simulate,
+    simulate_seeds,
+    DEFAULT_HEAL_SECONDS,
     EVENT_KINDS,
     SEMANTICS,
     SEMANTICS_RULES,
     FailureEvents,
     model_events,
     trace_events,
-)
-from .simulation import (
-    DEFAULT_REP_REDUNDANCY,
-    MAX_EXPECTED_FAILURES,
-    default_layout,
-    default_redundancy,
-    rep_wipe_out_index,
-    simulate,
-    simulate_seeds,
-    SimulationResult,
     summarise,
+    default_redundancy,
+    default_layout,
+    rep_wipe_out_index,
     trace_failures,
     trace_seconds,
     trace_system_mtbf_seconds,
-)
-from .tuning import (
-    closed_form,
     closed_form_period,
+    closed_form,
     mean_failures_to_wipe_out,
-    plot_tune,
+    TuneResult,
     tune,
     tune_preset,
-    TuneResult,
-)
-from .trace import (
-    CSV_COLUMNS,
-    CSV_OPTIONAL_COLUMNS,
-    IRREGULAR_KINDS,
-    TIME_UNITS,
-    TRACE_FILE_FORMATS,
-    TRACE_FORMAT,
-    TRACE_VERSION,
-    FaultTrace,
-    Instant,
-    IrregularEvent,
-    parse_fault_csv,
-    parse_fault_events,
-    read_fault_trace,
-    trace_file_format,
-    synthetic_fault_trace,
-    trace_instants,
-    instant_batches,
-    write_fault_trace,
-)
-from .placement import (
-    PLACEMENT_FORMAT,
-    PLACEMENT_VERSION,
-    Placement,
-)
-from .domains import (
-    DOMAIN_REPORT_MAX_PAIRS,
-    derived_topology,
-    domain_comparison,
-    domain_report,
-    DomainReport,
-)
-from .fit import (
-    DEFAULT_RESAMPLES,
-    DEFAULT_WINDOW_MINUTES,
-    FAILURE_MODEL_FORMAT,
-    FAILURE_MODEL_VERSION,
-    MAX_SAMPLE_EVENTS,
-    REPAIR_DISTRIBUTIONS,
-    Estimate,
-    FailureModel,
-    FitResult,
-    fit_trace,
-)
-from .replay import (
+    plot_tune,
     PLANNERS,
-    ROW_STATUSES,
-    replay_trace,
-    ReplayResult,
     ReplayRow,
-)
-from .demo import (
-    DEFAULT_OUT,
-    DEFAULT_TRACE_SEED,
-    DEMO_GROUPS,
-    DEMO_VERDICT,
-    DEMO_COMPRESSION,
-    DEMO_MICRO_BATCHES,
-    default_trace_document,
-    DemoResult,
-    find_trace,
-    packaged_trace_path,
-    run_demo,
-)
-from .verdict import (
+    ReplayResult,
+    replay_trace,
+    ROW_STATUSES,
     DEFAULT_COMPARE_FACTORS,
     DEFAULT_COMPARE_MICRO_BATCHES,
     DEFAULT_COMPARE_REP,
@@ -262,9 +216,21 @@ from .verdict import (
     cyclic_trace,
     plot_compare,
 )
-from . import theory
+from .demo import (
+    DEMO_GROUPS,
+    DEMO_VERDICT,
+    DEMO_COMPRESSION,
+    DEMO_MICRO_BATCHES,
+    DEFAULT_OUT,
+    DEFAULT_TRACE_SEED,
+    DemoResult,
+    run_demo,
+    find_trace,
+    packaged_trace_path,
+    default_trace_document,
+)
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 
 __all__ = [
     "theory",

@@ -24,11 +24,12 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
-from . import _validation as check
-from ._results import Result
-from ._io import as_path, dumps_json, write_atomic
-from .errors import LayoutFileError, OutputExistsError, OutputWriteError, ParameterError, SpareError
-from .trace import parse_fault_events, read_fault_trace, synthetic_fault_trace
+from ._core import validation as check
+from ._core.results import Result
+from ._core.io import as_path, dumps_json, write_atomic
+from ._core.errors import LayoutFileError, OutputExistsError, OutputWriteError, ParameterError, SpareError
+from .traces.json_format import parse_fault_events, read_fault_trace
+from .traces.synthetic import synthetic_fault_trace
 
 __all__ = [
     "DEMO_GROUPS",
@@ -281,9 +282,9 @@ def run_demo(out_dir=DEFAULT_OUT, *, trace_path=None, force=False, planner="cont
     placed on random groups).  ``r* = floor(log2 N + 0.833)`` is the
     closed form of Lee et al., ICML 2026, Sec. 5.
     """
-    from .generators import sidon
-    from .replay import replay_trace
-    from .theory import r_star
+    from .layouts.generators import sidon
+    from .simulation.replay import replay_trace
+    from .guarantees.theory import r_star
 
     force = check.flag("force", force)
     generated = check.flag("generated", generated)
@@ -327,7 +328,7 @@ def run_demo(out_dir=DEFAULT_OUT, *, trace_path=None, force=False, planner="cont
                      for m in (1, split)]
     verdicts = []
     if verdict:
-        from .verdict import compare, compare_parameters
+        from .simulation.verdict import compare, compare_parameters
 
         grid = dict(DEMO_VERDICT, micro_batches=tuple(sorted(set(DEMO_MICRO_BATCHES) | {micro_batches})))
         for scale in (1.0, DEMO_COMPRESSION):
@@ -394,7 +395,7 @@ _VERDICT_LEGEND = (
 
 def _verdict_lines(verdict):
     """The verdict in a few lines: context, one line per strategy, the conclusion."""
-    from .verdict import STRATEGY_LABELS, _ratio
+    from .simulation.verdict import STRATEGY_LABELS, _ratio
 
     scale = verdict.params.trace_time_scale
     rate = "at the trace's rate" if scale == 1.0 else f"with the trace compressed {1 / scale:g}x"

@@ -4,7 +4,7 @@ Everything here is plain Python over small inputs: brute force over subsets or o
 assignments, no graph library.  Fast paths in ``spare_opt`` are asserted equal to these.
 
 Layout builders are also here (circulant, block, random Latin rectangle) so that tests do
-not depend on ``spare_opt.generators``.
+not depend on ``spare_opt.layouts.generators``.
 """
 
 import itertools

@@ -1,10 +1,10 @@
 """Plain-Python reference of the time-to-train event loop: the spec of ``run_kernel``.
 
 :func:`naive_run_kernel` takes exactly the inputs of
-:func:`spare_opt._simulate_kernels.run_kernel` (the packed ``fparams`` / ``iparams`` and
+:func:`spare_opt.simulation._kernels.run_kernel` (the packed ``fparams`` / ``iparams`` and
 the trajectory and trace arrays) and returns the same ``R_*`` statistics.  It is written
-from the documented semantics (``spare_opt.simulation`` module docstring,
-:class:`~spare_opt.parameters.SimulationParameters`, ``docs/reproduction.md``), one class
+from the documented semantics (``spare_opt.simulation.time_to_train`` module docstring,
+:class:`~spare_opt.simulation.parameters.SimulationParameters`, ``docs/reproduction.md``), one class
 per concern, for reading rather than speed.  The only thing it takes from the kernel
 module is the index layout of the arrays (``F_*``, ``I_*``, ``R_*``, ``STRATEGY_*``,
 ``MODEL_*``).
@@ -65,7 +65,7 @@ import math
 
 import numpy as np
 
-from spare_opt import _simulate_kernels as K
+from spare_opt.simulation import _kernels as K
 
 __all__ = ["PoolExhausted", "naive_run_kernel"]
 
@@ -461,7 +461,7 @@ def naive_run_kernel(fparams, iparams, stack_traj, cost_traj, wipe_index, events
     ----------
     fparams : numpy.ndarray of float64, shape (N_FPARAMS,)
     iparams : numpy.ndarray of int64, shape (N_IPARAMS,)
-        Packed parameters, as :func:`spare_opt._runs._pack` fills them.
+        Packed parameters, as :func:`spare_opt.simulation._runs._pack` fills them.
     stack_traj : numpy.ndarray of int, shape (E, W)
         Synthetic failures: ``stack_traj[e, k]`` is the stack number after ``k`` failures
         of restart epoch ``e`` (replication: one element, ``r``).

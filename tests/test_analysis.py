@@ -1,4 +1,4 @@
-"""Worst-case tools (spare_opt.worst_case) and Monte-Carlo (spare_opt.montecarlo) against brute force.
+"""Worst-case tools (spare_opt.guarantees.worst_case) and Monte-Carlo (spare_opt.guarantees.montecarlo) against brute force.
 
 The reference here is an independent bitmask brute force of Hall's condition:
 ``S*(F) = max over non-empty sets T of shard types of ceil(|T| / |live holders of T|)``,
@@ -24,7 +24,7 @@ from spare_opt import (
     worst_case_profile,
     worst_case_stack_number,
 )
-from spare_opt.errors import FailureSetError, ParameterError, ParameterTypeError
+from spare_opt._core.errors import FailureSetError, ParameterError, ParameterTypeError
 
 
 # ---------------------------------------------------------------- brute force

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from spare_opt import block, consecutive, monte_carlo, plan_reorder, random_latin, sidon, theory
-from spare_opt.errors import ParameterError, ParameterTypeError
+from spare_opt._core.errors import ParameterError, ParameterTypeError
 
 
 # ---------------------------------------------------------------- references

@@ -32,14 +32,15 @@ from spare_opt import (
     read_fault_trace,
     replay_trace,
 )
-from spare_opt._io import write_atomic
+from spare_opt._core.io import write_atomic
 from spare_opt.demo import run_demo
-from spare_opt.errors import OutputWriteError
-from spare_opt.generators import MAX_LAYOUT_ENTRIES, generate
-from spare_opt.planner import least_stack_number
-from spare_opt.failure_sets import normalise_groups
-from spare_opt.replay import SHOWN_IRREGULAR
-from spare_opt.trace import parse_fault_events, synthetic_fault_trace, write_fault_trace
+from spare_opt._core.errors import OutputWriteError
+from spare_opt.layouts.generators import MAX_LAYOUT_ENTRIES, generate
+from spare_opt.planning.exact import least_stack_number
+from spare_opt.planning.failure_sets import normalise_groups
+from spare_opt.simulation.replay import SHOWN_IRREGULAR
+from spare_opt.traces.json_format import parse_fault_events, write_fault_trace
+from spare_opt.traces.synthetic import synthetic_fault_trace
 from spare_opt_cli.main import main
 
 DEEP_JSON = "[" * 100_000 + "]" * 100_000
@@ -590,7 +591,7 @@ def test_text_summary_shortens_long_wipe_out_lists():
 
 def test_random_layout_beyond_the_work_limit_is_a_parameter_error():
     # N = 100,000 with r = 1000 used to run for hours (O(N r^2) repair and lambda count).
-    from spare_opt.generators import MAX_RANDOM_WORK
+    from spare_opt.layouts.generators import MAX_RANDOM_WORK
 
     with pytest.raises(ParameterError, match="work limit"):
         spare_opt.random_latin(100_000, 1000)

@@ -17,11 +17,17 @@ from click.testing import CliRunner
 
 import spare_opt
 from spare_opt import ReorderController, consecutive, stack_number_trajectory, theory
-from spare_opt import _runs
-from spare_opt.errors import FailureSetError, ParameterError, ParameterTypeError
-from spare_opt.parameters import SimulationParameters, parse_overrides, preset_parameters
-from spare_opt.simulation import default_layout, simulate, summarise, trace_failures, trace_system_mtbf_seconds
-from spare_opt.tuning import mean_failures_to_wipe_out, plot_tune, tune
+from spare_opt.simulation import _runs
+from spare_opt._core.errors import FailureSetError, ParameterError, ParameterTypeError
+from spare_opt.simulation.parameters import SimulationParameters, parse_overrides, preset_parameters
+from spare_opt.simulation.time_to_train import (
+    default_layout,
+    simulate,
+    summarise,
+    trace_failures,
+    trace_system_mtbf_seconds,
+)
+from spare_opt.simulation.tuning import mean_failures_to_wipe_out, plot_tune, tune
 from spare_opt_cli.main import main
 
 
@@ -304,7 +310,7 @@ INSTANCE_TRACE = Path(__file__).resolve().parent.parent / "instances" / "failure
     ((400, "ckpt", 1), {"time_scale": float("nan")}, ParameterError, "time_scale"),  # NaN times
 ])
 def test_trace_failures_bad_strategy_r_layout_and_scale(args, kwargs, error, needle):
-    from spare_opt.trace import read_fault_trace
+    from spare_opt.traces.json_format import read_fault_trace
 
     if not INSTANCE_TRACE.is_file():
         pytest.skip("instances/failures-N400-seed0.json is absent")

@@ -50,10 +50,10 @@ from spare_opt import (
     synthetic_fault_trace,
     write_fault_trace,
 )
-from spare_opt import _validation as check
-from spare_opt._io import write_atomic
-from spare_opt._stats import MIN_BOOTSTRAP_RUNS, interval95, weibull_renewals
-from spare_opt.parameters import parse_overrides
+from spare_opt._core import validation as check
+from spare_opt._core.io import write_atomic
+from spare_opt._core.stats import MIN_BOOTSTRAP_RUNS, interval95, weibull_renewals
+from spare_opt.simulation.parameters import parse_overrides
 from spare_opt_cli.main import main
 
 BIG = "1" * 5000  # an integer beyond Python's 4300-digit conversion limit
@@ -170,8 +170,8 @@ def test_kind1_cli_options_refuse_a_too_long_integer(tmp_path, l7, args):
     (lambda: Layout(np.zeros((1, 1), dtype=int), offsets=[10**5000]), LayoutError),
     (lambda: preset_parameters("paper-600k", 200, steps=10**5000), ParameterError),
     (lambda: check.number("x", 10**5000), ParameterError),
-    (lambda: spare_opt.theory.mu(10**5000, 2), ParameterError),
-    (lambda: spare_opt.theory.stack_lower_bound(10**5000, 10**5000), ParameterError),
+    (lambda: spare_opt.guarantees.theory.mu(10**5000, 2), ParameterError),
+    (lambda: spare_opt.guarantees.theory.stack_lower_bound(10**5000, 10**5000), ParameterError),
     (lambda: spare_opt.sweep(7, r_min=10**5000, r_max=3, trials=1), ParameterError),
 ])
 def test_kind1_api_messages_never_convert_a_huge_integer(call, error):
@@ -446,7 +446,7 @@ def test_kind6_simulation_budget_counts_renewals_not_the_mean():
 
 
 def test_kind6_the_event_loop_has_a_bound(monkeypatch):
-    from spare_opt import _runs
+    from spare_opt.simulation import _runs
 
     # Failures that bunch at every restart and no restart time: the run never advances.
     params = preset_parameters("paper-600k", 200, steps=200, weibull_shape=0.05, restart_seconds=0.0, jitter_sd=0.0)
@@ -563,7 +563,7 @@ def test_kind8_contradictory_csv_rows_are_refused(tmp_path, text, unit, needle):
 
 # ====================================================== also found in the issue
 def test_intervals_of_two_seeds_stay_within_the_possible_range():
-    from spare_opt.simulation import simulate_seeds, summarise
+    from spare_opt.simulation.time_to_train import simulate_seeds, summarise
 
     params = preset_parameters("paper-600k", 200, steps=300)
     summary = summarise(simulate_seeds(params, "spare", 3, seeds=2))

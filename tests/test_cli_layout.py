@@ -6,7 +6,7 @@ import pytest
 from click.testing import CliRunner
 
 from spare_opt import Layout
-from spare_opt.generators import METHODS
+from spare_opt.layouts.generators import METHODS
 from spare_opt_cli.main import main
 
 

@@ -7,9 +7,9 @@ import pytest
 from click.testing import CliRunner
 
 from naive import circulant_stacks
-from spare_opt.layout import Layout
-from spare_opt.plan import Plan
-from spare_opt.planner import plan_reorder
+from spare_opt.layouts.layout import Layout
+from spare_opt.planning.plan import Plan
+from spare_opt.planning.exact import plan_reorder
 from spare_opt_cli.main import main
 
 OFFSETS = [0, 1, 3, 7]

@@ -9,8 +9,8 @@ from click.testing import CliRunner
 
 import spare_opt.demo as demo
 from spare_opt import Layout, read_fault_trace, replay_trace
-from spare_opt.trace import parse_fault_events
-from spare_opt.theory import r_star
+from spare_opt.traces.json_format import parse_fault_events
+from spare_opt.guarantees.theory import r_star
 from spare_opt_cli.main import main
 
 REPO = Path(__file__).resolve().parent.parent

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from naive import block_stacks, circulant_stacks, naive_least_stack_number
 
-from spare_opt import generators
+from spare_opt.layouts import generators
 from spare_opt import (
     MASKED,
     WIPE_OUT,
@@ -22,13 +22,17 @@ from spare_opt import (
     check_plan,
     plan_reorder,
 )
-from spare_opt.controller import ReorderController, stack_number_trajectories, stack_number_trajectory
+from spare_opt.planning.controller import (
+    ReorderController,
+    stack_number_trajectories,
+    stack_number_trajectory,
+)
 
 KINDS = ("consecutive", "sidon", "block", "random")
 
 
 def make_layout(kind, n, r, seed):
-    """A layout from ``spare_opt.generators`` (``sidon`` minimises the overlap when no Sidon set exists)."""
+    """A layout from ``spare_opt.layouts.generators`` (``sidon`` minimises the overlap when no Sidon set exists)."""
     if kind == "consecutive":
         return generators.consecutive(n, r)
     if kind == "sidon":
@@ -276,7 +280,7 @@ def test_views_are_read_only():
 
 def test_importing_compiles_nothing():
     code = (
-        "import spare_opt, spare_opt._controller_kernels as k, sys;"
+        "import spare_opt, spare_opt.planning._kernels as k, sys;"
         "assert not k.fail_packed.signatures and not k.fail_groups.signatures and not k.run_trajectories.signatures;"
         "assert 'matplotlib' not in sys.modules"
     )

@@ -26,8 +26,8 @@ from spare_opt import (
     lower_bound,
     plan_reorder,
 )
-from spare_opt.domain_layouts import _Assignment, _Cells, _checked_domains, _improve
-from spare_opt.generators import _solve_difference_model
+from spare_opt.layouts.domain_layouts import _Assignment, _Cells, _checked_domains, _improve
+from spare_opt.layouts.generators import _solve_difference_model
 
 
 def crossing(n, rack, power):

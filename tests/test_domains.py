@@ -29,9 +29,9 @@ from spare_opt import (
     trace_failures,
     trace_instants,
 )
-from spare_opt.domains import _StackNumber
-from spare_opt.montecarlo import _domain_events
-from spare_opt.domain_layouts import _checked_domains
+from spare_opt.guarantees.domains import _StackNumber
+from spare_opt.guarantees.montecarlo import _domain_events
+from spare_opt.layouts.domain_layouts import _checked_domains
 from spare_opt_cli.main import main
 
 REPO_INSTANCES = Path(__file__).resolve().parent.parent / "instances" / "small"

@@ -3,7 +3,7 @@
 import pytest
 
 from spare_opt import FailureSetError
-from spare_opt.failure_sets import parse_group_ids, read_failure_set
+from spare_opt.planning.failure_sets import parse_group_ids, read_failure_set
 
 
 @pytest.mark.parametrize("text,expected", [("3,17,42", [3, 17, 42]), (" 1 2\n3 ", [1, 2, 3]), ("4, 5 6", [4, 5, 6])])

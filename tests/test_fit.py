@@ -1,4 +1,4 @@
-"""Tests of spare_opt.fit: hand-computed tiny traces, known distributions, references, bad input."""
+"""Tests of spare_opt.traces.fit: hand-computed tiny traces, known distributions, references, bad input."""
 
 import dataclasses
 import json
@@ -22,9 +22,9 @@ from spare_opt import (
     parse_fault_events,
     read_fault_trace,
 )
-from spare_opt._io import dumps_json
+from spare_opt._core.io import dumps_json
 from spare_opt.demo import packaged_trace_path
-from spare_opt.fit import _weibull_profile
+from spare_opt.traces.fit import _weibull_profile
 
 FAST = {"resamples": 99}  # fewer bootstrap / Monte-Carlo samples: the tests do not look at those p-values
 FIVE_MINUTES_DAYS = 5 / 1440
@@ -514,7 +514,7 @@ def test_real_trace_magnitudes():
 
 
 def test_nodes_are_drawn_uniformly_among_the_live_ones():
-    from spare_opt.fit import _pick_live
+    from spare_opt.traces.failure_model import _pick_live
 
     rng = np.random.default_rng(4)
     up_at = np.array([0.0, 5.0, 0.0, 0.0, 9.0, 0.0])  # nodes 1 and 4 are down at time 1

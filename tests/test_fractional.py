@@ -20,8 +20,8 @@ from spare_opt import (
     trace_events,
     tune,
 )
-from spare_opt._runs import FailurePool, patch_layers
-from spare_opt.simulation import default_layout
+from spare_opt.simulation._runs import FailurePool, patch_layers
+from spare_opt.simulation.time_to_train import default_layout
 
 LAYOUT = random_latin(24, 4, seed=2)
 

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from spare_opt import ParameterError, ParameterTypeError
-from spare_opt._constructions import (
+from spare_opt.layouts._constructions import (
     GOLOMB_RULERS,
     bose_set,
     candidate_sets,
@@ -22,7 +22,7 @@ from spare_opt._constructions import (
     modular_lambda,
     singer_set,
 )
-from spare_opt.generators import METHODS, block, consecutive, generate, random_latin, sidon
+from spare_opt.layouts.generators import METHODS, block, consecutive, generate, random_latin, sidon
 
 # Optimal Golomb ruler lengths, OEIS A003022 (independent of the table's last marks).
 OPTIMAL_LENGTHS = [0, 1, 3, 6, 11, 17, 25, 34, 44, 55, 72, 85, 106, 127, 151, 177, 199, 216, 246, 283,
@@ -345,7 +345,7 @@ def test_sidon_layout_is_valid_and_lambda_is_honest(size, seed):
 @settings(max_examples=25)
 @given(st.integers(8, 60), st.integers(0, 10**6), st.data())
 def test_local_search_meets_its_target_when_it_succeeds(groups, seed, data):
-    from spare_opt.generators import _local_search
+    from spare_opt.layouts.generators import _local_search
 
     marks = data.draw(st.integers(3, max(3, groups // 2)))
     start = sorted(data.draw(st.sets(st.integers(0, groups - 1), min_size=marks, max_size=marks)))
@@ -364,7 +364,7 @@ def test_a_sidon_set_found_by_local_search_is_reported_optimal(monkeypatch):
     # cut short, the local search reaches lambda 1 and the status must still be optimal.
     # (This used to cut CP-SAT short with time_limit=0.05, which left the local search
     # no time at all on a loaded machine; the cut is now simulated, the budget ample.)
-    from spare_opt import generators
+    from spare_opt.layouts import generators
 
     real = generators._solve_difference_model
 
@@ -383,7 +383,7 @@ def test_a_sidon_set_found_by_local_search_is_reported_optimal(monkeypatch):
 
 @pytest.mark.parametrize("sidon_only", [True, False])
 def test_cp_sat_model_size_does_not_grow_with_n(sidon_only):
-    from spare_opt.generators import _difference_model
+    from spare_opt.layouts.generators import _difference_model
 
     marks = 7
     sizes = []

@@ -25,7 +25,8 @@ The step protocol the test encodes (``docs/planner.md``, "Micro-batches"):
 import numpy as np
 import pytest
 
-from spare_opt import ReorderController, generators, plan_reorder
+from spare_opt import ReorderController, plan_reorder
+from spare_opt.layouts import generators
 
 DIMENSION = 3
 ROWS_PER_MICRO_BATCH = 2

@@ -8,7 +8,6 @@ import sys
 from pathlib import Path
 
 import networkx as nx
-import pytest
 
 import spare_opt
 
@@ -22,13 +21,19 @@ except ImportError:  # pragma: no cover - the CLI is installed with the package
 
 
 def _modules():
-    """Every module of the two packages: dotted name -> source path."""
+    """Every module of the two packages, subpackages included: dotted name -> source path."""
     found = {}
     for package, folder in PACKAGES.items():
         found[package] = folder / "__init__.py"
-        for info in pkgutil.iter_modules([str(folder)]):
-            found[f"{package}.{info.name}"] = folder / f"{info.name}.py"
-    return found
+        for info in pkgutil.walk_packages([str(folder)], prefix=f"{package}."):
+            relative = info.name.split(".")[1:]
+            path = folder.joinpath(*relative)
+            found[info.name] = path / "__init__.py" if info.ispkg else path.with_suffix(".py")
+    return {name: path for name, path in found.items() if path.is_file()}
+
+
+def _is_package(name):
+    return _modules()[name].name == "__init__.py"
 
 
 def _resolve(module, node, known):
@@ -38,7 +43,7 @@ def _resolve(module, node, known):
         targets = [alias.name for alias in node.names]
     elif isinstance(node, ast.ImportFrom):
         if node.level:
-            package = module if module in PACKAGES else module.rsplit(".", 1)[0]
+            package = module if module in PACKAGES or _is_package(module) else module.rsplit(".", 1)[0]
             base = package if node.level == 1 else package.rsplit(".", node.level - 1)[0]
             base = f"{base}.{node.module}" if node.module else base
         else:
@@ -65,10 +70,10 @@ def import_graph():
 def test_import_graph_resolves_relative_imports():
     graph = import_graph()
     # Spot checks that the parser sees top-level, "from . import x" and in-function imports.
-    assert graph.has_edge("spare_opt.planner", "spare_opt.plan")
-    assert graph.has_edge("spare_opt.montecarlo", "spare_opt.theory")
-    assert graph.has_edge("spare_opt._runs", "spare_opt.controller")  # imported inside a method
-    assert graph.has_edge("spare_opt_cli.plan", "spare_opt.planner")
+    assert graph.has_edge("spare_opt.planning.exact", "spare_opt.planning.plan")
+    assert graph.has_edge("spare_opt.guarantees.montecarlo", "spare_opt.guarantees.theory")
+    assert graph.has_edge("spare_opt.simulation._runs", "spare_opt.planning.controller")  # imported inside a method
+    assert graph.has_edge("spare_opt_cli.plan", "spare_opt.planning.exact")
 
 
 def test_no_import_cycle_between_modules():
@@ -83,12 +88,14 @@ def test_no_import_cycle_between_modules():
 
 
 def test_every_public_name_of_every_module_is_the_same_object_at_the_top_level():
-    # The closed forms stay in the spare_opt.theory namespace (spare_opt.theory.mu...);
-    # spare_opt.analysis is a deprecated shim.
-    skip = {"spare_opt.analysis", "spare_opt.theory"}
+    # The closed forms stay in the spare_opt.theory namespace (spare_opt.theory.mu...).
+    skip = {"spare_opt.guarantees.theory"}
+    # The shared base is private but for the errors and the paper's constants.
+    public_core = {"spare_opt._core.errors", "spare_opt._core.paper"}
     missing, different = [], []
     for name in _modules():
-        if not name.startswith("spare_opt.") or name.split(".")[-1].startswith("_") or name in skip:
+        private = any(part.startswith("_") for part in name.split(".")[1:])
+        if not name.startswith("spare_opt.") or (private and name not in public_core) or name in skip:
             continue
         module = importlib.import_module(name)
         assert hasattr(module, "__all__"), f"{name} has no __all__"
@@ -102,29 +109,65 @@ def test_every_public_name_of_every_module_is_the_same_object_at_the_top_level()
     assert set(spare_opt.__all__) <= set(dir(spare_opt))
 
 
-def test_deprecated_analysis_module_still_answers_with_a_warning():
-    import spare_opt.analysis as analysis
-
-    with pytest.warns(DeprecationWarning, match="spare_opt.montecarlo.monte_carlo"):
-        assert analysis.monte_carlo is spare_opt.monte_carlo
-    with pytest.raises(AttributeError):
-        analysis.no_such_name  # noqa: B018
-
-
 def test_importing_the_package_compiles_and_imports_no_heavy_module():
     # ortools, matplotlib, scipy and Dask load on first use; numba is imported and the
-    # kernels compile on the first kernel call (spare_opt/_jit.py, tests/test_jit.py); the
+    # kernels compile on the first kernel call (spare_opt/_core/jit.py, tests/test_jit.py); the
     # simulation kernel's module is not even imported.
     code = ("import sys, spare_opt; heavy = [m for m in ('ortools', 'matplotlib', 'distributed', 'scipy', "
-            "'numba', 'asyncio', 'spare_opt._simulate_kernels') if m in sys.modules]; print(heavy)")
+            "'numba', 'asyncio', 'spare_opt.simulation._kernels') if m in sys.modules]; print(heavy)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 
 
 def test_no_module_is_shadowed_by_a_function_of_the_same_name():
-    # "import spare_opt.simulation as sim" binds getattr(spare_opt, "simulation"): a
-    # function exported under a module's name would replace the module there.
+    # "import spare_opt.simulation.verdict as v" binds getattr(spare_opt.simulation, "verdict"):
+    # a function exported under a module's name would replace the module there.
     for name in _modules():
-        if name.startswith("spare_opt.") and name.count(".") == 1:
-            attribute = getattr(spare_opt, name.split(".")[1], None)
+        if name.startswith("spare_opt."):
+            parent, _, leaf = name.rpartition(".")
+            attribute = getattr(importlib.import_module(parent), leaf, None)
             assert attribute is None or attribute is importlib.import_module(name), name
+
+
+# The stages, bottom up: a stage imports only from the stages before it (and itself).
+STAGES = ["_core", "layouts", "planning", "traces", "guarantees", "simulation"]
+
+
+def _stage(module):
+    parts = module.split(".")
+    return parts[1] if module.startswith("spare_opt.") and len(parts) > 2 and parts[1] in STAGES else None
+
+
+def test_every_module_of_the_library_lives_in_a_stage_folder():
+    loose = [name for name in _modules() if name.startswith("spare_opt.") and name.count(".") == 1
+             and name.split(".")[1] not in STAGES + ["demo", "torch"]]
+    assert loose == [], f"modules outside the stage folders: {loose}"
+
+
+def test_a_stage_imports_only_from_the_stages_below_it():
+    graph = import_graph()
+    upward = []
+    for importer, imported in graph.edges:
+        low, high = _stage(imported), _stage(importer)
+        if importer.startswith("spare_opt.") and high is not None:
+            if imported == "spare_opt" or (imported.startswith("spare_opt.") and _stage(imported) is None):
+                upward.append(f"{importer} -> {imported}")  # a stage importing the top level or the demo
+            elif low is not None and STAGES.index(low) > STAGES.index(high):
+                upward.append(f"{importer} -> {imported}")
+    assert upward == [], f"imports from a stage above: {upward}"
+
+
+def test_core_imports_nothing_else_of_spare_opt():
+    graph = import_graph()
+    outside = [f"{a} -> {b}" for a, b in graph.edges
+               if _stage(a) == "_core" and b.startswith("spare_opt") and _stage(b) != "_core"]
+    assert outside == [], outside
+
+
+def test_the_layering_check_sees_an_upward_import():
+    # The check above would pass vacuously if _stage misread the names.
+    assert _stage("spare_opt.planning.controller") == "planning"
+    assert _stage("spare_opt.demo") is None
+    graph = import_graph()
+    assert graph.has_edge("spare_opt.simulation.verdict", "spare_opt.traces.trace")
+    assert STAGES.index(_stage("spare_opt.traces.trace")) < STAGES.index(_stage("spare_opt.simulation.verdict"))

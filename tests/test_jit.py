@@ -3,7 +3,7 @@
 import numba
 import pytest
 
-from spare_opt import _jit
+from spare_opt._core import jit as _jit
 
 
 def _add_one(x):

@@ -26,26 +26,8 @@ from naive import (
     random_latin_stacks,
 )
 
-from spare_opt import (
-    MAX_SPLIT_ENTRIES,
-    WIPE_OUT,
-    FailureSetError,
-    Layout,
-    ParameterError,
-    ParameterTypeError,
-    Plan,
-    PlanError,
-    ReorderController,
-    check_plan,
-    generators,
-    least_load,
-    load_trajectories,
-    load_trajectory,
-    lower_bound,
-    plan_reorder,
-    stack_number_trajectories,
-    stack_number_trajectory,
-)
+from spare_opt import MAX_SPLIT_ENTRIES, WIPE_OUT, FailureSetError, Layout, ParameterError, ParameterTypeError, Plan, PlanError, ReorderController, check_plan, least_load, load_trajectories, load_trajectory, lower_bound, plan_reorder, stack_number_trajectories, stack_number_trajectory
+from spare_opt.layouts import generators
 from test_controller import KINDS, make_layout
 
 

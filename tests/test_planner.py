@@ -18,10 +18,10 @@ from naive import (
     naive_patch_types,
     random_latin_stacks,
 )
-from spare_opt.errors import FailureSetError, LayoutError, ParameterError, ParameterTypeError
-from spare_opt.layout import Layout
-from spare_opt.plan import MASKED, WIPE_OUT, check_plan, lower_bound
-from spare_opt.planner import least_stack_number, plan_reorder
+from spare_opt._core.errors import FailureSetError, LayoutError, ParameterError, ParameterTypeError
+from spare_opt.layouts.layout import Layout
+from spare_opt.planning.plan import MASKED, WIPE_OUT, check_plan, lower_bound
+from spare_opt.planning.exact import least_stack_number, plan_reorder
 
 
 # ----------------------------------------------------------------- strategies
@@ -344,7 +344,7 @@ def test_large_random_plans_agree_with_independent_codes(kind, n, r, fraction, s
 
 
 def test_arrivals_replace_the_deepest_unassigned_top_layers():
-    from spare_opt.planner import _rewrite_orders
+    from spare_opt.planning.exact import _rewrite_orders
 
     # One group holding types 0..4 in this order, S* = 3; it is given types 0 and 3.
     current = np.array([[0, 1, 2, 3, 4]], dtype=np.int32)

@@ -17,7 +17,7 @@ from spare_opt import (
     simulate_seeds,
     trace_events,
 )
-from spare_opt.simulation import trace_failures
+from spare_opt.simulation.time_to_train import trace_failures
 
 # A step of replication r = 2 is 2 x 6 h = half a day, SPARe's S x 6 h: every trace time
 # below is a dyadic fraction of a day, so every sum is exact.
@@ -285,7 +285,7 @@ def test_repair_takes_one_instant_in_file_order():
 def test_failure_events_compare_by_value_and_write_json(real_trace_path):
     import json
 
-    from spare_opt._io import dumps_json
+    from spare_opt._core.io import dumps_json
 
     tr = read_fault_trace(real_trace_path)
     a = trace_events(tr, 400, "rep", 3, semantics="repair", heal_seconds=60.0)

@@ -1,4 +1,4 @@
-"""Tests of trace replay (spare_opt.replay) against an independent plain-Python reference."""
+"""Tests of trace replay (spare_opt.simulation.replay) against an independent plain-Python reference."""
 
 import itertools
 import json
@@ -10,9 +10,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from spare_opt import Layout, read_fault_trace, replay_trace
-from spare_opt.errors import ParameterError, ParameterTypeError
-from spare_opt.replay import ROW_STATUSES
-from spare_opt.trace import parse_fault_events
+from spare_opt._core.errors import ParameterError, ParameterTypeError
+from spare_opt.simulation.replay import ROW_STATUSES
+from spare_opt.traces.json_format import parse_fault_events
 
 # The optimal 9-mark Golomb ruler (length 44 < 400 / 2): a Sidon set mod 400.
 GOLOMB_9 = [0, 1, 5, 12, 25, 27, 35, 41, 44]

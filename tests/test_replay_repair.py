@@ -18,9 +18,9 @@ from hypothesis import strategies as st
 from scipy.sparse.csgraph import maximum_flow
 
 from spare_opt import Layout, Placement, read_fault_trace, replay_trace
-from spare_opt.errors import ParameterError
-from spare_opt.replay import ROW_STATUSES
-from spare_opt.trace import parse_fault_events
+from spare_opt._core.errors import ParameterError
+from spare_opt.simulation.replay import ROW_STATUSES
+from spare_opt.traces.json_format import parse_fault_events
 
 
 #: The engines that replay with repairs, and the micro-batch counts to test.

@@ -35,7 +35,7 @@ from spare_opt import (
     sweep,
     tune,
 )
-from spare_opt._parallel import (
+from spare_opt._core.parallel import (
     check_scheduler_address,
     dask_executor,
     local_cluster_options,
@@ -234,7 +234,7 @@ def test_progress_is_reported_in_order_from_an_executor(layout, dask_executor_):
 def test_a_library_error_in_a_remote_task_is_raised_as_it_is(dask_executor_):
     # theory.mu(10, 0) raises ParameterError (r = 0) on a worker process.
     with pytest.raises(ParameterError, match="redundancy") as info:
-        run_tasks(spare_opt.theory.mu, [(10, 3), (10, 0)], executor=dask_executor_)
+        run_tasks(spare_opt.guarantees.theory.mu, [(10, 3), (10, 0)], executor=dask_executor_)
     assert not isinstance(info.value, ExecutorError)
 
 
@@ -366,7 +366,7 @@ def test_cli_a_remote_failure_is_one_error_line(monkeypatch):
         raise RuntimeError("disk on fire")
 
     monkeypatch.setattr("spare_opt_cli.options.dask_executor", threads)
-    monkeypatch.setattr(sys.modules["spare_opt.montecarlo"], "_run_chunk", broken_chunk)
+    monkeypatch.setattr(sys.modules["spare_opt.guarantees.montecarlo"], "_run_chunk", broken_chunk)
     result = CliRunner().invoke(main, ["sweep", "-n", "20", "--r-min", "3", "--r-max", "3", "--trials", "30",
                                        "--methods", "consecutive", "--scheduler", "tcp://127.0.0.1:8786"])
     assert result.exit_code == 1

@@ -11,10 +11,10 @@ from hypothesis import strategies as st
 from numba import njit
 
 from spare_opt import consecutive
-from spare_opt import _simulate_kernels as K
-from spare_opt._runs import _rep_wipe_out_indices
-from spare_opt.errors import FailureSetError, ParameterError, ParameterTypeError
-from spare_opt.parameters import (
+from spare_opt.simulation import _kernels as K
+from spare_opt.simulation._runs import _rep_wipe_out_indices
+from spare_opt._core.errors import FailureSetError, ParameterError, ParameterTypeError
+from spare_opt.simulation.parameters import (
     PAPER,
     PRESETS,
     SimulationParameters,
@@ -23,7 +23,7 @@ from spare_opt.parameters import (
     parse_overrides,
     preset_parameters,
 )
-from spare_opt.simulation import (
+from spare_opt.simulation.time_to_train import (
     default_layout,
     rep_wipe_out_index,
     simulate,
@@ -32,8 +32,8 @@ from spare_opt.simulation import (
     trace_failures,
     trace_system_mtbf_seconds,
 )
-from spare_opt.tuning import mean_failures_to_wipe_out
-from spare_opt.trace import parse_fault_events, read_fault_trace
+from spare_opt.simulation.tuning import mean_failures_to_wipe_out
+from spare_opt.traces.json_format import parse_fault_events, read_fault_trace
 
 QUIET = dict(system_mtbf_seconds=1e18)  # no failure in any reasonable run
 

@@ -12,11 +12,11 @@ from hypothesis import strategies as st
 from scipy import stats
 
 from naive_simulate import naive_run_kernel
-from spare_opt import _simulate_kernels as K
+from spare_opt.simulation import _kernels as K
 from spare_opt import block, consecutive, random_latin
-from spare_opt._runs import FailurePool
-from spare_opt.simulation import default_layout, trace_failures
-from spare_opt.trace import read_fault_trace
+from spare_opt.simulation._runs import FailurePool
+from spare_opt.simulation.time_to_train import default_layout, trace_failures
+from spare_opt.traces.json_format import read_fault_trace
 
 STRATEGY = {"ckpt": K.STRATEGY_CKPT, "rep": K.STRATEGY_REP, "spare": K.STRATEGY_SPARE}
 

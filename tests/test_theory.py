@@ -1,4 +1,4 @@
-"""Closed forms of spare_opt.theory against values computed by hand."""
+"""Closed forms of spare_opt.guarantees.theory against values computed by hand."""
 
 import math
 
@@ -6,9 +6,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from spare_opt import parameters, theory
-from spare_opt.errors import ParameterError, ParameterTypeError
-from spare_opt.parameters import PAPER
+from spare_opt import theory
+from spare_opt.simulation import parameters
+from spare_opt._core.errors import ParameterError, ParameterTypeError
+from spare_opt.simulation.parameters import PAPER
 
 
 def test_stack_lower_bound_by_hand():
@@ -92,7 +93,7 @@ def test_normalised_ttt_matches_its_parts_and_is_least_near_r_star():
     assert abs(best - theory.r_star(n)) <= 1
     # Wipe-outs every 5 min with 60 min restarts: no progress at all.
     assert theory.normalised_ttt(n, 1) == math.inf
-    # The defaults are the paper's times (spare_opt.parameters, re-exported by theory).
+    # The defaults are the paper's times (spare_opt.simulation.parameters, re-exported by theory).
     assert theory.normalised_ttt(n, 10) == theory.normalised_ttt(
         n, 10, system_mtbf_seconds=PAPER["system_mtbf_seconds"], save_seconds=PAPER["save_seconds"],
         restart_seconds=PAPER["restart_seconds"])

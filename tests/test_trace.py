@@ -1,4 +1,4 @@
-"""Tests of the fault-trace reader (spare_opt.trace): real data, irregular events, bad files."""
+"""Tests of the fault-trace reader (spare_opt.traces.trace): real data, irregular events, bad files."""
 
 import json
 from pathlib import Path
@@ -8,15 +8,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from spare_opt.errors import OutputExistsError, ParameterError, ParameterTypeError, TraceError
-from spare_opt.trace import (
-    IRREGULAR_KINDS,
-    TRACE_FORMAT,
-    parse_fault_events,
-    read_fault_trace,
-    synthetic_fault_trace,
-    write_fault_trace,
-)
+from spare_opt._core.errors import OutputExistsError, ParameterError, ParameterTypeError, TraceError
+from spare_opt.traces.trace import IRREGULAR_KINDS, TRACE_FORMAT
+from spare_opt.traces.json_format import parse_fault_events, read_fault_trace, write_fault_trace
+from spare_opt.traces.synthetic import synthetic_fault_trace
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -294,7 +289,7 @@ def test_packaged_real_trace_is_the_shared_copy_with_its_license(real_trace_path
 
 
 def test_trace_instants_list_failing_and_recovering_groups_once_in_event_order():
-    from spare_opt.trace import trace_instants
+    from spare_opt.traces.trace import trace_instants
 
     def event(node, day, kind):
         return {"node_id": node, "event_time": day, "event_type": kind, "fault_type": {"Class": "GPU"}}

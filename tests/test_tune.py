@@ -6,10 +6,16 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from spare_opt import theory
-from spare_opt.errors import OutputExistsError, ParameterError, ParameterTypeError
-from spare_opt.parameters import PAPER_TABLE, SimulationParameters, preset_parameters
-from spare_opt.tuning import PAPER_TABLE as TUNE_PAPER_TABLE
-from spare_opt.tuning import closed_form, closed_form_period, mean_failures_to_wipe_out, plot_tune, tune
+from spare_opt._core.errors import OutputExistsError, ParameterError, ParameterTypeError
+from spare_opt.simulation.parameters import PAPER_TABLE, SimulationParameters, preset_parameters
+from spare_opt.simulation.tuning import PAPER_TABLE as TUNE_PAPER_TABLE
+from spare_opt.simulation.tuning import (
+    closed_form,
+    closed_form_period,
+    mean_failures_to_wipe_out,
+    plot_tune,
+    tune,
+)
 
 
 def tiny(**fields):

@@ -1,4 +1,4 @@
-"""The one validation layer (spare_opt._validation) and the checkers that must never pass silently."""
+"""The one validation layer (spare_opt._core.validation) and the checkers that must never pass silently."""
 
 import math
 import subprocess
@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 import spare_opt
-from spare_opt import _validation as check
-from spare_opt._parallel import resolve_workers, run_tasks
-from spare_opt.errors import ParameterError, ParameterTypeError, PlanError, SpareError
+from spare_opt._core import validation as check
+from spare_opt._core.parallel import resolve_workers, run_tasks
+from spare_opt._core.errors import ParameterError, ParameterTypeError, PlanError, SpareError
 
 # ------------------------------------------------------------------ the error classes
 
@@ -225,7 +225,7 @@ def test_plans_and_results_compare_by_value_without_raising():
 def test_model_invalid_from_cp_sat_is_a_solver_error(monkeypatch):
     from ortools.sat.python import cp_model
 
-    from spare_opt import worst_case
+    from spare_opt.guarantees import worst_case
 
     real_solve = cp_model.CpSolver.solve
 

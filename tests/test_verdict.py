@@ -1,4 +1,4 @@
-"""Tests of the verdict (spare_opt.verdict.compare, spare-opt compare): grid, tuned periods, rows, JSON, figure.
+"""Tests of the verdict (spare_opt.simulation.verdict.compare, spare-opt compare): grid, tuned periods, rows, JSON, figure.
 
 The runs of ``compare`` are checked against the public :func:`spare_opt.simulate` on the
 same cyclic trace and placement, and its choices (best period, best setting) against the
@@ -24,8 +24,8 @@ from spare_opt import (
     synthetic_fault_trace,
     theory,
 )
-from spare_opt._io import dumps_json
-from spare_opt.errors import OutputExistsError, ParameterError, ParameterTypeError, TraceError
+from spare_opt._core.io import dumps_json
+from spare_opt._core.errors import OutputExistsError, ParameterError, ParameterTypeError, TraceError
 from spare_opt_cli.main import main
 
 ROW_KEYS = {"strategy", "redundancy", "micro_batches", "ttt_ratio", "ttt_ci", "availability", "restarts",
@@ -232,7 +232,7 @@ def test_bad_arguments(small_trace, small_params):
 
 # ------------------------------------------------------------------ CLI
 def test_cli_compare_json_and_usage_errors(tmp_path):
-    from spare_opt.trace import write_fault_trace
+    from spare_opt.traces.json_format import write_fault_trace
 
     path = write_fault_trace(synthetic_fault_trace(nodes=24, days=40.0, seed=3, incidents_per_day=2.0),
                              tmp_path / "t.json")

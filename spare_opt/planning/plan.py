@@ -1,0 +1,502 @@
+"""The reorder plan: what every DP group does after a failure.
+
+Both the exact planner (:func:`spare_opt.plan_reorder`) and the online controller
+(:class:`spare_opt.ReorderController`) return a :class:`Plan`; :func:`check_plan` is
+the one definition of a valid plan that tests hold both to (:func:`is_valid_plan` is
+its yes/no form).
+
+With ``m`` micro-batches per shard type (fractional stacking,
+``docs/planner.md`` "Micro-batches"), micro-batch ``j`` of shard type ``t`` is the
+pair ``(t, j)``; a plan's ``split[t, j]`` is the live group that computes it.  ``m = 1``
+is the paper's model.
+"""
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .._core.results import Result
+from .._core.errors import ParameterError, PlanError
+
+__all__ = [
+    "Plan",
+    "MASKED",
+    "WIPE_OUT",
+    "MAX_MICRO_BATCHES",
+    "MAX_SPLIT_ENTRIES",
+    "check_plan",
+    "is_valid_plan",
+    "lower_bound",
+    "check_micro_batches",
+]
+
+MASKED = "masked"
+WIPE_OUT = "wipe-out"
+
+#: Largest ``N m`` (micro-batches per step) a plan or controller accepts.  The exact
+#: planner peaks at about 80 bytes per micro-batch (measured: 0.99 GB at ``N m =
+#: 1.2e7``), so this bound keeps it near 1.3 GB; ``N = 100,000`` still takes ``m = 167``.
+MAX_SPLIT_ENTRIES = 1 << 24
+
+#: Largest ``m``.  One failure moves about ``L* ~ m`` micro-batches and each one searches
+#: for room, so the online controller's time per failure grows like ``m^2`` at large ``m``
+#: (measured at ``N = 12``: 0.9 s per Monte-Carlo trial at ``m = 10,000``, 99 s at
+#: ``m = 100,000``), while the step cost is within ``1/m`` of its physical limit
+#: ``N / (N - k)`` long before (``docs/analysis.md``).
+MAX_MICRO_BATCHES = 1024
+
+
+def lower_bound(groups, failed_count, micro_batches=1):
+    """The load lower bound ``ceil(m N / (N - k))``; at ``m = 1`` the stack-number bound ``c(k)``.
+
+    Parameters
+    ----------
+    groups : int
+        Number of DP groups ``N``.
+    failed_count : int
+        Number of failed groups ``k``, ``0 <= k``.
+    micro_batches : int, default 1
+        Micro-batches per shard type ``m``.
+
+    Returns
+    -------
+    int or None
+        ``ceil(m N / (N - k))``, in micro-batches (``c(k) = ceil(N / (N - k))`` at
+        ``m = 1``); ``None`` when every group has failed (``k >= N``).
+
+    Notes
+    -----
+    The ``N m`` micro-batches are spread over ``N - k`` live groups, so some group
+    computes at least ``ceil(m N / (N - k))`` of them (Hall's condition for the set of
+    all shard types).  Divided by ``m`` this is the least possible step cost, between
+    the physical limit ``N / (N - k)`` and ``c(k)``.  No argument checks (it is on the
+    controller's hot path); the validated public form of ``c(k)`` is
+    :func:`spare_opt.theory.stack_lower_bound`.
+
+    References
+    ----------
+    Lee et al., ICML 2026, arXiv:2603.00357, Sec. 4 (``c(k)``);
+    ``docs/planner.md``, "Micro-batches".
+    """
+    if failed_count >= groups:
+        return None
+    return -(-(micro_batches * groups) // (groups - failed_count))
+
+
+def check_micro_batches(micro_batches, groups):
+    """``micro_batches`` as an ``int`` ``1 <= m <= MAX_MICRO_BATCHES`` with ``N m <= MAX_SPLIT_ENTRIES``.
+
+    Parameters
+    ----------
+    micro_batches : int
+        Micro-batches per shard type ``m``.
+    groups : int
+        Number of DP groups ``N``.
+
+    Returns
+    -------
+    int
+
+    Raises
+    ------
+    ParameterTypeError
+        ``micro_batches`` is not an integer (a float or a bool).
+    ParameterError
+        ``m < 1``, ``m`` above :data:`MAX_MICRO_BATCHES` (1024), or ``N m`` above
+        :data:`MAX_SPLIT_ENTRIES` (``2^24``).
+    """
+    from .._core import validation as check
+
+    m = check.integer("micro_batches m", micro_batches, minimum=1)
+    if m > MAX_MICRO_BATCHES:
+        raise ParameterError(
+            f"micro_batches m = {m:,} is above the limit of {MAX_MICRO_BATCHES:,}: the planners' work per failure "
+            f"grows like m^2 and the step cost is within 1/{MAX_MICRO_BATCHES} of its limit N/(N-k) already"
+        )
+    if m * groups > MAX_SPLIT_ENTRIES:
+        raise ParameterError(
+            f"micro_batches m = {m:,} with N = {groups:,} groups gives N m = {m * groups:,} micro-batches, "
+            f"above the limit of {MAX_SPLIT_ENTRIES:,} (the exact planner needs about 80 bytes each); "
+            "choose a smaller m"
+        )
+    return m
+
+
+@dataclass(eq=False)
+class Plan(Result):
+    """A reorder plan for one failure set (spare-model.md, "A step, and the online reorder").
+
+    Attributes
+    ----------
+    status : str
+        ``"masked"`` or ``"wipe-out"`` (some shard type has no live holder: global
+        restart from the last checkpoint).
+    stack_number : int or None
+        At ``m = 1``, ``S*``: the least all-reduce stack number that covers every shard
+        type with the live groups.  At ``m > 1``, the largest number of distinct shard
+        types that one live group computes part of in this plan (a property of
+        ``split``, at least ``c(k)``).  Every shard type a group computes lies in its
+        top ``stack_number`` layers of ``order``.  ``None`` on a wipe-out.
+    lower_bound : int or None
+        ``c(k) = ceil(N / (N - k))`` for ``k`` failed groups, whatever ``m``;
+        ``None`` when ``k = N``.
+    failed : numpy.ndarray of int32, shape (k,)
+        Every failed group, sorted.
+    lost_shards : numpy.ndarray of int32
+        Shard types with no live holder (non-empty exactly on a wipe-out).
+    assignment : numpy.ndarray of int32, shape (N,) or None
+        ``assignment[t]`` is the live group that contributes shard type ``t`` to the
+        all-reduce (at ``m > 1``: micro-batch 0 of ``t``, ``split[:, 0]``); ``None`` on
+        a wipe-out.
+    order : numpy.ndarray of int32, shape (N, r) or None
+        New stack order of every group: row ``g`` is a permutation of the layout's
+        row ``g`` with the shard types ``g`` computes (the assigned ones at ``m = 1``)
+        inside its top ``stack_number`` layers.  At ``m > 1`` it is derived from
+        ``split``: the types ``g`` computes part of, then the others, each in layout
+        order.  Rows of failed groups are ``-1``.  ``None`` on a wipe-out.
+    moves : int
+        At ``m = 1``, the assigned shard types that were not already in their group's
+        top ``S*`` layers of the previous order (the paper's min-move objective).  At
+        ``m > 1``, the micro-batches whose contributor differs from the previous
+        ``split``.  0 on a wipe-out.
+    patch : dict of int to list
+        Patch compute of the current step, for each live group the work it must
+        compute now because only groups that failed mid-step had it: shard types at
+        ``m = 1``, ``(shard type, micro-batch)`` pairs at ``m > 1``, sorted.  Empty
+        when nothing failed mid-step.
+    micro_batches : int
+        ``m``, micro-batches per shard type (1: the paper's model).
+    load : int or None
+        ``L*``, the least largest number of micro-batches that one live group computes
+        (``S*`` at ``m = 1``); ``None`` on a wipe-out.
+    step_cost : float or None
+        ``load / m``: the step's compute in layers (1.0 fault-free); ``None`` on a
+        wipe-out.
+    split : numpy.ndarray of int32, shape (N, m) or None
+        ``split[t, j]`` is the live group that computes micro-batch ``j`` of shard type
+        ``t`` (a holder of ``t``); no group is given more than ``load`` micro-batches.
+        ``assignment[:, None]`` at ``m = 1``; ``None`` on a wipe-out.
+
+    Notes
+    -----
+    Plans compare by value (``==`` compares the arrays element-wise), whichever planner
+    made them.  A plan built with ``m = 1`` and no ``load``, ``step_cost`` or ``split``
+    gets them from ``stack_number`` and ``assignment``; at ``m > 1`` a missing
+    ``step_cost`` is ``load / m``.
+    """
+
+    status: str
+    stack_number: int | None
+    lower_bound: int | None
+    failed: np.ndarray
+    lost_shards: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int32))
+    assignment: np.ndarray | None = None
+    order: np.ndarray | None = None
+    moves: int = 0
+    patch: dict = field(default_factory=dict)
+    micro_batches: int = 1
+    load: int | None = None
+    step_cost: float | None = None
+    split: np.ndarray | None = None
+
+    def __post_init__(self):
+        if self.micro_batches == 1 and self.status == MASKED:
+            if self.load is None and self.stack_number is not None:
+                self.load = self.stack_number
+            if self.split is None and self.assignment is not None:
+                self.split = np.asarray(self.assignment, dtype=np.int32).reshape(-1, 1).copy()
+        if self.step_cost is None and self.load is not None:
+            self.step_cost = self.load / self.micro_batches
+
+    @property
+    def masked(self):
+        """bool: whether the failure set is masked (no wipe-out)."""
+        return self.status == MASKED
+
+    def work(self, group):
+        """The micro-batches that a live group computes this step and contributes to the all-reduce.
+
+        Parameters
+        ----------
+        group : int
+            A live group, in ``[0, N)``.
+
+        Returns
+        -------
+        list of (int, int)
+            ``(shard type, micro-batch)`` pairs ``(t, j)`` with ``split[t, j] == group``,
+            sorted; at ``m = 1`` the pairs ``(t, 0)`` of the types assigned to the group.
+            The patch work of a mid-step failure is in :attr:`patch`, not here.
+
+        Raises
+        ------
+        ParameterTypeError
+            ``group`` is not an integer.
+        PlanError
+            The plan is a wipe-out (the job restarts: there is no work to give).
+        FailureSetError
+            ``group`` is out of range or has failed.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from spare_opt import Layout, plan_reorder
+        >>> layout = Layout((np.arange(5)[:, None] + np.array([0, 1])) % 5)
+        >>> plan = plan_reorder(layout, [2], micro_batches=2)
+        >>> plan.load, plan.step_cost, plan.work(1)
+        (3, 1.5, [(1, 0), (2, 0), (2, 1)])
+        """
+        from .._core import validation as check
+        from .._core.errors import FailureSetError
+
+        g = check.integer("group", group)
+        if not self.masked:
+            raise PlanError("a wipe-out plan gives no work: every group restarts from the last checkpoint")
+        split = self.split
+        n = split.shape[0]
+        if not 0 <= g < n:
+            raise FailureSetError(f"group {g} is out of range [0, {n})")
+        if np.any(self.failed == g):
+            raise FailureSetError(f"group {g} has failed: it computes nothing")
+        types, batches = np.nonzero(split == g)
+        return list(zip(types.tolist(), batches.tolist()))
+
+    def to_dict(self):
+        """The plan as a JSON-ready dict with exactly the keys of the attributes above.
+
+        ``order`` rows of failed groups become ``null``; ``patch`` keys are group ids
+        as strings (JSON object keys), sorted numerically, and at ``m > 1`` each patch
+        item is a ``[shard type, micro-batch]`` pair.
+        """
+        order = None
+        if self.order is not None:
+            order = [None if row[0] < 0 else [int(v) for v in row] for row in self.order]
+        if self.micro_batches == 1:
+            patch = {str(g): [int(t) for t in types] for g, types in sorted(self.patch.items())}
+        else:
+            patch = {str(g): [[int(t), int(j)] for t, j in items] for g, items in sorted(self.patch.items())}
+        return {
+            "status": self.status,
+            "stack_number": None if self.stack_number is None else int(self.stack_number),
+            "lower_bound": None if self.lower_bound is None else int(self.lower_bound),
+            "failed": [int(g) for g in self.failed],
+            "lost_shards": [int(t) for t in self.lost_shards],
+            "assignment": None if self.assignment is None else [int(g) for g in self.assignment],
+            "order": order,
+            "moves": int(self.moves),
+            "patch": patch,
+            "micro_batches": int(self.micro_batches),
+            "load": None if self.load is None else int(self.load),
+            "step_cost": None if self.step_cost is None else float(self.step_cost),
+            "split": None if self.split is None else np.asarray(self.split).tolist(),
+        }
+
+
+def check_plan(layout, plan, previous_order=None, previous_split=None):
+    """Check that ``plan`` is a valid plan for ``layout``; raise :class:`PlanError` naming the first violation.
+
+    Checks, in order: ``lost_shards`` is exactly the set of shard types with no live
+    holder, ``lower_bound`` is ``c(k)``, ``micro_batches`` is a positive integer; on a
+    wipe-out, the status and ``S* = load = step_cost = split = None``; otherwise every
+    micro-batch of ``split`` (shape ``(N, m)``) is computed by one live holder of its
+    shard type, the largest load is ``load``, ``load >= ceil(m N / (N - k))``,
+    ``step_cost = load / m``, ``assignment = split[:, 0]``, ``c(k) <= S* <= r``
+    (at ``m = 1`` also ``load = S*``; at ``m > 1`` ``S*`` is the largest number of
+    distinct types a live group computes part of), every order row is a permutation of
+    the layout row with the types its group computes in its top ``S*`` layers, failed
+    rows are ``-1``, ``moves`` is right when the previous plan is given (at ``m = 1``
+    ``previous_order``: the assigned types outside their group's previous top ``S*``;
+    at ``m > 1`` ``previous_split``: the micro-batches whose contributor changed), and
+    patch work goes to the live group that contributes it.  Optimality is not checked
+    here: tests compare against brute force and the exact planner.
+
+    Parameters
+    ----------
+    layout : Layout
+    plan : Plan
+    previous_order : numpy.ndarray of int, shape (N, r), optional
+        At ``m = 1``, the stack orders before the failure, to check ``moves`` against.
+    previous_split : numpy.ndarray of int, shape (N, m), optional
+        At ``m > 1``, the split before the failure, to check ``moves`` against.
+
+    Returns
+    -------
+    None
+
+    Raises
+    ------
+    ParameterTypeError
+        ``layout`` is not a Layout or ``plan`` is not a Plan.
+    PlanError
+        The plan breaks one of the rules above; the message names the first.  The checks
+        are plain ``if`` statements, so they also run under ``python -O``.
+
+    See Also
+    --------
+    is_valid_plan : the same checks, as a bool.
+    """
+    from .._core import validation as check
+    from ..layouts.layout import check_layout
+
+    check_layout(layout)
+    check.instance("plan", plan, Plan)
+    n, r = layout.stacks.shape
+    failed = np.asarray(plan.failed)
+    if failed.ndim != 1 or (failed.size and (failed.min() < 0 or failed.max() >= n)):
+        raise PlanError(f"failed must be a 1-D array of group ids in [0, {n})")
+    alive = np.ones(n, dtype=bool)
+    alive[failed] = False
+    holder_alive = alive[layout.holders()[1]].reshape(n, r)
+    lost = np.flatnonzero(~holder_alive.any(axis=1))
+    _require(np.array_equal(np.sort(np.asarray(plan.lost_shards)), lost),
+             "lost_shards differ from the shard types with no live holder")
+    _require(plan.lower_bound == lower_bound(n, len(failed)),
+             f"lower_bound is {plan.lower_bound}, not c(k) = {lower_bound(n, len(failed))}")
+    m = plan.micro_batches
+    _require(isinstance(m, (int, np.integer)) and not isinstance(m, (bool, np.bool_)) and m >= 1,
+             f"micro_batches is {m!r}, not a positive integer")
+    if lost.size:
+        _require(plan.status == WIPE_OUT, f"status is {plan.status!r} but shard types have no live holder")
+        _require(plan.stack_number is None, "a wipe-out plan must have stack_number None")
+        _require(plan.load is None and plan.step_cost is None and plan.split is None,
+                 "a wipe-out plan must have load, step_cost and split None")
+        return
+    _require(plan.status == MASKED, f"status is {plan.status!r} but every shard type has a live holder")
+    s = plan.stack_number
+    _require(s is not None and plan.lower_bound <= s <= r, f"S* = {s} is outside [c(k), r] = [{plan.lower_bound}, {r}]")
+    assignment = np.asarray(plan.assignment)
+    _require(assignment.shape == (n,), f"assignment has shape {assignment.shape}, expected ({n},)")
+    _require(assignment.min() >= 0 and assignment.max() < n, "assignment names a group outside [0, N)")
+    _require(np.all(alive[assignment]), f"shard type {int(np.argmin(alive[assignment]))} is assigned to a failed group")
+    split, layer = _check_split(layout, plan.split, alive, m)
+    _require(np.array_equal(assignment, split[:, 0]), "assignment differs from split[:, 0]")
+    load = np.bincount(split.ravel(), minlength=n)
+    _require(plan.load is not None and load.max() == plan.load,
+             f"load is {plan.load} but group {int(load.argmax())} computes {int(load.max())} micro-batches")
+    bound = lower_bound(n, len(failed), m)
+    _require(plan.load >= bound, f"load {plan.load} is below the bound ceil(m N / (N - k)) = {bound}")
+    _require(plan.step_cost == plan.load / m, f"step_cost is {plan.step_cost}, not load / m = {plan.load / m}")
+    touched = _touched_layers(layout.stacks, split, layer)  # (N, r): group g computes part of stacks[g, l]
+    if m == 1:
+        _require(plan.load == s, f"load is {plan.load} but S* is {s} at m = 1")
+    else:
+        widest = int(touched[alive].sum(axis=1).max())
+        _require(s == widest, f"stack_number is {s} but a live group computes part of {widest} shard types")
+    order = np.asarray(plan.order)
+    _require(order.shape == (n, r), f"order has shape {order.shape}, expected {(n, r)}")
+    _require(np.all(order[~alive] == -1), "failed groups must have order rows of -1")
+    live_rows = np.flatnonzero(alive)
+    same = np.all(np.sort(order[live_rows], axis=1) == np.sort(layout.stacks[live_rows], axis=1), axis=1)
+    _require(same.all(), f"order row of group {int(live_rows[np.argmin(same)]) if same.size else -1} "
+                         "is not a permutation of its stack")
+    in_top = np.zeros((n, r), dtype=bool)  # in_top[g, l]: stacks[g, l] is in g's top S* of order
+    for p in range(s):
+        in_top |= order[:, p:p + 1] == layout.stacks
+    outside = touched & ~in_top
+    _require(not outside.any(), f"shard type {int(layout.stacks[outside][0]) if outside.any() else -1} is "
+                                "outside the top S* of a group computing it")
+    if m == 1 and previous_order is not None:
+        prev_top = np.asarray(previous_order)[assignment, :s]
+        outside = int((~(prev_top == np.arange(n)[:, None]).any(axis=1)).sum())
+        _require(plan.moves == outside, f"moves = {plan.moves} but {outside} assigned types were outside the old top S*")
+    if m > 1 and previous_split is not None:
+        previous = np.asarray(previous_split)
+        _require(previous.shape == split.shape, f"previous_split has shape {previous.shape}, expected {split.shape}")
+        changed = int((previous != split).sum())
+        _require(plan.moves == changed, f"moves = {plan.moves} but {changed} micro-batches changed contributor")
+    for g, items in plan.patch.items():
+        _require(0 <= g < n and alive[g], f"patch work given to group {g}, which is not live")
+        if m == 1:
+            wrong = [t for t in items if assignment[t] != g]
+        else:
+            wrong = [(t, j) for t, j in items if not (0 <= t < n and 0 <= j < m) or split[t, j] != g]
+        _require(not wrong, f"patch work {wrong[0] if wrong else -1} given to group {g}, "
+                            "which does not contribute it")
+
+
+def is_valid_plan(layout, plan, previous_order=None):
+    """Whether ``plan`` passes :func:`check_plan` (same arguments).
+
+    Returns
+    -------
+    bool
+
+    Raises
+    ------
+    ParameterTypeError
+        ``layout`` is not a Layout or ``plan`` is not a Plan.
+    """
+    try:
+        check_plan(layout, plan, previous_order)
+    except PlanError:
+        return False
+    return True
+
+
+def _require(condition, message):
+    if not condition:
+        raise PlanError(message)
+
+
+def _check_split(layout, split, alive, m):
+    """``(split, layer)``: ``split`` as an int array after checking its shape and that every
+    entry is a live holder, and the layer each entry holds its type at (:func:`_split_layers`)."""
+    n = layout.groups
+    _require(split is not None, "a masked plan must have a split")
+    split = np.asarray(split)
+    _require(split.shape == (n, m), f"split has shape {split.shape}, expected ({n}, {m})")
+    _require(split.size == 0 or np.issubdtype(split.dtype, np.integer), f"split has dtype {split.dtype}, not integer")
+    bad = (split < 0) | (split >= n)
+    _require(not bad.any(), f"split names group {int(split[bad][0]) if bad.any() else -1} outside [0, {n})")
+    dead = ~alive[split]
+    if dead.any():
+        t, j = np.argwhere(dead)[0]
+        raise PlanError(f"micro-batch ({t}, {j}) is given to failed group {split[t, j]}")
+    layer = _split_layers(layout.stacks, split)
+    if (layer < 0).any():
+        t, j = np.argwhere(layer < 0)[0]
+        raise PlanError(f"micro-batch ({t}, {j}) is given to group {split[t, j]}, which does not hold shard type {t}")
+    return split, layer
+
+
+def _holders_by_layer(stacks):
+    """int32 (N, r): entry ``[t, l]`` is the group holding shard type ``t`` at layer ``l``.
+
+    Every layer of a layout is a permutation, so each column inverts in ``O(N)``.
+    """
+    n, r = stacks.shape
+    holders = np.empty((n, r), dtype=np.int32)
+    groups = np.arange(n, dtype=np.int32)
+    for layer in range(r):
+        holders[stacks[:, layer], layer] = groups
+    return holders
+
+
+def _split_layers(stacks, split):
+    """int (N, m): entry ``[t, j]`` is the layer at which group ``split[t, j]`` holds shard
+    type ``t``, or -1 where it does not hold it.  ``O(N m r)`` time and booleans."""
+    match = _holders_by_layer(stacks)[:, None, :] == split[:, :, None]
+    return np.where(match.any(axis=2), match.argmax(axis=2), -1)
+
+
+def _touched_layers(stacks, split, layer=None):
+    """bool (N, r): entry ``[g, l]`` says whether group ``g`` computes part of shard type ``stacks[g, l]``.
+
+    ``split`` must give every micro-batch to a holder of its type; ``layer`` is its
+    :func:`_split_layers` when the caller has it already.
+    """
+    n, r = stacks.shape
+    if layer is None:
+        layer = _split_layers(stacks, split)
+    touched = np.zeros((n, r), dtype=bool)
+    touched[split, layer] = True
+    return touched
+
+
+def _derived_order(stacks, touched, alive):
+    """Orders at ``m > 1``: per live group the shard types it computes part of, then the
+    others, each in layout order; rows of failed groups are ``-1``."""
+    ranks = np.argsort(~touched, axis=1, kind="stable")
+    order = np.take_along_axis(stacks, ranks, axis=1).astype(np.int32)
+    order[~alive] = -1
+    return order

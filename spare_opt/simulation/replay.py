@@ -1,0 +1,620 @@
+"""Replay of a node fault trace against a stack layout, with the paper's or the ``repair`` semantics.
+
+Each ``fault_start`` fails the DP group its node is mapped to; starts at the same
+instant fail together (one reorder decision for the batch); the stack number ``S``
+follows the reorder plans; a wipe-out is a global restart from the last checkpoint
+(all groups back, ``S = 1``).  What a ``fault_end`` does is the *semantics*:
+
+* ``"paper"`` (the default): it is counted but does not bring a group back (Lee et
+  al., ICML 2026, Sec. 6: failed groups never rejoin before a restart);
+* ``"repair"``: it brings the node's group back, and the plan is recomputed for the
+  groups still out; the ``fault_end`` of a node that was down at the last global
+  restart (spares replaced it) is counted and ignored.
+
+``docs/replay.md`` and ``docs/repair.md`` state every rule, including what happens to
+irregular events.
+"""
+
+import time
+import warnings
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+import numpy as np
+
+from .._core import validation as check
+from .._core.results import Result
+from .events import SEMANTICS
+from ..planning.plan import MASKED, WIPE_OUT, check_micro_batches, check_plan
+from ..traces.trace import FaultTrace, _instants, _placement_text, instant_batches
+from ..layouts.layout import check_layout
+
+__all__ = [
+    "PLANNERS",
+    "ReplayRow",
+    "ReplayResult",
+    "replay_trace",
+    "ROW_STATUSES",
+]
+
+#: Reorder engines a replay can take its decisions from.
+PLANNERS = ("controller", "exact")
+
+#: What a ``fault_end`` does: nothing before a restart (``"paper"``) or bring the group back (``"repair"``).
+
+#: Irregular-event messages, wipe-out days... printed by :meth:`ReplayResult.format_text` (JSON has all).
+SHOWN_IRREGULAR = 20
+
+#: Status of a replay row and its meaning.
+ROW_STATUSES = {
+    MASKED: "the group failed and the reorder masked it",
+    WIPE_OUT: "the group failed in a batch that wiped out a shard type: global restart, all groups back, S = 1",
+    "already-out": "the node's group is already out (failed earlier, not back before a restart): no effect",
+    "irregular": "irregular event (start for a node already down, end with no start): ignored",
+    "skipped": "the node is beyond the cluster's N groups (or not in the placement): ignored",
+    "end": "fault_end: counted; the group stays out (paper semantics: until a restart; repair semantics: another "
+           "node of the group is still down)",
+    "recovered": "fault_end: the group comes back and the plan is recomputed (repair semantics)",
+    "replaced": "fault_end of a node that was down at the last global restart (spares replaced it): counted, ignored "
+                "(repair semantics)",
+}
+
+
+class ReplayRow(NamedTuple):
+    """One event of a replay.
+
+    Attributes
+    ----------
+    index : int
+        Position of the event in the time-sorted trace.
+    time_days : float
+        Event time (days).
+    node : int
+        Node index (order of first effective fault, :class:`~spare_opt.traces.trace.FaultTrace`).
+    node_id : str
+        Node identifier in the trace file.
+    group : int
+        DP group of the node, ``-1`` when the node is skipped.
+    kind : str
+        ``"fault_start"`` or ``"fault_end"``.
+    fault_class : str
+        ``fault_type.Class`` of the event.
+    status : str
+        One of :data:`ROW_STATUSES`.
+    stack_number : int
+        ``S`` in force after the event's instant has been processed (1 after a
+        wipe-out's restart).
+    failed_groups : int
+        Groups out after the event's instant.
+    batch : int
+        Index of the reorder decision this event took part in, ``-1`` for none.
+    moves : int
+        Moves of that decision (shared by every row of the batch; 0 for none).
+    """
+
+    index: int
+    time_days: float
+    node: int
+    node_id: str
+    group: int
+    kind: str
+    fault_class: str
+    status: str
+    stack_number: int
+    failed_groups: int
+    batch: int
+    moves: int
+
+    def to_dict(self):
+        """dict: the row with plain Python values."""
+        return {key: getattr(self, key) for key in self._fields}
+
+
+@dataclass(frozen=True, eq=False)
+class ReplayResult(Result):
+    """Outcome of :func:`replay_trace`.
+
+    Attributes
+    ----------
+    summary : dict
+        JSON-ready counts and figures; keys are listed in ``docs/replay.md``
+        (``faults``, ``masked``, ``wipe_outs``, ``max_stack_number``,
+        ``mean_stack_number``, ``fault_ends``, ``irregular``, ``skipped``...).
+    rows : tuple of ReplayRow
+        One row per trace event, in time order.
+    elapsed_seconds : float
+        Wall-clock time of the replay (in ``to_dict()``; not compared by ``==``).
+    """
+
+    summary: dict
+    rows: tuple = field(default=(), repr=False)
+    elapsed_seconds: float = field(default=0.0, compare=False)
+
+    def __getitem__(self, key):
+        return self.summary[key]
+
+    def to_dict(self, rows=False):
+        """The summary as a JSON-ready dict, with the per-event rows under ``"rows"`` when asked."""
+        doc = dict(self.summary, elapsed_seconds=self.elapsed_seconds)
+        if rows:
+            doc["rows"] = [row.to_dict() for row in self.rows]
+        return doc
+
+    def format_text(self, rows=False):
+        """A readable multi-line summary (and the per-event table when ``rows``)."""
+        s = self.summary
+        first, last = s["span_days"]
+        days = _shortened([f"{round(d, 4)}" for d in s["wipe_out_days"]])
+        masked_before = s["masked_before_wipe_out"]
+        masked_before = f"[{_shortened([str(m) for m in masked_before])}]" if masked_before else "-"
+        irregular = s["irregular"]
+        lines = [
+            f"Replay of {s['trace']} ({s['trace_format']}: {s['events']} events on {s['nodes']} nodes, "
+            f"days {round(first, 4)} to {round(last, 4)})",
+            f"Layout: {s['method']}, N = {s['groups']}, r = {s['redundancy']}; planner: {s['planner']}; "
+            f"nodes placed on groups by {s['placement']}; {s['semantics']} semantics"
+            + (f"; m = {s['micro_batches']} micro-batches per shard type" if s["micro_batches"] > 1 else ""),
+            f"Faults: {s['faults']} fault_start, {s['fault_ends']} fault_end "
+            + ("(ends are counted; a group does not rejoin before a restart)" if s["semantics"] == "paper" else
+               f"({s['recoveries']} groups back in {s['recovery_batches']} batches; {s['ends_after_restart']} "
+               "ends of nodes replaced at a restart ignored)"),
+            f"Group failures: {s['group_failures']} in {s['batches']} batches: {s['masked']} masked, "
+            f"{s['wipe_outs']} wipe-out(s)" + (f" at day {days}" if days else ""),
+            f"Masked failures before each wipe-out: {masked_before}; "
+            f"since the last restart: {s['masked_since_last_restart']}",
+            f"Starts on a group already out: {s['already_out']} (no effect)",
+            f"Stack number: max S = {s['max_stack_number']}, time-weighted mean S = {s['mean_stack_number']:.4f}, "
+            f"final S = {s['final_stack_number']}"
+            + (f"; step cost L/m: max {s['max_load']}/{s['micro_batches']}, time-weighted mean "
+               f"{s['mean_step_cost']:.4f}" if s["micro_batches"] > 1 else ""),
+            f"Most groups out at once: {s['max_out']}; shard moves: {s['total_moves']}",
+            f"Irregular events: {sum(irregular.values())} ("
+            + ", ".join(f"{count} {kind}" for kind, count in irregular.items()) + ")",
+        ]
+        messages = s["irregular_events"]
+        lines += [f"  {message}" for message in messages[:SHOWN_IRREGULAR]]
+        if len(messages) > SHOWN_IRREGULAR:
+            lines.append(f"  ... and {len(messages) - SHOWN_IRREGULAR} more irregular events (--json lists all)")
+        skipped = s["skipped"]
+        lines.append(
+            f"Skipped: {skipped['nodes']} node(s) beyond N = {s['groups']} "
+            f"({skipped['fault_starts']} fault_start, {skipped['events']} events in all)"
+        )
+        lines.append(f"Elapsed: {self.elapsed_seconds:.2f} s")
+        if rows:
+            lines.append("")
+            lines.append(f"{'day':>10} {'node':>5} {'group':>5} {'kind':<11} {'status':<11} {'S':>2} {'out':>4} {'moves':>5}  class")
+            for row in self.rows:
+                lines.append(
+                    f"{row.time_days:>10.4f} {row.node:>5} {row.group:>5} {row.kind:<11} {row.status:<11} "
+                    f"{row.stack_number:>2} {row.failed_groups:>4} {row.moves:>5}  {row.fault_class}"
+                )
+        return "\n".join(lines)
+
+
+def _shortened(items, shown=SHOWN_IRREGULAR):
+    """``"a, b, c"``, or the first ``shown`` items and ``"... (k more)"``: text lines stay short."""
+    text = ", ".join(items[:shown])
+    if len(items) > shown:
+        text += f", ... ({len(items) - shown} more; --json lists all)"
+    return text
+
+
+class _ControllerEngine:
+    """Reorder decisions from the online controller."""
+
+    name = "controller"
+
+    def __init__(self, layout, micro_batches):
+        from ..planning.controller import ReorderController
+
+        self.controller = ReorderController(layout, micro_batches=micro_batches)
+
+    def fail(self, groups):
+        return self.controller.fail(groups)
+
+    def recover(self, groups):
+        return self.controller.recover(groups)
+
+    def restart(self):
+        self.controller.restart()
+
+
+class _ExactEngine:
+    """Reorder decisions from the exact planner, carrying the failed set and the previous plan."""
+
+    name = "exact"
+
+    def __init__(self, layout, micro_batches):
+        self.layout = layout
+        self.micro_batches = micro_batches
+        self.restart()
+
+    def _plan(self, failed, order):
+        from ..planning.exact import plan_reorder
+
+        if self.micro_batches == 1:
+            return plan_reorder(self.layout, failed, order=order, stack_number=self.stack_number)
+        return plan_reorder(self.layout, failed, micro_batches=self.micro_batches, split=self.split)
+
+    def _adopt(self, plan, failed):
+        if plan.status == MASKED:
+            self.failed = failed
+            self.order = plan.order
+            self.stack_number = plan.stack_number
+            self.split = plan.split
+        return plan
+
+    def fail(self, groups):
+        failed = np.sort(np.concatenate([self.failed, np.asarray(groups, dtype=np.int32)]))
+        return self._adopt(self._plan(failed, self.order), failed)
+
+    def recover(self, groups):
+        back = np.asarray(groups, dtype=np.int32)
+        failed = self.failed[~np.isin(self.failed, back)]
+        order = None
+        if self.order is not None:  # a returning group resumes with its layout order
+            order = np.array(self.order, dtype=np.int32)
+            order[back] = self.layout.stacks[back]
+        return self._adopt(self._plan(failed, order), failed)
+
+    def restart(self):
+        self.failed = np.zeros(0, dtype=np.int32)
+        self.order = None
+        self.stack_number = 1
+        self.split = None
+
+
+def replay_trace(layout, trace, *, planner="controller", semantics="paper", micro_batches=1, progress=None,
+                 check_plans=False, placement_seed=None, placement=None, exact=None):
+    """Replay a fault trace on a layout (``docs/replay.md``; ``repair`` semantics: ``docs/repair.md``).
+
+    Parameters
+    ----------
+    layout : Layout
+        The stack layout of ``N`` DP groups.
+    trace : FaultTrace
+        From :func:`spare_opt.read_fault_trace`.
+    planner : {"controller", "exact"}, default "controller"
+        Where each reorder decision comes from: the online
+        :class:`spare_opt.ReorderController` or the exact planner
+        :func:`spare_opt.plan_reorder`.  Both give the same status and least stack
+        number ``S*`` (and load ``L*``); only the moves may differ.
+    semantics : {"paper", "repair"}, default "paper"
+        What a ``fault_end`` does (:data:`SEMANTICS`): nothing before a restart, the
+        paper's model, or bring the node's group back.
+    micro_batches : int, default 1
+        ``m``, micro-batches per shard type (fractional stacking); 1 is the paper's
+        model.  The load ``L*`` and step cost ``L*/m`` are reported.
+    progress : callable, optional
+        ``progress(done, total)`` in events, after each instant.
+    check_plans : bool, default False
+        Check every plan with :func:`spare_opt.check_plan` (slower; for tests).
+    placement_seed : int, optional
+        Place nodes on random distinct groups with this seed instead of in order of
+        first effective fault (:meth:`~spare_opt.traces.trace.FaultTrace.node_groups`).
+    placement : Placement, optional
+        Place nodes as this placement says (a group, several groups, or every group of
+        a domain per node; :class:`~spare_opt.traces.placement.Placement`); nodes it does not
+        list are skipped and counted.  Not together with ``placement_seed``.
+    exact : bool, optional
+        Deprecated: ``exact=True`` is ``planner="exact"``.
+
+    Returns
+    -------
+    ReplayResult
+        ``summary`` keys include ``semantics``, ``micro_batches``, ``wipe_outs``,
+        ``max_out`` (most groups out at once), ``mean_stack_number`` and
+        ``mean_step_cost`` (time-weighted), ``max_stack_number``, ``max_load``,
+        ``recoveries`` and ``ends_after_restart``.
+
+    Raises
+    ------
+    ParameterTypeError
+        ``layout`` or ``trace`` has the wrong type, ``progress`` is not callable, or
+        ``placement_seed`` or ``micro_batches`` is not an integer.
+    ParameterError
+        Unknown ``planner`` or ``semantics``, a negative ``placement_seed``, or
+        ``micro_batches < 1``.
+    PlanError
+        With ``check_plans``, a plan breaks a rule of :func:`spare_opt.check_plan`.
+
+    Notes
+    -----
+    Rules, in time order, one instant (all events with equal ``event_time``) at a time;
+    the instants and their groups come from :func:`spare_opt.traces.trace.trace_instants`, the
+    same step as the trace-driven simulation:
+
+    * nodes are mapped to groups in order of first effective fault (or at random with
+      ``placement_seed``, or by ``placement``; :meth:`~spare_opt.traces.trace.FaultTrace.node_groups`);
+      nodes beyond ``N`` (or not in the placement) are skipped and reported; a node
+      placed on several groups or on a domain fails all of them, in one batch (its
+      rows show the lowest of its groups);
+    * events the reader flagged as irregular (``FaultTrace.ignored``) do nothing;
+    * a wipe-out is a global restart: every group is back (whatever the trace says
+      about its node) and ``S = 1``.
+
+    Paper semantics: a ``fault_start`` whose group is live fails it; a ``fault_start``
+    whose group is already out (its node was repaired but groups do not rejoin before
+    a restart) does nothing (status ``already-out``); all groups newly failed at one
+    instant are one batch (one ``fail`` call); ``fault_end`` events are counted only.
+
+    Repair semantics: the events of an instant are taken in file order, in batches
+    (:func:`spare_opt.traces.trace.instant_batches`): a run of consecutive ``fault_start``
+    events fails its groups together (one ``fail`` call), a run of consecutive
+    ``fault_end`` events brings its groups back together (one ``recover`` call, the
+    plan recomputed for the groups still out: ``S*`` and ``L*`` can fall); a group
+    with several nodes (a placement) is out while any of its nodes is down.  When a
+    batch of starts wipes out, the restart brings every group back, those of the batch
+    included; the nodes down at that restart were replaced by spares, so their later
+    ``fault_end`` is counted (``ends_after_restart``) and ignored (status
+    ``replaced``).
+
+    The time-weighted means are ``(1 / (t_last - t_first)) * integral S(t) dt`` (and
+    the same for the step cost ``L(t)/m``) over the trace span, the value after each
+    instant held until the next; when the span is zero they are the final values.
+    ``max_out`` counts the groups out after each batch of starts, those of a batch that
+    wipes out included.
+
+    References
+    ----------
+    Lee et al., "SPARe", ICML 2026, arXiv:2603.00357, Sec. 3-4 (reorder, restart)
+    and Sec. 6 (failed groups never rejoin before a restart); ``repair`` semantics:
+    ``../shared/docs/beyond-the-paper.md``, section 2.
+    """
+    check_layout(layout)
+    check.instance("trace", trace, FaultTrace, " (spare_opt.read_fault_trace)")
+    check.callback("progress", progress)
+    check_plans = check.flag("check_plans", check_plans)
+    if exact is not None:
+        warnings.warn("replay_trace(exact=...) is deprecated; use planner='exact'", DeprecationWarning, stacklevel=2)
+        planner = "exact" if check.flag("exact", exact) else "controller"
+    planner = check.choice("planner", planner, PLANNERS)
+    semantics = check.choice("semantics", semantics, SEMANTICS)
+    m = check_micro_batches(micro_batches, layout.groups)
+    repair = semantics == "repair"
+    started = time.perf_counter()
+    n = layout.groups
+    engine = _ExactEngine(layout, m) if planner == "exact" else _ControllerEngine(layout, m)
+    members = trace.node_groups(n, seed=placement_seed, placement=placement, members=True)
+    instants, node_group = _instants(trace, members)
+    if repair:
+        indptr, group_ids = members
+        node_open = np.zeros(trace.n_nodes, dtype=bool)  # an effective fault that holds its groups out
+        node_replaced = np.zeros(trace.n_nodes, dtype=bool)  # down at the last restart: its end is ignored
+        down_count = np.zeros(n, dtype=np.int64)  # nodes of each group with an open fault
+    times = trace.times_days
+    count = trace.n_events
+
+    alive = np.ones(n, dtype=bool)
+    failed_now = 0
+    stack_number, load = 1, m
+    order = layout.stacks if check_plans else None
+    rows = []
+    batches = masked = masked_batches = wipe_outs = already_out = wiped_groups = 0
+    recoveries = recovery_batches = ends_after_restart = decisions = 0
+    total_moves = max_failed = 0
+    max_stack, max_load = 1, m
+    wipe_out_days = []
+    masked_before_wipe_out = []
+    masked_in_epoch = 0
+    # The time-weighted means of S and of the step cost: integral / span, and the same
+    # sum in fractions of the span, which stays finite whatever the times
+    # (S * (now - t_prev) overflows near 1.8e308 days); the first is kept when finite
+    # (the figures of earlier versions).
+    first, last = trace.span_days
+    span = last - first
+    area = cost_area = 0.0
+    mean_stack = mean_cost = 0.0
+    t_prev = float(times[0]) if count else 0.0
+
+    for instant in instants:
+        a, b, now = instant.start, instant.stop, instant.time_days
+        if span > 0:
+            area += stack_number * (now - t_prev)
+            mean_stack += stack_number * ((now - t_prev) / span)
+            cost_area += load / m * (now - t_prev)
+            mean_cost += load / m * ((now - t_prev) / span)
+        t_prev = now
+        decided = {}  # event index -> (status, decision, moves)
+        if repair:
+            batch_list = instant_batches(trace, instant, members)
+        else:
+            batch_list = [(True, instant.failing_events)] if instant.failing.size else []
+        for is_start, events in batch_list:
+            if repair:
+                nodes = trace.node[events]
+            if not is_start:  # repair: the groups with no node down any more come back
+                for k in events[node_replaced[nodes]].tolist():
+                    decided[k] = ("replaced", -1, 0)
+                    ends_after_restart += 1
+                node_replaced[nodes] = False
+                closing = node_open[nodes]
+                node_open[nodes[closing]] = False
+                groups, group_events = _groups_of(indptr, group_ids, nodes[closing], events[closing])
+                np.add.at(down_count, groups, -1)
+                returning = (down_count[groups] == 0) & ~alive[groups]
+                back = np.unique(groups[returning]).astype(np.int32)
+                for k in events.tolist():
+                    if k not in decided:
+                        decided[k] = ("end", -1, 0)
+                if not back.size:
+                    continue
+                plan = engine.recover(back)
+                if check_plans:
+                    check_plan(layout, plan, previous_order=_restored(layout, order, back) if m == 1 else None)
+                alive[back] = True
+                failed_now -= int(back.size)
+                recoveries += int(back.size)
+                recovery_batches += 1
+                moves = int(plan.moves)
+                total_moves += moves
+                stack_number, load = int(plan.stack_number), int(plan.load)
+                order = plan.order if check_plans else None
+                last_end = {}  # each returning group is brought back by the last end of its nodes, in file order
+                for group, k in zip(groups[returning].tolist(), group_events[returning].tolist()):
+                    last_end[group] = max(k, last_end.get(group, k))
+                for k in set(last_end.values()):
+                    decided[k] = ("recovered", decisions, moves)
+                decisions += 1
+                continue
+            if repair:  # the groups of the batch's nodes go out (those already out stay out)
+                node_open[nodes] = True
+                groups, group_events = _groups_of(indptr, group_ids, nodes, events)
+                np.add.at(down_count, groups, 1)
+                groups, events = _once(groups, group_events)
+            else:
+                groups = instant.failing
+            live = alive[groups]
+            fresh, fresh_events = groups[live], events[live]
+            if not fresh.size:
+                continue
+            alive[fresh] = False
+            batch = decisions
+            decisions += 1
+            batches += 1
+            plan = engine.fail(fresh)
+            if check_plans:
+                check_plan(layout, plan, previous_order=None if plan.status != MASKED or m > 1 else order)
+            failed_now += int(fresh.size)
+            max_failed = max(max_failed, failed_now)
+            moves = 0
+            if plan.status == WIPE_OUT:
+                outcome = WIPE_OUT
+                wipe_outs += 1
+                wiped_groups += int(fresh.size)
+                wipe_out_days.append(now)
+                masked_before_wipe_out.append(masked_in_epoch)
+                masked_in_epoch = 0
+                engine.restart()
+                if repair:  # spares replace every node still down
+                    node_replaced |= node_open
+                    node_open[:] = False
+                    down_count[:] = 0
+                alive[:] = True
+                failed_now = 0
+                stack_number, load = 1, m
+                order = layout.stacks if check_plans else None
+            else:
+                outcome = MASKED
+                masked += int(fresh.size)
+                masked_in_epoch += int(fresh.size)
+                masked_batches += 1
+                moves = int(plan.moves)
+                total_moves += moves
+                stack_number, load = int(plan.stack_number), int(plan.load)
+                max_stack = max(max_stack, stack_number)
+                max_load = max(max_load, load)
+                order = plan.order if check_plans else None
+            for k in np.unique(fresh_events).tolist():
+                decided[k] = (outcome, batch, moves)
+        for k in range(a, b):
+            node = int(trace.node[k])
+            group = int(node_group[node])
+            if k in decided:
+                status, batch, moves = decided[k]
+            else:
+                batch, moves = -1, 0
+                if trace.ignored[k]:
+                    status = "irregular"
+                elif group < 0:
+                    status = "skipped" if trace.is_start[k] else "end"
+                elif not trace.is_start[k]:
+                    status = "end"
+                else:
+                    status = "already-out"
+                    already_out += 1
+            rows.append(
+                ReplayRow(
+                    index=int(k),
+                    time_days=float(times[k]),
+                    node=node,
+                    node_id=trace.node_ids[node],
+                    group=group,
+                    kind="fault_start" if trace.is_start[k] else "fault_end",
+                    fault_class=trace.fault_class[k],
+                    status=status,
+                    stack_number=stack_number,
+                    failed_groups=failed_now,
+                    batch=batch,
+                    moves=moves,
+                )
+            )
+        if progress is not None:
+            progress(b, count)
+
+    if span > 0:
+        mean_stack = float(area / span) if np.isfinite(area) else float(mean_stack)
+        mean_cost = float(cost_area / span) if np.isfinite(cost_area) else float(mean_cost)
+    else:
+        mean_stack, mean_cost = float(stack_number), load / m
+    skipped_nodes = int((node_group < 0).sum())
+    skipped_mask = node_group[trace.node] < 0 if count else np.zeros(0, dtype=bool)
+    summary = {
+        "planner": engine.name,
+        "semantics": semantics,
+        "micro_batches": m,
+        "groups": n,
+        "redundancy": layout.redundancy,
+        "method": layout.method,
+        "trace": trace.source,
+        "trace_format": trace.format,
+        "placement": _placement_text(placement_seed, placement),
+        "events": count,
+        "nodes": trace.n_nodes,
+        "span_days": [first, last],
+        "faults": trace.n_starts,
+        "fault_ends": trace.n_ends,
+        "group_failures": masked + wiped_groups,
+        "batches": batches,
+        "masked": masked,
+        "masked_batches": masked_batches,
+        "wipe_outs": wipe_outs,
+        "wipe_out_days": wipe_out_days,
+        "masked_before_wipe_out": masked_before_wipe_out,
+        "masked_since_last_restart": masked_in_epoch,
+        "already_out": already_out,
+        "recoveries": recoveries,
+        "recovery_batches": recovery_batches,
+        "ends_after_restart": ends_after_restart,
+        "max_stack_number": max_stack,
+        "mean_stack_number": mean_stack,
+        "final_stack_number": stack_number,
+        "max_load": max_load,
+        "mean_step_cost": mean_cost,
+        "max_failed_groups": max_failed,
+        "max_out": max_failed,
+        "total_moves": total_moves,
+        "irregular": trace.irregular_counts(),
+        "irregular_events": [e.message for e in trace.irregular],
+        "skipped": {
+            "nodes": skipped_nodes,
+            "fault_starts": int((skipped_mask & trace.is_start & ~trace.ignored).sum()),
+            "events": int(skipped_mask.sum()),
+        },
+    }
+    return ReplayResult(summary=summary, rows=tuple(rows), elapsed_seconds=time.perf_counter() - started)
+
+
+def _groups_of(indptr, group_ids, nodes, events):
+    """Every group of ``nodes`` (CSR ``indptr``/``group_ids``), with the event of each (``events[i]`` of ``nodes[i]``)."""
+    sizes = np.diff(indptr)[nodes]
+    starts = np.repeat(indptr[nodes], sizes)
+    within = np.arange(starts.size) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+    return group_ids[starts + within].astype(np.int32), np.repeat(events, sizes).astype(np.int64)
+
+
+def _once(groups, events):
+    """``groups`` each once, in event order, with the first event of each."""
+    _, first = np.unique(groups, return_index=True)
+    keep = np.sort(first)
+    return groups[keep], events[keep]
+
+
+def _restored(layout, order, back):
+    """``order`` with the rows of the returning groups ``back`` set to their layout order."""
+    if order is None:
+        return None
+    order = np.array(order, dtype=np.int32)
+    order[back] = layout.stacks[back]
+    return order

@@ -1,0 +1,1023 @@
+"""A failure model fitted to a node fault trace: MTBF, bursts, repairs, correlated failures.
+
+:func:`fit_trace` reads a :class:`~spare_opt.traces.trace.FaultTrace` (any format that
+:func:`~spare_opt.read_fault_trace` reads) and estimates, with confidence intervals
+where they apply (``docs/fit.md`` states every rule):
+
+* the per-node MTBF, the system MTBF of the cluster and the mean time between
+  failure *events* (node faults that start together, or within a window);
+* the Weibull shape of the gaps between failure events, and whether a shape below 1
+  (bursts) is significant;
+* the repair-time distribution: median, mean, maximum and a lognormal fit, with
+  faults still open at the end of the trace right-censored;
+* how often a failure event takes several nodes down at once;
+* the time-weighted mean and the peak number of nodes down.
+
+The result carries a :class:`~spare_opt.traces.failure_model.FailureModel`, the few
+numbers a simulation needs, whose sampled traces :func:`fit_trace` can fit back.
+
+References
+----------
+Lawless, *Statistical Models and Methods for Lifetime Data*, 2nd ed., Wiley 2003:
+Weibull and lognormal maximum likelihood with censored data (Sec. 5.2, 5.3), profile
+likelihood intervals (Sec. 3.3), Kaplan-Meier estimate (Sec. 3.2).
+Cox, *Renewal Theory*, Methuen 1962, Sec. 7.2: the variance of the number of
+renewals, ``Var N(t) ~ t sigma^2 / mu^3``.
+Garwood, "Fiducial limits for the Poisson distribution", Biometrika 28 (1936): the
+chi-square interval of a Poisson rate.
+"""
+
+import math
+import textwrap
+from dataclasses import dataclass
+
+import numpy as np
+
+from .._core import validation as check
+from .._core.results import Result
+from .._core.stats import rng_keyword
+from .._core.errors import ParameterError, TraceError
+from .trace import FaultTrace
+from .failure_model import Estimate, FailureModel, REPAIR_DISTRIBUTIONS, SECONDS_PER_DAY, SECONDS_PER_HOUR, _BRACKET_STEPS, _plain, _truncated_weibull_mean
+
+__all__ = [
+    "DEFAULT_RESAMPLES",
+    "DEFAULT_WINDOW_MINUTES",
+    "FitResult",
+    "fit_trace",
+]
+#: Default window (minutes) within which node faults form one failure event.
+DEFAULT_WINDOW_MINUTES = 5.0
+#: Default number of bootstrap resamples and Monte-Carlo samples of the goodness-of-fit test.
+DEFAULT_RESAMPLES = 999
+
+#: Width of the lines of :meth:`FitResult.format_text`.
+REPORT_WIDTH = 100
+#: Relative difference below which two durations count as equal (float noise of differences of times).
+_SAME = 1e-9
+
+
+# ----------------------------------------------------------------------------- the fit
+@dataclass(frozen=True, eq=False)
+class FitResult(Result):
+    """What :func:`fit_trace` found in a fault trace.
+
+    Each section is a dict of plain numbers, strings and :class:`Estimate` values
+    whose keys carry their unit (``_days``, ``_hours``, ``_seconds``); a value that
+    cannot be estimated is ``None`` (NaN inside an :class:`Estimate`), and the
+    section's ``"reason"`` says why.
+
+    Attributes
+    ----------
+    source : str
+        The trace's source.
+    trace : dict
+        What was read and used: events, fault starts and ends, nodes named, the
+        starts and ends the reader ignored (irregular events), faults open at the end.
+    observation : dict
+        ``start_day``, ``end_day``, ``observation_days``, ``time_resolution_days``
+        (the smallest gap between two event times) and the rule that chose the window.
+    cluster : dict
+        ``nodes`` and ``nodes_source`` (``"given"``, ``"file"`` or ``"trace"``) with
+        the ``assumption`` in words.
+    mtbf : dict
+        ``node_faults``, ``failure_events``; ``node_mtbf_days`` (exposure: node
+        up-time), ``node_mtbf_calendar_days`` (exposure: nodes x observation),
+        ``system_mtbf_hours`` (mean time between node faults in the cluster),
+        ``event_mtbf_hours`` (mean time between failure events); the dispersion
+        factors that widen the intervals and ``ci_method``.
+    interarrival : dict
+        Weibull fit of the gaps between failure events, truncated at the window
+        (``truncated_at_hours``): ``weibull_shape``, ``weibull_scale_hours``,
+        ``weibull_mean_gap_hours`` (of the fit) and ``mean_gap_hours`` (observed), the
+        likelihood-ratio test of shape 1 (``likelihood_ratio``,
+        ``p_value_shape_below_1``, ``bursty``), ``lag1_rank_correlation`` and its
+        ``lag1_p_value``.
+    repairs : dict
+        ``completed``, ``open``, ``below_resolution`` (zero-length repairs),
+        ``median_hours``, ``mean_hours``, ``max_hours``, ``longest_open_hours``,
+        ``lognormal_median_hours`` (and ``lognormal_median_seconds``),
+        ``lognormal_sigma``, ``lognormal_mean_hours``, ``lognormal_ci_method``,
+        ``lognormal_fit_p_value`` (Anderson-Darling) and ``lognormal_fit_test``.
+    correlation : dict
+        ``window_minutes``; ``same_instant`` and ``within_window``: events,
+        multi-node events and their fraction, node faults in them and their
+        fraction, the largest event (``largest_nodes``, ``largest_day``);
+        ``event_size_counts``: events within the window that take 1, 2, ... nodes.
+    nodes_down : dict
+        ``mean`` (time-weighted), ``mean_fraction``, ``peak``, ``peak_day``,
+        ``fraction_of_time_any_down``.
+    node_counts : dict
+        How faults spread over nodes: ``nodes_failed``, ``nodes_never_failed``,
+        ``expected_never_failed_if_uniform``, ``max_faults_one_node``,
+        ``dispersion_index`` and its ``p_value`` (Poisson with equal rates).
+    model : FailureModel or None
+        The fitted failure model, ``None`` when a part of it cannot be estimated.
+    model_error : str or None
+        Why there is no model.
+    notes : tuple of str
+        What was assumed or done with irregular data, one line each.
+    confidence : float
+        Level of every interval.
+    """
+
+    source: str
+    trace: dict
+    observation: dict
+    cluster: dict
+    mtbf: dict
+    interarrival: dict
+    repairs: dict
+    correlation: dict
+    nodes_down: dict
+    node_counts: dict
+    model: FailureModel | None
+    model_error: str | None
+    notes: tuple
+    confidence: float
+
+    def to_dict(self):
+        """dict: every section as JSON-ready values (:class:`Estimate` as ``{"value", "ci"}``)."""
+        return {
+            "source": self.source,
+            "confidence": self.confidence,
+            "trace": _plain(self.trace),
+            "observation": _plain(self.observation),
+            "cluster": _plain(self.cluster),
+            "mtbf": _plain(self.mtbf),
+            "interarrival": _plain(self.interarrival),
+            "repairs": _plain(self.repairs),
+            "correlation": _plain(self.correlation),
+            "nodes_down": _plain(self.nodes_down),
+            "node_counts": _plain(self.node_counts),
+            "model": None if self.model is None else self.model.to_dict(),
+            "model_error": self.model_error,
+            "notes": list(self.notes),
+        }
+
+    def format_text(self):
+        """str: a readable report for a terminal (units chosen per value, lines wrapped at 100 characters)."""
+        lines = []
+        for line in _report_lines(self):
+            indent = " " * (len(line) - len(line.lstrip(" ")))
+            lines += textwrap.wrap(line, width=REPORT_WIDTH, subsequent_indent=indent + "    ",
+                                   break_on_hyphens=False) or [""]
+        return "\n".join(lines)
+
+
+def fit_trace(trace, *, nodes=None, window_minutes=DEFAULT_WINDOW_MINUTES, start_day=None, end_day=None,
+              repair_distribution="empirical", confidence=0.95, resamples=DEFAULT_RESAMPLES, seed=0):
+    """Fit a failure model to a node fault trace.
+
+    Parameters
+    ----------
+    trace : FaultTrace
+        From :func:`~spare_opt.read_fault_trace`; the events it flags ``ignored``
+        (a start for a node already down, an end for a node that is up) are left out.
+    nodes : int, optional
+        Cluster size.  Default: the file's (``FaultTrace.cluster_nodes``), else the
+        number of nodes the trace names, which undercounts a cluster whose healthy
+        nodes are not listed (the InfiniteHBD trace names 231 of its 400 nodes); the
+        result says which was used.  Must be at least the number of nodes named.
+    window_minutes : float, default 5.0
+        Node faults that start within this many minutes of the first fault of an
+        event join that event (``0``: only faults at the same instant).
+    start_day, end_day : float, optional
+        Observation window.  Default: from day 0 (or the first event, if earlier) to
+        the last event.  ``start_day`` must not be after the first event nor
+        ``end_day`` before the last.
+    repair_distribution : {"empirical", "lognormal"}, default "empirical"
+        What the fitted :class:`FailureModel` draws repairs from.
+    confidence : float, default 0.95
+        Level of every interval, in ``(0, 1)``.
+    resamples : int, default 999
+        Bootstrap resamples (interval of the mean repair time) and Monte-Carlo samples
+        of the lognormal goodness-of-fit test, ``>= 99``.
+    seed : int, default 0
+        Seed of the bootstrap and the Monte-Carlo test; equal seeds give equal results.
+
+    Returns
+    -------
+    FitResult
+
+    Raises
+    ------
+    ParameterTypeError
+        ``trace`` is not a :class:`FaultTrace`, or an option has the wrong type.
+    ParameterError
+        An option is out of range, ``nodes`` is below the number of nodes the trace
+        names, or the window does not hold every event.
+    TraceError
+        The trace has no usable ``fault_start`` (empty, only ends...), or its file
+        says it has fewer nodes than it names.
+
+    Notes
+    -----
+    * **Events.** A failure event is a set of usable fault starts: the first start
+      not yet in an event opens one, and every start within ``window_minutes`` of it
+      joins (anchored windows, so an event never spans more than the window).  Its
+      size is the number of distinct nodes.  ``same_instant`` uses window 0.
+    * **MTBF.** Count over exposure: ``node_mtbf_days`` = node up-time / node faults
+      (a node that is down cannot fail); ``node_mtbf_calendar_days`` = nodes x
+      observation / node faults; ``system_mtbf_hours`` = observation / node faults;
+      ``event_mtbf_hours`` = observation / events.  Intervals: Garwood's chi-square
+      interval of a Poisson count applied to the effective count ``n / D``, with
+      ``D`` the dispersion of the count from renewal theory (Cox 1962): ``D = CV^2``
+      of the gaps for events, ``D = Var(X)/E(X) + E(X) CV^2`` for node faults with
+      ``X`` the faults per event (a compound renewal process).  ``D`` is taken as
+      at least 1 (an interval is never narrower than the Poisson one), and is 1
+      when there are fewer than two gaps.
+    * **Weibull.** Two events are always more than a window apart, so the gaps
+      between consecutive events are fitted by maximum likelihood as a Weibull
+      truncated below at the window: for a shape ``k`` the best scale is
+      ``lambda^k = mean(x^k - w^k)`` and the shape maximises the profile likelihood,
+      searched from ``scipy.stats.weibull_min.fit`` (location 0), which is the
+      answer for window 0.  Interval of the shape by profile likelihood (Lawless
+      2003, Sec. 3.3): the shapes whose profile log-likelihood is within
+      ``chi2_1(confidence) / 2`` of the maximum.  Shape < 1 is tested against the
+      exponential (shape 1) by the signed root of the likelihood ratio, one-sided.
+      The renewal model assumes independent gaps: ``lag1_rank_correlation``
+      (Spearman) checks that.
+    * **Repairs.** A fault's repair time runs from its start to the end that closes
+      it; a fault still open at ``end_day`` is right-censored there.  Zero-length
+      repairs (start and end at the same instant) are below the trace's time
+      resolution and left-censored at it in the lognormal fit.  Median: the sample
+      median with its distribution-free order-statistic interval, or the
+      Kaplan-Meier median with log-log bands when repairs are censored.  Mean:
+      sample mean with a BCa bootstrap interval (with open faults counted up to
+      ``end_day``, a lower bound).  Lognormal: maximum likelihood
+      (``scipy.stats.lognorm.fit`` without censoring; with it, the likelihood of
+      ``scipy.stats.lognorm.fit(scipy.stats.CensoredData(...))`` maximised by
+      Nelder-Mead on a vectorised objective, which is faster than scipy's generic
+      optimiser; tests check both agree); intervals exact (Student t for the
+      log-median, chi-square for sigma) without censoring, by profile likelihood
+      with it.  Goodness of fit: Anderson-Darling
+      with Monte-Carlo p-value (``scipy.stats.goodness_of_fit``) on the positive
+      durations, when none is right-censored.
+    * **Nodes down.** A node is down from a usable start to the end that closes it
+      (or ``end_day``); the count after every instant is held until the next;
+      the mean is time-weighted over the window and the peak is taken after each
+      instant (not inside one).
+
+    Examples
+    --------
+    >>> from spare_opt import parse_fault_events
+    >>> events = [{"node_id": n, "event_time": t, "event_type": k, "fault_type": {"Class": "GPU"}}
+    ...           for n, t, k in [("a", 1.0, "fault_start"), ("b", 1.0, "fault_start"),
+    ...                           ("a", 1.5, "fault_end"), ("b", 3.0, "fault_end"),
+    ...                           ("a", 4.0, "fault_start"), ("a", 4.25, "fault_end")]]
+    >>> result = fit_trace(parse_fault_events(events), nodes=4, resamples=99)
+    >>> result.mtbf["system_mtbf_hours"].value / 24   # 4.25 days, 3 node faults
+    1.4166666666666667
+    >>> result.correlation["same_instant"]["multi_node_events"], result.nodes_down["peak"]
+    (1, 2)
+    """
+    check.instance("trace", trace, FaultTrace, " (spare_opt.read_fault_trace)")
+    window_minutes = check.number("window_minutes", window_minutes, minimum=0.0)
+    confidence = check.number("confidence", confidence, above=0.0, maximum=1.0)
+    if confidence == 1.0:
+        raise ParameterError("confidence must be < 1, got 1.0")
+    resamples = check.integer("resamples", resamples, minimum=99)
+    seed = check.seed(seed)
+    repair_distribution = check.choice("repair_distribution", repair_distribution, REPAIR_DISTRIBUTIONS)
+    notes = []
+
+    usable = ~np.asarray(trace.ignored, dtype=bool)
+    is_start = np.asarray(trace.is_start, dtype=bool)
+    times = np.asarray(trace.times_days, dtype=np.float64)
+    start_mask = is_start & usable
+    n_faults = int(start_mask.sum())
+    ignored_starts = int((is_start & ~usable).sum())
+    ignored_ends = int((~is_start & ~usable).sum())
+    if n_faults == 0:
+        what = "an empty trace" if trace.n_events == 0 else (
+            f"{trace.n_starts} fault_start and {trace.n_ends} fault_end, {ignored_starts + ignored_ends} ignored")
+        raise TraceError(f"{trace.source}: no usable fault_start to fit ({what})")
+
+    # Observation window.
+    first, last = float(times[0]), float(times[-1])
+    if start_day is None:
+        start, window_rule = min(0.0, first), "from day 0, the trace's time origin, to the last event"
+        if first < 0.0:
+            window_rule = "from the first event (before day 0) to the last event"
+    else:
+        start = check.number("start_day", start_day)
+        if start > first:
+            raise ParameterError(f"start_day must not be after the first event (day {first}), got {start}")
+        window_rule = "from start_day to the last event"
+    if end_day is None:
+        end = last
+    else:
+        end = check.number("end_day", end_day)
+        if end < last:
+            raise ParameterError(f"end_day must not be before the last event (day {last}), got {end}")
+        window_rule = window_rule.replace("the last event", "end_day")
+    observation = end - start
+    distinct = np.unique(times)
+    resolution = float(np.diff(distinct).min()) if distinct.size > 1 else math.nan
+
+    cluster = _cluster_size(trace, nodes)
+
+    # Faults: each usable start with the usable end that closes it.
+    fault_start, fault_end = _pair_faults(trace, usable)
+    open_faults = int(np.isnan(fault_end).sum())
+    if ignored_starts or ignored_ends:
+        notes.append(f"{ignored_starts} fault_start and {ignored_ends} fault_end ignored as the reader flagged them "
+                     "(a start for a node already down, an end for a node that is up)")
+
+    events = _events(times[start_mask], np.asarray(trace.node)[start_mask], window_minutes / 1440.0)
+    instants = _events(times[start_mask], np.asarray(trace.node)[start_mask], 0.0)
+    down = _nodes_down(times, is_start, usable, start, end, cluster["nodes"])
+
+    mtbf = _mtbf(n_faults, events, observation, cluster["nodes"], down, confidence)
+    interarrival = _interarrival(events, window_minutes / 1440.0, confidence)
+    repairs = _repairs(fault_start, fault_end, end, resolution, confidence, resamples, seed)
+    correlation = {
+        "window_minutes": window_minutes,
+        "same_instant": _correlation_summary(instants),
+        "within_window": _correlation_summary(events),
+        "event_size_counts": np.bincount(events["sizes"])[1:].tolist(),
+    }
+    node_counts = _node_counts(trace, start_mask, cluster["nodes"])
+    if repairs["below_resolution"]:
+        notes.append(f"{repairs['below_resolution']} repair(s) of length 0 (start and end at the same instant, below "
+                     f"the time resolution {_duration(resolution * SECONDS_PER_DAY)}): left-censored at the resolution "
+                     "in the lognormal fit")
+    if open_faults:
+        notes.append(f"{open_faults} fault(s) still open at the end of the window: right-censored at day {end:g}")
+
+    model, model_error = _build_model(trace, cluster["nodes"], events, observation, interarrival, repairs,
+                                      repair_distribution, window_minutes, fault_start, fault_end)
+    return FitResult(
+        source=trace.source,
+        trace={
+            "format": trace.format,
+            "events": trace.n_events,
+            "fault_starts": trace.n_starts,
+            "fault_ends": trace.n_ends,
+            "nodes_named": trace.n_nodes,
+            "ignored_starts": ignored_starts,
+            "ignored_ends": ignored_ends,
+            "node_faults": n_faults,
+            "open_at_end": open_faults,
+        },
+        observation={
+            "start_day": start,
+            "end_day": end,
+            "observation_days": observation,
+            "time_resolution_days": resolution,
+            "rule": window_rule,
+        },
+        cluster=cluster,
+        mtbf=mtbf,
+        interarrival=interarrival,
+        repairs=repairs,
+        correlation=correlation,
+        nodes_down=down,
+        node_counts=node_counts,
+        model=model,
+        model_error=model_error,
+        notes=tuple(notes),
+        confidence=confidence,
+    )
+
+
+# ----------------------------------------------------------------------------- parts of the fit
+def _cluster_size(trace, nodes):
+    """Cluster size, where it came from, and the assumption in words."""
+    named = trace.n_nodes
+    if nodes is not None:
+        nodes = check.count("nodes", nodes)
+        if nodes < named:
+            raise ParameterError(f"nodes must be at least the {named} nodes the trace names, got {nodes}")
+        said = "" if trace.cluster_nodes is None else f"; the file says {trace.cluster_nodes}"
+        return {"nodes": nodes, "nodes_source": "given",
+                "assumption": f"{nodes} nodes, as given ({named} named in the trace{said})"}
+    if trace.cluster_nodes is not None:
+        if trace.cluster_nodes < named:
+            raise TraceError(f"{trace.source}: the file says the cluster has {trace.cluster_nodes} nodes "
+                             f"but its events name {named}")
+        return {"nodes": int(trace.cluster_nodes), "nodes_source": "file",
+                "assumption": f"{trace.cluster_nodes} nodes, as the file says ({named} named in its events)"}
+    return {"nodes": named, "nodes_source": "trace",
+            "assumption": f"{named} nodes, assumed: the nodes named in the trace (the file does not give the cluster "
+                          "size; a trace that lists only nodes that failed undercounts it: give nodes= / --nodes)"}
+
+
+def _pair_faults(trace, usable):
+    """Each usable fault start with the usable end that closes it (NaN while open), in time order of starts."""
+    opened = {}
+    starts, ends = [], []
+    times = trace.times_days
+    for k in np.flatnonzero(usable).tolist():
+        node = int(trace.node[k])
+        if trace.is_start[k]:
+            opened[node] = len(starts)
+            starts.append(float(times[k]))
+            ends.append(math.nan)
+        elif node in opened:
+            ends[opened.pop(node)] = float(times[k])
+        else:  # read_fault_trace flags such an end as ignored; another producer of FaultTrace might not
+            raise TraceError(f"{trace.source}: fault_end at day {float(times[k])} for node {trace.node_ids[node]}, "
+                             "which is not down, is not flagged as ignored")
+    return np.asarray(starts), np.asarray(ends)
+
+
+def _events(start_days, start_nodes, window_days):
+    """Group fault starts (sorted by time) into failure events with anchored windows.
+
+    Returns a dict of arrays: ``times`` (first start of each event, days), ``faults``
+    (starts in the event) and ``sizes`` (distinct nodes).
+    """
+    count = start_days.size
+    bounds = [0]
+    while bounds[-1] < count:
+        first = bounds[-1]
+        bounds.append(int(np.searchsorted(start_days, start_days[first] + window_days, side="right")))
+    bounds = np.asarray(bounds)
+    faults = np.diff(bounds)
+    sizes = faults.copy()
+    for e in np.flatnonzero(faults > 1).tolist():  # a node can fail twice in one window
+        sizes[e] = np.unique(start_nodes[bounds[e]:bounds[e + 1]]).size
+    return {"times": start_days[bounds[:-1]], "faults": faults, "sizes": sizes}
+
+
+def _correlation_summary(events):
+    sizes, faults = events["sizes"], events["faults"]
+    multi = sizes > 1
+    largest = int(np.argmax(sizes))
+    return {
+        "events": int(sizes.size),
+        "multi_node_events": int(multi.sum()),
+        "multi_node_event_fraction": float(multi.mean()),
+        "node_faults": int(faults.sum()),
+        "node_faults_in_multi_node_events": int(faults[multi].sum()),
+        "node_fault_fraction_in_multi_node_events": float(faults[multi].sum() / faults.sum()),
+        "largest_nodes": int(sizes[largest]),
+        "largest_day": float(events["times"][largest]),
+    }
+
+
+def _nodes_down(times, is_start, usable, start, end, nodes):
+    """Time-weighted mean and peak of the number of nodes down over ``[start, end]``."""
+    delta = np.where(is_start, 1, -1) * usable
+    count = np.cumsum(delta)
+    last_of_instant = np.concatenate((np.flatnonzero(np.diff(times)), [times.size - 1]))
+    level = count[last_of_instant]  # nodes down after each instant
+    at = times[last_of_instant]
+    held = np.diff(np.concatenate((at, [end])))  # each level holds until the next instant (the last until end)
+    observation = end - start
+    peak_index = int(np.argmax(level))
+    result = {"peak": int(level[peak_index]), "peak_day": float(at[peak_index]), "area_node_days": float(level @ held)}
+    if observation > 0:
+        mean = result["area_node_days"] / observation
+        result.update(mean=mean, mean_fraction=mean / nodes,
+                      fraction_of_time_any_down=float(held[level > 0].sum() / observation))
+    else:
+        result.update(mean=math.nan, mean_fraction=math.nan, fraction_of_time_any_down=math.nan,
+                      reason="the observation window has length 0")
+    return result
+
+
+def _dispersions(events):
+    """Dispersion of the event count (``CV^2`` of gaps) and of the node-fault count (compound renewal)."""
+    gaps = np.diff(events["times"])
+    if gaps.size < 2 or gaps.mean() <= 0:
+        return 1.0, 1.0, "Poisson (chi-square, Garwood); fewer than 2 gaps between events to measure bursts"
+    cv2 = float(gaps.var(ddof=1) / gaps.mean() ** 2)
+    faults = events["faults"].astype(np.float64)
+    fault_dispersion = float(faults.var(ddof=1) / faults.mean() + faults.mean() * cv2)
+    # Regular (under-dispersed) failures are implausible and D from a few gaps is noisy:
+    # an interval is never narrower than the Poisson one.
+    cv2, fault_dispersion = max(1.0, cv2), max(1.0, fault_dispersion)
+    method = ("Poisson chi-square (Garwood) on the effective count n / D, D from renewal theory (Cox 1962), "
+              f"at least 1: D = {cv2:.3g} for events (CV^2 of the gaps), {fault_dispersion:.3g} for node faults")
+    return cv2, fault_dispersion, method
+
+
+def _count_interval(exposure, count, dispersion, confidence):
+    """Mean time between events (``exposure / count``) with a quasi-Poisson chi-square interval."""
+    from scipy import stats
+
+    if exposure <= 0:  # no up-time at all (a node down for the whole window): the MTBF is 0
+        return Estimate(0.0, 0.0, 0.0)
+    alpha = 1.0 - confidence
+    effective, exposure_eff = count / dispersion, exposure / dispersion
+    rate_low = stats.chi2.ppf(alpha / 2, 2 * effective) / (2 * exposure_eff)
+    rate_high = stats.chi2.ppf(1 - alpha / 2, 2 * effective + 2) / (2 * exposure_eff)
+    return Estimate(exposure / count, 1.0 / rate_high, 1.0 / rate_low if rate_low > 0 else math.inf)
+
+
+def _mtbf(n_faults, events, observation, nodes, down, confidence):
+    event_dispersion, fault_dispersion, method = _dispersions(events)
+    result = {"node_faults": n_faults, "failure_events": int(events["times"].size),
+              "dispersion_events": event_dispersion, "dispersion_node_faults": fault_dispersion,
+              "ci_method": method}
+    if observation <= 0:
+        none = Estimate(math.nan)
+        result.update(node_mtbf_days=none, node_mtbf_calendar_days=none, system_mtbf_hours=none,
+                      event_mtbf_hours=none, reason="the observation window has length 0")
+        return result
+    uptime = nodes * observation - down["area_node_days"]
+    result.update(
+        node_uptime_days=uptime,
+        node_mtbf_days=_count_interval(uptime, n_faults, fault_dispersion, confidence),
+        node_mtbf_calendar_days=_count_interval(nodes * observation, n_faults, fault_dispersion, confidence),
+        system_mtbf_hours=_count_interval(observation, n_faults, fault_dispersion, confidence).scaled(24.0),
+        event_mtbf_hours=_count_interval(observation, events["times"].size, event_dispersion, confidence).scaled(24.0),
+    )
+    return result
+
+
+def _weibull_profile(gaps, window):
+    """Profile log-likelihood of the Weibull shape, scale maximised out, for gaps truncated at ``window``.
+
+    With gaps ``x_i > w`` drawn from a Weibull ``(k, lambda)`` conditioned on
+    ``X > w``, the scale that maximises the likelihood for a given shape is
+    ``lambda^k = mean(x^k - w^k)`` and the log-likelihood is then
+    ``n log k + (k - 1) sum(log x) - n log mean(x^k - w^k) - n`` (for ``w = 0``, the
+    textbook profile, Lawless 2003, Sec. 5.2).  Computed in logs (``logsumexp``).
+
+    Returns
+    -------
+    profile : callable
+        ``profile(k)``, the profile log-likelihood.
+    scale : callable
+        ``scale(k)``, the maximising scale.
+    """
+    from scipy.special import logsumexp
+
+    log_x = np.log(gaps)
+    total = float(log_x.sum())
+    n = log_x.size
+    log_w = math.log(window) if window > 0 else -math.inf
+
+    def log_mean_power(shape):  # log mean(x^k - w^k)
+        with np.errstate(divide="ignore"):
+            terms = shape * log_x + np.log(-np.expm1(shape * (log_w - log_x)))
+        return float(logsumexp(terms)) - math.log(n)
+
+    def profile(shape):
+        if not shape > 0:  # exp(log k) underflowed far out in a search
+            return -math.inf
+        return n * math.log(shape) + (shape - 1.0) * total - n * log_mean_power(shape) - n
+
+    def scale(shape):
+        return math.exp(log_mean_power(shape) / shape)
+
+    return profile, scale
+
+
+def _profile_bounds(profile, estimate, maximum, confidence, step):
+    """The two points where ``profile`` falls ``chi2_1(confidence) / 2`` below ``maximum``.
+
+    The search steps out from ``estimate`` by ``step``, doubling it each time
+    (:data:`_BRACKET_STEPS` times at most), halves back a step whose profile is not
+    finite, and solves the bracket with Brent's method; a side that never falls far
+    enough gives ``-inf`` / ``inf``.
+    """
+    from scipy import optimize, stats
+
+    drop = stats.chi2.ppf(confidence, 1) / 2.0
+
+    def gap(theta):
+        return maximum - profile(theta) - drop
+
+    bounds = []
+    for direction in (-1.0, 1.0):
+        inner, width, found = estimate, step, direction * math.inf
+        for _ in range(_BRACKET_STEPS):
+            outer = inner + direction * width
+            value = gap(outer)
+            if not math.isfinite(value):  # overflow far out: come back halfway
+                width /= 2.0
+                continue
+            if value > 0:
+                found = optimize.brentq(gap, min(inner, outer), max(inner, outer),
+                                        xtol=1e-12 * max(1.0, abs(outer)))
+                break
+            inner, width = outer, width * 2.0
+        bounds.append(found)
+    return bounds[0], bounds[1]
+
+
+def _interarrival(events, window_days, confidence):
+    from scipy import optimize, stats
+
+    gaps_days = np.diff(events["times"])
+    result = {"events": int(events["times"].size), "gaps": int(gaps_days.size)}
+    none = Estimate(math.nan)
+    empty = dict(weibull_shape=none, weibull_scale_hours=none, weibull_mean_gap_hours=math.nan,
+                 mean_gap_hours=math.nan, likelihood_ratio=math.nan, p_value_shape_below_1=math.nan,
+                 bursty=None, lag1_rank_correlation=math.nan, lag1_p_value=math.nan)
+    if gaps_days.size < 2 or np.ptp(np.log(gaps_days)) <= _SAME:
+        result.update(empty, reason=f"the Weibull fit needs at least 2 different gaps between failure events, "
+                                    f"got {gaps_days.size} gap(s)")
+        return result
+    gaps, window = gaps_days * 24.0, window_days * 24.0  # hours
+    shape, _, scale = stats.weibull_min.fit(gaps, floc=0)
+    shape, scale = float(shape), float(scale)
+    profile, profile_scale = _weibull_profile(gaps, window)
+    if window > 0:  # the likelihood truncated at the window, maximised from the untruncated fit
+        best = optimize.minimize_scalar(lambda log_k: -profile(math.exp(log_k)),
+                                        bracket=(math.log(shape) - 0.1, math.log(shape)))
+        shape = math.exp(float(best.x))
+        scale = profile_scale(shape)
+    top = profile(shape)
+    log_low, log_high = _profile_bounds(lambda log_k: profile(math.exp(log_k)), math.log(shape), top, confidence,
+                                        step=1.0 / math.sqrt(gaps.size))
+    ratio = max(0.0, 2.0 * (top - profile(1.0)))
+    signed_root = math.copysign(math.sqrt(ratio), shape - 1.0)
+    p_below = float(stats.norm.cdf(signed_root))
+    result.update(
+        weibull_shape=Estimate(shape, math.exp(log_low), math.exp(log_high)),
+        weibull_scale_hours=Estimate(scale),
+        weibull_mean_gap_hours=_truncated_weibull_mean(shape, scale, window),
+        mean_gap_hours=float(gaps.mean()),
+        truncated_at_hours=window,
+        likelihood_ratio=ratio,
+        p_value_shape_below_1=p_below,
+        bursty=bool(shape < 1.0 and p_below < 1.0 - confidence),
+    )
+    if gaps.size >= 4 and np.unique(gaps[:-1]).size > 1 and np.unique(gaps[1:]).size > 1:
+        rho = stats.spearmanr(gaps[:-1], gaps[1:])
+        result.update(lag1_rank_correlation=float(rho.statistic), lag1_p_value=float(rho.pvalue))
+    else:
+        result.update(lag1_rank_correlation=math.nan, lag1_p_value=math.nan)
+    return result
+
+
+def _censored_normal_loglik(observed, right, left):
+    """Log-likelihood of a normal sample with right- and left-censored values (constants dropped).
+
+    Written with ``scipy.special.log_ndtr`` (the log of the normal CDF, accurate in
+    the tails) rather than ``scipy.stats.norm``, whose per-call overhead dominates
+    the profile-likelihood searches.
+    """
+    from scipy.special import log_ndtr
+
+    def loglik(mu, sigma):
+        z = (observed - mu) / sigma
+        return float(-0.5 * (z @ z) - observed.size * math.log(sigma)
+                     + log_ndtr((mu - right) / sigma).sum() + log_ndtr((left - mu) / sigma).sum())
+
+    return loglik
+
+
+def _lognormal_fit(done_seconds, open_seconds, resolution_seconds, confidence):
+    """Lognormal fit of repair times: ``(mu, sigma, mu interval, sigma interval, method)`` or a reason string."""
+    from scipy import optimize, stats
+
+    positive = done_seconds[done_seconds > 0]
+    zeros = int((done_seconds == 0).sum())
+    left = np.full(zeros if math.isfinite(resolution_seconds) else 0, resolution_seconds)
+    right = open_seconds[open_seconds > 0]  # a fault opened at the window's end says nothing
+    if positive.size < 2 or np.ptp(np.log(positive)) <= _SAME:
+        return (f"the lognormal fit needs at least 2 different positive repair times, got {positive.size} "
+                f"({np.unique(positive).size} different to a relative {_SAME:g})")
+    if left.size == 0 and right.size == 0:
+        sigma, _, scale = stats.lognorm.fit(positive, floc=0)
+        mu, sigma = math.log(scale), float(sigma)
+        logs = np.log(positive)
+        n = logs.size
+        sd = float(logs.std(ddof=1))
+        half = float(stats.t.ppf((1 + confidence) / 2, n - 1)) * sd / math.sqrt(n)
+        sigma_ci = (sd * math.sqrt((n - 1) / stats.chi2.ppf((1 + confidence) / 2, n - 1)),
+                    sd * math.sqrt((n - 1) / stats.chi2.ppf((1 - confidence) / 2, n - 1)))
+        return mu, sigma, (mu - half, mu + half), sigma_ci, "exact (Student t, chi-square)"
+    # The likelihood of scipy.stats.lognorm.fit(CensoredData(...), floc=0), on the log scale
+    # with a vectorised objective (tests check both give the same fit); the start is the
+    # fit of the uncensored values.
+    logs = np.log(positive)
+    loglik = _censored_normal_loglik(logs, np.log(right), np.log(left))
+    best = optimize.minimize(lambda p: -loglik(p[0], math.exp(p[1])), x0=[float(logs.mean()), math.log(logs.std())],
+                             method="Nelder-Mead", options={"xatol": 1e-10, "fatol": 1e-12, "maxiter": 4000})
+    mu, log_sigma = float(best.x[0]), float(best.x[1])
+    top = -float(best.fun)
+    n = positive.size + left.size + right.size
+
+    def profile_mu(value):
+        inner = optimize.minimize_scalar(lambda s: -loglik(value, math.exp(s)), bracket=(log_sigma - 0.5, log_sigma))
+        return -float(inner.fun)
+
+    def profile_log_sigma(value):
+        sigma = math.exp(value)
+        inner = optimize.minimize_scalar(lambda m: -loglik(m, sigma), bracket=(mu - sigma, mu))
+        return -float(inner.fun)
+
+    sigma = math.exp(log_sigma)
+    mu_ci = _profile_bounds(profile_mu, mu, top, confidence, step=sigma / math.sqrt(n))
+    log_sigma_ci = _profile_bounds(profile_log_sigma, log_sigma, top, confidence, step=1.0 / math.sqrt(2 * n))
+    return mu, sigma, mu_ci, (math.exp(log_sigma_ci[0]), math.exp(log_sigma_ci[1])), "profile likelihood (censored)"
+
+
+def _median_interval(done, open_, confidence):
+    """Median repair time with its interval: order statistics, or Kaplan-Meier when censored."""
+    import warnings
+
+    from scipy import stats
+
+    if open_.size == 0:
+        median = float(np.median(done))
+        if done.size < 2:
+            return Estimate(median)
+        ci = stats.quantile_test(done, q=median, p=0.5).confidence_interval(confidence)
+        return Estimate(median, float(ci.low), float(ci.high))
+    km = stats.ecdf(stats.CensoredData(uncensored=done, right=open_)).sf
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # the band is undefined where S(t) is 0 or 1
+        band = km.confidence_interval(confidence, method="log-log")
+    return Estimate(_first_below_half(km), _first_below_half(band.low), _first_below_half(band.high))
+
+
+def _first_below_half(curve):
+    """Smallest time at which a survival curve is at or below 0.5 (``inf`` if it never is)."""
+    probabilities = np.nan_to_num(curve.probabilities, nan=1.0)
+    below = np.flatnonzero(probabilities <= 0.5)
+    return float(curve.quantiles[below[0]]) if below.size else math.inf
+
+
+def _mean_interval(values, confidence, resamples, seed):
+    """Sample mean with a BCa bootstrap interval (NaN bounds when every value is equal or n < 2)."""
+    import warnings
+
+    from scipy import stats
+
+    mean = float(values.mean())
+    if values.size < 2 or np.unique(values).size < 2:
+        return Estimate(mean)
+    options = {rng_keyword(stats.bootstrap): np.random.default_rng(seed)}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # BCa warns on degenerate resamples; the interval is still given
+        result = stats.bootstrap((values,), np.mean, confidence_level=confidence, n_resamples=resamples,
+                                 method="BCa", batch=100, **options)
+    return Estimate(mean, float(result.confidence_interval.low), float(result.confidence_interval.high))
+
+
+def _repairs(fault_start, fault_end, end, resolution, confidence, resamples, seed):
+    from scipy import stats
+
+    closed = ~np.isnan(fault_end)
+    done_days = fault_end[closed] - fault_start[closed]
+    open_days = end - fault_start[~closed]
+    hours = 24.0
+    result = {"completed": int(done_days.size), "open": int(open_days.size),
+              "below_resolution": int((done_days == 0).sum()),
+              "max_hours": float(done_days.max() * hours) if done_days.size else math.nan,
+              "longest_open_hours": float(open_days.max() * hours) if open_days.size else math.nan}
+    none = Estimate(math.nan)
+    lognormal_empty = dict(lognormal_median_hours=none, lognormal_sigma=none, lognormal_mean_hours=math.nan,
+                           lognormal_ci_method=None, lognormal_fit_p_value=math.nan)
+    if done_days.size == 0:
+        result.update(median_hours=none, mean_hours=none, mean_is_lower_bound=None, **lognormal_empty,
+                      reason=f"no repair completed ({open_days.size} still open at the end of the window: "
+                             "no repair time observed)")
+        return result
+    result["median_hours"] = _median_interval(done_days, open_days, confidence).scaled(hours)
+    result["mean_hours"] = _mean_interval(np.concatenate((done_days, open_days)), confidence, resamples,
+                                          seed).scaled(hours)
+    result["mean_is_lower_bound"] = bool(open_days.size > 0)
+    fit = _lognormal_fit(done_days * SECONDS_PER_DAY, open_days * SECONDS_PER_DAY, resolution * SECONDS_PER_DAY,
+                         confidence)
+    if isinstance(fit, str):
+        result.update(lognormal_empty, reason=fit)
+        return result
+    mu, sigma, mu_ci, sigma_ci, method = fit
+    to_hours = 1.0 / SECONDS_PER_HOUR
+    result.update(
+        lognormal_median_hours=Estimate(math.exp(mu) * to_hours, math.exp(mu_ci[0]) * to_hours,
+                                        math.exp(mu_ci[1]) * to_hours),
+        lognormal_sigma=Estimate(sigma, sigma_ci[0], sigma_ci[1]),
+        lognormal_mean_hours=_safe_exp(mu + sigma**2 / 2.0) * to_hours,
+        lognormal_ci_method=method,
+        lognormal_median_seconds=math.exp(mu),
+    )
+    positive = done_days[done_days > 0] * SECONDS_PER_DAY
+    if open_days.size == 0 and positive.size >= 3 and np.unique(positive).size >= 3:
+        options = {rng_keyword(stats.goodness_of_fit): np.random.default_rng(seed)}
+        test = stats.goodness_of_fit(stats.lognorm, positive, known_params={"loc": 0}, statistic="ad",
+                                     n_mc_samples=resamples, **options)
+        result["lognormal_fit_p_value"] = float(test.pvalue)
+        result["lognormal_fit_test"] = (f"Anderson-Darling, Monte-Carlo p-value, on the {positive.size} "
+                                        "positive durations")
+    else:
+        result["lognormal_fit_p_value"] = math.nan
+        result["lognormal_fit_test"] = ("not run: needs 3 different positive durations and no open fault "
+                                        "(the test does not take censored data)")
+    return result
+
+
+def _safe_exp(value):
+    try:
+        return math.exp(value)
+    except OverflowError:
+        return math.inf
+
+
+def _node_counts(trace, start_mask, nodes):
+    from scipy import stats
+
+    # Counts of the named nodes only; the other nodes of the cluster have 0 (no array of
+    # the cluster's size, which --nodes could make huge).
+    counts = np.bincount(np.asarray(trace.node)[start_mask], minlength=trace.n_nodes)
+    faults = int(counts.sum())
+    failed = int((counts > 0).sum())
+    mean = faults / nodes
+    result = {
+        "nodes_failed": failed,
+        "nodes_never_failed": nodes - failed,
+        "expected_never_failed_if_uniform": nodes * math.exp(-mean),
+        "max_faults_one_node": int(counts.max()),
+    }
+    if nodes >= 2:
+        squares = int((counts.astype(np.int64) ** 2).sum())
+        index = (squares - faults * mean) / (nodes - 1) / mean  # sample variance / mean
+        result.update(dispersion_index=index, p_value=float(stats.chi2.sf(index * (nodes - 1), nodes - 1)))
+    else:
+        result.update(dispersion_index=math.nan, p_value=math.nan)
+    return result
+
+
+def _build_model(trace, nodes, events, observation, interarrival, repairs, repair_distribution, window_minutes,
+                 fault_start, fault_end):
+    """The :class:`FailureModel` of the fit, or ``(None, why)``."""
+    missing = []
+    if observation <= 0:
+        missing.append("the event MTBF (the observation window has length 0)")
+    if not math.isfinite(interarrival["weibull_shape"].value):
+        missing.append(f"the Weibull shape ({interarrival['reason']})")
+    if "lognormal_median_seconds" not in repairs:
+        missing.append(f"the repair distribution ({repairs.get('reason')})")
+    if missing:
+        return None, "no failure model: cannot estimate " + "; ".join(missing)
+    sizes = np.bincount(events["sizes"])[1:]
+    closed = ~np.isnan(fault_end)
+    try:
+        model = FailureModel(
+            cluster_nodes=nodes,
+            event_mtbf_seconds=observation * SECONDS_PER_DAY / events["times"].size,
+            weibull_shape=interarrival["weibull_shape"].value,
+            repair_median_seconds=repairs["lognormal_median_seconds"],
+            repair_sigma=repairs["lognormal_sigma"].value,
+            event_size_probabilities=tuple((sizes / sizes.sum()).tolist()),
+            repair_distribution=repair_distribution,
+            repair_empirical_seconds=tuple(((fault_end[closed] - fault_start[closed]) * SECONDS_PER_DAY).tolist()),
+            window_seconds=window_minutes * 60.0,
+            source=trace.source,
+        )
+    except ParameterError as exc:  # a few events packed into a short window: mean gap below the window
+        return None, f"no failure model: {exc}"
+    return model, None
+
+
+# ----------------------------------------------------------------------------- text report
+def _duration(seconds):
+    """A duration in a readable unit: ``"8.64 s"``, ``"12 min"``, ``"14.4 h"``, ``"239 days"``."""
+    if not math.isfinite(seconds):
+        return "-" if math.isnan(seconds) else "inf"
+    unit, scale = _unit(seconds)
+    return f"{seconds / scale:.3g} {unit}"
+
+
+def _unit(seconds):
+    if abs(seconds) < 120:
+        return "s", 1.0
+    if abs(seconds) < 2 * SECONDS_PER_HOUR:
+        return "min", 60.0
+    if abs(seconds) < 2 * SECONDS_PER_DAY:
+        return "h", SECONDS_PER_HOUR
+    return "days", SECONDS_PER_DAY
+
+
+def _interval(estimate, to_seconds=None):
+    """``"14.4 h [12.1, 17.0]"``: value and bounds in the value's unit (``to_seconds``) or as numbers."""
+    def number(value, scale):
+        if math.isnan(value):
+            return "-"
+        return "inf" if math.isinf(value) else f"{value / scale:.3g}"
+
+    if math.isnan(estimate.value):
+        return "-"
+    if to_seconds is None:
+        text, unit, scale = f"{estimate.value:.3g}", "", 1.0
+    else:
+        unit, scale = _unit(estimate.value * to_seconds)
+        scale /= to_seconds
+        text, unit = f"{estimate.value / scale:.3g}", f" {unit}"
+    if math.isnan(estimate.low) and math.isnan(estimate.high):
+        return text + unit
+    return f"{text}{unit} [{number(estimate.low, scale)}, {number(estimate.high, scale)}]"
+
+
+def _percent(value):
+    return "-" if value is None or not math.isfinite(value) else f"{100 * value:.1f}%"
+
+
+def _p_value(value):
+    """``"p = 0.012"``, ``"p < 1e-4"`` or ``"p = -"``."""
+    if not math.isfinite(value):
+        return "p = -"
+    return f"p = {value:.2g}" if value >= 1e-4 else "p < 1e-4"
+
+
+def _report_lines(result):
+    t, o, c, m = result.trace, result.observation, result.cluster, result.mtbf
+    level = f"{100 * result.confidence:g}%"
+    day, hour = SECONDS_PER_DAY, SECONDS_PER_HOUR
+    lines = [
+        f"Fit of {result.source} ({t['format']}, {t['events']} events, {t['nodes_named']} nodes named)",
+        f"Window: days {o['start_day']:g} to {o['end_day']:g} ({o['observation_days']:.2f} days): {o['rule']}",
+        f"Cluster: {c['assumption']}",
+        f"Used: {t['node_faults']} node faults in {m['failure_events']} failure events; ignored (irregular): "
+        f"{t['ignored_starts']} fault_start, {t['ignored_ends']} fault_end; open at the end: {t['open_at_end']}",
+        "",
+        f"Failure rates ({level} intervals, widened for bursts: dispersion {m['dispersion_node_faults']:.3g} for "
+        f"node faults, {m['dispersion_events']:.3g} for events)",
+    ]
+    if "reason" in m:
+        lines.append(f"  - ({m['reason']})")
+    else:
+        lines += [
+            f"  per-node MTBF  {_interval(m['node_mtbf_days'], day):<22} up-time / node faults "
+            f"(calendar: {_interval(m['node_mtbf_calendar_days'], day)})",
+            f"  system MTBF    {_interval(m['system_mtbf_hours'], hour):<22} between node faults in the "
+            f"{c['nodes']}-node cluster",
+            f"  event MTBF     {_interval(m['event_mtbf_hours'], hour):<22} between failure events "
+            f"({result.correlation['window_minutes']:g}-min window)",
+        ]
+    i = result.interarrival
+    lines += ["", f"Gaps between failure events ({i['gaps']} gaps)"]
+    if "reason" in i:
+        lines.append(f"  - ({i['reason']})")
+    else:
+        verdict = ("shape < 1 (bursty) is significant" if i["bursty"] else
+                   "shape < 1 (bursty) is not significant" if i["weibull_shape"].value < 1 else
+                   "shape >= 1: not bursty")
+        lines += [
+            f"  Weibull shape {_interval(i['weibull_shape'])}, scale {_duration(i['weibull_scale_hours'].value * hour)}"
+            f" (mean gap {_duration(i['weibull_mean_gap_hours'] * hour)}; observed "
+            f"{_duration(i['mean_gap_hours'] * hour)})",
+            f"  {verdict}: one-sided {_p_value(i['p_value_shape_below_1'])} (likelihood ratio, against shape 1)",
+        ]
+        if math.isfinite(i["lag1_rank_correlation"]):
+            lines.append(f"  lag-1 rank correlation of the gaps {i['lag1_rank_correlation']:.3f} "
+                         f"({_p_value(i['lag1_p_value'])}; a renewal process has 0)")
+    r = result.repairs
+    lines += ["", f"Repairs ({r['completed']} completed, {r['open']} open at the end, {r['below_resolution']} of "
+                  "length 0)"]
+    if "reason" in r and math.isnan(r["median_hours"].value):
+        lines.append(f"  - ({r['reason']})")
+    else:
+        bound = " (a lower bound: open faults counted to the end)" if r["mean_is_lower_bound"] else ""
+        lines.append(f"  median {_interval(r['median_hours'], hour)}, mean {_interval(r['mean_hours'], hour)}"
+                     f"{bound}, max {_duration(r['max_hours'] * hour)}")
+        if r["open"]:
+            lines.append(f"  longest still open: {_duration(r['longest_open_hours'] * hour)}")
+        if math.isnan(r["lognormal_sigma"].value):
+            lines.append(f"  lognormal fit: - ({r.get('reason')})")
+        else:
+            lines.append(f"  lognormal fit: median {_interval(r['lognormal_median_hours'], hour)}, "
+                         f"sigma {_interval(r['lognormal_sigma'])}, mean {_duration(r['lognormal_mean_hours'] * hour)}")
+            fit_p = r["lognormal_fit_p_value"]
+            if math.isfinite(fit_p):
+                verdict = "rejected" if fit_p < 1 - result.confidence else "not rejected"
+                lines.append(f"  Anderson-Darling {_p_value(fit_p)}: the lognormal is {verdict}")
+    k = result.correlation
+    lines += ["", "Failure events that take several nodes"]
+    for name, part in (("same instant", k["same_instant"]),
+                       (f"within {k['window_minutes']:g} min", k["within_window"])):
+        lines.append(
+            f"  {name:<13} {part['multi_node_events']}/{part['events']} events "
+            f"({_percent(part['multi_node_event_fraction'])}), {part['node_faults_in_multi_node_events']}/"
+            f"{part['node_faults']} node faults ({_percent(part['node_fault_fraction_in_multi_node_events'])}), "
+            f"largest {part['largest_nodes']} nodes (day {part['largest_day']:g})")
+    d = result.nodes_down
+    lines += ["", (f"Nodes down: mean {d['mean']:.2f} of {c['nodes']} ({_percent(d['mean_fraction'])}), "
+                   f"peak {d['peak']} (day {d['peak_day']:g}); some node down "
+                   f"{_percent(d['fraction_of_time_any_down'])} of the time") if math.isfinite(d["mean"]) else
+              f"Nodes down: peak {d['peak']} (day {d['peak_day']:g}); no mean ({d.get('reason')})"]
+    n = result.node_counts
+    lines.append(f"Faults per node: {n['nodes_failed']} of {c['nodes']} nodes failed, at most "
+                 f"{n['max_faults_one_node']} times; equal rates would leave "
+                 f"{n['expected_never_failed_if_uniform']:.0f} never failing, not {n['nodes_never_failed']} "
+                 + (f"(dispersion index {n['dispersion_index']:.2f}, {_p_value(n['p_value'])})"
+                    if math.isfinite(n["dispersion_index"]) else ""))
+    lines += ["", "Failure model" + ("" if result.model is None else " (for a simulation: -o FILE writes it)")]
+    if result.model is None:
+        lines.append(f"  - ({result.model_error})")
+    else:
+        f = result.model
+        lines += [
+            f"  events every {_duration(f.event_mtbf_seconds)}, Weibull shape {f.weibull_shape:.3g}; "
+            f"{f.mean_event_size:.3g} nodes per event, several with probability {_percent(f.multi_node_probability)}",
+            f"  system MTBF {_duration(f.system_mtbf_seconds)}, per-node MTBF {_duration(f.node_mtbf_seconds)}, "
+            f"cluster of {f.cluster_nodes} nodes",
+            f"  repairs: {f.repair_distribution}"
+            + (f" ({len(f.repair_empirical_seconds)} observed durations, mean {_duration(f.repair_mean_seconds)})"
+               if f.repair_distribution == "empirical" else
+               f" (median {_duration(f.repair_median_seconds)}, sigma {f.repair_sigma:.3g}, "
+               f"mean {_duration(f.repair_mean_seconds)})"),
+        ]
+    if result.notes:
+        lines += ["", "Notes"] + [f"  - {note}" for note in result.notes]
+    return lines
