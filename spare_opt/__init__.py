@@ -10,6 +10,9 @@ Every public name is importable from here; the modules, one per concept:
 * :mod:`spare_opt.planning.exact` - :func:`plan_reorder`, the exact reorder planner (the
   reference), and :func:`stack_number_certificate`;
 * :mod:`spare_opt.planning.controller` - :class:`ReorderController`, the online controller;
+  :mod:`spare_opt.planning.agreement` - :func:`agreed_plan`, plans every process agrees on;
+  :mod:`spare_opt.planning.samples` - :func:`sample_indices`, from a plan to data;
+  :mod:`spare_opt.planning.precompile` - :func:`warm_up`, the kernels compiled before a job;
 * :mod:`spare_opt.theory` - closed forms; :mod:`spare_opt.guarantees.worst_case` - guarantees;
   :mod:`spare_opt.guarantees.montecarlo` - :func:`monte_carlo` and :func:`sweep`;
 * :mod:`spare_opt.simulation.parameters` - simulation parameters and presets (the paper's
@@ -79,6 +82,8 @@ from .layouts import (
 )
 from .planning import (
     Plan,
+    GroupWork,
+    PLAN_BYTES_MAGIC,
     MASKED,
     WIPE_OUT,
     check_plan,
@@ -99,6 +104,13 @@ from .planning import (
     stack_number_trajectories,
     load_trajectory,
     load_trajectories,
+    AGREED_METHODS,
+    agreed_plan,
+    patch_work,
+    micro_batch_size,
+    sample_indices,
+    sample_indices_by_group,
+    warm_up,
 )
 from .traces import (
     FaultTrace,
@@ -255,6 +267,15 @@ __all__ = [
     "check_size",
     "check_layout",
     "Plan",
+    "GroupWork",
+    "PLAN_BYTES_MAGIC",
+    "agreed_plan",
+    "patch_work",
+    "AGREED_METHODS",
+    "sample_indices",
+    "sample_indices_by_group",
+    "micro_batch_size",
+    "warm_up",
     "MASKED",
     "WIPE_OUT",
     "check_plan",

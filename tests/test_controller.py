@@ -86,8 +86,9 @@ def _run_against_planner(layout, batches):
             return controller, plans
         # The planner's move count is the min-cost-flow optimum.
         assert plan.moves >= exact.moves
-        patch_types = sorted(t for types in plan.patch.values() for t in types)
-        assert patch_types == sorted(t for types in exact.patch.values() for t in types)
+        patch_items = sorted(item for items in plan.patch.values() for item in items)
+        assert patch_items == sorted(item for items in exact.patch.values() for item in items)
+        assert all(j == 0 for _, j in patch_items)
         assert controller.stack_number == plan.stack_number
         assert np.array_equal(controller.assignment, plan.assignment)
         assert np.array_equal(controller.order, plan.order)

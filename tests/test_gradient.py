@@ -112,7 +112,7 @@ def _interrupted_contributions(previous, plan, grads):
             items = [(int(t), 0) for t in previous.order[g, :previous.stack_number]]
         for item in items:
             computed.setdefault(item, []).append(g)
-    patch = {tuple(item) if m > 1 else (item, 0): g for g, items in plan.patch.items() for item in items}
+    patch = {tuple(item): g for g, items in plan.patch.items() for item in items}  # (t, j) pairs at every m
     per_group = {g: [] for g in survivors}
     for t in range(n):
         for j in range(m):

@@ -81,10 +81,11 @@ def test_plan_is_valid_and_optimal_against_brute_force(case):
     assert plan.stack_number == naive_least_stack_number(stacks, failed)
     assert plan.stack_number == naive_least_stack_number_by_assignment(stacks, failed)
     assert plan.moves == naive_min_moves(stacks, failed, previous, plan.stack_number)
-    patched = sorted(t for types in plan.patch.values() for t in types)
+    patched = sorted(t for items in plan.patch.values() for t, j in items)
     assert patched == naive_patch_types(stacks, failed, mid_step, previous, s)
-    for g, types in plan.patch.items():
-        assert types == sorted(types) and all(plan.assignment[t] == g for t in types)
+    for g, items in plan.patch.items():  # (shard type, micro-batch) pairs at every m
+        assert items == sorted(items) and all(j == 0 and plan.assignment[t] == g for t, j in items)
+        assert plan.patch_shard_types[g] == [t for t, _ in items]
 
 
 def test_seeded_masked_cases_against_brute_force():
@@ -109,7 +110,7 @@ def test_seeded_masked_cases_against_brute_force():
         check_plan(layout, plan, previous_order=order)
         assert plan.stack_number == naive_least_stack_number(stacks, failed)
         assert plan.moves == naive_min_moves(stacks, failed, order, plan.stack_number)
-        patched = sorted(t for types in plan.patch.values() for t in types)
+        patched = sorted(t for items in plan.patch.values() for t, _ in items)
         assert patched == naive_patch_types(stacks, failed, mid_step, order, s)
         seen["moves"] += plan.moves > 0
         seen["above_bound"] += plan.stack_number > plan.lower_bound
@@ -216,7 +217,7 @@ def test_mid_step_patch_goes_to_the_new_holder():
     layout = Layout(circulant_stacks(5, [0, 1]))
     plan = plan_reorder(layout, [2], mid_step=[2])
     assert plan.stack_number == 2
-    assert plan.assignment[2] == 1 and plan.patch == {1: [2]}
+    assert plan.assignment[2] == 1 and plan.patch == {1: [(2, 0)]} and plan.patch_shard_types == {1: [2]}
     assert plan.order[1].tolist() == [1, 2]
     between_steps = plan_reorder(layout, [2])
     assert between_steps.patch == {} and np.array_equal(between_steps.assignment, plan.assignment)

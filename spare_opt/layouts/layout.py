@@ -228,6 +228,33 @@ class Layout:
 
     __hash__ = None
 
+    def fingerprint(self):
+        """A short hash of the stacks that processes compare to check that they hold the same layout.
+
+        Returns
+        -------
+        str
+            16 hexadecimal digits: the first 64 bits of the SHA-256 of
+            ``b"spare-layout-v1"``, ``N`` and ``r`` as little-endian int64, then
+            ``stacks`` as little-endian int32 in row order.  Only the stacks are
+            covered (every plan depends on them alone), not ``method``, ``offsets``
+            or ``metadata``; the hash is the same in every process and on every
+            platform.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> layout = Layout((np.arange(5)[:, None] + np.array([0, 1])) % 5)
+        >>> layout.fingerprint() == Layout(layout.stacks.astype(np.int64)).fingerprint()
+        True
+        """
+        import hashlib
+
+        digest = hashlib.sha256(b"spare-layout-v1")
+        digest.update(np.array(self._stacks.shape, dtype="<i8").tobytes())
+        digest.update(np.ascontiguousarray(self._stacks, dtype="<i4").tobytes())
+        return digest.hexdigest()[:16]
+
     # ---------------------------------------------------------------- pickling
     def __reduce__(self):
         # What travels to another process (a worker of a pool or a Dask cluster) is what

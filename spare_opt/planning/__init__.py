@@ -5,11 +5,16 @@
 * :mod:`.exact` - :func:`plan_reorder`, the exact planner (max flow + min-cost flow), the
   reference;
 * :mod:`.controller` - :class:`ReorderController`, the online controller (numba kernels
-  in ``_kernels`` and ``_split_kernels``), which agrees with the exact planner.
+  in ``_kernels`` and ``_split_kernels``), which agrees with the exact planner;
+* :mod:`.agreement` - :func:`agreed_plan`, the plan every process of a job agrees on;
+* :mod:`.samples` - :func:`sample_indices`, from a plan to the samples of a batch;
+* :mod:`.precompile` - :func:`warm_up`, the controller's kernels compiled before a job.
 """
 
 from .plan import (
     Plan,
+    GroupWork,
+    PLAN_BYTES_MAGIC,
     MASKED,
     WIPE_OUT,
     MAX_MICRO_BATCHES,
@@ -28,9 +33,14 @@ from .controller import (
     load_trajectory,
     load_trajectories,
 )
+from .agreement import AGREED_METHODS, agreed_plan, patch_work
+from .samples import micro_batch_size, sample_indices, sample_indices_by_group
+from .precompile import warm_up
 
 __all__ = [
     "Plan",
+    "GroupWork",
+    "PLAN_BYTES_MAGIC",
     "MASKED",
     "WIPE_OUT",
     "MAX_MICRO_BATCHES",
@@ -51,4 +61,11 @@ __all__ = [
     "stack_number_trajectories",
     "load_trajectory",
     "load_trajectories",
+    "AGREED_METHODS",
+    "agreed_plan",
+    "patch_work",
+    "micro_batch_size",
+    "sample_indices",
+    "sample_indices_by_group",
+    "warm_up",
 ]

@@ -314,10 +314,11 @@ class ReorderController:
             An empty iterable changes nothing and returns the current plan.
         mid_step : bool, default False
             The groups failed after computing the current step but before its
-            all-reduce: the plan's ``patch`` lists, per live group, the work it must
-            compute now because only the failed groups computed it: at ``m = 1`` the
-            shard types that only the failed groups had in their top ``S`` layers; at
-            ``m > 1`` the ``(shard type, micro-batch)`` pairs the failed groups computed.
+            all-reduce: the plan's ``patch`` lists, per live group, the
+            ``(shard type, micro-batch)`` pairs it must compute now because only the
+            failed groups computed them: at ``m = 1`` the pairs ``(t, 0)`` of the shard
+            types that only the failed groups had in their top ``S`` layers; at
+            ``m > 1`` the micro-batches the failed groups computed.
 
         Returns
         -------
@@ -369,6 +370,11 @@ class ReorderController:
                 raise FailureSetError(
                     f"failed groups must be a group id or an iterable of group ids, got {groups!r}"
                 ) from None
+        return self._apply_failure(failing, mid_step)
+
+    def _apply_failure(self, failing, mid_step):
+        """:meth:`fail` after the checks: ``failing`` is an int32 array of group ids."""
+        n = self._stacks.shape[0]
         if self._micro_batches > 1:
             return self._fail_split(failing, mid_step)
         history = self._history
@@ -391,7 +397,7 @@ class ReorderController:
             types = np.sort(self._scratch[_k.PATCH, :patch_count])
             owners = self._assigned[types]
             for owner, shard in zip(owners.tolist(), types.tolist()):
-                patch.setdefault(owner, []).append(shard)
+                patch.setdefault(owner, []).append((shard, 0))
         source = (history, journal_end, failed_count, history.generation)
         return _lazy_plan(MASKED, stack_number, bound, _EMPTY, moves, patch, _LAZY, source, 1, stack_number)
 
@@ -422,6 +428,194 @@ class ReorderController:
                 patch.setdefault(owner, []).append(divmod(entry, m))
         source = (history, journal_end, failed_count, history.generation)
         return _lazy_plan(MASKED, widest, bound, _EMPTY, moves, patch, _LAZY, source, m, load)
+
+    # -------------------------------------------------------------- agreement
+    def set_failed(self, groups, *, mid_step=False):
+        """Make ``groups`` the whole failed set and return the plan that every process agrees on.
+
+        Idempotent: groups already failed raise no error, failed groups missing from
+        ``groups`` come back, and the plan depends on nothing but the layout, the set
+        and ``m``.
+
+        Parameters
+        ----------
+        groups : int or iterable of int
+            Every group that is out now, ids in ``[0, N)``, each at most once, in any
+            order (an empty iterable: every group is live).
+        mid_step : bool, default False
+            The groups that are newly out (in ``groups`` but live before this call)
+            failed after computing the current step with the controller's previous
+            plan but before its all-reduce: the plan's ``patch`` gives every
+            micro-batch ``(t, j)`` that one of them contributed in the previous plan to
+            its new contributor, which computes it now (:func:`spare_opt.patch_work`).
+
+        Returns
+        -------
+        Plan
+            The plan of a fresh controller's ``fail(sorted(groups))``: ``status``,
+            ``stack_number`` and ``load`` equal to the exact planner's; ``moves``
+            counted against the fault-free plan; ``failed`` the set, sorted.  With the
+            same layout, set and ``m`` it is bitwise identical whatever the
+            controller's history (:meth:`Plan.fingerprint` agrees).  On a wipe-out
+            the controller is wiped out (:meth:`set_failed` with a smaller set, or
+            :meth:`restart`, continues).
+
+        Raises
+        ------
+        FailureSetError
+            A group id is not an integer, out of range or repeated.
+        ParameterTypeError
+            ``mid_step`` is not a bool.
+
+        See Also
+        --------
+        spare_opt.agreed_plan : the same plan without a controller, or the exact
+            planner's canonical plan.
+
+        Notes
+        -----
+        The state is rebuilt from the fault-free one (a copy of arrays kept since
+        the first call, ``O(N (r + m))``), then the failed groups fail at once in
+        ascending order with the incremental algorithm of :meth:`fail`, which is
+        deterministic; the controller adopts the result, so later :meth:`fail` and
+        :meth:`recover` continue from it.  Starting from the fault-free plan keeps
+        every micro-batch of a live group's top layer where it is: among plans with
+        the least load, the greedy placement and the shortest augmenting paths move
+        few micro-batches (the ratio to the min-cost optimum of
+        :func:`spare_opt.plan_reorder` is measured in ``docs/agreement.md``).
+        Earlier plans keep their values.  ``patch`` assumes that every live group
+        computed exactly its :meth:`Plan.work` of the previous plan (at ``m = 1``
+        :meth:`fail` instead assumes that a group computes its whole top ``S``).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from spare_opt import Layout, ReorderController
+        >>> layout = Layout((np.arange(7)[:, None] + [0, 1, 3]) % 7, offsets=[0, 1, 3])
+        >>> one, two = ReorderController(layout), ReorderController(layout)
+        >>> _ = one.fail(5); _ = one.fail(2)
+        >>> one.set_failed([2, 5]).fingerprint() == two.set_failed([5, 2]).fingerprint()
+        True
+        """
+        mid_step = check.flag("mid_step", mid_step)
+        n = self._stacks.shape[0]
+        if isinstance(groups, (bool, np.bool_)) or isinstance(groups, (float, np.floating)):
+            raise FailureSetError(f"failed set: {groups!r} is not an integer group id")
+        if isinstance(groups, (int, np.integer)):
+            groups = [int(groups)]
+        try:
+            failing = normalise_groups(groups, n, what="failed set")
+        except (TypeError, OverflowError):
+            raise FailureSetError(f"the failed set must be an iterable of group ids, got {groups!r}") from None
+        previous = None
+        if mid_step and not self._wiped:
+            previous = (self._split if self._micro_batches > 1 else self._assigned[:, None], self._alive != 0)
+        if self._micro_batches == 1:
+            self._load_state(*self._fault_free_copy())
+        else:
+            self._load_split_state(*self._fault_free_copy())
+        plan = self._apply_failure(failing, False)
+        if plan.masked:
+            # The live arrays are this plan: copy what a rank reads (no undo journal to
+            # replay); at m > 1 the order is derived on first access.
+            if self._micro_batches == 1:
+                plan.assignment = self._assigned.copy()
+                plan.split = plan.assignment[:, None].copy()
+                plan.order = self._order.copy()
+            else:
+                plan.split = self._split.copy()
+                plan.assignment = plan.split[:, 0].copy()
+                plan.__dict__["_touched"] = (self._tables[_s.COUNT] > 0, self._alive != 0, self._stacks)
+            if previous is not None:
+                plan.patch = _patch_work(previous[0], previous[1], plan.split, self._alive != 0)
+        return plan
+
+    def _fault_free_copy(self):
+        """Fresh copies of the packed fault-free state (the template is built once)."""
+        template = getattr(self, "_template", None)
+        if template is None:
+            if self._micro_batches == 1:
+                template = _fault_free_state(self._layout.stacks, *self._holder_tables())
+            else:
+                template = _fault_free_split_state(self._layout.stacks, *self._holder_tables(), self._micro_batches)
+            self._template = template
+        return tuple(array.copy() for array in template)
+
+    def state_dict(self):
+        """The controller's state, for a process that heals from a peer (:meth:`load_state_dict`).
+
+        Returns
+        -------
+        dict
+            ``format`` (``"spare-controller-state"``), ``version`` (1), ``layout``
+            (:meth:`Layout.fingerprint`), ``micro_batches``, ``wiped_out`` and
+            ``arrays``, a dict of numpy arrays (copies): the packed state of the
+            kernels (``tables``, ``rows``, ``scalars``, and ``micro`` at ``m > 1``),
+            ``O(N (r + m))`` integers.  Plain numpy and Python values: ``pickle``,
+            ``torch.save`` and ``numpy.savez`` hold it.
+
+        Notes
+        -----
+        The undo journal behind the lazy arrays of earlier plans is not part of the
+        state (those plans belong to the source); the journal offset is stored as 0.
+        """
+        names = ("tables", "rows", "scalars") if self._micro_batches == 1 else ("tables", "micro", "rows", "scalars")
+        arrays = {name: getattr(self, "_" + name).copy() for name in names}
+        arrays["scalars"][_k.JOURNAL_END if self._micro_batches == 1 else _s.JOURNAL_END] = 0
+        return {"format": _STATE_FORMAT, "version": 1, "layout": self._layout.fingerprint(),
+                "micro_batches": self._micro_batches, "wiped_out": bool(self._wiped), "arrays": arrays}
+
+    def load_state_dict(self, state):
+        """Adopt the state of another controller (:meth:`state_dict`) of the same layout and ``m``.
+
+        Afterwards this controller behaves exactly as the source: the same calls
+        return the same plans.
+
+        Parameters
+        ----------
+        state : dict
+            What :meth:`state_dict` returned (arrays are copied, so the source may
+            change them afterwards).
+
+        Returns
+        -------
+        None
+
+        Raises
+        ------
+        ParameterError
+            ``state`` is not a controller state of version 1, or belongs to another
+            layout (by fingerprint) or another ``m``, or its arrays have the wrong
+            shapes.
+        """
+        from .._core.errors import ParameterError
+
+        if not isinstance(state, dict) or state.get("format") != _STATE_FORMAT or state.get("version") != 1:
+            raise ParameterError("not a controller state: expected the dict of ReorderController.state_dict() "
+                                 f"(format {_STATE_FORMAT!r}, version 1)")
+        if state.get("layout") != self._layout.fingerprint():
+            raise ParameterError(f"the controller state belongs to layout {state.get('layout')!r}, "
+                                 f"not to this controller's layout {self._layout.fingerprint()!r}")
+        if state.get("micro_batches") != self._micro_batches:
+            raise ParameterError(f"the controller state has micro_batches m = {state.get('micro_batches')!r}, "
+                                 f"this controller m = {self._micro_batches}")
+        template = self._fault_free_copy()
+        names = ("tables", "rows", "scalars") if self._micro_batches == 1 else ("tables", "micro", "rows", "scalars")
+        arrays = state.get("arrays")
+        if not isinstance(arrays, dict) or set(arrays) != set(names):
+            raise ParameterError(f"the controller state must hold the arrays {', '.join(names)}")
+        loaded = []
+        for name, expected in zip(names, template):
+            value = np.asarray(arrays[name])
+            if value.shape != expected.shape or not np.issubdtype(value.dtype, np.integer):
+                raise ParameterError(f"controller state array {name!r} has shape {value.shape} and dtype "
+                                     f"{value.dtype}, expected {expected.shape} of integers")
+            loaded.append(value.astype(expected.dtype, copy=True))
+        if self._micro_batches == 1:
+            self._load_state(*loaded)
+        else:
+            self._load_split_state(*loaded)
+        self._wiped = bool(state.get("wiped_out"))
 
     # ----------------------------------------------------------------- repair
     def recover(self, groups):
@@ -704,6 +898,23 @@ def _one_trajectory(layout, failure_order, micro_batches, return_moves, key):
 
 
 # ---------------------------------------------------------------- helpers
+_STATE_FORMAT = "spare-controller-state"
+
+
+def _patch_work(previous_split, previous_alive, split, alive):
+    """``{group: [(t, j), ...]}``: every micro-batch whose contributor in ``previous_split``
+    was live before and is failed now, given to its contributor in ``split``."""
+    lost = previous_alive & ~alive
+    if not lost.any():
+        return {}
+    types, batches = np.nonzero(lost[previous_split])
+    owners = split[types, batches]
+    patch = {}
+    for owner, t, j in zip(owners.tolist(), types.tolist(), batches.tolist()):
+        patch.setdefault(owner, []).append((t, j))
+    return dict(sorted(patch.items()))
+
+
 _EMPTY = np.zeros(0, dtype=np.int32)
 _EMPTY.setflags(write=False)
 _LAZY = object()
@@ -1055,7 +1266,11 @@ class _LazyPlan(Plan):
     @property
     def order(self):
         if self._order is _LAZY:
-            self._materialise_arrays()
+            touched = self.__dict__.pop("_touched", None)
+            if touched is not None:  # set_failed at m > 1: (touched, alive, stacks) of the plan
+                self._order = _derived_order(touched[2], touched[0], touched[1])
+            else:
+                self._materialise_arrays()
         return self._order
 
     @order.setter

@@ -107,7 +107,8 @@ def plan_reorder(layout, failed, *, order=None, stack_number=1, mid_step=(), mic
             The number of assigned types that were outside their group's top ``S*``
             layers of the current ``order`` (the min-cost-flow cost).
         ``patch``
-            Patch compute of the current step, ``{live group: sorted shard types}``.
+            Patch compute of the current step, ``{live group: sorted (shard type, 0)
+            pairs}`` (``Plan.patch_shard_types`` gives the types alone).
             Empty unless ``mid_step`` is non-empty.  Otherwise it holds every shard
             type that no still-live group computed this step, i.e. every type whose
             holders that had it in their top ``S`` layers of the current ``order``
@@ -217,7 +218,7 @@ def plan_reorder(layout, failed, *, order=None, stack_number=1, mid_step=(), mic
     >>> layout = Layout((np.arange(5)[:, None] + np.array([0, 1])) % 5)
     >>> plan = plan_reorder(layout, [2], mid_step=[2])
     >>> plan.status, plan.stack_number, plan.lower_bound, plan.moves, plan.patch
-    ('masked', 2, 2, 0, {1: [2]})
+    ('masked', 2, 2, 0, {1: [(2, 0)]})
     >>> plan.assignment.tolist()
     [0, 1, 1, 3, 4]
 
@@ -295,7 +296,7 @@ def plan_reorder(layout, failed, *, order=None, stack_number=1, mid_step=(), mic
         computed[current[live, :current_s]] = True
         patch_types = np.flatnonzero(~computed)
         for t in patch_types:
-            patch.setdefault(int(assignment[t]), []).append(int(t))
+            patch.setdefault(int(assignment[t]), []).append((int(t), 0))
     return Plan(
         status=MASKED,
         stack_number=int(best),

@@ -11,6 +11,10 @@ pair ``(t, j)``; a plan's ``split[t, j]`` is the live group that computes it.  `
 is the paper's model.
 """
 
+import hashlib
+import struct
+import warnings
+from collections import namedtuple
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -20,6 +24,8 @@ from .._core.errors import ParameterError, PlanError
 
 __all__ = [
     "Plan",
+    "GroupWork",
+    "PLAN_BYTES_MAGIC",
     "MASKED",
     "WIPE_OUT",
     "MAX_MICRO_BATCHES",
@@ -44,6 +50,26 @@ MAX_SPLIT_ENTRIES = 1 << 24
 #: ``m = 100,000``), while the step cost is within ``1/m`` of its physical limit
 #: ``N / (N - k)`` long before (``docs/analysis.md``).
 MAX_MICRO_BATCHES = 1024
+
+#: First bytes of :meth:`Plan.to_bytes` (format version 1).
+PLAN_BYTES_MAGIC = b"SPAREPLAN1"
+
+#: Every group's work at once (:meth:`Plan.work_by_group`), in compressed-sparse-row form:
+#: the work of group ``g`` is ``shard_types[indptr[g]:indptr[g + 1]]`` with
+#: ``micro_batches[indptr[g]:indptr[g + 1]]``.
+GroupWork = namedtuple("GroupWork", ["indptr", "shard_types", "micro_batches"])
+GroupWork.__doc__ = """Every group's work of one plan in compressed-sparse-row form (:meth:`Plan.work_by_group`).
+
+Attributes
+----------
+indptr : numpy.ndarray of int64, shape (N + 1,)
+    Group ``g``'s work is entries ``indptr[g]`` to ``indptr[g + 1] - 1``; failed groups
+    have an empty range.
+shard_types : numpy.ndarray of int32, shape (N m,)
+    Shard type ``t`` of each entry.
+micro_batches : numpy.ndarray of int32, shape (N m,)
+    Micro-batch ``j`` of each entry; within a group the pairs ``(t, j)`` are sorted.
+"""
 
 
 def lower_bound(groups, failed_count, micro_batches=1):
@@ -159,11 +185,13 @@ class Plan(Result):
         top ``S*`` layers of the previous order (the paper's min-move objective).  At
         ``m > 1``, the micro-batches whose contributor differs from the previous
         ``split``.  0 on a wipe-out.
-    patch : dict of int to list
+    patch : dict of int to list of (int, int)
         Patch compute of the current step, for each live group the work it must
-        compute now because only groups that failed mid-step had it: shard types at
-        ``m = 1``, ``(shard type, micro-batch)`` pairs at ``m > 1``, sorted.  Empty
-        when nothing failed mid-step.
+        compute now because only groups that failed mid-step had it:
+        ``(shard type, micro-batch)`` pairs at every ``m`` (micro-batch 0 at
+        ``m = 1``), sorted.  Empty when nothing failed mid-step.
+        :attr:`patch_shard_types` gives the shard types alone (the ``m = 1`` form of
+        releases before 0.3).
     micro_batches : int
         ``m``, micro-batches per shard type (1: the paper's model).
     load : int or None
@@ -182,7 +210,13 @@ class Plan(Result):
     Plans compare by value (``==`` compares the arrays element-wise), whichever planner
     made them.  A plan built with ``m = 1`` and no ``load``, ``step_cost`` or ``split``
     gets them from ``stack_number`` and ``assignment``; at ``m > 1`` a missing
-    ``step_cost`` is ``load / m``.
+    ``step_cost`` is ``load / m``.  A ``patch`` given in the old ``m = 1`` form
+    (bare shard types) is converted to ``(t, 0)`` pairs with a
+    :class:`DeprecationWarning`.
+
+    :meth:`fingerprint` is a short hash that processes compare to check that they hold
+    the same plan; :meth:`to_bytes` / :meth:`from_bytes` and :meth:`to_dict` /
+    :meth:`from_dict` are lossless round trips (``docs/agreement.md``).
     """
 
     status: str
@@ -207,6 +241,18 @@ class Plan(Result):
                 self.split = np.asarray(self.assignment, dtype=np.int32).reshape(-1, 1).copy()
         if self.step_cost is None and self.load is not None:
             self.step_cost = self.load / self.micro_batches
+        if self.patch:
+            self.patch = _patch_pairs(self.patch, self.micro_batches)
+
+    @property
+    def patch_shard_types(self):
+        """dict of int to list of int: the shard types of :attr:`patch` per group, sorted and distinct.
+
+        The ``m = 1`` form of :attr:`patch` before release 0.3 (bare shard types);
+        at ``m > 1`` a type appears once however many of its micro-batches a group
+        patches.
+        """
+        return {g: sorted({int(t) for t, _ in items}) for g, items in self.patch.items()}
 
     @property
     def masked(self):
@@ -261,20 +307,271 @@ class Plan(Result):
         types, batches = np.nonzero(split == g)
         return list(zip(types.tolist(), batches.tolist()))
 
+    def work_by_group(self):
+        """Every group's work (:meth:`work`) in one ``O(N m)`` pass over ``split``.
+
+        Returns
+        -------
+        GroupWork
+            ``(indptr, shard_types, micro_batches)`` in compressed-sparse-row form:
+            ``indptr`` int64 ``(N + 1,)``; ``shard_types`` and ``micro_batches`` int32
+            ``(N m,)``.  The work of group ``g`` is the pairs
+            ``zip(shard_types[indptr[g]:indptr[g + 1]], micro_batches[indptr[g]:indptr[g + 1]])``,
+            sorted, equal to ``work(g)`` for a live group; a failed group has an empty
+            range.  The patch work of a mid-step failure is in :attr:`patch`.
+
+        Raises
+        ------
+        PlanError
+            The plan is a wipe-out.
+
+        Notes
+        -----
+        A stable counting sort of the ``N m`` entries of ``split`` by group
+        (``numpy.argsort(kind="stable")``, a radix sort on 16-bit keys when
+        ``N <= 65,536``), so a group's pairs stay in ``(t, j)`` order; ``work(g)``
+        called for every group costs ``O(N^2 m)``.  Measured in
+        ``benchmarks/bench_agreement.py``.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from spare_opt import Layout, plan_reorder
+        >>> layout = Layout((np.arange(5)[:, None] + np.array([0, 1])) % 5)
+        >>> work = plan_reorder(layout, [2], micro_batches=2).work_by_group()
+        >>> start, end = work.indptr[1], work.indptr[2]
+        >>> list(zip(work.shard_types[start:end].tolist(), work.micro_batches[start:end].tolist()))
+        [(1, 0), (2, 0), (2, 1)]
+        """
+        if not self.masked:
+            raise PlanError("a wipe-out plan gives no work: every group restarts from the last checkpoint")
+        split = np.asarray(self.split)
+        n, m = split.shape
+        flat = split.ravel()
+        keys = flat.astype(np.uint16) if n <= 1 << 16 else flat
+        entries = np.argsort(keys, kind="stable")
+        indptr = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(np.bincount(flat, minlength=n), out=indptr[1:])
+        if m == 1:
+            return GroupWork(indptr, entries.astype(np.int32), np.zeros(n, dtype=np.int32))
+        types, batches = np.divmod(entries.astype(np.int32), np.int32(m))
+        return GroupWork(indptr, types, batches)
+
+    # ------------------------------------------------------------ agreement
+    def fingerprint(self, *, patch=False):
+        """A short hash of the plan that processes compare to check that they agree.
+
+        Parameters
+        ----------
+        patch : bool, default False
+            Also cover :attr:`patch` (the current step's patch work).
+
+        Returns
+        -------
+        str
+            16 hexadecimal digits: the first 64 bits of the SHA-256 of the canonical
+            byte form of :meth:`to_bytes` with ``moves`` set to 0 (and the patch left
+            out unless ``patch``).  It covers ``status``, ``micro_batches``, ``N``,
+            ``failed``, ``lost_shards``, ``stack_number``, ``lower_bound``,
+            ``load``, ``step_cost``, ``split`` and, at ``m = 1``, ``order``: every
+            group's work and order in the following steps (``assignment`` is
+            ``split[:, 0]``, and at ``m > 1`` ``order`` follows from ``split``, so
+            neither is hashed again).  ``moves`` (a statistic of the change from the
+            previous plan, which depends on history) is not covered.
+
+        Notes
+        -----
+        Integers are little-endian 64-bit (header) and 32-bit (arrays), the step cost
+        an IEEE 754 double, so the hash is the same on every platform, in every
+        process and with any numpy dtype the arrays were held in.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from spare_opt import Layout, plan_reorder
+        >>> layout = Layout((np.arange(5)[:, None] + np.array([0, 1])) % 5)
+        >>> plan_reorder(layout, [2]).fingerprint() == plan_reorder(layout, [2]).fingerprint()
+        True
+        """
+        from .._core import validation as check
+
+        patch = check.flag("patch", patch)
+        return hashlib.sha256(self._canonical_bytes(moves=0, with_patch=patch, derived=False)).hexdigest()[:16]
+
+    def to_bytes(self):
+        """The plan in a compact, lossless binary form (:meth:`from_bytes` reads it back).
+
+        Returns
+        -------
+        bytes
+            :data:`PLAN_BYTES_MAGIC`, a header of 12 little-endian int64 values and one
+            float64 (status, ``N``, ``r``, ``m``, the lengths of ``failed``,
+            ``lost_shards`` and ``patch``, ``stack_number``, ``lower_bound``, ``load``,
+            ``moves``, a flag of the arrays present, ``step_cost``; ``-1`` / NaN for
+            ``None``), then little-endian int32 arrays: ``failed``, ``lost_shards``,
+            ``assignment`` ``(N,)``, ``split`` ``(N, m)``, ``order`` ``(N, r)`` and the
+            patch as ``(group, shard type, micro-batch)`` triples.  About
+            ``4 N (m + r + 1)`` bytes.
+        """
+        return self._canonical_bytes(moves=self.moves, with_patch=True, derived=True)
+
+    def _canonical_bytes(self, *, moves, with_patch, derived):
+        """The byte form of :meth:`to_bytes`; without ``derived``, the arrays that follow
+        from ``split`` by rule are left out: ``assignment`` (``split[:, 0]``) always and
+        ``order`` at ``m > 1`` (the types a group computes part of first)."""
+        masked = self.status == MASKED
+        status = {MASKED: 0, WIPE_OUT: 1}.get(self.status)
+        if status is None:
+            raise PlanError(f"status is {self.status!r}, not {MASKED!r} or {WIPE_OUT!r}")
+        arrays = [np.asarray(self.failed), np.asarray(self.lost_shards)]
+        present = 0
+        n = r = 0
+        kept = (derived, True, derived or self.micro_batches == 1)
+        for bit, name in enumerate(("assignment", "split", "order")):
+            value = getattr(self, name) if kept[bit] else None
+            if value is not None:
+                value = np.asarray(value)
+                present |= 1 << bit
+                n = value.shape[0]
+                if bit == 2:
+                    r = value.shape[1]
+                arrays.append(value)
+        items = sorted((g, t, j) for g, pairs in self.patch.items() for t, j in pairs) if with_patch else []
+        arrays.append(np.asarray(items, dtype=np.int64).reshape(-1, 3))
+        optional = [-1 if v is None else int(v) for v in (self.stack_number, self.lower_bound, self.load)]
+        step_cost = float("nan") if self.step_cost is None else float(self.step_cost)
+        header = struct.pack("<12qd", status, n, r, int(self.micro_batches), arrays[0].size, arrays[1].size,
+                             len(items), *optional, int(moves), present, step_cost)
+        body = b"".join(np.ascontiguousarray(a, dtype="<i4").tobytes() for a in arrays)
+        if not masked and present:
+            raise PlanError("a wipe-out plan must have no assignment, split or order")
+        return PLAN_BYTES_MAGIC + header + body
+
+    @classmethod
+    def from_bytes(cls, data):
+        """The plan that :meth:`to_bytes` wrote.
+
+        Parameters
+        ----------
+        data : bytes-like
+
+        Returns
+        -------
+        Plan
+            Equal to the plan written (``==``), with int32 arrays.
+
+        Raises
+        ------
+        PlanError
+            ``data`` does not start with :data:`PLAN_BYTES_MAGIC`, is truncated or
+            has bytes left over.
+        """
+        try:
+            data = memoryview(data).cast("B")
+        except TypeError:
+            raise PlanError(f"plan bytes must be a bytes-like object, got {type(data).__name__}") from None
+        head = len(PLAN_BYTES_MAGIC)
+        size = struct.calcsize("<12qd")
+        if bytes(data[:head]) != PLAN_BYTES_MAGIC:
+            raise PlanError("not a spare-opt plan: the bytes do not start with the plan magic "
+                            f"{PLAN_BYTES_MAGIC!r} (a plan written by Plan.to_bytes, format version 1)")
+        if len(data) < head + size:
+            raise PlanError(f"plan bytes are truncated: {len(data)} bytes, the header alone needs {head + size}")
+        (status, n, r, m, k, lost, patched, stack_number, bound, load, moves, present,
+         step_cost) = struct.unpack_from("<12qd", data, head)
+        shapes = [(k,), (lost,)]
+        shapes += [shape for bit, shape in enumerate([(n,), (n, m), (n, r)]) if present >> bit & 1]
+        shapes.append((patched, 3))
+        if min(min(shape) for shape in shapes) < 0 or status not in (0, 1):
+            raise PlanError("plan bytes have a corrupt header (a negative length or an unknown status)")
+        expected = head + size + 4 * sum(int(np.prod(shape)) for shape in shapes)
+        if len(data) != expected:
+            raise PlanError(f"plan bytes have length {len(data)}, the header describes {expected}")
+        values = np.frombuffer(data, dtype="<i4", offset=head + size).astype(np.int32)
+        arrays, at = [], 0
+        for shape in shapes:
+            count = int(np.prod(shape))
+            arrays.append(values[at:at + count].reshape(shape))
+            at += count
+        failed, lost_shards, *rest, triples = arrays
+        assignment = rest.pop(0) if present & 1 else None
+        split = rest.pop(0) if present & 2 else None
+        order = rest.pop(0) if present & 4 else None
+        patch = {}
+        for g, t, j in triples.tolist():
+            patch.setdefault(g, []).append((t, j))
+        return cls(status=MASKED if status == 0 else WIPE_OUT, stack_number=None if stack_number < 0 else stack_number,
+                   lower_bound=None if bound < 0 else bound, failed=failed, lost_shards=lost_shards,
+                   assignment=assignment, order=order, moves=moves, patch=patch, micro_batches=m,
+                   load=None if load < 0 else load, step_cost=None if step_cost != step_cost else step_cost,
+                   split=split)
+
+    @classmethod
+    def from_dict(cls, doc):
+        """The plan that :meth:`to_dict` wrote (the inverse, for JSON documents).
+
+        Parameters
+        ----------
+        doc : dict
+            The keys of :meth:`to_dict`.  A ``patch`` of bare shard types (the ``m = 1``
+            form before release 0.3) is read as ``(t, 0)`` pairs with a
+            :class:`DeprecationWarning`.
+
+        Returns
+        -------
+        Plan
+            Equal to the plan written, with int32 arrays.
+
+        Raises
+        ------
+        PlanError
+            ``doc`` is not a dict, misses a key, or holds a value of the wrong kind.
+        """
+        if not isinstance(doc, dict):
+            raise PlanError(f"a plan document must be a dict, got {type(doc).__name__}")
+        missing = [key for key in _PLAN_KEYS if key not in doc]
+        if missing:
+            raise PlanError(f"plan document misses the key(s) {', '.join(missing)}")
+        try:
+            m = int(doc["micro_batches"])
+            rows = doc["order"]
+            order = None
+            if rows is not None:
+                width = max((len(row) for row in rows if row is not None), default=0)
+                order = np.array([[-1] * width if row is None else row for row in rows], dtype=np.int32)
+                order = order.reshape(len(rows), width)
+            patch = {int(g): [tuple(item) if isinstance(item, (list, tuple)) else item for item in items]
+                     for g, items in doc["patch"].items()}
+
+            def array(key, shape=None):
+                value = doc[key]
+                if value is None:
+                    return None
+                value = np.asarray(value, dtype=np.int32)
+                return value.reshape(shape) if shape is not None else value
+
+            split = array("split")
+            if split is not None:
+                split = split.reshape(-1, m)
+            return cls(status=doc["status"], stack_number=doc["stack_number"], lower_bound=doc["lower_bound"],
+                       failed=array("failed", (-1,)), lost_shards=array("lost_shards", (-1,)),
+                       assignment=array("assignment"), order=order, moves=int(doc["moves"]), patch=patch,
+                       micro_batches=m, load=doc["load"], step_cost=doc["step_cost"], split=split)
+        except (TypeError, ValueError, AttributeError) as exc:
+            raise PlanError(f"plan document holds a value of the wrong kind: {exc}") from None
+
     def to_dict(self):
         """The plan as a JSON-ready dict with exactly the keys of the attributes above.
 
         ``order`` rows of failed groups become ``null``; ``patch`` keys are group ids
-        as strings (JSON object keys), sorted numerically, and at ``m > 1`` each patch
-        item is a ``[shard type, micro-batch]`` pair.
+        as strings (JSON object keys), sorted numerically, and each patch item is a
+        ``[shard type, micro-batch]`` pair (at every ``m`` since release 0.3).
+        :meth:`from_dict` reads it back.
         """
         order = None
         if self.order is not None:
             order = [None if row[0] < 0 else [int(v) for v in row] for row in self.order]
-        if self.micro_batches == 1:
-            patch = {str(g): [int(t) for t in types] for g, types in sorted(self.patch.items())}
-        else:
-            patch = {str(g): [[int(t), int(j)] for t, j in items] for g, items in sorted(self.patch.items())}
+        patch = {str(g): [[int(t), int(j)] for t, j in items] for g, items in sorted(self.patch.items())}
         return {
             "status": self.status,
             "stack_number": None if self.stack_number is None else int(self.stack_number),
@@ -290,6 +587,33 @@ class Plan(Result):
             "step_cost": None if self.step_cost is None else float(self.step_cost),
             "split": None if self.split is None else np.asarray(self.split).tolist(),
         }
+
+
+_PLAN_KEYS = ("status", "stack_number", "lower_bound", "failed", "lost_shards", "assignment", "order", "moves",
+              "patch", "micro_batches", "load", "step_cost", "split")
+
+
+def _patch_pairs(patch, micro_batches):
+    """``patch`` with every item a ``(shard type, micro-batch)`` tuple of ints; bare shard
+    types (the ``m = 1`` form before release 0.3) become ``(t, 0)`` with a DeprecationWarning."""
+    pairs, old_form = {}, False
+    for g, items in patch.items():
+        converted = []
+        for item in items:
+            if isinstance(item, (tuple, list, np.ndarray)):
+                t, j = item
+                converted.append((int(t), int(j)))
+            else:
+                old_form = True
+                converted.append((int(item), 0))
+        pairs[int(g)] = converted
+    if old_form:
+        if micro_batches != 1:
+            raise PlanError(f"patch items must be (shard type, micro-batch) pairs at micro_batches = {micro_batches}")
+        warnings.warn("a Plan patch of bare shard types is deprecated: patch items are (shard type, micro-batch) "
+                      "pairs at every m since spare-opt 0.3 ((t, 0) at m = 1); Plan.patch_shard_types gives the "
+                      "shard types alone", DeprecationWarning, stacklevel=4)
+    return pairs
 
 
 def check_plan(layout, plan, previous_order=None, previous_split=None):
@@ -406,10 +730,9 @@ def check_plan(layout, plan, previous_order=None, previous_split=None):
         _require(plan.moves == changed, f"moves = {plan.moves} but {changed} micro-batches changed contributor")
     for g, items in plan.patch.items():
         _require(0 <= g < n and alive[g], f"patch work given to group {g}, which is not live")
-        if m == 1:
-            wrong = [t for t in items if assignment[t] != g]
-        else:
-            wrong = [(t, j) for t, j in items if not (0 <= t < n and 0 <= j < m) or split[t, j] != g]
+        _require(all(isinstance(item, tuple) and len(item) == 2 for item in items),
+                 f"patch items of group {g} are not (shard type, micro-batch) pairs")
+        wrong = [(t, j) for t, j in items if not (0 <= t < n and 0 <= j < m) or split[t, j] != g]
         _require(not wrong, f"patch work {wrong[0] if wrong else -1} given to group {g}, "
                             "which does not contribute it")
 
@@ -496,7 +819,14 @@ def _touched_layers(stacks, split, layer=None):
 def _derived_order(stacks, touched, alive):
     """Orders at ``m > 1``: per live group the shard types it computes part of, then the
     others, each in layout order; rows of failed groups are ``-1``."""
-    ranks = np.argsort(~touched, axis=1, kind="stable")
-    order = np.take_along_axis(stacks, ranks, axis=1).astype(np.int32)
+    # A stable partition of every row in O(N r): the touched entries keep their relative
+    # order at positions 0, 1, ...; the others follow (argsort of ~touched, kind="stable",
+    # gives the same rows at several times the cost).
+    touched = np.asarray(touched, dtype=bool)
+    kept = np.cumsum(touched, axis=1, dtype=np.int32)
+    rest = np.cumsum(~touched, axis=1, dtype=np.int32)
+    position = np.where(touched, kept - 1, kept[:, -1:] + rest - 1)
+    order = np.empty(stacks.shape, dtype=np.int32)
+    np.put_along_axis(order, position, stacks, axis=1)
     order[~alive] = -1
     return order

@@ -1,0 +1,51 @@
+"""Run SPARe in a PyTorch job: a sampler, a step helper, failure agreement and group rebuild.
+
+An optional part of spare-opt (``import spare_opt`` never imports torch).  Install the
+CPU build of PyTorch first, then the extra::
+
+    pip install torch==2.13.0
+    pip install "spare-opt[torch]"
+
+* :class:`SpareGroup` - one DP group's membership: heartbeats on torch's ``TCPStore``,
+  an abort flag, one agreed failed set per epoch, rebuild of the process group;
+* :class:`SpareBatchSampler` - a ``torch.utils.data`` batch sampler that yields this
+  rank's micro-batches of every step under the current plan;
+* :class:`SpareStep` - the step helper: accumulates this rank's micro-batch gradients,
+  all-reduces a SUM over the live ranks and divides by ``N m``; on a failure it computes
+  only the patch micro-batches;
+* :class:`Supervisor` - spawns the ranks, hosts the store, reports deaths, restarts
+  after a wipe-out (what ``torchrun``'s agent does, for tests and examples);
+* :class:`TorchFTPlan` - the plan of each TorchFT quorum (needs ``torchft``).
+
+See ``docs/torch.md``.
+"""
+
+try:
+    import torch  # noqa: F401
+    import torch.distributed  # noqa: F401
+except ImportError as exc:  # pragma: no cover - exercised without torch only
+    raise ImportError(
+        "spare_opt.torch needs PyTorch, which is not installed: install the CPU build first "
+        "(pip install torch==2.13.0), then the extra: pip install 'spare-opt[torch]'"
+    ) from exc
+
+from ._plans import PlanBook, layout_fingerprint, plan_fingerprint
+from .elastic import Evicted, SpareGroup, WipeOut
+from .sampler import SpareBatchSampler
+from .step import SpareStep
+from .launch import Supervisor, WorkerContext
+from .torchft_adapter import TorchFTPlan
+
+__all__ = [
+    "Evicted",
+    "PlanBook",
+    "SpareBatchSampler",
+    "SpareGroup",
+    "SpareStep",
+    "Supervisor",
+    "TorchFTPlan",
+    "WipeOut",
+    "WorkerContext",
+    "layout_fingerprint",
+    "plan_fingerprint",
+]

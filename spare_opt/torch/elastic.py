@@ -1,0 +1,430 @@
+"""One DP group's membership of a SPARe job: heartbeats, abort, agreement, rebuild.
+
+Everything goes through torch's own ``TCPStore`` (hosted outside the ranks, as
+``torchrun``'s agent hosts it) and gloo process groups: no networking of our own.
+
+Store keys (under the store the caller passes, usually a ``PrefixStore`` per job
+generation):
+
+* ``layout``: the layout fingerprint, written once (``compare_set``); a rank whose layout
+  differs refuses to start;
+* ``hb/{g}``: group ``g``'s heartbeat counter, bumped every ``heartbeat_interval``;
+* ``dead/{g}``: written by a supervisor that saw ``g``'s process die (optional: a stale
+  heartbeat is evidence enough);
+* ``abort/{e}``: epoch ``e`` is over (a member failed); every member stops waiting;
+* ``join/{e}/{g}``: group ``g``'s record for epoch ``e`` (its step and phase);
+* ``epoch/{e}``: the agreed record of epoch ``e`` (failed set, admitted joiners), written
+  once with ``compare_set``: the first proposal wins and every member reads it;
+* ``ready/{e}/{g}``, ``pg/{e}/...``: the barrier before, and the store of, the process
+  group of epoch ``e``;
+* ``rejoin/{g}``, ``pending_rejoins``: a repaired group's request to rejoin.
+"""
+
+import datetime
+import json
+import os
+import threading
+import time
+
+import torch
+import torch.distributed as dist
+
+import spare_opt
+
+from ._plans import PlanBook
+
+__all__ = ["SpareGroup", "WipeOut", "Evicted"]
+
+
+class WipeOut(RuntimeError):
+    """Some shard type lost every holder: the job restarts from the last checkpoint.
+
+    Attributes
+    ----------
+    failed : list of int
+        The agreed failed set that wiped the layout out.
+    """
+
+    def __init__(self, failed):
+        self.failed = sorted(failed)
+        super().__init__(f"wipe-out: groups {self.failed} failed and some shard type has no live holder; "
+                         "restart every group from the last checkpoint")
+
+
+class Evicted(RuntimeError):
+    """The survivors agreed that this group failed (it was too slow to answer): it must leave.
+
+    A supervisor may start it again as a repaired group (``rejoin=True``).
+    """
+
+
+class SpareGroup:
+    """One DP group's membership of a SPARe job, on torch's ``TCPStore`` and gloo.
+
+    Parameters
+    ----------
+    layout : spare_opt.Layout
+        The stack layout, identical on every rank: build it deterministically
+        (:func:`spare_opt.consecutive`, known constructions) or load it from a file that
+        rank 0 wrote; never run the time-limited :func:`spare_opt.sidon` search in every
+        rank.  Checked against the other ranks' by fingerprint.
+    group : int
+        This process's DP group id ``g`` in ``[0, N)``; it holds ``layout.stacks[g]``.
+    store : torch.distributed.Store
+        A client of a store that outlives every rank (hosted by the launcher, as
+        ``torchrun`` does; a store hosted by rank 0 dies with it).
+    micro_batches : int, default 1
+        ``m``, micro-batches per shard type.
+    heartbeat_interval : float, default 0.05
+        Seconds between heartbeats (and between checks of the abort flag, the peers'
+        heartbeats, death notices and rejoin requests).
+    heartbeat_timeout : float, default 2.0
+        Seconds without a peer's heartbeat after which it counts as failed.
+    timeout : float, default 60.0
+        Timeout of the gloo process groups (seconds).  Survivors never wait it out for
+        a dead peer (the abort flag wakes them); it bounds only a death in the few
+        milliseconds between the rebuild barrier and the group's connection.
+    rejoin : bool, default False
+        This process is a repaired group: it asks to rejoin and waits until the live
+        groups admit it at a step boundary.
+    backend : str, default "gloo"
+
+    Attributes
+    ----------
+    epoch : int
+        The current epoch; every change of membership starts a new one.
+    failed : frozenset of int
+        The agreed failed set of the current epoch.
+    plan : spare_opt.Plan
+        The plan of :attr:`failed`, the same on every rank (a pure function of the set).
+    members : list of int
+        The live groups, sorted; this group's rank in the process group is
+        ``members.index(group)``.
+    timeline : list of (str, float, dict)
+        Events with their wall-clock times (``time.time()``): ``detect``, ``agree``,
+        ``plan``, ``rebuild`` and those the step helper adds.
+
+    Raises
+    ------
+    spare_opt.LayoutError
+        This rank's layout differs from the one the first rank registered.
+    """
+
+    def __init__(self, layout, group, store, *, micro_batches=1, heartbeat_interval=0.05, heartbeat_timeout=2.0,
+                 timeout=60.0, rejoin=False, backend="gloo"):
+        self.book = PlanBook(layout, micro_batches)
+        n = self.book.groups
+        if isinstance(group, bool) or not isinstance(group, int) or not 0 <= group < n:
+            raise spare_opt.ParameterError(f"group must be an integer in [0, {n}), got {group!r}")
+        self.group = group
+        self.groups = n
+        self.micro_batches = self.book.micro_batches
+        self.store = store
+        self.interval = float(heartbeat_interval)
+        self.heartbeat_timeout = float(heartbeat_timeout)
+        self.timeout = datetime.timedelta(seconds=float(timeout))
+        self.backend = backend
+        self.timeline = []
+        self.joined_late = bool(rejoin)
+        self.joiners = []
+        self.records = {}
+        self._lock = threading.Lock()
+        self._aborted_epoch = -1
+        self._waiter = None
+        self._stop = threading.Event()
+        self._last_seen = {}
+        self._token = f"{os.getpid()}-{time.time_ns()}"
+        registered = _text(store.compare_set("layout", "", self.book.fingerprint))
+        if registered != self.book.fingerprint:
+            raise spare_opt.LayoutError(f"group {group}'s layout (fingerprint {self.book.fingerprint}) differs from "
+                                        f"the job's ({registered}): every rank must build the same layout")
+        if rejoin:
+            store.delete_key(f"dead/{group}")
+        store.set(f"hb/{group}", "0")
+        if rejoin:
+            epoch, record = self._await_admission()
+        else:
+            epoch = 0
+            record = json.loads(_text(store.compare_set("epoch/0", "", json.dumps({"failed": [], "joiners": {}}))))
+            store.compare_set("epoch", "", "0")
+        self._enter(epoch, record)
+        self._hb_store = store.clone() if hasattr(store, "clone") else store
+        self._thread = threading.Thread(target=self._heartbeat, name=f"spare-heartbeat-{group}", daemon=True)
+        self._thread.start()
+        while not self._rebuild():
+            self.recover({"step": -1, "phase": "boundary"}, _rebuild_first=False)
+            if self._pg_ready:
+                break
+        if rejoin:
+            store.add("pending_rejoins", -1)
+
+    # ---------------------------------------------------------------- state
+    def _enter(self, epoch, record):
+        self.epoch = epoch
+        self.failed = frozenset(record["failed"])
+        self.members = [g for g in range(self.groups) if g not in self.failed]
+        self.joiners = sorted(int(g) for g in record.get("joiners", {}))
+        t0 = time.perf_counter()
+        self.plan = self.book.plan(self.failed)
+        self.plan_seconds = time.perf_counter() - t0
+        self._pg_ready = False
+
+    @property
+    def rank(self):
+        """int: this group's rank in the current process group."""
+        return self.members.index(self.group)
+
+    @property
+    def world_size(self):
+        """int: the number of live groups."""
+        return len(self.members)
+
+    def work(self, plan=None):
+        """This group's micro-batch keys ``t * m + j`` under ``plan`` (default: the current plan), sorted."""
+        return self.book.work(self.plan if plan is None else plan)[self.group]
+
+    def aborted(self):
+        """bool: whether the current epoch was aborted (a member failed): stop waiting, call :meth:`recover`."""
+        return self._aborted_epoch >= self.epoch
+
+    def rejoin_pending(self):
+        """bool: whether a repaired group asked to rejoin (seen by the heartbeat thread)."""
+        return self._pending_rejoins > 0
+
+    _pending_rejoins = 0
+
+    #: Called as ``on_event(name, extra)`` after every timeline event (fault injection in tests).
+    on_event = None
+
+    def _event(self, name, **extra):
+        self.timeline.append((name, time.time(), extra))
+        if self.on_event is not None:
+            self.on_event(name, extra)
+
+    # ------------------------------------------------------------ heartbeat
+    def _heartbeat(self):
+        store = self._hb_store
+        count = 0
+        deaths = 0
+        keys = [f"hb/{g}" for g in range(self.groups)]
+        while not self._stop.wait(self.interval):
+            try:
+                count += 1
+                store.set(f"hb/{self.group}", str(count))
+                epoch = self.epoch
+                now = time.monotonic()
+                for g, value in enumerate(store.multi_get(keys)):
+                    if self._last_seen.get(g, (None, 0))[0] != value:
+                        self._last_seen[g] = (value, now)
+                if epoch > self._aborted_epoch:
+                    reason = None
+                    if store.check([f"abort/{epoch}"]):
+                        reason = "abort flag"
+                    else:
+                        seen = int(store.add("deaths", 0))
+                        if seen != deaths:
+                            deaths = seen
+                            if any(store.check([f"dead/{g}"]) for g in self.members if g != self.group):
+                                reason = "death notice"
+                        if reason is None and any(self._stale(g) for g in self.members if g != self.group):
+                            reason = "stale heartbeat"
+                        if reason is not None:
+                            store.set(f"abort/{epoch}", str(self.group))
+                    if reason is not None:
+                        self._abort(epoch, reason)
+                self._pending_rejoins = int(store.add("pending_rejoins", 0))
+            except Exception:  # the store went away: the job is over
+                if self._stop.is_set():
+                    return
+                time.sleep(self.interval)
+
+    def _stale(self, g):
+        seen = self._last_seen.get(g)
+        return seen is not None and time.monotonic() - seen[1] > self.heartbeat_timeout
+
+    def _abort(self, epoch, reason):
+        with self._lock:
+            if epoch > self._aborted_epoch:
+                self._aborted_epoch = epoch
+                if epoch == self.epoch:
+                    self._event("detect", source=reason, epoch=epoch)
+            waiter = self._waiter
+        if waiter is not None:
+            waiter.set()
+
+    def fail_epoch(self, reason):
+        """Abort the current epoch: this rank saw a member fail (a collective raised)."""
+        epoch = self.epoch
+        try:
+            self.store.set(f"abort/{epoch}", str(self.group))
+        finally:
+            self._abort(epoch, reason)
+
+    # ----------------------------------------------------------- collectives
+    def all_reduce(self, tensor):
+        """All-reduce ``tensor`` (SUM) over the live groups; ``False`` when a member failed.
+
+        Waits for the collective or the abort flag, whichever comes first, so a survivor
+        never waits out the gloo timeout.  On ``False`` the tensor's content is
+        undefined (gloo reduces in place): reduce a copy.
+        """
+        return self.wait(lambda: dist.all_reduce(tensor, async_op=True))
+
+    def wait(self, start):
+        """Run ``start()`` (a collective with ``async_op=True``) and wait for it or an abort; ``True`` on success."""
+        if self.aborted():
+            return False
+        wake = threading.Event()
+        with self._lock:
+            self._waiter = wake
+        try:
+            try:
+                work = start()
+                work.get_future().add_done_callback(lambda _: wake.set())
+            except RuntimeError as exc:
+                self.fail_epoch(f"collective raised: {_short(exc)}")
+                return False
+            while not wake.wait(1.0):
+                pass
+            if self.aborted() and not work.is_completed():
+                return False
+            try:
+                work.wait()
+            except RuntimeError as exc:
+                self.fail_epoch(f"collective raised: {_short(exc)}")
+                return False
+            return True
+        finally:
+            with self._lock:
+                self._waiter = None
+
+    # -------------------------------------------------------------- recovery
+    def recover(self, record, _rebuild_first=True):
+        """Agree on the next epoch and rebuild the process group over its members.
+
+        Parameters
+        ----------
+        record : dict
+            This group's state, JSON-ready; the step helper passes ``{"step": s,
+            "phase": "step" | "boundary"}``.  Repaired groups are admitted only when every
+            member's phase is ``"boundary"``.
+
+        Returns
+        -------
+        list of dict
+            The agreed records of the epochs passed through, oldest first (more than one
+            when a member failed during the rebuild); each has ``epoch``, ``failed``,
+            ``joiners``, ``plan`` and ``records`` (every member's record).  The process
+            group of the last one is ready.
+
+        Raises
+        ------
+        WipeOut
+            The agreed failed set leaves a shard type with no live holder.
+        Evicted
+            The others agreed that this group failed.
+        """
+        passed = []
+        while True:
+            epoch = self.epoch + 1
+            agreed = self._agree(epoch, record)
+            passed.append(agreed)
+            if self._rebuild():
+                return passed
+
+    def _agree(self, epoch, record):
+        store = self.store
+        previous = list(self.members)
+        store.set(f"join/{epoch}/{self.group}", json.dumps(record))
+        key = f"epoch/{epoch}"
+        while not store.check([key]):
+            present = [g for g in previous if store.check([f"join/{epoch}/{g}"])]
+            missing = [g for g in previous if g not in present]
+            dead = [g for g in missing if self._stale(g) or store.check([f"dead/{g}"])]
+            if len(dead) == len(missing):
+                failed = set(self.failed) | set(dead)
+                joiners = {}
+                records = [json.loads(_text(v)) for v in store.multi_get([f"join/{epoch}/{g}" for g in present])]
+                if all(r.get("phase") == "boundary" for r in records):
+                    for g in sorted(self.failed):
+                        if store.check([f"rejoin/{g}"]):
+                            joiners[str(g)] = _text(store.get(f"rejoin/{g}"))
+                            failed.discard(g)
+                proposal = json.dumps({"failed": sorted(failed), "joiners": joiners})
+                store.compare_set(key, "", proposal)
+                break
+            time.sleep(0.002)
+        decided = json.loads(_text(store.get(key)))
+        store.set("epoch", str(epoch))
+        self._event("agree", epoch=epoch, failed=decided["failed"])
+        if self.group in decided["failed"]:
+            raise Evicted(f"group {self.group} was declared failed in epoch {epoch}")
+        survivors = [g for g in previous if g not in decided["failed"]]
+        records = {g: json.loads(_text(v))
+                   for g, v in zip(survivors, store.multi_get([f"join/{epoch}/{g}" for g in survivors]))}
+        self._enter(epoch, decided)
+        self.records = records
+        self._event("plan", epoch=epoch, seconds=self.plan_seconds)
+        if not self.plan.masked:
+            self.close()
+            raise WipeOut(self.failed)
+        return {"epoch": epoch, "failed": sorted(self.failed), "joiners": self.joiners, "plan": self.plan,
+                "records": records}
+
+    def _await_admission(self):
+        store = self.store
+        store.set(f"rejoin/{self.group}", self._token)
+        store.add("pending_rejoins", 1)
+        epoch = int(_text(store.get("epoch")))
+        while True:
+            key = f"epoch/{epoch + 1}"
+            if store.check([key]):
+                epoch += 1
+                record = json.loads(_text(store.get(key)))
+                if record.get("joiners", {}).get(str(self.group)) == self._token:
+                    store.delete_key(f"rejoin/{self.group}")
+                    self._event("admitted", epoch=epoch)
+                    return epoch, record
+            else:
+                time.sleep(self.interval / 5)
+
+    def _rebuild(self):
+        """Destroy the old process group and create the current epoch's; ``False`` if a member died first."""
+        store = self.store
+        epoch = self.epoch
+        if dist.is_initialized():
+            dist.destroy_process_group()
+        store.set(f"ready/{epoch}/{self.group}", "1")
+        others = [g for g in self.members if g != self.group]
+        while not store.check([f"ready/{epoch}/{g}" for g in others]):
+            if self.aborted() or any(self._stale(g) or store.check([f"dead/{g}"]) for g in others
+                                     if not store.check([f"ready/{epoch}/{g}"])):
+                self.fail_epoch("member died before the rebuild")
+                return False
+            time.sleep(0.001)
+        dist.init_process_group(self.backend, store=dist.PrefixStore(f"pg/{epoch}", store), rank=self.rank,
+                                world_size=self.world_size, timeout=self.timeout)
+        self._pg_ready = True
+        self._event("rebuild", epoch=epoch, members=list(self.members))
+        return True
+
+    def close(self):
+        """Stop the heartbeat and destroy the process group (idempotent)."""
+        self._stop.set()
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def _text(value):
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _short(exc):
+    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return text[:120]

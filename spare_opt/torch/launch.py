@@ -1,0 +1,207 @@
+"""Spawn one process per DP group, host the store, report deaths, restart after a wipe-out.
+
+What ``torchrun``'s agent does for an elastic job, small enough for tests, examples and
+benchmarks on one machine: the store lives in the supervising process, so it survives
+the death of any rank.
+"""
+
+import collections
+import multiprocessing
+import multiprocessing.connection
+import os
+import signal
+import sys
+import time
+
+import torch.distributed as dist
+
+from .elastic import Evicted, WipeOut
+
+__all__ = ["Supervisor", "WorkerContext", "WIPE_OUT_EXIT", "EVICTED_EXIT"]
+
+#: Exit code of a rank that saw a wipe-out (the supervisor restarts every group).
+WIPE_OUT_EXIT = 75
+#: Exit code of a rank that the others declared failed.
+EVICTED_EXIT = 76
+
+WorkerContext = collections.namedtuple("WorkerContext", "group groups host port generation rejoin")
+WorkerContext.__doc__ = """What a worker needs to join the job: its group, ``N``, the store's address, the
+generation (restarts after wipe-outs so far) and whether it is a repaired group."""
+
+
+def connect(context, timeout=60.0):
+    """The store of ``context``'s generation: a ``PrefixStore`` on a ``TCPStore`` client."""
+    import datetime
+
+    client = dist.TCPStore(context.host, context.port, is_master=False, wait_for_workers=False,
+                           timeout=datetime.timedelta(seconds=timeout))
+    return dist.PrefixStore(f"gen/{context.generation}", client)
+
+
+def _entry(target, context, args):
+    try:
+        target(context, *args)
+    except WipeOut:
+        sys.stdout.flush()
+        os._exit(WIPE_OUT_EXIT)
+    except Evicted:
+        sys.stdout.flush()
+        os._exit(EVICTED_EXIT)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+class Supervisor:
+    """Run ``target(context, *args)`` in one process per DP group and keep the job going.
+
+    Parameters
+    ----------
+    target : callable
+        A picklable (module-level) function ``target(context, *args)``; ``context`` is
+        a :class:`WorkerContext`.  Connect to the store with :meth:`connect`.
+    groups : int
+        ``N``, one process each.
+    args : tuple, default ()
+    host : str, default "127.0.0.1"
+    max_restarts : int, default 2
+        Global restarts after a wipe-out before :meth:`run` gives up.
+    preload : list of str, optional
+        Modules that the fork server imports once before forking the ranks (default:
+        torch, its optimizers and data loading, and spare-opt's warmed kernels), so a
+        rank, repaired or restarted, starts in milliseconds instead of importing
+        torch again.  ``[]`` keeps a plain ``spawn``.
+
+    Attributes
+    ----------
+    store : torch.distributed.TCPStore
+        The job's store (the master, in this process).
+    events : list of (str, float, int)
+        ``("start" | "kill" | "death" | "repair" | "restart", time.time(), group)``.
+
+    Notes
+    -----
+    A process that dies with a non-zero code other than a wipe-out's gets a death notice
+    in the store (``dead/{g}`` and the ``deaths`` counter) as soon as its process
+    sentinel fires, so the survivors need not wait for its heartbeat to go stale.  When
+    every process has ended and some saw a wipe-out, every group starts again in a new
+    generation (a new key prefix); the step helper restores the last checkpoint.
+    """
+
+    def __init__(self, target, groups, *, args=(), host="127.0.0.1", max_restarts=2, preload=None):
+        self.target = target
+        self.groups = int(groups)
+        self.args = tuple(args)
+        self.host = host
+        self.max_restarts = int(max_restarts)
+        self.store = dist.TCPStore(host, 0, is_master=True, wait_for_workers=False)
+        self.port = self.store.port
+        self.generation = 0
+        self.events = []
+        self.exit_codes = {}
+        self._processes = {}
+        self._reaped = set()
+        if preload is None:
+            preload = ["spare_opt.torch._preload"]
+        if preload:
+            self._context = multiprocessing.get_context("forkserver")
+            self._context.set_forkserver_preload(list(preload))
+        else:
+            self._context = multiprocessing.get_context("spawn")
+
+    def generation_store(self):
+        """The store prefix of the current generation (what workers see)."""
+        return dist.PrefixStore(f"gen/{self.generation}", self.store)
+
+    connect = staticmethod(connect)
+
+    def _spawn(self, group, rejoin):
+        context = WorkerContext(group, self.groups, self.host, self.port, self.generation, rejoin)
+        process = self._context.Process(target=_entry, args=(self.target, context, self.args), daemon=False)
+        process.start()
+        self._processes[group] = process
+        self._reaped.discard(group)
+        self.events.append(("start", time.time(), group))
+
+    def start(self):
+        """Start every group's process (generation 0)."""
+        for g in range(self.groups):
+            self._spawn(g, False)
+
+    def kill(self, group):
+        """SIGKILL group ``group``'s process (a fault injection); returns the kill's ``time.time()``."""
+        process = self._processes[group]
+        moment = time.time()
+        os.kill(process.pid, signal.SIGKILL)
+        self.events.append(("kill", moment, group))
+        return moment
+
+    def repair(self, group):
+        """Start a repaired process for ``group``: it heals from a live peer and rejoins at a step boundary."""
+        process = self._processes.get(group)
+        if process is not None and process.is_alive():
+            raise RuntimeError(f"group {group}'s process is still running")
+        self._spawn(group, True)
+        self.events.append(("repair", time.time(), group))
+
+    def alive(self, group):
+        """Whether group ``group``'s process is running."""
+        process = self._processes.get(group)
+        return process is not None and process.is_alive()
+
+    def poll(self, timeout=0.0):
+        """Reap the processes that ended within ``timeout`` seconds; post death notices.  Returns ``True`` while any runs."""
+        running = {p.sentinel: g for g, p in self._processes.items() if g not in self._reaped}
+        if not running:
+            return False
+        for sentinel in multiprocessing.connection.wait(list(running), timeout):
+            group = running[sentinel]
+            process = self._processes[group]
+            process.join()
+            self._reaped.add(group)
+            code = process.exitcode
+            self.exit_codes[group] = code
+            if code not in (0, WIPE_OUT_EXIT):
+                store = self.generation_store()
+                store.set(f"dead/{group}", str(code))
+                store.add("deaths", 1)
+                self.events.append(("death", time.time(), group))
+        return len(self._reaped) < len(self._processes)
+
+    def run(self, timeout=300.0, on_poll=None):
+        """Supervise until every process ends; restart every group after a wipe-out.
+
+        Parameters
+        ----------
+        timeout : float, default 300.0
+            Seconds before the remaining processes are killed and ``TimeoutError`` raised.
+        on_poll : callable, optional
+            Called with the supervisor about every 5 ms (fault injection, repairs).
+
+        Returns
+        -------
+        dict of int to int
+            The last exit code of every group.
+        """
+        deadline = time.monotonic() + timeout
+        while True:
+            while self.poll(0.005):
+                if on_poll is not None:
+                    on_poll(self)
+                if time.monotonic() > deadline:
+                    self.terminate()
+                    raise TimeoutError(f"the job did not end within {timeout} s")
+            if WIPE_OUT_EXIT in self.exit_codes.values() and self.generation < self.max_restarts:
+                self.generation += 1
+                self.exit_codes = {}
+                self.events.append(("restart", time.time(), -1))
+                self.start()
+                continue
+            return dict(self.exit_codes)
+
+    def terminate(self):
+        """SIGKILL every process still running."""
+        for process in self._processes.values():
+            if process.exitcode is None:
+                process.kill()
+                process.join()

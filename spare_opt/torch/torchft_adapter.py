@@ -1,0 +1,7 @@
+"""TorchFT adapter (placeholder, filled below)."""
+
+__all__ = ["TorchFTPlan"]
+
+
+class TorchFTPlan:
+    pass
