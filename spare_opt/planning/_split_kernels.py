@@ -39,15 +39,16 @@ micro-batches per type), packed to keep numba's dispatch cheap:
     Per group: alive flag, load (micro-batches), number of distinct types it computes
     part of, the breadth-first search's visit stamp, level and parent, the distance label
     and current arc of the labelled search, the path being augmented, the failure
-    sequence; per type: live holders, call stamp; scratch: search queue, displaced types,
-    lost types.
+    sequence; per type: live holders, call stamp, the stamp of the last Hall violation
+    found by a rejoin; scratch: search queue, displaced types, lost types.
 ``scalars`` (SCALARS + r + 1,) int64
     The load bound ``L``, the call and visit stamps, the number of failed groups, the
     journal end, the log length of the current call, the largest number of distinct
     types a live group computes part of (the plan's stack number), the bound the labels
     were computed for, the relabels since the last exact relabelling, the size of the
-    last search and, from ``HISTOGRAM``, how many live groups compute part of ``0 .. r``
-    types.
+    last search, that violation (its level, stamp, number of types and an upper bound on
+    their live holders) and, from ``HISTOGRAM``, how many live groups compute part of
+    ``0 .. r`` types.
 ``journal`` 1-D int32
     Undo log of the controller (empty: not kept).  Each masked call appends one record
     ``[c, (t m + j, old group) * c, length]``; the caller keeps room for ``2 N m + 3``
@@ -101,7 +102,8 @@ TYPE_STAMP = 15
 QUEUE = 16
 DISPLACED = 17
 LOST = 18
-ROWS = 19
+CERT_TYPE = 19  # the certificate's stamp on the types of its set (see recover_split)
+ROWS = 20
 
 # Scalars.
 BOUND = 0
@@ -114,8 +116,12 @@ WIDEST = 6
 LABEL_BOUND = 7  # the bound the distance labels were computed for (-1: none)
 RELABELS = 8  # relabels since the last global relabel
 REACHED = 9  # how many groups the last breadth-first search queued (rows[QUEUE, :REACHED])
-HISTOGRAM = 10
-SCALARS = 10  # plus r + 1 histogram entries
+CERT_TARGET = 10  # a level the failed set cannot reach (0: no certificate) ...
+CERT_ID = 11  # ... the stamp of its types in rows[CERT_TYPE] ...
+CERT_TYPES = 12  # ... how many types: m CERT_TYPES > CERT_TARGET CERT_HOLDERS ...
+CERT_HOLDERS = 13  # ... and at least how many live groups hold one of them
+HISTOGRAM = 14
+SCALARS = 14  # plus r + 1 histogram entries
 
 
 
@@ -693,6 +699,7 @@ def reset_state(tables, micro, rows, scalars):
     scalars[BOUND] = m
     scalars[FAILED_COUNT] = 0
     scalars[LABEL_BOUND] = -1  # the distance labels are reset at their first use
+    scalars[CERT_TARGET] = 0
 
 
 @kernel
@@ -901,6 +908,48 @@ def _shift_path(depth, tables, micro, rows, scalars, stamp, undo, undo_count):
 
 
 @kernel
+def _keep_certificate(tables, rows, scalars, target, closed, size):
+    """Keep the Hall violation that a failed lowering attempt found: ``rows[QUEUE, :size]``
+    (``closed`` False) or the live groups with label ``N`` (``closed`` True) are a set
+    ``G'`` closed under residual arcs, every group at ``target`` or above and one above
+    it; the types ``T'`` they compute part of then have ``m |T'| > target |H(T')|``.
+    Stamps ``T'`` in ``rows[CERT_TYPE]`` and counts ``|H(T')|`` (``H(T') <= G'``)."""
+    stacks = tables[STACKS]
+    count = tables[COUNT]
+    n, r = stacks.shape
+    queue = rows[QUEUE]
+    if closed:
+        size = 0
+        for g in range(n):
+            if rows[ALIVE, g] != 0 and rows[DISTANCE, g] >= n:
+                queue[size] = g
+                size += 1
+    if scalars[CERT_ID] >= _STAMP_LIMIT:
+        rows[CERT_TYPE, :] = 0
+        scalars[CERT_ID] = 0
+    scalars[CERT_ID] += 1
+    mark = np.int32(scalars[CERT_ID])
+    types = 0
+    for i in range(size):
+        g = queue[i]
+        for layer in range(r):
+            u = stacks[g, layer]
+            if count[g, layer] > 0 and rows[CERT_TYPE, u] != mark:
+                rows[CERT_TYPE, u] = mark
+                types += 1
+    holders = 0
+    for i in range(size):
+        g = queue[i]
+        for layer in range(r):
+            if rows[CERT_TYPE, stacks[g, layer]] == mark:
+                holders += 1
+                break
+    scalars[CERT_TYPES] = types
+    scalars[CERT_HOLDERS] = holders
+    scalars[CERT_TARGET] = target
+
+
+@kernel
 def _lower_split(tables, micro, rows, scalars, target, stamp):
     """Bring every live group's load down to ``target`` (all are at most ``target + 1``) by
     augmenting paths from each group above it to a group below it; True on success.
@@ -926,6 +975,7 @@ def _lower_split(tables, micro, rows, scalars, target, stamp):
     for o in range(over):
         g = rows[DISPLACED, o]
         while load[g] > target:
+            labelled = deep
             if deep:
                 depth = _labelled_room_path(g, tables, rows, scalars, target)
             else:
@@ -935,6 +985,7 @@ def _lower_split(tables, micro, rows, scalars, target, stamp):
                 # breadth-first searches have cost more than one search of every live group.
                 deep = searched > live
             if depth < 0:
+                _keep_certificate(tables, rows, scalars, target, labelled, scalars[REACHED])
                 ok = False
                 break
             while True:
@@ -979,6 +1030,11 @@ def recover_split(tables, micro, rows, scalars, back, journal):
     (L - 1) |G'| + 1 > (L - 1) |H(T')|``, so Hall's condition fails for ``L - 1`` and
     ``L* = L``; the attempt is undone.  When ``L`` stays, no micro-batch moves (the
     previous split is still valid at ``L*``), as in the exact planner.
+
+    The violation found is kept (:func:`_keep_certificate`): ``T'`` and an upper bound
+    on ``|H(T')|``, which failures only lower and each returning holder raises by one.
+    While ``L`` is the same and ``m |T'| > (L - 1) |H(T')|`` still holds, a rejoin
+    costs ``O(r)`` per returning group and no search (the attempt would fail again).
     """
     stacks = tables[STACKS]
     n, r = stacks.shape
@@ -989,8 +1045,14 @@ def recover_split(tables, micro, rows, scalars, back, journal):
     for i in range(back.size):
         if alive[back[i]] != 0:
             return STATUS_NOT_FAILED, 0, 0, np.int64(back[i]), 0, scalars[JOURNAL_END]
+    certified = scalars[CERT_TARGET] > 0
     for i in range(back.size):
         g = back[i]
+        if certified:  # a returning holder of the certificate's types (counted once)
+            for layer in range(r):
+                if rows[CERT_TYPE, stacks[g, layer]] == scalars[CERT_ID]:
+                    scalars[CERT_HOLDERS] += 1
+                    break
         alive[g] = 1
         rows[LOAD, g] = 0
         rows[TOUCHED, g] = 0
@@ -1015,7 +1077,12 @@ def recover_split(tables, micro, rows, scalars, back, journal):
     scalars[LOG_COUNT] = 0
     bound = scalars[BOUND]
     lowest = (m * n + (n - failed_count) - 1) // (n - failed_count)
-    while bound > lowest and _lower_split(tables, micro, rows, scalars, bound - 1, stamp):
+    while bound > lowest:
+        target = bound - 1
+        if scalars[CERT_TARGET] == target and m * scalars[CERT_TYPES] > target * scalars[CERT_HOLDERS]:
+            break  # the Hall violation of the last failed attempt still holds: no search
+        if not _lower_split(tables, micro, rows, scalars, target, stamp):
+            break
         bound -= 1
     scalars[BOUND] = bound
 
