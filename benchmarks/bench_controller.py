@@ -11,6 +11,11 @@ compared.  Also reported: the throughput of the compiled whole-sequence loop
 controller at the largest N, and the numba compile time of the first call (cold cache)
 and of loading the cached kernels.
 
+Rejoins (:meth:`~spare_opt.ReorderController.recover`): the same failure sequence up to
+its last masked failure, then the groups come back one by one in a random order, each
+call timed, beside the exact planner on sampled states (``bench_recover``); the table
+puts the ``fail()`` figures of the same run beside them.
+
 With ``--micro-batches M`` (fractional stacking, docs/model.md) the same measurements run
 with ``M`` micro-batches per shard type: ``ReorderController(layout, micro_batches=M)``
 against ``plan_reorder(..., micro_batches=M, split=previous)``, comparing the loads
@@ -160,6 +165,63 @@ def bench_size(n, r, seed, exact_samples, m=1):
             "mean_step_ratio": float(np.mean(ratios)) if ratios else None,
             "steps_compared": len(exact_us),
         }
+    return row
+
+
+def bench_recover(n, r, seed, exact_samples, m=1):
+    """``recover()`` of one group at a time, against the exact planner.
+
+    The failure sequence of :func:`bench_size` (same seed) runs up to the last masked
+    failure, then the failed groups come back one by one in a random order (seed
+    ``seed + 1``), each ``recover()`` timed including the Python call.  At up to
+    ``exact_samples`` evenly spread rejoins the exact planner is timed on the same state
+    (the controller's plan before the rejoin as the previous one, the returning group
+    with its layout order at ``m = 1``) and must give the same status, ``S*`` (``m =
+    1``) and ``L*``; the moves of both are summed.
+    """
+    layout = sidon_layout(n, r)
+    sequence = np.random.default_rng(seed).permutation(n).tolist()
+    masked = _trajectory(layout, sequence, m)[1] - 1
+    controller = ReorderController(layout, micro_batches=m)
+    controller.fail(sequence[0])  # warm-up (loads the compiled kernels)
+    controller.recover(sequence[0])
+    for group in sequence[:masked]:
+        controller.fail(group)
+    back = np.random.default_rng(seed + 1).permutation(sequence[:masked]).tolist()
+    exact_steps = set(np.unique(np.linspace(1, masked, num=min(exact_samples, masked)).astype(int)).tolist())
+    recover_us, samples, level_falls = [], [], 0
+    still = set(sequence[:masked])
+    for step, group in enumerate(back, start=1):
+        if step in exact_steps:
+            state = _state(controller)
+        load = controller.load
+        start = time.perf_counter_ns()
+        plan = controller.recover(group)
+        recover_us.append((time.perf_counter_ns() - start) / 1e3)
+        still.discard(group)
+        level_falls += plan.load < load
+        if step in exact_steps:
+            samples.append((sorted(still), group, *state, plan.status, plan.stack_number, plan.load, plan.moves))
+    exact_us = []
+    moves_controller = moves_exact = 0
+    for failed, group, previous_order, previous_stack, previous_split, status, stack, load, moves in samples:
+        if m == 1:
+            previous_order[group] = layout.stacks[group]  # a returning group resumes with its layout order
+        start = time.perf_counter_ns()
+        exact = _exact(layout, failed, m, previous_order, previous_stack, previous_split)
+        exact_us.append((time.perf_counter_ns() - start) / 1e3)
+        assert (exact.status, exact.load) == (status, load), "controller and exact planner disagree on L*"
+        assert m > 1 or exact.stack_number == stack, "controller and exact planner disagree on S*"
+        moves_controller += moves
+        moves_exact += exact.moves
+    row = {"N": n, "r": r, "micro_batches": m, "rejoins": len(recover_us), "level_falls": int(level_falls),
+           "recover": percentiles(recover_us)}
+    if exact_us:
+        row["exact"] = percentiles(exact_us)
+        row["speedup_median"] = row["exact"]["median_us"] / row["recover"]["median_us"]
+        row["moves"] = {"controller": moves_controller, "exact": moves_exact,
+                        "total_ratio": moves_controller / moves_exact if moves_exact else None,
+                        "steps_compared": len(exact_us)}
     return row
 
 
@@ -334,14 +396,16 @@ def main(argv=None):
     parser.add_argument("--moves-r", type=int, default=10, help="r of the moves comparison on other layouts")
     parser.add_argument("--micro-batches", type=int, default=1,
                         help="micro-batches per shard type m (default 1, the paper's model)")
+    parser.add_argument("--skip-compile", action="store_true", help="skip the first-call (compile) timings")
     args = parser.parse_args(argv)
     sizes = [tuple(int(v) for v in pair.split(":")) for pair in args.sizes.split(",")]
     m = args.micro_batches
 
-    rows = []
+    rows, recover_rows = [], []
     for n, r in sizes:
         samples = 0 if n > args.exact_max_n else (args.exact_samples if n < 50_000 else args.exact_samples_large)
         rows.append(bench_size(n, r, args.seed, samples, m))
+        recover_rows.append(bench_recover(n, r, args.seed, samples, m))
         print(f"done N={n}", file=sys.stderr)
     largest = max(sizes)
     report = {
@@ -349,11 +413,12 @@ def main(argv=None):
         "machine": machine(),
         "micro_batches": m,
         "rows": rows,
+        "recover_rows": recover_rows,
         "memory": peak_memory(*largest, args.seed, m),
         "moves_by_layout": dict(moves_by_layout(args.moves_n, args.moves_r, args.seed, m), N=args.moves_n,
                                 r=args.moves_r),
         "call_breakdown": dict(call_breakdown(*min(sizes), args.seed, m), N=min(sizes)[0], r=min(sizes)[1]),
-        "compile": compile_times(m),
+        "compile": {} if args.skip_compile else compile_times(m),
     }
     if args.json:
         print(json.dumps(report, indent=1))
@@ -374,6 +439,23 @@ def main(argv=None):
         else:
             cells += ["-", "-", "-"]
         print("| " + " | ".join(cells) + " |")
+    print()
+    print("| N | r | rejoins (level falls) | recover() median / mean / p99 (us) | fail() median / mean / p99 (us) "
+          "| exact median (us), calls | speedup (median) | moves / optimum |")
+    print("|---|---|---|---|---|---|---|---|")
+    for row, failures in zip(recover_rows, rows):
+        rec, ctl, exact, moves = row["recover"], failures["controller"], row.get("exact"), row.get("moves")
+        cells = [f"{row['N']:,}", str(row["r"]), f"{row['rejoins']:,} ({row['level_falls']:,})",
+                 f"{rec['median_us']:.1f} / {rec['mean_us']:.1f} / {rec['p99_us']:.0f}",
+                 f"{ctl['median_us']:.1f} / {ctl['mean_us']:.1f} / {ctl['p99_us']:.0f}"]
+        if exact:
+            ratio = f"{moves['total_ratio']:.3f}" if moves["total_ratio"] is not None else "-"
+            cells += [f"{exact['median_us']:,.0f}, {exact['samples']}", f"{row['speedup_median']:,.0f}x",
+                      f"{moves['controller']} / {moves['exact']} = {ratio}"]
+        else:
+            cells += ["-", "-", "-"]
+        print("| " + " | ".join(cells) + " |")
+    print()
     for row in rows:
         if m == 1:
             print(f"N={row['N']:,}: stack_number_trajectory {row['trajectory_us_per_failure']:.2f} us per failure "

@@ -52,6 +52,8 @@ def _call_closure(module, entry):
 
 # The kernels of each path: the entry kernel called from Python and every kernel it reaches.
 FAIL_PATH = _call_closure(_controller_kernels, "fail_packed") | {"undo_journal"}  # the controller undoes a failed step
+# a repaired group rejoins through the incremental recover (the replay's repair semantics)
+CONTROLLER_PATH = FAIL_PATH | _call_closure(_controller_kernels, "recover_packed")
 TRAJECTORY_PATH = _call_closure(_controller_kernels, "run_trajectories")
 SIMULATION_PATH = _kernels(_simulate_kernels)  # the simulation's kernels, all of them
 
@@ -131,11 +133,11 @@ def test_commands_without_the_controller_compile_nothing_and_do_not_import_numba
     assert not report[command]["numba"]
 
 
-def test_demo_compiles_the_controllers_fail_path_only(report):
+def test_demo_compiles_the_controllers_fail_and_recover_paths_only(report):
     demo = report["demo"]
     assert demo["exit_code"] == 0, demo["output"]
     assert "fail_packed" in demo["new"]
-    assert set(demo["new"]) <= FAIL_PATH
+    assert set(demo["new"]) <= CONTROLLER_PATH
     assert not demo["simulation module"]
 
 

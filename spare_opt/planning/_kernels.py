@@ -82,6 +82,7 @@ STATUS_MASKED = 0
 STATUS_WIPE_OUT = 1
 STATUS_JOURNAL_FULL = 2
 STATUS_ALREADY_FAILED = 3
+STATUS_NOT_FAILED = 4  # of ``recover_groups``: a group given back is live
 
 # Packed arguments of ``fail_packed`` (fewer arguments make numba's dispatch cheaper):
 # ``tables`` (TABLES, N, r) int32 holds stacks, holder_groups, holder_layers, order, pos,
@@ -520,3 +521,276 @@ def run_trajectories(tables, rows, scalars, failure_orders, stack_numbers, moves
                                              pos, group_state, shard_state, scalars, failure_orders[trial],
                                              rows[SCRATCH_START:], tables[TABLE_SAVED_ROWS], single,
                                              stack_numbers[trial], moves[trial], no_journal)
+
+
+# ----------------------------------------------------------------------------- rejoins
+@kernel
+def _log_shard(t, shard_state, scratch, stamp, counts):
+    """Record shard type ``t`` and its group the first time this call changes it."""
+    if shard_state[SHARD_STAMP, t] != stamp:
+        shard_state[SHARD_STAMP, t] = stamp
+        scratch[LOG_SHARD, counts[0]] = t
+        scratch[LOG_OLD_GROUP, counts[0]] = shard_state[ASSIGNED, t]
+        counts[0] += 1
+
+
+@kernel
+def _room_path(root, stacks, holder_groups, holder_layers, order, pos, group_state, shard_state, scalars, scratch,
+               target):
+    """Breadth-first search from the group ``root`` (load above ``target``) for the nearest
+    group with load below ``target`` along arcs ``g -u-> h`` (``g`` contributes ``u``, ``h``
+    is another live holder of ``u``).  Returns that group (its tree path is read back
+    through ``PARENT_SHARD`` and the assignment), or -1 when none is reachable: then the
+    groups reached violate Hall's condition for capacity ``target`` (see
+    :func:`recover_groups`).
+
+    Moves: each group hands on its types from the bottom of its order up (one at layer
+    ``target`` or below would leave the new top layers anyway), and among the groups with
+    room at the shallowest depth one that has the arriving type in its top ``target``
+    layers is preferred (the last step is then free)."""
+    alive = group_state[ALIVE]
+    load = group_state[LOAD]
+    visit = group_state[VISIT]
+    parent_shard = group_state[PARENT_SHARD]
+    assigned = shard_state[ASSIGNED]
+    queue = scratch[QUEUE]
+    r = stacks.shape[1]
+    mark = _next_stamp(scalars, VISIT_COUNTER, visit)
+    visit[root] = mark
+    queue[0] = root
+    head = 0
+    tail = 1
+    level_end = 1
+    found = -1
+    while head < tail:
+        if head == level_end:
+            if found >= 0:
+                return found
+            level_end = tail
+        g = queue[head]
+        head += 1
+        for p in range(r - 1, -1, -1):
+            u = order[g, p]
+            if assigned[u] != g:
+                continue
+            for i in range(r):
+                h = holder_groups[u, i]
+                if alive[h] == 0 or visit[h] == mark:
+                    continue
+                visit[h] = mark
+                parent_shard[h] = u
+                if load[h] < target:
+                    if pos[h, holder_layers[u, i]] < target:
+                        return h
+                    if found < 0:
+                        found = h
+                    continue
+                queue[tail] = h
+                tail += 1
+    return found
+
+
+@kernel
+def _lower_stack(root_count, stacks, holder_groups, holder_layers, order, pos, group_state, shard_state, scalars,
+                 scratch, target, stamp, counts):
+    """Bring the load of the ``root_count`` groups listed in ``scratch[DISPLACED]`` (load
+    ``target + 1``) down to ``target`` by augmenting paths; True on success.  Orders are not
+    touched (see :func:`recover_groups`).  When a group has no path, every shift of the
+    attempt is undone and False is returned (``S* > target``)."""
+    load = group_state[LOAD]
+    assigned = shard_state[ASSIGNED]
+    n = stacks.shape[0]
+    undo = np.empty(3 * max(16, 4 * root_count), dtype=np.int32)
+    undo_count = 0
+    ok = True
+    for o in range(root_count):
+        root = scratch[DISPLACED, o]
+        end = _room_path(root, stacks, holder_groups, holder_layers, order, pos, group_state, shard_state, scalars,
+                         scratch, target)
+        if end < 0:
+            ok = False
+            break
+        g = end
+        while g != root:
+            u = group_state[PARENT_SHARD, g]
+            previous = assigned[u]
+            if undo_count + 3 > undo.size:
+                grown = np.empty(2 * undo.size, dtype=np.int32)
+                grown[:undo_count] = undo[:undo_count]
+                undo = grown
+            undo[undo_count] = u
+            undo[undo_count + 1] = previous
+            undo[undo_count + 2] = g
+            undo_count += 3
+            _log_shard(u, shard_state, scratch, stamp, counts)
+            assigned[u] = g
+            load[previous] -= 1
+            load[g] += 1
+            g = previous
+    if ok:
+        return True
+    while undo_count > 0:
+        undo_count -= 3
+        u = undo[undo_count]
+        assigned[u] = undo[undo_count + 1]
+        load[undo[undo_count + 1]] += 1
+        load[undo[undo_count + 2]] -= 1
+    return False
+
+
+@kernel
+def _bring_into_top(t, g, layer, stacks, order, pos, group_state, shard_state, scratch, saved_rows, stamp,
+                    stack_number, counts):
+    """Swap shard type ``t`` (layout layer ``layer`` of ``g``, contributed by ``g``) into
+    ``g``'s top ``stack_number`` layers in place of a type ``g`` does not contribute (one
+    exists: ``g`` contributes at most ``stack_number`` types)."""
+    here = pos[g, layer]
+    if here < stack_number:
+        return
+    _log_shard(t, shard_state, scratch, stamp, counts)
+    counts[1] = _save_row(g, order, group_state, scratch, saved_rows, stamp, counts[1])
+    assigned = shard_state[ASSIGNED]
+    chosen = -1
+    for slot in range(stack_number - 1, -1, -1):  # the deepest free layer, as the exact planner
+        if assigned[order[g, slot]] != g:
+            chosen = slot
+            break
+    other = order[g, chosen]
+    order[g, chosen] = t
+    order[g, here] = other
+    pos[g, layer] = chosen
+    pos[g, _layer_of(stacks, g, other)] = here
+
+
+@kernel
+def recover_groups(stacks, holder_groups, holder_layers, order, pos, group_state, shard_state, scalars, back,
+                   scratch, saved_rows, journal):
+    """Bring the failed groups ``back`` (int32 array) back and re-plan.
+
+    Returns ``(status, stack_number, failed_count, moves, journal_end)``.
+    ``STATUS_JOURNAL_FULL``: the journal has less room than one record may need;
+    ``STATUS_NOT_FAILED``: group ``failed_count`` is live; in both cases nothing was
+    changed.  Otherwise ``order`` and ``shard_state[ASSIGNED]`` hold the new plan and the
+    journal (if kept) one more undo record.
+
+    A returning group comes back with its layout order and takes back the types of its
+    top ``c(k)`` layers (no move).  Then ``S`` falls while a lower value is feasible: ``S* >= c(k)`` (Hall's condition for all
+    types), so while ``S`` is above ``c(k)`` each group contributing ``S`` types gives one
+    away along a shortest augmenting path ``g0 -u0-> g1 -u1-> ... -> gk`` (``g_i``
+    contributes ``u_i``, ``g_{i+1}`` holds it, ``gk`` contributes fewer than ``S - 1``),
+    and ``S`` becomes ``S - 1``.  If some group has no such path, the groups ``G'`` it
+    reaches contribute ``S - 1`` types or more (it ``S``) and hold every live holder of
+    the types ``T'`` they contribute: ``|T'| >= (S - 1) |G'| + 1 > (S - 1) |H(T')|``,
+    Hall's condition fails and ``S* = S``; the attempt is undone.  Last, every
+    contributed type outside its group's top ``S*`` layers is swapped into them (the
+    moves: counted, as by the exact planner, against the order before the call with the
+    returning groups in layout order).
+    """
+    n, r = stacks.shape
+    if journal.size > 0 and journal.size - scalars[JOURNAL_END] < n * (r + 3) + 3:
+        return STATUS_JOURNAL_FULL, 0, 0, 0, scalars[JOURNAL_END]
+    alive = group_state[ALIVE]
+    for i in range(back.size):
+        if alive[back[i]] != 0:
+            return STATUS_NOT_FAILED, 0, np.int64(back[i]), 0, scalars[JOURNAL_END]
+    stamp = _next_stamp(scalars, CALL_STAMP, group_state[ROW_STAMP])
+    if stamp == 1:
+        shard_state[SHARD_STAMP, :] = 0
+    counts = scalars[LOG_COUNTS:LOG_COUNTS + 2]
+    counts[0] = 0
+    counts[1] = 0
+    load = group_state[LOAD]
+    assigned = shard_state[ASSIGNED]
+    for i in range(back.size):
+        g = back[i]
+        alive[g] = 1
+        load[g] = 0
+        counts[1] = _save_row(g, order, group_state, scratch, saved_rows, stamp, counts[1])
+        for layer in range(r):
+            order[g, layer] = stacks[g, layer]
+            pos[g, layer] = layer
+            shard_state[LIVE_HOLDERS, stacks[g, layer]] += 1
+    kept = 0
+    for i in range(scalars[FAILED_COUNT]):  # the failure sequence keeps its order
+        g = group_state[SEQUENCE, i]
+        if alive[g] == 0:
+            group_state[SEQUENCE, kept] = g
+            kept += 1
+    failed_count = kept
+    scalars[FAILED_COUNT] = failed_count
+
+    previous_stack = scalars[STACK]
+    stack_number = previous_stack
+    lowest = (n + (n - failed_count) - 1) // (n - failed_count)
+    # A returning group takes back the types of its top c(k) layers: no move (they stay in
+    # its top S* >= c(k) layers), and fewer groups at the level to lower.
+    for i in range(back.size):
+        h = back[i]
+        for layer in range(min(lowest, r)):
+            t = stacks[h, layer]
+            g = assigned[t]
+            if g != h:
+                _log_shard(t, shard_state, scratch, stamp, counts)
+                assigned[t] = h
+                load[g] -= 1
+                load[h] += 1
+    while stack_number > lowest:
+        over = 0
+        for g in range(n):
+            if alive[g] != 0 and load[g] >= stack_number:
+                scratch[DISPLACED, over] = g
+                over += 1
+        if not _lower_stack(over, stacks, holder_groups, holder_layers, order, pos, group_state, shard_state, scalars,
+                            scratch, stack_number - 1, stamp, counts):
+            break
+        stack_number -= 1
+    scalars[STACK] = stack_number
+
+    if stack_number < previous_stack:
+        # Contributed types outside the new top S*: those given to a new group, and those
+        # kept at layers S* .. S - 1.
+        for j in range(counts[0]):
+            t = scratch[LOG_SHARD, j]
+            g = assigned[t]
+            _bring_into_top(t, g, _layer_of(stacks, g, t), stacks, order, pos, group_state, shard_state, scratch,
+                            saved_rows, stamp, stack_number, counts)
+        for g in range(n):
+            if alive[g] == 0:
+                continue
+            for p in range(stack_number, previous_stack):
+                t = order[g, p]
+                if assigned[t] == g:
+                    _bring_into_top(t, g, _layer_of(stacks, g, t), stacks, order, pos, group_state, shard_state,
+                                    scratch, saved_rows, stamp, stack_number, counts)
+
+    moves = 0
+    for j in range(counts[0]):
+        t = scratch[LOG_SHARD, j]
+        g = assigned[t]
+        inside = False
+        if group_state[ROW_STAMP, g] == stamp:
+            slot = group_state[ROW_SLOT, g]
+            if saved_rows[slot, 0] < 0:  # a returning group: its order before is the layout's
+                inside = _layer_of(stacks, g, t) < stack_number
+            else:
+                for p in range(stack_number):
+                    if saved_rows[slot, p] == t:
+                        inside = True
+                        break
+        else:
+            inside = pos[g, _layer_of(stacks, g, t)] < stack_number
+        if not inside:
+            moves += 1
+    if journal.size > 0:
+        _write_journal(journal, scalars, scratch, saved_rows, counts[0], counts[1])
+    return STATUS_MASKED, stack_number, failed_count, moves, scalars[JOURNAL_END]
+
+
+@kernel
+def recover_packed(tables, rows, scalars, back, journal):
+    """:func:`recover_groups` on the packed ``tables`` and ``rows`` (as :func:`fail_packed`)."""
+    return recover_groups(
+        tables[TABLE_STACKS], tables[TABLE_HOLDER_GROUPS], tables[TABLE_HOLDER_LAYERS], tables[TABLE_ORDER],
+        tables[TABLE_POS], rows[GROUP_STATE_START:SHARD_STATE_START], rows[SHARD_STATE_START:SCRATCH_START],
+        scalars, back, rows[SCRATCH_START:], tables[TABLE_SAVED_ROWS], journal,
+    )

@@ -39,15 +39,16 @@ micro-batches per type), packed to keep numba's dispatch cheap:
     Per group: alive flag, load (micro-batches), number of distinct types it computes
     part of, the breadth-first search's visit stamp, level and parent, the distance label
     and current arc of the labelled search, the path being augmented, the failure
-    sequence; per type: live holders, call stamp; scratch: search queue, displaced types,
-    lost types.
+    sequence; per type: live holders, call stamp, the stamp of the last Hall violation
+    found by a rejoin; scratch: search queue, displaced types, lost types.
 ``scalars`` (SCALARS + r + 1,) int64
     The load bound ``L``, the call and visit stamps, the number of failed groups, the
     journal end, the log length of the current call, the largest number of distinct
     types a live group computes part of (the plan's stack number), the bound the labels
     were computed for, the relabels since the last exact relabelling, the size of the
-    last search and, from ``HISTOGRAM``, how many live groups compute part of ``0 .. r``
-    types.
+    last search, that violation (its level, stamp, number of types and an upper bound on
+    their live holders) and, from ``HISTOGRAM``, how many live groups compute part of
+    ``0 .. r`` types.
 ``journal`` 1-D int32
     Undo log of the controller (empty: not kept).  Each masked call appends one record
     ``[c, (t m + j, old group) * c, length]``; the caller keeps room for ``2 N m + 3``
@@ -57,8 +58,15 @@ micro-batches per type), packed to keep numba's dispatch cheap:
 import numpy as np
 
 # Status codes and the stamp limit are the m = 1 kernels' (one protocol for the controller).
-from ._kernels import _STAMP_LIMIT, STATUS_ALREADY_FAILED, STATUS_JOURNAL_FULL, STATUS_MASKED, STATUS_WIPE_OUT
 from .._core.jit import kernel
+from ._kernels import (
+    _STAMP_LIMIT,
+    STATUS_ALREADY_FAILED,
+    STATUS_JOURNAL_FULL,
+    STATUS_MASKED,
+    STATUS_NOT_FAILED,
+    STATUS_WIPE_OUT,
+)
 
 # Tables (N, r).
 STACKS = 0
@@ -94,7 +102,8 @@ TYPE_STAMP = 15
 QUEUE = 16
 DISPLACED = 17
 LOST = 18
-ROWS = 19
+CERT_TYPE = 19  # the certificate's stamp on the types of its set (see recover_split)
+ROWS = 20
 
 # Scalars.
 BOUND = 0
@@ -107,8 +116,12 @@ WIDEST = 6
 LABEL_BOUND = 7  # the bound the distance labels were computed for (-1: none)
 RELABELS = 8  # relabels since the last global relabel
 REACHED = 9  # how many groups the last breadth-first search queued (rows[QUEUE, :REACHED])
-HISTOGRAM = 10
-SCALARS = 10  # plus r + 1 histogram entries
+CERT_TARGET = 10  # a level the failed set cannot reach (0: no certificate) ...
+CERT_ID = 11  # ... the stamp of its types in rows[CERT_TYPE] ...
+CERT_TYPES = 12  # ... how many types: m CERT_TYPES > CERT_TARGET CERT_HOLDERS ...
+CERT_HOLDERS = 13  # ... and at least how many live groups hold one of them
+HISTOGRAM = 14
+SCALARS = 14  # plus r + 1 histogram entries
 
 
 
@@ -686,6 +699,7 @@ def reset_state(tables, micro, rows, scalars):
     scalars[BOUND] = m
     scalars[FAILED_COUNT] = 0
     scalars[LABEL_BOUND] = -1  # the distance labels are reset at their first use
+    scalars[CERT_TARGET] = 0
 
 
 @kernel
@@ -711,3 +725,372 @@ def run_trajectories(tables, micro, rows, scalars, failure_orders, loads, stack_
             loads[trial, k + 1] = result[1]
             stack_numbers[trial, k + 1] = result[2]
             moves[trial, k] = result[4]
+
+
+# ----------------------------------------------------------------------------- rejoins
+# Fields of one shift in the undo log of a lowering attempt.
+_SHIFT_FIELDS = 5
+
+
+@kernel
+def _room_path(root, tables, rows, scalars, target):
+    """Breadth-first search of the residual graph from the group ``root`` (load above
+    ``target``) to the nearest group with load below ``target``; the path is written to
+    ``PATH_*[0 .. depth]``.  Returns ``depth`` (>= 1), or -1 when no such group is
+    reachable (then the groups reached violate Hall's condition for capacity ``target``,
+    see :func:`recover_split`).  ``scalars[REACHED]`` is how many groups it queued."""
+    stacks = tables[STACKS]
+    holder_groups = tables[HOLDER_GROUPS]
+    count = tables[COUNT]
+    alive = rows[ALIVE]
+    load = rows[LOAD]
+    visit = rows[VISIT]
+    level = rows[LEVEL]
+    queue = rows[QUEUE]
+    r = stacks.shape[1]
+    if scalars[VISIT_COUNTER] >= _STAMP_LIMIT:
+        visit[:] = 0
+        scalars[VISIT_COUNTER] = 0
+    scalars[VISIT_COUNTER] += 1
+    mark = np.int32(scalars[VISIT_COUNTER])
+    visit[root] = mark
+    level[root] = 0
+    rows[PARENT_GROUP, root] = -1
+    queue[0] = root
+    tail = 1
+    head = 0
+    found = -1
+    while head < tail and found < 0:
+        g = queue[head]
+        head += 1
+        for layer in range(r):
+            if count[g, layer] == 0:
+                continue
+            u = stacks[g, layer]
+            for i in range(r):
+                h = holder_groups[u, i]
+                if alive[h] == 0 or visit[h] == mark:
+                    continue
+                visit[h] = mark
+                level[h] = level[g] + 1
+                rows[PARENT_GROUP, h] = g
+                rows[PARENT_FROM_LAYER, h] = layer
+                rows[PARENT_TO_LAYER, h] = tables[HOLDER_LAYERS, u, i]
+                queue[tail] = h
+                tail += 1
+                if load[h] < target:
+                    found = h
+                    break
+            if found >= 0:
+                break
+    scalars[REACHED] = tail
+    if found < 0:
+        return -1
+    depth = level[found]
+    h = found
+    for k in range(depth, 0, -1):
+        rows[PATH_GROUP, k] = h
+        rows[PATH_FROM_LAYER, k] = rows[PARENT_FROM_LAYER, h]
+        rows[PATH_TO_LAYER, k] = rows[PARENT_TO_LAYER, h]
+        h = rows[PARENT_GROUP, h]
+    rows[PATH_GROUP, 0] = root
+    return depth
+
+
+@kernel
+def _labelled_room_path(root, tables, rows, scalars, target):
+    """:func:`_room_path` by the shortest augmenting path algorithm with distance labels
+    (as :func:`_place_labelled`, from one root group): a shortest path while the labels
+    are lower bounds, and -1 only after an exact relabelling, so only when no path
+    exists."""
+    stacks = tables[STACKS]
+    holder_groups = tables[HOLDER_GROUPS]
+    holder_layers = tables[HOLDER_LAYERS]
+    count = tables[COUNT]
+    alive = rows[ALIVE]
+    load = rows[LOAD]
+    distance = rows[DISTANCE]
+    current = rows[CURRENT]
+    n, r = stacks.shape
+    arcs = r * r
+    exact = False
+    if scalars[LABEL_BOUND] != target:
+        _global_relabel(tables, rows, scalars, target)
+        exact = True
+    while True:
+        if distance[root] >= n:
+            if exact:
+                return -1
+            _global_relabel(tables, rows, scalars, target)
+            exact = True
+            continue
+        rows[PATH_GROUP, 0] = root
+        depth = 0
+        while depth >= 0:
+            g = rows[PATH_GROUP, depth]
+            if depth > 0 and load[g] < target:
+                return depth
+            advanced = False
+            while current[g] < arcs:
+                arc = current[g]
+                layer = arc // r
+                if count[g, layer] == 0:
+                    current[g] = (layer + 1) * r
+                    continue
+                u = stacks[g, layer]
+                i = arc - layer * r
+                h = holder_groups[u, i]
+                if h != g and alive[h] != 0 and distance[h] == distance[g] - 1:
+                    depth += 1
+                    rows[PATH_GROUP, depth] = h
+                    rows[PATH_FROM_LAYER, depth] = layer
+                    rows[PATH_TO_LAYER, depth] = holder_layers[u, i]
+                    advanced = True
+                    break
+                current[g] = arc + 1
+            if advanced:
+                continue
+            lowest = n
+            for layer in range(r):
+                if count[g, layer] == 0:
+                    continue
+                u = stacks[g, layer]
+                for i in range(r):
+                    h = holder_groups[u, i]
+                    if h != g and alive[h] != 0 and distance[h] + 1 < lowest:
+                        lowest = distance[h] + 1
+            distance[g] = lowest
+            current[g] = 0
+            exact = False
+            scalars[RELABELS] += 1
+            depth -= 1
+            if scalars[RELABELS] > n:
+                _global_relabel(tables, rows, scalars, target)
+                exact = True
+                break
+
+
+@kernel
+def _shift(u, jj, g, h, from_layer, to_layer, tables, micro, rows, scalars):
+    """Micro-batch ``(u, jj)`` goes from group ``g`` (layer ``from_layer`` of its row) to ``h``."""
+    count = tables[COUNT]
+    micro[SPLIT, u, jj] = h
+    _add_units(g, from_layer, -1, count, rows, scalars)
+    _add_units(h, to_layer, 1, count, rows, scalars)
+    rows[LOAD, g] -= 1
+    rows[LOAD, h] += 1
+
+
+@kernel
+def _shift_path(depth, tables, micro, rows, scalars, stamp, undo, undo_count):
+    """Shift one micro-batch along every arc of ``PATH_GROUP[0 .. depth]`` (the first group's
+    load falls by one, the last one's grows by one), logging each shift for the call's
+    change log and in ``undo``; returns the new ``undo_count`` (-1: ``undo`` is full)."""
+    stacks = tables[STACKS]
+    if undo_count + depth * _SHIFT_FIELDS > undo.size:
+        return -1
+    for k in range(depth, 0, -1):
+        g = rows[PATH_GROUP, k - 1]
+        h = rows[PATH_GROUP, k]
+        from_layer = rows[PATH_FROM_LAYER, k]
+        to_layer = rows[PATH_TO_LAYER, k]
+        u = stacks[g, from_layer]
+        jj = _pick_entry(u, g, micro, stamp)
+        _log(u, jj, micro, scalars, stamp)
+        _shift(u, jj, g, h, from_layer, to_layer, tables, micro, rows, scalars)
+        undo[undo_count] = u * micro.shape[2] + jj
+        undo[undo_count + 1] = g
+        undo[undo_count + 2] = h
+        undo[undo_count + 3] = from_layer
+        undo[undo_count + 4] = to_layer
+        undo_count += _SHIFT_FIELDS
+    return undo_count
+
+
+@kernel
+def _keep_certificate(tables, rows, scalars, target, closed, size):
+    """Keep the Hall violation that a failed lowering attempt found: ``rows[QUEUE, :size]``
+    (``closed`` False) or the live groups with label ``N`` (``closed`` True) are a set
+    ``G'`` closed under residual arcs, every group at ``target`` or above and one above
+    it; the types ``T'`` they compute part of then have ``m |T'| > target |H(T')|``.
+    Stamps ``T'`` in ``rows[CERT_TYPE]`` and counts ``|H(T')|`` (``H(T') <= G'``)."""
+    stacks = tables[STACKS]
+    count = tables[COUNT]
+    n, r = stacks.shape
+    queue = rows[QUEUE]
+    if closed:
+        size = 0
+        for g in range(n):
+            if rows[ALIVE, g] != 0 and rows[DISTANCE, g] >= n:
+                queue[size] = g
+                size += 1
+    if scalars[CERT_ID] >= _STAMP_LIMIT:
+        rows[CERT_TYPE, :] = 0
+        scalars[CERT_ID] = 0
+    scalars[CERT_ID] += 1
+    mark = np.int32(scalars[CERT_ID])
+    types = 0
+    for i in range(size):
+        g = queue[i]
+        for layer in range(r):
+            u = stacks[g, layer]
+            if count[g, layer] > 0 and rows[CERT_TYPE, u] != mark:
+                rows[CERT_TYPE, u] = mark
+                types += 1
+    holders = 0
+    for i in range(size):
+        g = queue[i]
+        for layer in range(r):
+            if rows[CERT_TYPE, stacks[g, layer]] == mark:
+                holders += 1
+                break
+    scalars[CERT_TYPES] = types
+    scalars[CERT_HOLDERS] = holders
+    scalars[CERT_TARGET] = target
+
+
+@kernel
+def _lower_split(tables, micro, rows, scalars, target, stamp):
+    """Bring every live group's load down to ``target`` (all are at most ``target + 1``) by
+    augmenting paths from each group above it to a group below it; True on success.
+
+    When no path exists for some group, no split has loads at most ``target`` (the
+    reached groups violate Hall's condition, see :func:`recover_split`): every shift of
+    the attempt is undone, the split is as before and False is returned."""
+    n = rows.shape[1]
+    m = micro.shape[2]
+    alive = rows[ALIVE]
+    load = rows[LOAD]
+    over = 0
+    for g in range(n):
+        if alive[g] != 0 and load[g] > target:
+            rows[DISPLACED, over] = g
+            over += 1
+    undo = np.empty(_SHIFT_FIELDS * max(16, 4 * over), dtype=np.int32)
+    undo_count = 0
+    searched = 0
+    live = n - scalars[FAILED_COUNT]
+    deep = False
+    ok = True
+    for o in range(over):
+        g = rows[DISPLACED, o]
+        while load[g] > target:
+            labelled = deep
+            if deep:
+                depth = _labelled_room_path(g, tables, rows, scalars, target)
+            else:
+                depth = _room_path(g, tables, rows, scalars, target)
+                searched += scalars[REACHED]
+                # Far rooms: the rest of the attempt goes to the labelled search once the
+                # breadth-first searches have cost more than one search of every live group.
+                deep = searched > live
+            if depth < 0:
+                _keep_certificate(tables, rows, scalars, target, labelled, scalars[REACHED])
+                ok = False
+                break
+            while True:
+                new_count = _shift_path(depth, tables, micro, rows, scalars, stamp, undo, undo_count)
+                if new_count >= 0:
+                    undo_count = new_count
+                    break
+                grown = np.empty(2 * undo.size + _SHIFT_FIELDS * depth, dtype=np.int32)
+                grown[:undo_count] = undo[:undo_count]
+                undo = grown
+        if not ok:
+            break
+    if ok:
+        return True
+    while undo_count > 0:
+        undo_count -= _SHIFT_FIELDS
+        entry = undo[undo_count]
+        _shift(entry // m, entry % m, undo[undo_count + 2], undo[undo_count + 1], undo[undo_count + 4],
+               undo[undo_count + 3], tables, micro, rows, scalars)
+    return False
+
+
+@kernel
+def recover_split(tables, micro, rows, scalars, back, journal):
+    """Bring the failed groups ``back`` (int32 array) back and re-plan.
+
+    Returns ``(status, load, stack_number, failed_count, moves, journal_end)``.
+    ``STATUS_JOURNAL_FULL``: the journal has less room than one record may need;
+    ``STATUS_NOT_FAILED``: group ``failed_count`` is live; in both cases nothing was
+    changed.  Otherwise ``micro[SPLIT]`` is the new plan and the journal (if kept) holds
+    one more undo record.
+
+    A returning group comes back with no work.  Then ``L`` falls while a lower level is
+    feasible: ``L* >= ceil(m N / (N - k))`` (Hall's condition for all types), so while
+    ``L`` is above that bound the groups at load ``L`` each give one micro-batch away
+    along a shortest augmenting path ``g0 -u0-> g1 -u1-> ... -> gk`` (``g_i`` computes
+    part of ``u_i``, ``g_{i+1}`` holds it, ``gk`` has load below ``L - 1``: typically a
+    returning group, the reverse of a failure's path), and ``L`` becomes ``L - 1``.  If
+    some group at ``L`` has no such path, the groups ``G'`` it reaches are at load
+    ``L - 1`` or more (it at ``L``), they hold every live holder of the types ``T'``
+    they compute part of, and all micro-batches of ``T'`` are on ``G'``: ``m |T'| >=
+    (L - 1) |G'| + 1 > (L - 1) |H(T')|``, so Hall's condition fails for ``L - 1`` and
+    ``L* = L``; the attempt is undone.  When ``L`` stays, no micro-batch moves (the
+    previous split is still valid at ``L*``), as in the exact planner.
+
+    The violation found is kept (:func:`_keep_certificate`): ``T'`` and an upper bound
+    on ``|H(T')|``, which failures only lower and each returning holder raises by one.
+    While ``L`` is the same and ``m |T'| > (L - 1) |H(T')|`` still holds, a rejoin
+    costs ``O(r)`` per returning group and no search (the attempt would fail again).
+    """
+    stacks = tables[STACKS]
+    n, r = stacks.shape
+    m = micro.shape[2]
+    if journal.size > 0 and journal.size - scalars[JOURNAL_END] < 2 * n * m + 3:
+        return STATUS_JOURNAL_FULL, 0, 0, 0, 0, scalars[JOURNAL_END]
+    alive = rows[ALIVE]
+    for i in range(back.size):
+        if alive[back[i]] != 0:
+            return STATUS_NOT_FAILED, 0, 0, np.int64(back[i]), 0, scalars[JOURNAL_END]
+    certified = scalars[CERT_TARGET] > 0
+    for i in range(back.size):
+        g = back[i]
+        if certified:  # a returning holder of the certificate's types (counted once)
+            for layer in range(r):
+                if rows[CERT_TYPE, stacks[g, layer]] == scalars[CERT_ID]:
+                    scalars[CERT_HOLDERS] += 1
+                    break
+        alive[g] = 1
+        rows[LOAD, g] = 0
+        rows[TOUCHED, g] = 0
+        scalars[HISTOGRAM] += 1
+        for layer in range(r):
+            rows[LIVE_HOLDERS, stacks[g, layer]] += 1
+    kept = 0
+    for i in range(scalars[FAILED_COUNT]):  # the failure sequence keeps its order
+        g = rows[SEQUENCE, i]
+        if alive[g] == 0:
+            rows[SEQUENCE, kept] = g
+            kept += 1
+    failed_count = kept
+    scalars[FAILED_COUNT] = failed_count
+
+    if scalars[CALL_STAMP] >= _STAMP_LIMIT:
+        micro[STAMP, :, :] = 0
+        rows[TYPE_STAMP, :] = 0
+        scalars[CALL_STAMP] = 0
+    scalars[CALL_STAMP] += 1
+    stamp = np.int32(scalars[CALL_STAMP])
+    scalars[LOG_COUNT] = 0
+    bound = scalars[BOUND]
+    lowest = (m * n + (n - failed_count) - 1) // (n - failed_count)
+    while bound > lowest:
+        target = bound - 1
+        if scalars[CERT_TARGET] == target and m * scalars[CERT_TYPES] > target * scalars[CERT_HOLDERS]:
+            break  # the Hall violation of the last failed attempt still holds: no search
+        if not _lower_split(tables, micro, rows, scalars, target, stamp):
+            break
+        bound -= 1
+    scalars[BOUND] = bound
+
+    moves = 0
+    for c in range(scalars[LOG_COUNT]):
+        entry = micro[LOG_ENTRY, c // m, c % m]
+        if micro[SPLIT, entry // m, entry % m] != micro[LOG_OLD, c // m, c % m]:
+            moves += 1
+    if journal.size > 0:
+        _write_journal(journal, micro, scalars)
+    return STATUS_MASKED, bound, scalars[WIDEST], failed_count, moves, scalars[JOURNAL_END]

@@ -265,7 +265,7 @@ class ReorderController:
     @property
     def failed(self):
         """numpy.ndarray of int32, shape (k,): the groups failed since the last restart, sorted."""
-        return self._history.failed(self._failed_count())
+        return self._history.failed(self._failed_count(), self._history.generation)
 
     def _failed_count(self):
         return int(self._scalars[_k.FAILED_COUNT if self._micro_batches == 1 else _s.FAILED_COUNT])
@@ -400,14 +400,14 @@ class ReorderController:
         if status == _k.STATUS_WIPE_OUT:
             self._wiped = True
             lost = np.unique(self._scratch[_k.LOST, :lost_count])
-            return _lazy_plan(WIPE_OUT, None, bound, lost, 0, {}, None, (history, None, failed_count), 1, None)
+            return _lazy_plan(WIPE_OUT, None, bound, lost, 0, {}, None, (history, None, failed_count, history.generation), 1, None)
         patch = {}
         if patch_count:
             types = np.sort(self._scratch[_k.PATCH, :patch_count])
             owners = self._assigned[types]
             for owner, shard in zip(owners.tolist(), types.tolist()):
                 patch.setdefault(owner, []).append((shard, 0))
-        source = (history, journal_end, failed_count)
+        source = (history, journal_end, failed_count, history.generation)
         return _lazy_plan(MASKED, stack_number, bound, _EMPTY, moves, patch, _LAZY, source, 1, stack_number)
 
     def _fail_split(self, failing, mid_step):
@@ -429,14 +429,14 @@ class ReorderController:
         if status == _s.STATUS_WIPE_OUT:
             self._wiped = True
             lost = np.unique(self._rows[_s.LOST, :lost_count])
-            return _lazy_plan(WIPE_OUT, None, bound, lost, 0, {}, None, (history, None, failed_count), m, None)
+            return _lazy_plan(WIPE_OUT, None, bound, lost, 0, {}, None, (history, None, failed_count, history.generation), m, None)
         patch = {}
         if patch_count:
             entries = np.sort(self._micro[_s.LOG_ENTRY].ravel()[:patch_count])
             owners = self._split.ravel()[entries]
             for owner, entry in zip(owners.tolist(), entries.tolist()):
                 patch.setdefault(owner, []).append(divmod(entry, m))
-        source = (history, journal_end, failed_count)
+        source = (history, journal_end, failed_count, history.generation)
         return _lazy_plan(MASKED, widest, bound, _EMPTY, moves, patch, _LAZY, source, m, load)
 
     # -------------------------------------------------------------- agreement
@@ -640,12 +640,17 @@ class ReorderController:
         Returns
         -------
         Plan
-            The exact planner's plan (:func:`spare_opt.plan_reorder`) for the groups
-            still failed, given the controller's current plan as the previous one (its
-            order and stack number at ``m = 1``, its split at ``m > 1``): the same
-            ``status``, ``stack_number`` (``S*`` can fall) and ``load``, and the
-            returning groups take work back with the fewest moves (the min-cost-flow
-            objective).  ``patch`` is empty; ``failed`` keeps the groups still failed.
+            The plan for the groups still failed, with the same ``status``,
+            ``stack_number`` at ``m = 1`` (``S*`` can fall) and ``load`` as the exact
+            planner (:func:`spare_opt.plan_reorder`) given the controller's current
+            plan as the previous one.  When the least load does not fall, nothing
+            moves (the exact planner's choice too: the previous plan is still valid);
+            when it falls, work goes back to the returning groups along shortest
+            augmenting paths and ``moves`` is counted as the exact planner counts it
+            (not guaranteed minimal; ``docs/benchmarks.md`` gives the measured ratio).
+            ``patch`` is empty; ``failed`` keeps the groups still failed.
+            ``failed``, ``assignment``, ``order`` and ``split`` are materialised on
+            first access, as for :meth:`fail`.
 
         Raises
         ------
@@ -655,11 +660,22 @@ class ReorderController:
 
         Notes
         -----
-        ``S*`` and ``L*`` never fall while groups only fail, which is what lets
-        :meth:`fail` work incrementally; a recovery can lower them, so it is planned
-        exactly, then the controller's arrays are rebuilt from the plan (``O(N (r + m))``
-        plus the planner's flows).  Fresh arrays are allocated, so earlier plans keep
-        their values.  A returning group resumes with its layout order (``m = 1``).
+        A returning group comes back with no work (and its layout order at ``m = 1``).
+        Then the level falls while a lower one is feasible: ``L* >= ceil(m N / (N -
+        k))`` (Hall's condition for all types), so while ``L`` is above that bound each
+        live group at load ``L`` gives one unit (a micro-batch, or a shard type at
+        ``m = 1``) away along a shortest augmenting path to a group below ``L - 1``,
+        typically a returning group (the reverse of a failure's path), and ``L``
+        becomes ``L - 1``.  When some group at ``L`` has no such path, the groups it
+        reaches in the residual graph certify that Hall's condition fails for ``L - 1``
+        (as in :meth:`fail`'s proof), so ``L* = L``; that attempt is undone.  A rejoin
+        that keeps the level costs ``O(r + k)``; one that lowers it, a scan of the
+        groups plus one search per group at the old level (breadth-first, then shortest
+        augmenting paths with distance labels when the rooms are far, as :meth:`fail`
+        does).  At ``m = 1`` every contributed type outside its group's new top ``S*``
+        layers is then swapped into them.  Plans returned before keep their values
+        (the undo journal holds the rejoin too; the failure sequence before it is kept
+        for them, ``O(k)``).
         """
         if self._wiped:
             raise FailureSetError("the controller has wiped out: call restart(), which brings every group back")
@@ -669,30 +685,37 @@ class ReorderController:
         if isinstance(groups, (bool, np.bool_)) or isinstance(groups, (float, np.floating)):
             raise FailureSetError(f"recovered groups: {groups!r} is not an integer group id")
         if isinstance(groups, (int, np.integer)):
-            groups = [int(groups)]
-        try:
-            back = normalise_groups(groups, n, what="recovered groups")
-        except (TypeError, OverflowError):
-            raise FailureSetError(f"recovered groups must be a group id or an iterable of group ids, "
-                                  f"got {groups!r}") from None
+            group = int(groups)
+            if not 0 <= group < n:
+                raise FailureSetError(f"recovered groups: group {group} is out of range [0, {n})")
+            back = np.array([group], dtype=np.int32)
+        else:
+            try:
+                back = normalise_groups(groups, n, what="recovered groups")
+            except (TypeError, OverflowError):
+                raise FailureSetError(f"recovered groups must be a group id or an iterable of group ids, "
+                                      f"got {groups!r}") from None
         live = self._alive[back] != 0
         if live.any():
             raise FailureSetError(f"recovered groups: group {int(back[live.argmax()])} has not failed")
+        history = self._history
         count = self._failed_count()
-        sequence = self._history.sequence[:count]
-        remaining = sequence[~np.isin(sequence, back)].astype(np.int32)
-        alive = np.ones(n, dtype=bool)
-        alive[remaining] = False
-        if self._micro_batches == 1:
-            order = self._order.copy()
-            order[back] = self._stacks[back]  # a returning group resumes with its layout order
-            plan = plan_reorder(self._layout, remaining, order=order, stack_number=self.stack_number)
-            self._load_state(*_state_from_plan(self._layout.stacks, *self._holder_tables(), plan, alive, remaining))
-        else:
-            plan = plan_reorder(self._layout, remaining, micro_batches=self._micro_batches, split=self._split)
-            self._load_split_state(*_split_state(self._layout.stacks, *self._holder_tables(), plan.split, alive,
-                                                 plan.load, remaining))
-        return plan
+        history.new_generation(count)  # plans made before keep their failed set
+        m = self._micro_batches
+        while True:
+            if m == 1:
+                status, load, failed_count, moves, journal_end = _k.recover_packed(
+                    self._tables, self._rows, self._scalars, back, history.journal)
+                widest = load
+            else:
+                status, load, widest, failed_count, moves, journal_end = _s.recover_split(
+                    self._tables, self._micro, self._rows, self._scalars, back, history.journal)
+            if status != _k.STATUS_JOURNAL_FULL:
+                break
+            history.grow()
+        source = (history, journal_end, failed_count, history.generation)
+        return _lazy_plan(MASKED, widest, lower_bound(n, failed_count), _EMPTY, moves, {}, _LAZY, source, m, load)
+
 
 def stack_number_trajectory(layout, failure_order, *, micro_batches=1, return_moves=False):
     """Stack numbers along one failure sequence, computed in one compiled loop.
@@ -1086,6 +1109,16 @@ class _SplitTrajectoryState:
         return {"stack_numbers": stack_numbers, "loads": loads, "wipe_out_index": wipe_out_index, "moves": moves}
 
 
+class _Generation:
+    """The failure sequence of the plans made between two recoveries: ``frozen`` is
+    ``None`` while it is the live one, then a copy of its first ``count`` entries."""
+
+    __slots__ = ("frozen",)
+
+    def __init__(self):
+        self.frozen = None
+
+
 class _History:
     """Undo journal of one controller epoch (between restarts), m = 1.
 
@@ -1095,13 +1128,14 @@ class _History:
     the live state with the records after ``end`` undone, newest first.
     """
 
-    __slots__ = ("assignment", "order", "sequence", "scalars", "journal", "record_room")
+    __slots__ = ("assignment", "order", "sequence", "scalars", "journal", "record_room", "generation")
 
     def __init__(self, assignment, order, sequence, scalars, n, r):
         self.assignment = assignment
         self.order = order
         self.sequence = sequence
         self.scalars = scalars
+        self.generation = _Generation()
         self.record_room = n * (r + 3) + 3  # the largest record one call can write
         self.journal = np.zeros(self.record_room + max(1 << 16, self.record_room // 4), dtype=np.int32)
 
@@ -1112,8 +1146,15 @@ class _History:
         grown[:end] = self.journal[:end]
         self.journal = grown
 
-    def failed(self, count):
-        return np.sort(self.sequence[:count])
+    def new_generation(self, count):
+        """Before a recovery rewrites the failure sequence: the plans made so far keep
+        ``sequence[:count]`` (``O(k)``), later ones read the live sequence."""
+        self.generation.frozen = self.sequence[:count].copy()
+        self.generation = _Generation()
+
+    def failed(self, count, generation):
+        sequence = self.sequence if generation.frozen is None else generation.frozen
+        return np.sort(sequence[:count])
 
     def snapshot(self, end, failed):
         """``(assignment, order, split)`` at journal offset ``end``."""
@@ -1135,6 +1176,7 @@ class _SplitHistory(_History):
         self.stacks = stacks
         self.sequence = sequence
         self.scalars = scalars
+        self.generation = _Generation()
         self.record_room = 2 * n * m + 3  # the largest record one call can write
         self.journal = np.zeros(self.record_room + max(1 << 16, self.record_room // 4), dtype=np.int32)
 
@@ -1152,7 +1194,7 @@ def _lazy_plan(status, stack_number, bound, lost, moves, patch, arrays, source, 
 
     ``arrays`` is ``_LAZY`` (materialise ``assignment``, ``order`` and ``split`` from
     ``source``) or ``None`` (wipe-out); ``source`` is ``(history, journal_end,
-    failed_count)``.
+    failed_count, generation)``.
     """
     plan = _new_plan(_LazyPlan)
     plan.__dict__ = {
@@ -1203,7 +1245,7 @@ class _LazyPlan(Plan):
         Plan.__post_init__(self)
 
     def _materialise_arrays(self):
-        history, journal_end, _ = self._source
+        history, journal_end, _, _ = self._source
         assignment, order, split = history.snapshot(journal_end, self.failed)
         if self._assignment is _LAZY:
             self._assignment = assignment
@@ -1215,8 +1257,8 @@ class _LazyPlan(Plan):
     @property
     def failed(self):
         if self._failed is _LAZY:
-            history, _, count = self._source
-            self._failed = history.failed(count)
+            history, _, count, generation = self._source
+            self._failed = history.failed(count, generation)
         return self._failed
 
     @failed.setter

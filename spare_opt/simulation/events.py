@@ -46,8 +46,8 @@ is computed here, once, up front: wipe-out or not, and the stack number ``S`` an
 cost* ``sigma`` of the job after it (``S`` at ``m = 1``, ``L*/m`` with ``m``
 micro-batches per shard type, ``r`` for replication).  SPARe's outcomes come from the
 online controller (:class:`~spare_opt.ReorderController`), whose stack number equals
-the exact planner's ``S*`` after every failure set; after a rejoin the plan is
-recomputed exactly.  The simulation kernel then replays the events in time.
+the exact planner's ``S*`` (and load ``L*``) after every failure set and every rejoin
+(:meth:`~spare_opt.ReorderController.recover`).  The simulation kernel then replays the events in time.
 
 The ``"elastic"`` strategy is the rule of TorchFT and FT-HSDP: the live replicas go on
 without the groups that are out (each group is its own replica, no redundancy), a
@@ -243,15 +243,9 @@ class _Outcomes:
         if self.strategy == "rep":
             np.subtract.at(self.lost, self.set_of[groups], 1)
             return self.base
-        if not self.replan:
-            return self._plan_outcome(self.controller.recover(groups))
-        # Wipe-outs, S* and L* depend on the failed set only, so re-planning the groups
-        # still down gives recover()'s outcomes without its min-move reorder.
-        still = np.setdiff1d(self.controller.failed, groups)
-        self.controller.restart()
-        if still.size == 0:
-            return self.base
-        return self._plan_outcome(self.controller.fail(still))
+        # The controller's incremental rejoin (also with ``replan``, which once re-planned
+        # the groups still down from a restart because recover() ran the exact planner).
+        return self._plan_outcome(self.controller.recover(groups))
 
     def restart(self):
         self.out = 0
@@ -459,11 +453,11 @@ def trace_events(trace, groups, strategy, redundancy, *, semantics="paper", layo
         Explicit node placement (a node on a domain fails all its groups); not
         together with ``placement_seed``.
     replan : bool, default False
-        Bring repaired groups back by re-planning the groups still down (controller
-        restarted, then failed with them) instead of
-        :meth:`~spare_opt.ReorderController.recover`.  Wipe-outs, stack numbers and step
-        costs are the same (they depend on the failed set only); only the moves differ,
-        and the walk is about 4 times faster (docs/repair.md, Runtime).
+        Accepted for compatibility, no effect: repaired groups come back through
+        :meth:`~spare_opt.ReorderController.recover`, whose incremental rejoin costs
+        about as much as a failure (it once ran the exact planner, and ``replan``
+        re-planned the groups still down instead).  Wipe-outs, stack numbers at
+        ``m = 1`` and step costs depend on the failed set only.
 
     Returns
     -------

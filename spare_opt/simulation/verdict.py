@@ -493,11 +493,10 @@ def _walk(params, strategy, redundancy, micro_batches, layout, trace, seed, sema
     """Failure (and rejoin) events of one setting and placement, how many wipe out, and the walk's counts."""
     from .events import trace_events
 
-    # Re-planning the groups still down gives the same outcomes as ReorderController.recover
-    # (wipe-outs and L* depend on the failed set only) about 4 times faster; moves do not matter here.
+    # Rejoins go through ReorderController.recover (incremental, as cheap as a failure).
     events = trace_events(trace, params.groups, strategy, redundancy, semantics=semantics, layout=layout,
                           micro_batches=micro_batches, heal_seconds=params.heal_seconds,
-                          time_scale=params.trace_time_scale, placement_seed=seed, replan=True)
+                          time_scale=params.trace_time_scale, placement_seed=seed)
     return events.kernel_rows(), int(np.count_nonzero(events.wipe_outs)), dict(events.counts)
 
 

@@ -431,7 +431,8 @@ def instant_batches(trace, instant, members):
     """
     indptr = members[0]
     window = slice(instant.start, instant.stop)
-    usable = np.flatnonzero(~trace.ignored[window] & (np.diff(indptr)[trace.node[window]] > 0))
+    nodes = trace.node[window]
+    usable = np.flatnonzero(~trace.ignored[window] & (indptr[nodes + 1] > indptr[nodes]))
     batches = []
     if usable.size == 0:
         return batches
@@ -448,8 +449,14 @@ def _groups_once(trace, indptr, group_ids, events):
     A node may have several groups (``indptr``/``group_ids``: CSR by node, from
     :meth:`FaultTrace.node_groups` with ``members``): its event takes all of them.
     """
+    if len(events) == 1:  # the common case, without the general path's array calls
+        event = events[0]
+        node = trace.node[event]
+        groups = group_ids[indptr[node]:indptr[node + 1]]
+        if groups.size <= 1:
+            return groups.astype(np.int32), np.full(groups.size, event, dtype=np.int64)
     nodes = trace.node[events]
-    per_event = np.diff(indptr)[nodes]
+    per_event = indptr[nodes + 1] - indptr[nodes]
     event_of = np.repeat(events, per_event)
     within = np.arange(event_of.size) - np.repeat(np.cumsum(per_event) - per_event, per_event)
     event_groups = group_ids[np.repeat(indptr[nodes], per_event) + within]
