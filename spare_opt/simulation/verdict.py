@@ -526,7 +526,7 @@ def _model_runs_task(params, strategy, redundancy, micro_batches, periods, seed,
     # failed set only, so a run cut at any horizon sees the events of a fresh source (the rows
     # up to the horizon).
     source = _model_source(fault_model, params.groups, strategy, redundancy, semantics, layout, micro_batches,
-                           params.heal_seconds, seed, replan=True)
+                           params.heal_seconds, seed)
     drawn = []
 
     def rows(horizon):
