@@ -269,7 +269,7 @@ from .demo import (
     default_trace_document,
 )
 
-__version__ = "0.3.0"
+__version__ = "0.4.0"
 
 __all__ = [
     "theory",

@@ -51,8 +51,9 @@ def warm_up(micro_batches=(1,)):
     ``NUMBA_CACHE_DIR`` at run time (``docs/agreement.md``).  numba recompiles when
     the CPU model differs from the one that built the cache.
 
-    The exact planner (:func:`spare_opt.plan_reorder`, behind ``recover``) imports
-    SciPy and OR-Tools, which this call imports too.
+    The exact planner (:func:`spare_opt.plan_reorder`, behind
+    ``agreed_plan(..., method="exact")``) imports SciPy and OR-Tools, which this call
+    imports too.
 
     Examples
     --------
