@@ -447,8 +447,8 @@ class _Cuts:
         return self._batch_lists
 
 
-#: Cuts kept per trace (placements): a few, for the seeds of one comparison.
-_CUTS_KEPT = 16
+#: Cuts kept per trace (placements): the replay's default placements, the seeds of a comparison.
+_CUTS_KEPT = 5
 _CUTS = {}  # id(trace) -> {members key: _Cuts}, dropped with the trace
 
 
