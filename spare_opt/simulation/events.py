@@ -231,7 +231,7 @@ class _Outcomes:
         if self.strategy == "rep":
             np.add.at(self.lost, self.set_of[groups], 1)
             return (bool(np.any(self.lost >= self.set_size)),) + self.base
-        plan = self.controller.fail(groups)
+        plan = self.controller.fail(int(groups[0]) if len(groups) == 1 else groups)  # one group: the scalar path
         if not plan.masked:
             return (True,) + self.base
         return (False,) + self._plan_outcome(plan)
@@ -245,7 +245,7 @@ class _Outcomes:
             return self.base
         # The controller's incremental rejoin (also with ``replan``, which once re-planned
         # the groups still down from a restart because recover() ran the exact planner).
-        return self._plan_outcome(self.controller.recover(groups))
+        return self._plan_outcome(self.controller.recover(int(groups[0]) if len(groups) == 1 else groups))
 
     def restart(self):
         self.out = 0
@@ -486,7 +486,7 @@ def trace_events(trace, groups, strategy, redundancy, *, semantics="paper", layo
     >>> events.times_seconds.tolist(), events.kinds.tolist()
     ([86400.0, 172860.0], [0, 1])
     """
-    from ..traces.trace import FaultTrace, _groups_once, _instants, instant_batches
+    from ..traces.trace import FaultTrace, _cuts
 
     check.instance("trace", trace, FaultTrace, " (spare_opt.read_fault_trace)")
     groups, redundancy, layout, micro_batches, heal_seconds = _check_common(
@@ -494,21 +494,25 @@ def trace_events(trace, groups, strategy, redundancy, *, semantics="paper", layo
     time_scale = check.number("time_scale", time_scale, above=0.0)
     # groups each node's start fails (1 unless a placement gives a node several)
     indptr, group_ids = trace.node_groups(groups, seed=placement_seed, placement=placement, members=True)
-    instants, node_group = _instants(trace, (indptr, group_ids))
+    cuts = _cuts(trace, (indptr, group_ids))  # cut once per trace and placement, shared by the calls
+    instants, node_group = cuts.instants, cuts.node_group
+    batch_lists = cuts.batch_lists()
+    batch_group_ptr, batch_groups = cuts.batch_group_ptr.tolist(), cuts.batch_groups
     seconds = trace_seconds(trace, time_scale)
     node_size = np.diff(indptr)
     starts = (trace.is_start & ~trace.ignored) * node_size[trace.node]
     replan = check.flag("replan", replan)
     sequencer = _Sequencer(semantics, strategy, groups, redundancy, layout, micro_batches, heal_seconds, replan)
-    for instant in instants:
+    first_batch = cuts.instant_batch.tolist()
+    for i, instant in enumerate(instants):
         time = float(seconds[instant.start])
         if semantics == "paper":
             sequencer.instant(time, instant.failing, instant.recovering, int(np.sum(starts[instant.start:instant.stop])))
             continue
         # repair: the instant's events in file order, in batches of one kind (as the replay takes them)
         sequencer.rejoin_until(time)
-        for is_start, events in instant_batches(trace, instant, (indptr, group_ids)):
-            batch = _groups_once(trace, indptr, group_ids, events)[0]
+        for j, (is_start, events) in enumerate(batch_lists[i], start=first_batch[i]):
+            batch = batch_groups[batch_group_ptr[j]:batch_group_ptr[j + 1]]
             if is_start:
                 sequencer.rejoin_until(time)  # heals of zero length from ends earlier in the instant
                 sequencer._fail(time, batch, int(np.sum(starts[events])))

@@ -28,7 +28,7 @@ from .._core.errors import ParameterError
 from .._core.results import Result
 from .events import SEMANTICS
 from ..planning.plan import MASKED, WIPE_OUT, check_micro_batches, check_plan
-from ..traces.trace import FaultTrace, _instants, _placement_text, instant_batches
+from ..traces.trace import FaultTrace, _cuts, _placement_text
 from ..layouts.layout import check_layout
 
 __all__ = [
@@ -220,10 +220,11 @@ class _ControllerEngine:
         self.controller = ReorderController(layout, micro_batches=micro_batches)
 
     def fail(self, groups):
-        return self.controller.fail(groups)
+        # one group as an int: the controller's scalar path, without normalising an array
+        return self.controller.fail(int(groups[0]) if len(groups) == 1 else groups)
 
     def recover(self, groups):
-        return self.controller.recover(groups)
+        return self.controller.recover(int(groups[0]) if len(groups) == 1 else groups)
 
     def restart(self):
         self.controller.restart()
@@ -386,14 +387,22 @@ def replay_trace(layout, trace, *, planner="controller", semantics="paper", micr
     n = layout.groups
     engine = _ExactEngine(layout, m) if planner == "exact" else _ControllerEngine(layout, m)
     members = trace.node_groups(n, seed=placement_seed, placement=placement, members=True)
-    instants, node_group = _instants(trace, members)
+    cuts = _cuts(trace, members)  # the instants and batches, cut once per trace and placement
+    instants, node_group = cuts.instants, cuts.node_group
     if repair:
         indptr, group_ids = members
+        batch_lists = cuts.batch_lists()
+        # every node in at most one group (no placement on domains): a batch of one event
+        # takes the scalar path below, without the array calls of the general one
+        single = not group_ids.size or int(np.diff(indptr).max()) <= 1
         node_open = np.zeros(trace.n_nodes, dtype=bool)  # an effective fault that holds its groups out
         node_replaced = np.zeros(trace.n_nodes, dtype=bool)  # down at the last restart: its end is ignored
         down_count = np.zeros(n, dtype=np.int64)  # nodes of each group with an open fault
     times = trace.times_days
     count = trace.n_events
+    # the per-event columns as Python lists, read once (scalar reads of numpy arrays cost more)
+    node_list, is_start_list, ignored_list = trace.node.tolist(), trace.is_start.tolist(), trace.ignored.tolist()
+    time_list, node_group_list, node_ids, fault_class = times.tolist(), node_group.tolist(), trace.node_ids, trace.fault_class
 
     alive = np.ones(n, dtype=bool)
     failed_now = 0
@@ -417,7 +426,7 @@ def replay_trace(layout, trace, *, planner="controller", semantics="paper", micr
     mean_stack = mean_cost = 0.0
     t_prev = float(times[0]) if count else 0.0
 
-    for instant in instants:
+    for i, instant in enumerate(instants):
         a, b, now = instant.start, instant.stop, instant.time_days
         if span > 0:
             area += stack_number * (now - t_prev)
@@ -427,13 +436,41 @@ def replay_trace(layout, trace, *, planner="controller", semantics="paper", micr
         t_prev = now
         decided = {}  # event index -> (status, decision, moves)
         if repair:
-            batch_list = instant_batches(trace, instant, members)
+            batch_list = batch_lists[i]
         else:
             batch_list = [(True, instant.failing_events)] if instant.failing.size else []
         for is_start, events in batch_list:
-            if repair:
+            scalar = repair and single and events.size == 1
+            if scalar:  # one event, one group: scalars
+                k = int(events[0])
+                node = node_list[k]
+                group = node_group_list[node]
+                if not is_start:
+                    if node_replaced[node]:
+                        decided[k] = ("replaced", -1, 0)
+                        ends_after_restart += 1
+                        node_replaced[node] = False
+                    if k not in decided:
+                        decided[k] = ("end", -1, 0)
+                    if not node_open[node]:
+                        continue
+                    node_open[node] = False
+                    down_count[group] -= 1
+                    if down_count[group] or alive[group]:
+                        continue
+                    back = np.array([group], dtype=np.int32)
+                    groups, group_events, returning = back, events, np.ones(1, dtype=bool)
+                else:
+                    node_open[node] = True
+                    down_count[group] += 1
+                    if not alive[group]:
+                        continue
+                    groups = np.array([group], dtype=np.int32)
+            elif repair:
                 nodes = trace.node[events]
-            if not is_start:  # repair: the groups with no node down any more come back
+            if scalar:
+                pass
+            elif not is_start:  # repair: the groups with no node down any more come back
                 for k in events[node_replaced[nodes]].tolist():
                     decided[k] = ("replaced", -1, 0)
                     ends_after_restart += 1
@@ -449,6 +486,7 @@ def replay_trace(layout, trace, *, planner="controller", semantics="paper", micr
                         decided[k] = ("end", -1, 0)
                 if not back.size:
                     continue
+            if not is_start:
                 plan = engine.recover(back)
                 if check_plans:
                     check_plan(layout, plan, previous_order=_restored(layout, order, back) if m == 1 else None)
@@ -469,7 +507,9 @@ def replay_trace(layout, trace, *, planner="controller", semantics="paper", micr
                     decided[k] = ("recovered", decisions, moves)
                 decisions += 1
                 continue
-            if repair:  # the groups of the batch's nodes go out (those already out stay out)
+            if scalar:
+                pass
+            elif repair:  # the groups of the batch's nodes go out (those already out stay out)
                 node_open[nodes] = True
                 groups, group_events = _groups_of(indptr, group_ids, nodes, events)
                 np.add.at(down_count, groups, 1)
@@ -520,30 +560,30 @@ def replay_trace(layout, trace, *, planner="controller", semantics="paper", micr
             for k in np.unique(fresh_events).tolist():
                 decided[k] = (outcome, batch, moves)
         for k in range(a, b):
-            node = int(trace.node[k])
-            group = int(node_group[node])
+            node = node_list[k]
+            group = node_group_list[node]
             if k in decided:
                 status, batch, moves = decided[k]
             else:
                 batch, moves = -1, 0
-                if trace.ignored[k]:
+                if ignored_list[k]:
                     status = "irregular"
                 elif group < 0:
-                    status = "skipped" if trace.is_start[k] else "end"
-                elif not trace.is_start[k]:
+                    status = "skipped" if is_start_list[k] else "end"
+                elif not is_start_list[k]:
                     status = "end"
                 else:
                     status = "already-out"
                     already_out += 1
             rows.append(
                 ReplayRow(
-                    index=int(k),
-                    time_days=float(times[k]),
+                    index=k,
+                    time_days=time_list[k],
                     node=node,
-                    node_id=trace.node_ids[node],
+                    node_id=node_ids[node],
                     group=group,
-                    kind="fault_start" if trace.is_start[k] else "fault_end",
-                    fault_class=trace.fault_class[k],
+                    kind="fault_start" if is_start_list[k] else "fault_end",
+                    fault_class=fault_class[k],
                     status=status,
                     stack_number=stack_number,
                     failed_groups=failed_now,

@@ -17,6 +17,7 @@ fails (:class:`~spare_opt.TraceError`) only on a file it cannot read at all.
 repair instants of DP groups, once nodes are placed on groups (``docs/replay.md``).
 """
 
+import weakref
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -366,29 +367,126 @@ def trace_instants(trace, groups, *, placement_seed=None, placement=None):
 
 def _instants(trace, members):
     """:func:`trace_instants` given the groups of every node (``(indptr, group_ids)``, from
-    :meth:`FaultTrace.node_groups` with ``members=True``), for callers that need them too."""
+    :meth:`FaultTrace.node_groups` with ``members=True``), for callers that need them too.
+
+    The instants come from :func:`_cuts` (cut once per trace and placement, then reused);
+    their arrays are read-only views."""
+    cuts = _cuts(trace, members)
+    return cuts.instants, cuts.node_group
+
+
+class _Cuts:
+    """A trace cut into instants and repair batches for one placement, all arrays computed at once.
+
+    ``bounds`` (n_instants + 1): instant ``i`` is events ``bounds[i] .. bounds[i + 1] - 1``.
+    Per instant (CSR ``fail_ptr``/``rec_ptr``): the groups of its usable starts (ends),
+    each once, in event order, with the event of each (:class:`Instant`). Batches
+    (:func:`instant_batches`): batch ``j`` is ``batch_events[batch_ptr[j]:batch_ptr[j + 1]]``,
+    of kind ``batch_start[j]``; the batches of instant ``i`` are
+    ``instant_batch[i] .. instant_batch[i + 1] - 1``; ``batch_groups`` (CSR
+    ``batch_group_ptr``) the groups of each batch's events, each once, in event order.
+    Every array is read-only (the cuts are shared by every caller of the same trace and
+    placement).
+    """
+
+    def __init__(self, trace, members):
+        indptr, group_ids = members
+        sizes = np.diff(indptr)
+        node_group = np.full(trace.n_nodes, -1, dtype=np.int32)
+        node_group[sizes > 0] = group_ids[indptr[:-1][sizes > 0]]
+        self.node_group = node_group
+        count = trace.n_events
+        times = trace.times_days
+        bounds = np.concatenate(([0], np.flatnonzero(np.diff(times)) + 1, [count])).astype(np.int64)
+        if count == 0:
+            bounds = np.zeros(1, dtype=np.int64)
+        n_instants = bounds.size - 1
+        instant_of = np.repeat(np.arange(n_instants, dtype=np.int64), np.diff(bounds))
+        usable = ~trace.ignored & (sizes[trace.node] > 0)
+        width = int(group_ids.max()) + 1 if group_ids.size else 1
+        starts = np.flatnonzero(usable & trace.is_start)
+        ends = np.flatnonzero(usable & ~trace.is_start)
+        fail = _groups_once_by(trace, indptr, group_ids, starts, instant_of[starts], n_instants, width)
+        rec = _groups_once_by(trace, indptr, group_ids, ends, instant_of[ends], n_instants, width)
+        used = np.flatnonzero(usable)
+        kinds = trace.is_start[used]
+        owner = instant_of[used]
+        new = np.ones(used.size, dtype=bool)
+        new[1:] = (owner[1:] != owner[:-1]) | (kinds[1:] != kinds[:-1])
+        first = np.flatnonzero(new)
+        batch_of = np.cumsum(new) - 1
+        n_batches = first.size
+        self.bounds = bounds
+        self.fail_ptr, self.fail_groups, self.fail_events = fail
+        self.rec_ptr, self.rec_groups, self.rec_events = rec
+        self.batch_ptr = np.concatenate((first, [used.size])).astype(np.int64)
+        self.batch_events = used.astype(np.int64)
+        self.batch_start = kinds[first]
+        self.instant_batch = np.searchsorted(owner[first], np.arange(n_instants + 1)).astype(np.int64)
+        self.batch_group_ptr, self.batch_groups, _ = _groups_once_by(
+            trace, indptr, group_ids, used, batch_of, n_batches, width)
+        for name, value in vars(self).items():
+            value.flags.writeable = False
+        bounds_list, fail_ptr, rec_ptr = bounds.tolist(), self.fail_ptr.tolist(), self.rec_ptr.tolist()
+        instant_times = times[bounds[:-1]].tolist()
+        fg, fe, rg, re_ = self.fail_groups, self.fail_events, self.rec_groups, self.rec_events
+        self.instants = [
+            Instant(instant_times[i], bounds_list[i], bounds_list[i + 1], fg[fail_ptr[i]:fail_ptr[i + 1]],
+                    fe[fail_ptr[i]:fail_ptr[i + 1]], rg[rec_ptr[i]:rec_ptr[i + 1]], re_[rec_ptr[i]:rec_ptr[i + 1]])
+            for i in range(n_instants)
+        ]
+        self._batch_lists = None
+
+    def batch_lists(self):
+        """The :func:`instant_batches` answer of every instant (a list per instant), built once."""
+        if self._batch_lists is None:
+            ptr, events, kinds = self.batch_ptr.tolist(), self.batch_events, self.batch_start.tolist()
+            per_batch = [(kinds[j], events[ptr[j]:ptr[j + 1]]) for j in range(len(kinds))]
+            edges = self.instant_batch.tolist()
+            self._batch_lists = [per_batch[edges[i]:edges[i + 1]] for i in range(len(edges) - 1)]
+        return self._batch_lists
+
+
+#: Cuts kept per trace (placements): the replay's default placements, the seeds of a comparison.
+_CUTS_KEPT = 5
+_CUTS = {}  # id(trace) -> {members key: _Cuts}, dropped with the trace
+
+
+def _cuts(trace, members):
+    """The :class:`_Cuts` of ``trace`` for ``members`` (CSR groups of every node), cached.
+
+    The cache is keyed by the trace object and the bytes of ``members`` (so a placement
+    gives the same cuts whichever way it was obtained); it lives as long as the trace.
+    A trace is immutable (a frozen dataclass; its arrays are never written after reading).
+    """
     indptr, group_ids = members
-    sizes = np.diff(indptr)
-    node_group = np.full(trace.n_nodes, -1, dtype=np.int32)
-    node_group[sizes > 0] = group_ids[indptr[:-1][sizes > 0]]
-    count = trace.n_events
-    times = trace.times_days
-    if count == 0:
-        return [], node_group
-    node_sizes = sizes[trace.node]
-    usable = ~trace.ignored & (node_sizes > 0)
-    usable_start = usable & trace.is_start
-    usable_end = usable & ~trace.is_start
-    bounds = np.concatenate(([0], np.flatnonzero(np.diff(times)) + 1, [count]))
-    instants = []
-    for start, stop in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
-        starts = start + np.flatnonzero(usable_start[start:stop])
-        ends = start + np.flatnonzero(usable_end[start:stop])
-        failing, failing_events = _groups_once(trace, indptr, group_ids, starts)
-        recovering, recovering_events = _groups_once(trace, indptr, group_ids, ends)
-        instants.append(Instant(float(times[start]), start, stop, failing, failing_events, recovering,
-                                recovering_events))
-    return instants, node_group
+    key = (np.asarray(indptr, dtype=np.int64).tobytes(), np.asarray(group_ids, dtype=np.int32).tobytes())
+    per_trace = _CUTS.get(id(trace))
+    if per_trace is None:
+        per_trace = _CUTS[id(trace)] = {}
+        weakref.finalize(trace, _CUTS.pop, id(trace), None)
+    cuts = per_trace.get(key)
+    if cuts is None:
+        if len(per_trace) >= _CUTS_KEPT:
+            per_trace.pop(next(iter(per_trace)))
+        cuts = per_trace[key] = _Cuts(trace, members)
+    return cuts
+
+
+def _groups_once_by(trace, indptr, group_ids, events, owner, owners, width):
+    """:func:`_groups_once` of many event sets at once: ``events`` (sorted indices) with the
+    set of each (``owner``, non-decreasing, ``< owners``); returns the CSR pointers by set
+    (``owners + 1``), the groups (int32) and their events (int64). ``width`` bounds the group ids."""
+    nodes = trace.node[events]
+    per_event = indptr[nodes + 1] - indptr[nodes]
+    event_of = np.repeat(events, per_event)
+    owner_of = np.repeat(owner, per_event)
+    within = np.arange(event_of.size) - np.repeat(np.cumsum(per_event) - per_event, per_event)
+    event_groups = group_ids[np.repeat(indptr[nodes], per_event) + within]
+    _, first = np.unique(owner_of.astype(np.int64) * width + event_groups, return_index=True)
+    keep = np.sort(first)  # event order, each group once per set
+    ptr = np.searchsorted(owner_of[keep], np.arange(owners + 1)).astype(np.int64)
+    return ptr, event_groups[keep].astype(np.int32), event_of[keep].astype(np.int64)
 
 
 def instant_batches(trace, instant, members):
@@ -429,6 +527,15 @@ def instant_batches(trace, instant, members):
     >>> [(is_start, events.tolist()) for is_start, events in instant_batches(trace, instants[0], members)]
     [(True, [0, 1]), (False, [2])]
     """
+    cuts = _cuts(trace, members)
+    i = int(np.searchsorted(cuts.bounds, instant.start, side="right")) - 1
+    if i < 0 or i >= len(cuts.instants) or int(cuts.bounds[i]) != instant.start or int(cuts.bounds[i + 1]) != instant.stop:
+        return _instant_batches(trace, instant, members)  # not one of the trace's instants: cut it alone
+    return [(kind, events.copy()) for kind, events in cuts.batch_lists()[i]]
+
+
+def _instant_batches(trace, instant, members):
+    """:func:`instant_batches` of one window ``instant.start .. instant.stop - 1``, computed directly."""
     indptr = members[0]
     window = slice(instant.start, instant.stop)
     nodes = trace.node[window]

@@ -1,0 +1,94 @@
+"""Trace-driven runs end to end: ``replay --semantics repair`` of a 100,000-row log and ``compare``.
+
+Writes the synthetic log (``synthetic_fault_trace(nodes=2000, days=349.0, seed=21,
+incidents_per_day=130.0)``, its first 100,000 events) and the layout
+(``spare-opt layout -N 2000 -r 8 --seed 0``) into ``--dir``, then times, in
+subprocesses (wall and CPU of the child), ``spare-opt replay LAYOUT --trace LOG
+--semantics repair --micro-batches 4 --json`` and ``spare-opt compare --trace
+<shipped trace> --workers 1 --json`` for this tree and, with ``--old ROOT``, for another
+checkout beside it (``ROOT`` holds ``spare_opt`` and ``spare_opt_cli``, e.g. links to
+``git archive main``'s ``spare_opt`` and ``cli``), and says whether the JSON outputs
+agree (the ``time``/``seconds`` keys left out).
+
+    python benchmarks/bench_trace_replay.py --dir /tmp/trace100k [--old /tmp/main_tree]
+"""
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent.parent
+SHIPPED = HERE / "spare_opt" / "data" / "infinitehbd" / "fault_trace.json"
+
+
+def write_inputs(folder, rows):
+    sys.path.insert(0, str(HERE))
+    from spare_opt import synthetic_fault_trace
+
+    folder.mkdir(parents=True, exist_ok=True)
+    log = folder / f"synthetic_{rows}.json"
+    if not log.exists():
+        doc = synthetic_fault_trace(nodes=2000, days=349.0, seed=21, incidents_per_day=130.0)
+        doc["events"] = doc["events"][:rows]
+        log.write_text(json.dumps(doc))
+    layout = folder / "layout_2000_8.json"
+    if not layout.exists():
+        subprocess.run([sys.executable, "-c", "from spare_opt_cli.main import main; main()", "layout", "-N", "2000",
+                        "-r", "8", "--seed", "0", "-o", str(layout)], check=True, cwd=HERE)
+    return log, layout
+
+
+def run(root, args):
+    env = dict(os.environ)
+    if root is not None:
+        env["PYTHONPATH"] = str(root)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    out = subprocess.run([sys.executable, "-c", "from spare_opt_cli.main import main; main()", *args],
+                         check=True, capture_output=True, text=True, env=env, cwd="/tmp").stdout
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, cpu, json.loads(out)
+
+
+def stripped(doc):
+    if isinstance(doc, dict):
+        return {k: stripped(v) for k, v in doc.items() if "time" not in k and "second" not in k}
+    if isinstance(doc, list):
+        return [stripped(v) for v in doc]
+    return doc
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dir", type=Path, default=Path("/tmp/trace100k"))
+    parser.add_argument("--rows", type=int, default=100_000)
+    parser.add_argument("--old", type=Path, default=None, help="root of the other code (spare_opt, spare_opt_cli)")
+    parser.add_argument("--skip", choices=["replay", "compare"], default=None)
+    opts = parser.parse_args()
+    log, layout = write_inputs(opts.dir, opts.rows)
+    commands = {
+        "replay": ["replay", str(layout), "--trace", str(log), "--semantics", "repair", "--micro-batches", "4", "--json"],
+        "compare": ["compare", "--trace", str(SHIPPED), "--workers", "1", "--json"],
+    }
+    trees = [("this tree", HERE)] + ([("old", opts.old)] if opts.old else [])
+    for name, command in commands.items():
+        if name == opts.skip:
+            continue
+        docs = []
+        for label, root in trees:
+            wall, cpu, doc = run(root, command)
+            docs.append(stripped(doc))
+            print(f"{name:8s} {label:10s} wall {wall:7.1f} s  cpu {cpu:7.1f} s", flush=True)
+        if len(docs) == 2:
+            print(f"{name:8s} outputs {'identical' if docs[0] == docs[1] else 'DIFFER'}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
