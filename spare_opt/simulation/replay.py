@@ -409,6 +409,7 @@ def replay_trace(layout, trace, *, planner="controller", semantics="paper", micr
     stack_number, load = 1, m
     order = layout.stacks if check_plans else None
     rows = []
+    new_row = ReplayRow._make
     batches = masked = masked_batches = wipe_outs = already_out = wiped_groups = 0
     recoveries = recovery_batches = ends_after_restart = decisions = 0
     total_moves = max_failed = 0
@@ -459,7 +460,6 @@ def replay_trace(layout, trace, *, planner="controller", semantics="paper", micr
                     if down_count[group] or alive[group]:
                         continue
                     back = np.array([group], dtype=np.int32)
-                    groups, group_events, returning = back, events, np.ones(1, dtype=bool)
                 else:
                     node_open[node] = True
                     down_count[group] += 1
@@ -500,11 +500,14 @@ def replay_trace(layout, trace, *, planner="controller", semantics="paper", micr
                 max_stack = max(max_stack, stack_number)  # at m > 1 a recovery's split can widen S
                 max_load = max(max_load, load)
                 order = plan.order if check_plans else None
-                last_end = {}  # each returning group is brought back by the last end of its nodes, in file order
-                for group, k in zip(groups[returning].tolist(), group_events[returning].tolist()):
-                    last_end[group] = max(k, last_end.get(group, k))
-                for k in set(last_end.values()):
+                if scalar:  # the batch's one end brings its group back
                     decided[k] = ("recovered", decisions, moves)
+                else:
+                    last_end = {}  # each returning group is brought back by the last end of its nodes, in file order
+                    for group, k in zip(groups[returning].tolist(), group_events[returning].tolist()):
+                        last_end[group] = max(k, last_end.get(group, k))
+                    for k in set(last_end.values()):
+                        decided[k] = ("recovered", decisions, moves)
                 decisions += 1
                 continue
             if scalar:
@@ -578,22 +581,11 @@ def replay_trace(layout, trace, *, planner="controller", semantics="paper", micr
                 else:
                     status = "already-out"
                     already_out += 1
-            rows.append(
-                ReplayRow(
-                    index=k,
-                    time_days=time_list[k],
-                    node=node,
-                    node_id=node_ids[node],
-                    group=group,
-                    kind="fault_start" if is_start_list[k] else "fault_end",
-                    fault_class=fault_class[k],
-                    status=status,
-                    stack_number=stack_number,
-                    failed_groups=failed_now,
-                    batch=batch,
-                    moves=moves,
-                )
-            )
+            # positional, in the order of ReplayRow's fields (index, time_days, node, node_id, group, kind,
+            # fault_class, status, stack_number, failed_groups, batch, moves): a call per event
+            rows.append(new_row((k, time_list[k], node, node_ids[node], group,
+                                 "fault_start" if is_start_list[k] else "fault_end", fault_class[k], status,
+                                 stack_number, failed_now, batch, moves)))
         if progress is not None:
             progress(b, count)
 
