@@ -4,7 +4,8 @@ Writes the synthetic log (``synthetic_fault_trace(nodes=2000, days=349.0, seed=2
 incidents_per_day=130.0)``, its first 100,000 events) and the layout
 (``spare-opt layout -N 2000 -r 8 --seed 0``) into ``--dir``, then times, in
 subprocesses (wall and CPU of the child), ``spare-opt replay LAYOUT --trace LOG
---semantics repair --micro-batches 4 --json`` and ``spare-opt compare --trace
+--semantics repair --micro-batches 4 --json`` (the default 5 placements on one process,
+one placement with ``--placement-seed 0``, and the 5 on ``--workers 2``) and ``spare-opt compare --trace
 <shipped trace> --workers 1 --json`` for this tree and, with ``--old ROOT``, for another
 checkout beside it (``ROOT`` holds ``spare_opt`` and ``spare_opt_cli``, e.g. links to
 ``git archive main``'s ``spare_opt`` and ``cli``), and says whether the JSON outputs
@@ -70,19 +71,25 @@ def main():
     parser.add_argument("--dir", type=Path, default=Path("/tmp/trace100k"))
     parser.add_argument("--rows", type=int, default=100_000)
     parser.add_argument("--old", type=Path, default=None, help="root of the other code (spare_opt, spare_opt_cli)")
-    parser.add_argument("--skip", choices=["replay", "compare"], default=None)
+    parser.add_argument("--skip", choices=["replay", "compare"], default=None,
+                        help="leave out the replays (replay, replay-1, replay-w2) or compare")
     opts = parser.parse_args()
     log, layout = write_inputs(opts.dir, opts.rows)
+    replay = ["replay", str(layout), "--trace", str(log), "--semantics", "repair", "--micro-batches", "4", "--json"]
     commands = {
-        "replay": ["replay", str(layout), "--trace", str(log), "--semantics", "repair", "--micro-batches", "4", "--json"],
+        "replay": replay,  # the CLI's default: --seeds 5 random placements, one process
+        "replay-1": replay + ["--placement-seed", "0"],  # one placement
+        "replay-w2": replay + ["--workers", "2"],  # the 5 placements on two processes (this tree only)
         "compare": ["compare", "--trace", str(SHIPPED), "--workers", "1", "--json"],
     }
     trees = [("this tree", HERE)] + ([("old", opts.old)] if opts.old else [])
     for name, command in commands.items():
-        if name == opts.skip:
+        if opts.skip and name.split("-")[0] == opts.skip:
             continue
         docs = []
         for label, root in trees:
+            if name == "replay-w2" and root is not HERE:
+                continue  # older trees have no --workers for replay
             wall, cpu, doc = run(root, command)
             docs.append(stripped(doc))
             print(f"{name:8s} {label:10s} wall {wall:7.1f} s  cpu {cpu:7.1f} s", flush=True)

@@ -2,6 +2,7 @@
 
 import click
 
+from spare_opt._core.io import dumps_json
 from spare_opt._core.stats import finite_or_none
 from spare_opt.traces.placement import Placement
 from spare_opt.simulation.events import SEMANTICS
@@ -11,6 +12,7 @@ from spare_opt.traces.json_format import read_fault_trace
 from .options import (
     IntegerRange,
     echo_json,
+    executor_for,
     json_option,
     layout_argument,
     progress_bar,
@@ -21,6 +23,8 @@ from .options import (
     trace_format_option,
     warn_ignored,
     window_option,
+    workers_option,
+    scheduler_option,
 )
 
 __all__ = ["command"]
@@ -56,10 +60,12 @@ __all__ = ["command"]
               metavar="M", help="Micro-batches per shard type (fractional stacking): the summary adds the load L* "
                                 "and the time-weighted step cost L/M.  1 is the paper's model.")
 @click.option("--rows", "show_rows", is_flag=True, help="Also print one line per trace event.")
+@workers_option
+@scheduler_option
 @json_option
 @quiet_option
 def command(layout, trace_path, trace_format, time_unit, window, exact, placement_seed, seeds, first_fault_order,
-            placement_path, topology, semantics, micro_batches, show_rows, as_json, quiet):
+            placement_path, topology, semantics, micro_batches, show_rows, workers, scheduler, as_json, quiet):
     """Replay the fault trace FILE on the layout LAYOUT.
 
     Each fault_start fails the DP group of its node (nodes are mapped to groups at
@@ -77,6 +83,7 @@ def command(layout, trace_path, trace_format, time_unit, window, exact, placemen
 
     Prints the summary: faults, masked failures, wipe-outs, most groups out at once,
     max and time-weighted mean S.  --json prints the summary and the per-event rows as JSON.
+    --workers replays the random placements on several processes (one placement each).
     See docs/replay.md.
     """
     if show_rows and as_json:
@@ -88,6 +95,10 @@ def command(layout, trace_path, trace_format, time_unit, window, exact, placemen
         refuse_unused(given_rules[0], f"and {given_rules[1]} are two placements: give one")
     if topology is not None and placement_path is None:
         refuse_unused("--topology", "needs --placement (it resolves the placement's domain entries)")
+    random_placements = placement_path is None and placement_seed is None
+    if not random_placements and (workers != 1 or scheduler is not None):
+        warn_ignored("--workers" if workers != 1 else "--scheduler", "one placement is replayed (they run the "
+                     "--seeds random placements in parallel)")
     placement = None
     if placement_path is not None:
         placement = Placement.load(placement_path).prepared(topology=topology, layout=layout)
@@ -99,12 +110,20 @@ def command(layout, trace_path, trace_format, time_unit, window, exact, placemen
         click.echo(window_text(trace), err=as_json)
     options = dict(planner="exact" if exact else "controller", semantics=semantics, micro_batches=micro_batches)
     placements = warning = None
-    with progress_bar(quiet, "replaying") as progress:
-        if placement_path is None and placement_seed is None:
-            placements = replay_placements(layout, trace, seeds=seeds, **options)
+    with executor_for(scheduler if random_placements else None, workers) as executor, \
+            progress_bar(quiet, "replaying") as progress:
+        # one bar over every replay: the random placements, then the first-fault one
+        before = seeds * trace.n_events if random_placements else 0
+        after = trace.n_events if first_fault_order else 0
+        if random_placements:
+            placements = replay_placements(
+                layout, trace, seeds=seeds, workers=workers, executor=executor,
+                progress=None if progress is None else lambda done, total: progress(done, total + after), **options)
         if placement_path is not None or placement_seed is not None or first_fault_order:
-            result = replay_trace(layout, trace, progress=progress, placement_seed=placement_seed,
-                                  placement=placement, **options)
+            result = replay_trace(
+                layout, trace, placement_seed=placement_seed, placement=placement,
+                progress=None if progress is None else lambda done, total: progress(before + done, before + total),
+                **options)
         else:
             result = placements["first"]
     if first_fault_order:
@@ -113,7 +132,7 @@ def command(layout, trace_path, trace_format, time_unit, window, exact, placemen
         doc = result.to_dict(rows=True)
         if placements is not None:
             doc["placements"] = finite_or_none({key: value for key, value in placements.items() if key != "first"})
-        echo_json(doc)
+        click.echo(dumps_json(doc, flat_records=True))  # one line per event row
     else:
         click.echo(result.format_text(rows=show_rows))
         if placements is not None:

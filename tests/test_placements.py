@@ -57,3 +57,31 @@ def test_the_first_fault_rule_invents_wipe_outs_and_warns(tmp_path):
     both = runner.invoke(main, ["replay", str(layout_path), "--trace", str(trace_path), "--first-fault-order",
                                 "--placement-seed", "1"])
     assert both.exit_code == 2 and "two placements" in both.output
+
+
+def test_placements_on_a_process_pool_equal_the_serial_replay_and_report_progress(tmp_path):
+    """Placements replayed by two processes give the serial results; the progress counts every event once."""
+    trace = parse_fault_events(_neighbour_log())
+    layout = consecutive(30, 3)
+    calls = []
+    serial = replay_placements(layout, trace, seeds=4, semantics="repair", micro_batches=2,
+                               progress=lambda done, total: calls.append((done, total)))
+    pooled = replay_placements(layout, trace, seeds=4, semantics="repair", micro_batches=2, workers=2)
+    assert {k: v for k, v in serial.items() if k != "first"} == {k: v for k, v in pooled.items() if k != "first"}
+    assert serial["first"].rows == pooled["first"].rows
+    total = 4 * trace.n_events
+    assert calls[-1] == (total, total) and all(t == total for _, t in calls)
+    assert [d for d, _ in calls] == sorted(d for d, _ in calls)
+
+    layout_path, trace_path = tmp_path / "layout.json", write_fault_trace(_neighbour_log(), tmp_path / "t.json")
+    layout.save(layout_path)
+    runner = CliRunner()
+    args = ["replay", str(layout_path), "--trace", str(trace_path), "--semantics", "repair", "--seeds", "4", "--json"]
+    one, two = runner.invoke(main, args), runner.invoke(main, args + ["--workers", "2"])
+    assert one.exit_code == 0 and two.exit_code == 0, (one.output, two.output)
+    strip = lambda doc: {k: v for k, v in json.loads(doc).items() if k != "elapsed_seconds"}  # noqa: E731
+    assert strip(one.stdout) == strip(two.stdout)
+    single = runner.invoke(main, args + ["--placement-seed", "1", "--workers", "2"])
+    assert single.exit_code == 0 and "Warning: --workers is ignored" in single.stderr
+    bad = runner.invoke(main, args + ["--workers", "0"])
+    assert bad.exit_code == 2 and "Traceback" not in bad.output

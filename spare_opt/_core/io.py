@@ -293,7 +293,7 @@ def json_default(value):
     raise TypeError(f"{type(value).__name__} value {value!r} is not JSON-serialisable")
 
 
-def dumps_json(document, *, indent=2, flat_lists=False):
+def dumps_json(document, *, indent=2, flat_lists=False, flat_records=False):
     """The one JSON writer of spare-opt: ``document`` as JSON text, refusing NaN and infinity.
 
     JSON has no NaN or infinity (``json.dumps`` would write the non-standard ``NaN`` and
@@ -309,6 +309,11 @@ def dumps_json(document, *, indent=2, flat_lists=False):
         Write every list of numbers, strings, booleans or nulls on one line (a plan's
         ``N`` group ids would otherwise take ``N`` lines); objects and lists of lists
         are still indented.
+    flat_records : bool, default False
+        Write every object of a list of flat objects (records: no list or object
+        inside) on one line, one record per line, as well as what ``flat_lists``
+        flattens: a replay's 100,000 event rows take 100,000 lines instead of 1.4
+        million, and are written by ``json``'s C encoder.
 
     Returns
     -------
@@ -322,6 +327,8 @@ def dumps_json(document, *, indent=2, flat_lists=False):
     from .errors import SpareError
 
     try:
+        if flat_records and indent is not None:  # leaves converted as they are written: no round trip
+            return _dumps_flat(document, indent, 0, True)
         if flat_lists and indent is not None:
             return _dumps_flat(json.loads(json.dumps(document, default=json_default, allow_nan=False)), indent, 0)
         return json.dumps(document, indent=indent, default=json_default, allow_nan=False)
@@ -331,16 +338,29 @@ def dumps_json(document, *, indent=2, flat_lists=False):
         raise SpareError("internal error: a result holds a NaN or infinite number, which JSON cannot hold") from None
 
 
-def _dumps_flat(value, indent, level):
-    """JSON of a plain document (already JSON types), lists of scalars on one line."""
+def _dumps_flat(value, indent, level, records=False):
+    """JSON of a plain document (already JSON types), lists of scalars (and, with
+    ``records``, objects of a list of flat objects) on one line."""
     pad, inner = " " * (indent * level), " " * (indent * (level + 1))
     if isinstance(value, dict) and value:
-        items = [f"{inner}{json.dumps(key)}: {_dumps_flat(item, indent, level + 1)}" for key, item in value.items()]
+        items = [f"{inner}{json.dumps(key)}: {_dumps_flat(item, indent, level + 1, records)}"
+                 for key, item in value.items()]
         return "{\n" + ",\n".join(items) + f"\n{pad}}}"
     if isinstance(value, list) and value and any(isinstance(item, (list, dict)) for item in value):
-        items = [f"{inner}{_dumps_flat(item, indent, level + 1)}" for item in value]
+        if records and all(isinstance(item, dict) and not any(isinstance(v, (list, dict)) for v in item.values())
+                           for item in value):
+            return "[\n" + ",\n".join(inner + _leaf(item) for item in value) + f"\n{pad}]"
+        items = [f"{inner}{_dumps_flat(item, indent, level + 1, records)}" for item in value]
         return "[\n" + ",\n".join(items) + f"\n{pad}]"
-    return json.dumps(value)
+    return _leaf(value)
+
+
+def _leaf(value):
+    """One value on one line (numpy converted, NaN refused)."""
+    return _LEAF_ENCODER.encode(value)
+
+
+_LEAF_ENCODER = json.JSONEncoder(default=json_default, allow_nan=False)
 
 
 def read_json_file(path, error, what, expected="JSON", malformed="malformed JSON"):

@@ -688,16 +688,19 @@ class ReorderController:
             group = int(groups)
             if not 0 <= group < n:
                 raise FailureSetError(f"recovered groups: group {group} is out of range [0, {n})")
-            back = np.array([group], dtype=np.int32)
+            if self._alive[group]:
+                raise FailureSetError(f"recovered groups: group {group} has not failed")
+            back = self._single  # the kernel only reads it
+            back[0] = group
         else:
             try:
                 back = normalise_groups(groups, n, what="recovered groups")
             except (TypeError, OverflowError):
                 raise FailureSetError(f"recovered groups must be a group id or an iterable of group ids, "
                                       f"got {groups!r}") from None
-        live = self._alive[back] != 0
-        if live.any():
-            raise FailureSetError(f"recovered groups: group {int(back[live.argmax()])} has not failed")
+            live = self._alive[back] != 0
+            if live.any():
+                raise FailureSetError(f"recovered groups: group {int(back[live.argmax()])} has not failed")
         history = self._history
         count = self._failed_count()
         history.new_generation(count)  # plans made before keep their failed set

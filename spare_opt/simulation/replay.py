@@ -409,6 +409,7 @@ def replay_trace(layout, trace, *, planner="controller", semantics="paper", micr
     stack_number, load = 1, m
     order = layout.stacks if check_plans else None
     rows = []
+    new_row = ReplayRow._make
     batches = masked = masked_batches = wipe_outs = already_out = wiped_groups = 0
     recoveries = recovery_batches = ends_after_restart = decisions = 0
     total_moves = max_failed = 0
@@ -459,7 +460,6 @@ def replay_trace(layout, trace, *, planner="controller", semantics="paper", micr
                     if down_count[group] or alive[group]:
                         continue
                     back = np.array([group], dtype=np.int32)
-                    groups, group_events, returning = back, events, np.ones(1, dtype=bool)
                 else:
                     node_open[node] = True
                     down_count[group] += 1
@@ -500,11 +500,14 @@ def replay_trace(layout, trace, *, planner="controller", semantics="paper", micr
                 max_stack = max(max_stack, stack_number)  # at m > 1 a recovery's split can widen S
                 max_load = max(max_load, load)
                 order = plan.order if check_plans else None
-                last_end = {}  # each returning group is brought back by the last end of its nodes, in file order
-                for group, k in zip(groups[returning].tolist(), group_events[returning].tolist()):
-                    last_end[group] = max(k, last_end.get(group, k))
-                for k in set(last_end.values()):
+                if scalar:  # the batch's one end brings its group back
                     decided[k] = ("recovered", decisions, moves)
+                else:
+                    last_end = {}  # each returning group is brought back by the last end of its nodes, in file order
+                    for group, k in zip(groups[returning].tolist(), group_events[returning].tolist()):
+                        last_end[group] = max(k, last_end.get(group, k))
+                    for k in set(last_end.values()):
+                        decided[k] = ("recovered", decisions, moves)
                 decisions += 1
                 continue
             if scalar:
@@ -516,10 +519,13 @@ def replay_trace(layout, trace, *, planner="controller", semantics="paper", micr
                 groups, events = _once(groups, group_events)
             else:
                 groups = instant.failing
-            live = alive[groups]
-            fresh, fresh_events = groups[live], events[live]
-            if not fresh.size:
-                continue
+            if scalar:  # its one group is live (checked above)
+                fresh, fresh_events = groups, events
+            else:
+                live = alive[groups]
+                fresh, fresh_events = groups[live], events[live]
+                if not fresh.size:
+                    continue
             alive[fresh] = False
             batch = decisions
             decisions += 1
@@ -557,7 +563,7 @@ def replay_trace(layout, trace, *, planner="controller", semantics="paper", micr
                 max_stack = max(max_stack, stack_number)
                 max_load = max(max_load, load)
                 order = plan.order if check_plans else None
-            for k in np.unique(fresh_events).tolist():
+            for k in (fresh_events.tolist() if fresh_events.size == 1 else np.unique(fresh_events).tolist()):
                 decided[k] = (outcome, batch, moves)
         for k in range(a, b):
             node = node_list[k]
@@ -575,22 +581,11 @@ def replay_trace(layout, trace, *, planner="controller", semantics="paper", micr
                 else:
                     status = "already-out"
                     already_out += 1
-            rows.append(
-                ReplayRow(
-                    index=k,
-                    time_days=time_list[k],
-                    node=node,
-                    node_id=node_ids[node],
-                    group=group,
-                    kind="fault_start" if is_start_list[k] else "fault_end",
-                    fault_class=fault_class[k],
-                    status=status,
-                    stack_number=stack_number,
-                    failed_groups=failed_now,
-                    batch=batch,
-                    moves=moves,
-                )
-            )
+            # positional, in the order of ReplayRow's fields (index, time_days, node, node_id, group, kind,
+            # fault_class, status, stack_number, failed_groups, batch, moves): a call per event
+            rows.append(new_row((k, time_list[k], node, node_ids[node], group,
+                                 "fault_start" if is_start_list[k] else "fault_end", fault_class[k], status,
+                                 stack_number, failed_now, batch, moves)))
         if progress is not None:
             progress(b, count)
 
@@ -676,7 +671,8 @@ def _restored(layout, order, back):
 DEFAULT_PLACEMENTS = 5
 
 
-def replay_placements(layout, trace, *, seeds=DEFAULT_PLACEMENTS, first_seed=0, **options):
+def replay_placements(layout, trace, *, seeds=DEFAULT_PLACEMENTS, first_seed=0, workers=1, executor=None,
+                      progress=None, **options):
     """Replay a trace over several random node placements: the wipe-outs with their mean and interval.
 
     Where the traced nodes sit on the groups decides how many failures share shard
@@ -692,9 +688,20 @@ def replay_placements(layout, trace, *, seeds=DEFAULT_PLACEMENTS, first_seed=0, 
         Placements, seeds ``first_seed .. first_seed + seeds - 1``
         (:meth:`~spare_opt.traces.trace.FaultTrace.node_groups`).
     first_seed : int, default 0
+    workers : int, default 1
+        Processes that replay placements at once (``-1``: every CPU); one placement is
+        one task, so more than ``seeds`` processes are not used.  The results do not
+        depend on it.
+    executor : concurrent.futures.Executor, optional
+        Run the placements here instead (a Dask cluster's executor, ``docs/scaling.md``);
+        ``workers`` is then ignored.
+    progress : callable, optional
+        ``progress(done, total)`` in trace events replayed over all placements
+        (``seeds * trace.n_events`` in all): after every instant with ``workers=1``, after
+        every placement otherwise.
     **options
         Other arguments of :func:`replay_trace` (``planner``, ``semantics``,
-        ``micro_batches``...), not ``placement_seed`` nor ``placement``.
+        ``micro_batches``...), not ``placement_seed``, ``placement`` nor ``progress``.
 
     Returns
     -------
@@ -702,26 +709,67 @@ def replay_placements(layout, trace, *, seeds=DEFAULT_PLACEMENTS, first_seed=0, 
         ``seeds`` (list of int), ``wipe_outs`` and ``masked`` (per seed),
         ``mean_wipe_outs``, ``wipe_outs_ci95`` (95% interval of the mean, ``[nan,
         nan]`` when it cannot be given) and ``first`` (the :class:`ReplayResult` of the
-        first seed).
+        first seed, with its rows).
 
     Raises
     ------
     ParameterError
-        ``seeds`` below 1, or ``placement_seed`` / ``placement`` in ``options``; any
-        error of :func:`replay_trace`.
+        ``seeds`` below 1, or ``placement_seed`` / ``placement`` / ``progress`` in
+        ``options``; ``workers`` 0 or below -1; any error of :func:`replay_trace`.
+    ExecutorError
+        A placement could not run on the process pool or ``executor``
+        (:func:`spare_opt._core.parallel.run_tasks`).
     """
+    from .._core.parallel import check_executor, resolve_workers, run_tasks
     from .._core.stats import mean_ci95
 
     seeds = check.count("seeds", seeds)
     first_seed = check.seed(first_seed, "first_seed")
-    if "placement_seed" in options or "placement" in options:
-        raise ParameterError("replay_placements draws the placements itself: no placement_seed or placement")
-    results = [replay_trace(layout, trace, placement_seed=first_seed + s, **options) for s in range(seeds)]
+    resolve_workers(workers)
+    check_executor(executor)
+    check.callback("progress", progress)
+    if "placement_seed" in options or "placement" in options or "progress" in options:
+        raise ParameterError("replay_placements draws the placements itself and reports progress over all of "
+                             "them: no placement_seed, placement or progress")
+    seed_list = [first_seed + s for s in range(seeds)]
+    events = trace.n_events
+    if executor is None and (resolve_workers(workers) == 1 or seeds == 1):
+        # in this process: the progress of every instant, placement after placement
+        results = []
+        for index, seed in enumerate(seed_list):
+            inner = None
+            if progress is not None:
+                def inner(done, total, before=index * events):
+                    progress(before + done, seeds * events)
+            results.append(_placement_summary(layout, trace, seed, options, index == 0, inner))
+    else:
+        warm_up = None
+        if options.get("planner", "controller") == "controller":
+            from ..planning.precompile import warm_up as compile_kernels
+
+            m = options.get("micro_batches", 1)
+
+            def warm_up():  # compile once in the parent: the forked workers inherit the kernels
+                compile_kernels(micro_batches=(m,) if isinstance(m, int) and m >= 1 else (1,))
+        tasks = [(layout, trace, seed, options, index == 0, None) for index, seed in enumerate(seed_list)]
+        results = run_tasks(_placement_summary, tasks, workers=workers, executor=executor, progress=progress,
+                            weights=[max(events, 1)] * seeds, warm_up=warm_up)
+    first = results[0]
     wipes = [int(result["wipe_outs"]) for result in results]
     mean, ci = mean_ci95(wipes, lower=0.0)
-    return {"seeds": [first_seed + s for s in range(seeds)], "wipe_outs": wipes,
+    return {"seeds": seed_list, "wipe_outs": wipes,
             "masked": [int(result["masked"]) for result in results], "mean_wipe_outs": float(mean),
-            "wipe_outs_ci95": [float(ci[0]), float(ci[1])], "first": results[0]}
+            "wipe_outs_ci95": [float(ci[0]), float(ci[1])], "first": first}
+
+
+def _placement_summary(layout, trace, seed, options, keep_rows, progress):
+    """One placement of :func:`replay_placements`: the whole result for the first, the summary for the rest.
+
+    Module-level so that a process pool can pickle it; only the first placement's rows
+    travel back (the others' rows are not used).
+    """
+    result = replay_trace(layout, trace, placement_seed=seed, progress=progress, **options)
+    return result if keep_rows else dict(result.summary)
 
 
 def first_fault_warning(wipe_outs, placements):
