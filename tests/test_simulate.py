@@ -201,10 +201,10 @@ def test_rep_masks_and_ckpt_restarts_on_every_failure():
 # ----------------------------------------------------------------------------- failure models
 @njit
 def _draw_weibull(seed, scale, shape, count):
-    np.random.seed(seed)
+    rng = K._stream(seed)
     out = np.empty(count)
     for i in range(count):
-        out[i] = K._weibull(scale, shape)
+        out[i] = K._weibull(rng, scale, shape)
     return out
 
 
@@ -218,11 +218,11 @@ def test_weibull_scale_gives_mean_mtbf(shape):
 
 @njit
 def _group_clock_times(seed, groups, scale, shape):
-    np.random.seed(seed)
+    rng = K._stream(seed)
     out = np.empty(groups)
     cum = 0.0
     for k in range(groups):
-        out[k], cum = K._next_failure(K.MODEL_GROUP_CLOCKS, 0.0, k, groups, True, 0.0, shape, scale, 0.0, cum)
+        out[k], cum = K._next_failure(rng, K.MODEL_GROUP_CLOCKS, 0.0, k, groups, True, 0.0, shape, scale, 0.0, cum)
     return out
 
 
