@@ -345,6 +345,39 @@ def _rep_wipe_out_indices(perms, groups, redundancy):
     return (last.min(axis=1) + 1).astype(np.int32)
 
 
+def _spare_wipe_out_indices(perms, stacks):
+    """1-based failure of each order in ``perms`` after which some shard type has no live holder.
+
+    The wipe-out of SPARe (at any ``m``): the controller's trajectories
+    (:func:`_trajectories`) end there too.  A type's holders are gone at the latest of
+    their failure positions, so the wipe-out is the least of those latest positions
+    over the types: ``O(N r)`` per order, with no reorder computed.
+
+    Parameters
+    ----------
+    perms : numpy.ndarray of int, shape (E, N)
+        Failure orders, each a permutation of the groups.
+    stacks : numpy.ndarray of int, shape (N, r)
+        The layout's stacks (every shard type held by exactly ``r`` groups).
+
+    Returns
+    -------
+    numpy.ndarray of int32, shape (E,)
+    """
+    n, r = stacks.shape
+    holders = (np.argsort(stacks.ravel(), kind="stable") // r).reshape(n, r)  # the r groups of each type
+    position = np.empty(n, dtype=np.int64)
+    steps = np.arange(n, dtype=np.int64)
+    out = np.empty(perms.shape[0], dtype=np.int32)
+    for e in range(perms.shape[0]):
+        position[perms[e]] = steps
+        last = position[holders[:, 0]]
+        for column in range(1, r):
+            np.maximum(last, position[holders[:, column]], out=last)
+        out[e] = last.min() + 1
+    return out
+
+
 def _trajectories(layout, perms, micro_batches):
     """Stack numbers, step costs and wipe-out indices of SPARe along failure orders ``perms``.
 
@@ -411,16 +444,41 @@ class FailurePool:
     def extend(self, count):
         if self.strategy == "ckpt":
             return
+        for size in self._blocks(count):
+            self._extend(size)
+
+    def _blocks(self, count):
+        """Sizes of the draws that give ``count`` more epochs."""
         # Draw in blocks of about a million entries: the float and argsort temporaries of
         # one large draw would take 16 bytes per entry on top of the pool itself.
         block = max(1, 2**20 // self.groups)
         while count > block:
-            self._extend(block)
+            yield block
             count -= block
-        self._extend(count)
+        yield count
+
+    def _orders(self, count):
+        """The next ``count`` failure orders (permutations of the groups), one row each."""
+        return np.argsort(self._rng.random((count, self.groups)), axis=1)
+
+    def extend_wipe_outs(self, count):
+        """Draw ``count`` more epochs but keep only their wipe-outs (``wipe``), not the trajectories.
+
+        The same draws and wipe-out indices as :meth:`extend` (the trajectories end at
+        the wipe-out), without running the controller along each order; ``stack`` and
+        ``cost`` are left as they are, so a pool extended this way serves
+        :meth:`mean_failures_to_wipe_out` only.
+        """
+        if self.strategy == "ckpt":
+            return
+        if self.strategy != "spare":
+            self.extend(count)
+            return
+        for size in self._blocks(count):
+            self.wipe = np.concatenate([self.wipe, _spare_wipe_out_indices(self._orders(size), self.layout.stacks)])
 
     def _extend(self, count):
-        perms = np.argsort(self._rng.random((count, self.groups)), axis=1)
+        perms = self._orders(count)
         if self.strategy == "rep":
             self.wipe = np.concatenate([self.wipe, _rep_wipe_out_indices(perms, self.groups, self.redundancy)])
             return
@@ -523,8 +581,7 @@ def mean_failures_to_wipe_out(params, strategy, redundancy, layout=None, *, samp
     if strategy == "spare":
         layout = check_run_layout(layout, params.groups, redundancy)
     pool = FailurePool(strategy, params.groups, redundancy, seed, layout)
-    if strategy != "ckpt":
-        pool.extend(samples)
+    pool.extend_wipe_outs(samples)  # the wipe-outs alone: no trajectory of the reorder is needed
     return pool.mean_failures_to_wipe_out()
 
 
