@@ -333,6 +333,40 @@ def test_events_with_jitter_kernel_equals_reference_on_the_kernel_stream(strateg
     assert differ.size == 0, {int(d): (kernel[d], reference[d]) for d in differ}
 
 
+@settings(max_examples=60)
+@given(
+    strategy=st.sampled_from(["rep", "spare"]),
+    steps=st.integers(1, 700),
+    ahead=st.integers(0, 1500) | st.sampled_from([0, 1, 2, 311, 312, 313, 624]),
+    seed=st.integers(0, 2**32 - 1),
+    other_seed=st.booleans(),
+    events=st.lists(st.tuples(st.floats(0.0, 300.0), st.integers(0, 5), st.integers(1, 12)), max_size=40),
+)
+def test_runs_on_normals_drawn_ahead_equal_the_plain_kernel(strategy, steps, ahead, seed, other_seed, events):
+    # run_kernel_from reads the normals drawn ahead for the seed, then goes on with the
+    # stream after them: any count (odd, shorter or longer than the run needs) gives the
+    # plain kernel's numbers, and a stream of another seed is not used.
+    r = 3
+    times = np.cumsum([gap for gap, _, _ in events])
+    kinds = [K.KIND_REJOIN if kind >= 4 else K.KIND_FAILURE for _, kind, _ in events]
+    wipes = [1 if kind == 0 else 0 for _, kind, _ in events]
+    stacks = [min(r, -(-load // 4)) if strategy == "spare" else r for _, _, load in events]
+    costs = [load / 4 if strategy == "spare" else float(r) for _, _, load in events]
+    f, i = packed(strategy, "decimal", steps=steps, period=50.0, jitter=0.3, seed=seed)
+    arrays = trace_arrays(strategy, r, times, wipes, stacks, costs, kinds)
+    stream = K.normals_ahead(seed + 1 if other_seed else seed, ahead)
+    kept = [a.copy() for a in stream]
+    assert np.array_equal(K.run_kernel_from(f, i, *arrays, *stream), K.run_kernel(f, i, *arrays))
+    assert all(np.array_equal(a, b) for a, b in zip(stream, kept))  # the kept stream is not changed
+
+
+def test_normals_drawn_ahead_are_the_streams_normals():
+    rs = np.random.RandomState(11)
+    ahead = K.normals_ahead(11, 1001)[0]
+    assert ahead.size == 1002
+    assert np.array_equal(ahead, [rs.normal(0.0, 1.0) for _ in range(1002)])
+
+
 def test_open_ended_events_need_more_exactly_when_the_run_reaches_the_horizon():
     # Events up to a horizon H with "more may come": a run that gets to H stops with
     # R_NEED_MORE; one that ends before H gives what the whole event list gives.

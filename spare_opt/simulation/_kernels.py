@@ -139,12 +139,19 @@ N_EPOCH_STATE = 5
 # they give (then, at RNG_GAUSS, the normal kept), and its position and whether a normal
 # is kept.  Drawing from a block costs a load where np.random, one word at a time,
 # checks and tempers each word (about 4x faster per normal, tests/test_random_stream.py).
+# A stream can also start with ``ahead``, normals of the same stream drawn before
+# (:func:`normals_ahead`, once per seed for all the runs of that seed): they come first,
+# then ``(words, doubles, state)`` go on from where the drawing of them left off.  Only
+# normals can come from ``ahead``: events mode, whose only random numbers are the jitters.
 RNG_WORDS = 624          # MT19937 state words (n)
 RNG_SHIFT = 397          # MT19937 middle word (m)
 RNG_DOUBLES = RNG_WORDS // 2
 RNG_GAUSS = RNG_DOUBLES  # in ``doubles``: the second normal of the last pair
 S_POS = 0                # in ``state``: next double of the block (RNG_DOUBLES: draw a block)
 S_HAS_GAUSS = 1          # in ``state``: 1 when ``doubles[RNG_GAUSS]`` is the next normal
+S_AHEAD = 2              # in ``state``: next normal of ``ahead`` (its size: none left)
+S_SEED = 3               # in ``state``: the seed that started the stream (its low 32 bits)
+N_STREAM_STATE = 4
 
 
 @kernel
@@ -157,9 +164,42 @@ def _stream(seed):
         value = (np.uint64(1812433253) * (value ^ (value >> np.uint64(30))) + np.uint64(pos + 1)) \
             & np.uint64(0xFFFFFFFF)
     doubles = np.zeros(RNG_DOUBLES + 1)
-    state = np.zeros(2, dtype=np.int64)
+    state = np.zeros(N_STREAM_STATE, dtype=np.int64)
     state[S_POS] = RNG_DOUBLES
-    return words, doubles, state
+    state[S_SEED] = np.int64(np.uint64(seed) & np.uint64(0xFFFFFFFF))
+    return words, doubles, state, np.zeros(0)
+
+
+@kernel
+def normals_ahead(seed, count):
+    """The first ``count`` normals (rounded up to pairs) of the stream of ``seed``, and the stream after them.
+
+    Returns ``(ahead, words, doubles, state)``: ``ahead`` (float64, standard normals,
+    as ``np.random.normal(0, 1)`` after ``np.random.seed(seed)``), then the state that
+    :func:`run_kernel_from` continues from once they are used up.
+    """
+    words, doubles, state, _ = _stream(seed)
+    pairs = (max(count, 0) + 1) // 2
+    ahead = np.empty(2 * pairs)
+    pos = RNG_DOUBLES
+    done = 0
+    while done < pairs:
+        if pos >= RNG_DOUBLES:
+            _refill(words, doubles)
+            pos = 0
+        u1 = doubles[pos]
+        pos += 1
+        if pos >= RNG_DOUBLES:
+            _refill(words, doubles)
+            pos = 0
+        accepted, now, kept = _polar(u1, doubles[pos])
+        pos += 1
+        if accepted:
+            ahead[2 * done] = now
+            ahead[2 * done + 1] = kept
+            done += 1
+    state[S_POS] = pos
+    return ahead, words, doubles, state
 
 
 @kernel
@@ -194,7 +234,7 @@ def _refill(words, doubles):
 @kernel
 def _uniform(rng):
     """The next double in [0, 1) of ``rng``: ``np.random.random()``."""
-    words, doubles, state = rng
+    words, doubles, state = rng[0], rng[1], rng[2]
     pos = state[S_POS]
     if pos >= RNG_DOUBLES:
         _refill(words, doubles)
@@ -218,7 +258,10 @@ def _polar(u1, u2):
 @kernel
 def _normal(rng, loc, scale):
     """The next normal of ``rng``: ``np.random.normal(loc, scale)``."""
-    doubles, state = rng[1], rng[2]
+    doubles, state, ahead = rng[1], rng[2], rng[3]
+    if state[S_AHEAD] < ahead.size:
+        state[S_AHEAD] += 1
+        return loc + scale * ahead[state[S_AHEAD] - 1]
     if state[S_HAS_GAUSS] == 1:
         state[S_HAS_GAUSS] = 0
         return loc + scale * doubles[RNG_GAUSS]
@@ -488,6 +531,28 @@ def run_kernel(fparams, iparams, stack_traj, cost_traj, wipe_index, events):
     land in each are handled by :func:`_phase_events`.  ``tests/naive_simulate.py``
     is a plain-Python statement of the same semantics.
     """
+    return _simulate(fparams, iparams, stack_traj, cost_traj, wipe_index, events, _stream(iparams[I_SEED]))
+
+
+@kernel
+def run_kernel_from(fparams, iparams, stack_traj, cost_traj, wipe_index, events, ahead, words, doubles, state):
+    """:func:`run_kernel` on the stream ``(ahead, words, doubles, state)`` of :func:`normals_ahead`.
+
+    That stream must be the one of ``iparams[I_SEED]`` (the caller keeps it per seed);
+    it is not changed (the run draws from a copy of its state and reads ``ahead``).
+    ``ahead`` is read in events mode only, which draws normals alone; a synthetic run
+    starts the stream of its seed afresh.
+    """
+    if iparams[I_TRACE] != 1 or (iparams[I_SEED] & 0xFFFFFFFF) != state[S_SEED]:  # not this stream's run
+        return run_kernel(fparams, iparams, stack_traj, cost_traj, wipe_index, events)
+    rng = (words.copy(), doubles.copy(), state.copy(), ahead)
+    rng[2][S_AHEAD] = 0
+    return _simulate(fparams, iparams, stack_traj, cost_traj, wipe_index, events, rng)
+
+
+@kernel
+def _simulate(fparams, iparams, stack_traj, cost_traj, wipe_index, events, rng):
+    """:func:`run_kernel` drawing from the random stream ``rng``."""
     t_layer = fparams[F_LAYER_COMPUTE]
     t_ar = fparams[F_ALLREDUCE]
     t_restart = fparams[F_RESTART]
@@ -500,8 +565,8 @@ def run_kernel(fparams, iparams, stack_traj, cost_traj, wipe_index, events):
     carry = iparams[I_CARRY] == 1
     trace_mode = iparams[I_TRACE] == 1
     model = iparams[I_FAILURE_MODEL]
-    rng = _stream(iparams[I_SEED])
-    words, doubles, stream = rng
+    words, doubles, stream, ahead = rng
+    n_ahead = ahead.size
 
     out = np.zeros(N_RESULTS)
     clock = np.zeros(N_CLOCK)
@@ -541,7 +606,11 @@ def run_kernel(fparams, iparams, stack_traj, cost_traj, wipe_index, events):
         jitter_ar = 1.0
         if sd > 0.0:
             for draw in range(2):
-                if stream[S_HAS_GAUSS] == 1:
+                next_ahead = stream[S_AHEAD]
+                if next_ahead < n_ahead:
+                    normal = ahead[next_ahead]
+                    stream[S_AHEAD] = next_ahead + 1
+                elif stream[S_HAS_GAUSS] == 1:
                     stream[S_HAS_GAUSS] = 0
                     normal = doubles[RNG_GAUSS]
                 else:

@@ -12,6 +12,8 @@ Public names here are re-exported by :mod:`spare_opt.simulation.time_to_train` a
 """
 
 import math
+import threading
+from collections import OrderedDict
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -58,6 +60,12 @@ MAX_RUN_FAILURES = 2 * MAX_EXPECTED_FAILURES
 #: controller trajectory, about 0.4 ms at N = 200): the bound of the pool's growth.  A
 #: finishing run of the presets needs at most a few ten thousand.
 MAX_RUN_EPOCHS = 2**18
+#: Jitter normals drawn ahead per kernel seed (:func:`_stream_ahead`), at most this many
+#: each (16 MB), for this many seeds (the most recent).
+MAX_AHEAD_NORMALS = 2**21
+AHEAD_SEEDS_KEPT = 4
+_AHEAD = OrderedDict()
+_AHEAD_LOCK = threading.Lock()
 #: Seed of the failure orders used to estimate ``T_f`` for the default checkpoint period
 #: (kept apart from the seeds of the runs).
 GRID_SEED = 1_000_003
@@ -757,7 +765,8 @@ def run_events(params, strategy, redundancy, period, seed, events, *, micro_batc
     pack = dict(micro_batches=micro_batches, micro_batch_overhead=micro_batch_overhead_seconds)
     if not callable(events):
         f, i = _pack(params, strategy, redundancy, period, seed, trace_mode=True, **pack)
-        raw = K.run_kernel(f, i, base, base_cost, no_pool, _kernel_costs(events, strategy, f))
+        rows = _kernel_costs(events, strategy, f)
+        raw = K.run_kernel_from(f, i, base, base_cost, no_pool, rows, *_stream_ahead(f, i, len(rows)))
         _check_capped(raw, params)
         return _result(raw, params, strategy, redundancy, period, seed, micro_batches, semantics)
     horizon = 2.0 * fault_free_seconds(params)  # a run lasts at least T0
@@ -765,11 +774,42 @@ def run_events(params, strategy, redundancy, period, seed, events, *, micro_batc
         rows, complete = events(horizon)
         f, i = _pack(params, strategy, redundancy, period, seed, trace_mode=True,
                      horizon=None if complete else horizon, **pack)
-        raw = K.run_kernel(f, i, base, base_cost, no_pool, _kernel_costs(rows, strategy, f))
+        rows = _kernel_costs(rows, strategy, f)
+        raw = K.run_kernel_from(f, i, base, base_cost, no_pool, rows, *_stream_ahead(f, i, len(rows)))
         _check_capped(raw, params)
         if raw[K.R_NEED_MORE] == 0.0:
             return _result(raw, params, strategy, redundancy, period, seed, micro_batches, semantics)
         horizon *= 2.0
+
+
+def _stream_ahead(fparams, iparams, events):
+    """The kernel's random stream of an events run, its first normals drawn ahead and kept per seed.
+
+    An events run draws nothing but its jitters, about two normals per step: every run
+    of one seed (a comparison's settings and periods) takes the same normals, so they
+    are drawn once (:func:`spare_opt.simulation._kernels.normals_ahead`, two per step
+    and per event, at most :data:`MAX_AHEAD_NORMALS`), and a run that needs more goes
+    on with the stream after them (the same numbers as drawing every one in the run).
+    Returns ``(ahead, words, doubles, state)`` for ``run_kernel_from``.
+    """
+    from . import _kernels as K
+
+    seed = int(iparams[K.I_SEED]) & 0xFFFFFFFF
+    count = min(MAX_AHEAD_NORMALS, 2 * int(iparams[K.I_STEPS]) + 2 * int(events) + 64)
+    if fparams[K.F_JITTER] <= 0.0:  # no jitter, no normal drawn
+        count = 0
+    with _AHEAD_LOCK:
+        entry = _AHEAD.get(seed)
+        if entry is not None and entry[0].size >= count:
+            _AHEAD.move_to_end(seed)
+            return entry
+    entry = K.normals_ahead(seed, count)
+    with _AHEAD_LOCK:
+        _AHEAD[seed] = entry
+        _AHEAD.move_to_end(seed)
+        while len(_AHEAD) > AHEAD_SEEDS_KEPT:
+            _AHEAD.popitem(last=False)
+    return entry
 
 
 def _kernel_costs(rows, strategy, f):
