@@ -306,7 +306,7 @@ class _Sequencer:
                     back.append(group)
             if not back:
                 continue
-            back.sort()
+            back = sorted(set(back))  # a heal cancelled and begun again at one instant has two entries
             down = self.down
             for group in back:
                 down[group] = False
