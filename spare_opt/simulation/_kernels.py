@@ -135,14 +135,14 @@ N_EPOCH_STATE = 5
 # produced in blocks: the Mersenne Twister MT19937 seeded with init_genrand (numba's
 # np.random.seed), doubles of 53 bits from two 32-bit words, normals by Marsaglia's polar
 # method with the second value of each pair kept for the next call.  A stream is the
-# tuple ``(words, doubles, state)``: the generator's 624 words, the block of 312 doubles
-# they give (then, at RNG_GAUSS, the normal kept), and its position and whether a normal
-# is kept.  Drawing from a block costs a load where np.random, one word at a time,
-# checks and tempers each word (about 4x faster per normal, tests/test_random_stream.py).
-# A stream can also start with ``ahead``, normals of the same stream drawn before
-# (:func:`normals_ahead`, once per seed for all the runs of that seed): they come first,
-# then ``(words, doubles, state)`` go on from where the drawing of them left off.  Only
-# normals can come from ``ahead``: events mode, whose only random numbers are the jitters.
+# tuple ``(words, doubles, state, ahead)``: the generator's 624 words, the block of 312
+# doubles they give (then, at RNG_GAUSS, the normal kept), the ``S_*`` entries below, and
+# normals of the same stream drawn before (:func:`normals_ahead`, once per seed for all
+# the runs of that seed; empty for a fresh stream), which come first: the other three
+# go on from where the drawing of them left off.  Only normals can come from ``ahead``
+# (events mode, whose only random numbers are the jitters).  Drawing from a block costs
+# a load where np.random, one word at a time, checks and tempers each word (about 4x
+# faster per normal; the numbers are the same, tests/test_random_stream.py).
 RNG_WORDS = 624          # MT19937 state words (n)
 RNG_SHIFT = 397          # MT19937 middle word (m)
 RNG_DOUBLES = RNG_WORDS // 2
