@@ -1,17 +1,28 @@
-"""Trace-driven runs end to end: ``replay --semantics repair`` of a 100,000-row log and ``compare``.
+"""Trace-driven runs end to end: ``replay --semantics repair`` of a 100,000-row log, ``compare``, ``simulate``.
 
 Writes the synthetic log (``synthetic_fault_trace(nodes=2000, days=349.0, seed=21,
-incidents_per_day=130.0)``, its first 100,000 events) and the layout
-(``spare-opt layout -N 2000 -r 8 --seed 0``) into ``--dir``, then times, in
-subprocesses (wall and CPU of the child), ``spare-opt replay LAYOUT --trace LOG
---semantics repair --micro-batches 4 --json`` (the default 5 placements on one process,
-one placement with ``--placement-seed 0``, and the 5 on ``--workers 2``) and ``spare-opt compare --trace
-<shipped trace> --workers 1 --json`` for this tree and, with ``--old ROOT``, for another
-checkout beside it (``ROOT`` holds ``spare_opt`` and ``spare_opt_cli``, e.g. links to
-``git archive main``'s ``spare_opt`` and ``cli``), and says whether the JSON outputs
-agree (the ``time``/``seconds`` keys left out).
+incidents_per_day=130.0)``, its first 100,000 events), the layout
+(``spare-opt layout -N 2000 -r 8 --seed 0``) and the shipped trace's failure model
+(``spare-opt fit <shipped trace> --nodes 400 -o model400.json``) into ``--dir``, then
+times, in subprocesses (wall and CPU of the child):
 
-    python benchmarks/bench_trace_replay.py --dir /tmp/trace100k [--old /tmp/main_tree]
+* ``spare-opt replay LAYOUT --trace LOG --semantics repair --micro-batches 4 --json`` (the
+  default 5 placements on one process), the same with ``--placement-seed 0`` (one
+  placement, ``replay-1``) and with ``--workers 2`` (``replay-w2``, this tree only);
+* ``spare-opt compare --trace <shipped trace> --workers 1 --json``;
+* ``spare-opt simulate --failure-model model400.json --groups 69000 --allreduce-seconds
+  10 --semantics repair --seeds 1 --json``: the fitted model on 69,000 groups, each
+  failing like one of the traced cluster's 400 nodes (node MTBF 239 days), so that the
+  system MTBF is 300 s (the paper's 5 minutes); SPARe at ``r* = 16``, the paper-600k
+  preset's other timings (the all-reduce given: the preset's line in ``N`` would
+  extrapolate to 690 s);
+
+for this tree and, with ``--old ROOT``, for another checkout beside it (``ROOT`` holds
+``spare_opt`` and ``spare_opt_cli``, e.g. links to ``git archive main``'s ``spare_opt``
+and ``cli``), and says whether the JSON outputs agree (the ``time``/``seconds`` keys
+left out).  ``--skip`` (repeatable) leaves a command out (``replay`` all three replays).
+
+    python benchmarks/bench_trace_replay.py --dir /tmp/trace100k [--old /tmp/main_tree] [--skip replay]
 """
 
 import argparse
@@ -32,6 +43,11 @@ def write_inputs(folder, rows):
     from spare_opt import synthetic_fault_trace
 
     folder.mkdir(parents=True, exist_ok=True)
+    model = folder / "model400.json"
+    if not model.exists():
+        subprocess.run([sys.executable, "-c", "from spare_opt_cli.main import main; main()", "fit", str(SHIPPED),
+                        "--nodes", "400", "-o", str(model)], check=True, cwd=HERE, capture_output=True)
+
     log = folder / f"synthetic_{rows}.json"
     if not log.exists():
         doc = synthetic_fault_trace(nodes=2000, days=349.0, seed=21, incidents_per_day=130.0)
@@ -41,7 +57,7 @@ def write_inputs(folder, rows):
     if not layout.exists():
         subprocess.run([sys.executable, "-c", "from spare_opt_cli.main import main; main()", "layout", "-N", "2000",
                         "-r", "8", "--seed", "0", "-o", str(layout)], check=True, cwd=HERE)
-    return log, layout
+    return log, layout, model
 
 
 def run(root, args):
@@ -71,20 +87,22 @@ def main():
     parser.add_argument("--dir", type=Path, default=Path("/tmp/trace100k"))
     parser.add_argument("--rows", type=int, default=100_000)
     parser.add_argument("--old", type=Path, default=None, help="root of the other code (spare_opt, spare_opt_cli)")
-    parser.add_argument("--skip", choices=["replay", "compare"], default=None,
-                        help="leave out the replays (replay, replay-1, replay-w2) or compare")
+    parser.add_argument("--skip", choices=["replay", "compare", "simulate"], action="append", default=[])
     opts = parser.parse_args()
-    log, layout = write_inputs(opts.dir, opts.rows)
+    log, layout, model = write_inputs(opts.dir, opts.rows)
     replay = ["replay", str(layout), "--trace", str(log), "--semantics", "repair", "--micro-batches", "4", "--json"]
     commands = {
-        "replay": replay,  # the CLI's default: --seeds 5 random placements, one process
-        "replay-1": replay + ["--placement-seed", "0"],  # one placement
-        "replay-w2": replay + ["--workers", "2"],  # the 5 placements on two processes (this tree only)
+        # the CLI's default (--seeds 5 random placements on one process), one placement, the 5 on two processes
+        "replay": replay,
+        "replay-1": replay + ["--placement-seed", "0"],
+        "replay-w2": replay + ["--workers", "2"],
         "compare": ["compare", "--trace", str(SHIPPED), "--workers", "1", "--json"],
+        "simulate": ["simulate", "--failure-model", str(model), "--groups", "69000", "--allreduce-seconds", "10",
+                     "--semantics", "repair", "--seeds", "1", "--json"],
     }
     trees = [("this tree", HERE)] + ([("old", opts.old)] if opts.old else [])
     for name, command in commands.items():
-        if opts.skip and name.split("-")[0] == opts.skip:
+        if name.split("-")[0] in opts.skip:
             continue
         docs = []
         for label, root in trees:

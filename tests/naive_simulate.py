@@ -232,7 +232,7 @@ class _GroupClocks:
 class _Run:
     """State and phases of one run; :meth:`run` returns the ``R_*`` array."""
 
-    def __init__(self, fparams, iparams, failures, rng, base_stack, base_cost, log):
+    def __init__(self, fparams, iparams, failures, rng, base_stack, base_cost, log, jitter_rng=None):
         self.layer = fparams[K.F_LAYER_COMPUTE]
         self.allreduce = fparams[K.F_ALLREDUCE]
         self.shrink = fparams[K.F_SHRINK]
@@ -249,6 +249,7 @@ class _Run:
         self.carry = iparams[K.I_CARRY] == 1
         self.failures = failures
         self.rng = rng
+        self.jitter_rng = jitter_rng
         self.base_stack = base_stack
         self.base_cost = base_cost
         self.log = log
@@ -272,6 +273,8 @@ class _Run:
     def _jitter(self):
         if self.jitter_sd <= 0:
             return 1.0
+        if self.jitter_rng is not None:  # the kernel's stream, one draw at a time
+            return max(0.0, self.jitter_rng.normal(1.0, self.jitter_sd))
         if not self._normals:
             # drawn in blocks only because one numpy call per draw is slow
             self._normals = self.rng.normal(1.0, self.jitter_sd, 4096).tolist()
@@ -454,7 +457,8 @@ class _Run:
         return self.out
 
 
-def naive_run_kernel(fparams, iparams, stack_traj, cost_traj, wipe_index, events, seed=None, log=None):
+def naive_run_kernel(fparams, iparams, stack_traj, cost_traj, wipe_index, events, seed=None, log=None,
+                     kernel_stream=False):
     """Simulate one training run in plain Python; the reference of ``run_kernel``.
 
     Parameters
@@ -474,12 +478,19 @@ def naive_run_kernel(fparams, iparams, stack_traj, cost_traj, wipe_index, events
         step cost and stack number after it), sorted by time.
     seed : int or None
         Seed of this reference's own random stream (jitter, failure times); ``None``
-        takes ``iparams[I_SEED]``.  It cannot reproduce the kernel's numba stream, so
-        runs with jitter or synthetic failures agree with the kernel only in law.
+        takes ``iparams[I_SEED]``.  It is not the kernel's stream, so runs with jitter
+        or synthetic failures agree with the kernel only in law (but see
+        ``kernel_stream``).
     log : list or None
         If a list, ``(phase, what)`` is appended for every event handled, e.g.
         ``("step", "all-reduce")``, ``("save", "rejoin")`` or ``("restart",
         "wipe-out")``: tests use it to check which situations a scenario exercises.
+    kernel_stream : bool, default False
+        Draw the jitters, one at a time, from ``numpy.random.RandomState(seed)``: the
+        kernel's stream (numba's ``np.random``: MT19937 seeded by ``init_genrand``,
+        polar normals), so that in events mode, where the jitters are the only random
+        numbers, the run must equal ``run_kernel`` exactly.  Synthetic failure times
+        still come from the reference's own stream.
 
     Returns
     -------
@@ -513,7 +524,10 @@ def naive_run_kernel(fparams, iparams, stack_traj, cost_traj, wipe_index, events
     replication = strategy == K.STRATEGY_REP
     base_stack = int(stack_traj[0, 0]) if replication else 1
     base_cost = float(cost_traj[0, 0]) if replication else 1.0
-    run = _Run(fparams, iparams, failures, rng, base_stack, base_cost, log)
+    jitter_rng = None
+    if kernel_stream:
+        jitter_rng = np.random.RandomState(int(iparams[K.I_SEED] if seed is None else seed) & 0xFFFFFFFF)
+    run = _Run(fparams, iparams, failures, rng, base_stack, base_cost, log, jitter_rng)
     try:
         return run.run()
     except PoolExhausted:

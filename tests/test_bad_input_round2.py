@@ -600,6 +600,17 @@ def test_interval95_keeps_the_student_t_interval_inside_the_bounds():
     assert interval95([3.0]).note == "no interval: one run (seed) gives none"
 
 
+@pytest.mark.parametrize("n", [2, 3, 4, 5, 7, 10, 31, 100, 1000])
+def test_interval95_t_interval_is_scipy_stats_students_to_the_last_bit(n):
+    # interval95 takes the quantile from scipy.special.stdtrit (not importing scipy.stats)
+    from scipy import stats
+
+    values = np.random.default_rng(n).normal(5.0, 1.0, n)
+    result = interval95(values)
+    half = float(stats.t.ppf(0.975, n - 1)) * float(values.std(ddof=1)) / math.sqrt(n)
+    assert (result.method, result.low, result.high) == ("t", values.mean() - half, values.mean() + half)
+
+
 def test_simulate_and_tune_text_say_why_there_is_no_interval():
     from spare_opt_cli.tune import format_table
 

@@ -201,10 +201,10 @@ def test_rep_masks_and_ckpt_restarts_on_every_failure():
 # ----------------------------------------------------------------------------- failure models
 @njit
 def _draw_weibull(seed, scale, shape, count):
-    np.random.seed(seed)
+    rng = K._stream(seed)
     out = np.empty(count)
     for i in range(count):
-        out[i] = K._weibull(scale, shape)
+        out[i] = K._weibull(rng, scale, shape)
     return out
 
 
@@ -218,11 +218,11 @@ def test_weibull_scale_gives_mean_mtbf(shape):
 
 @njit
 def _group_clock_times(seed, groups, scale, shape):
-    np.random.seed(seed)
+    rng = K._stream(seed)
     out = np.empty(groups)
     cum = 0.0
     for k in range(groups):
-        out[k], cum = K._next_failure(K.MODEL_GROUP_CLOCKS, 0.0, k, groups, True, 0.0, shape, scale, 0.0, cum)
+        out[k], cum = K._next_failure(rng, K.MODEL_GROUP_CLOCKS, 0.0, k, groups, True, 0.0, shape, scale, 0.0, cum)
     return out
 
 
@@ -312,6 +312,39 @@ def test_mean_failures_to_wipe_out_is_seeded_and_keyword_only():
     assert first != mean_failures_to_wipe_out(params, "rep", 3, samples=16, seed=5)
     with pytest.raises(TypeError):
         mean_failures_to_wipe_out(params, "rep", 3, None, 16)
+
+
+@settings(max_examples=40, deadline=None)
+@given(kind=st.sampled_from(["block", "consecutive", "random_latin", "sidon"]), groups=st.integers(2, 40),
+       redundancy=st.integers(2, 6), m=st.sampled_from([1, 3]), seed=st.integers(0, 2**16))
+def test_spare_wipe_out_indices_equal_the_controllers_trajectories(kind, groups, redundancy, m, seed):
+    # mean_failures_to_wipe_out reads SPARe's wipe-outs straight from the layout; the
+    # controller's trajectories along the same failure orders are the reference.
+    from spare_opt import block, random_latin
+    from spare_opt.simulation._runs import _spare_wipe_out_indices, _trajectories
+
+    redundancy = min(redundancy, groups)
+    if kind == "block":
+        groups = max(redundancy, groups - groups % redundancy)
+        layout = block(groups, redundancy)
+    elif kind == "consecutive":
+        layout = consecutive(groups, redundancy)
+    elif kind == "random_latin":
+        layout = random_latin(groups, redundancy, seed=seed)
+    else:
+        layout = default_layout(groups, redundancy)
+    perms = np.argsort(np.random.default_rng(seed).random((8, groups)), axis=1)
+    assert np.array_equal(_spare_wipe_out_indices(perms, layout.stacks), _trajectories(layout, perms, m)[2])
+
+
+def test_mean_failures_to_wipe_out_of_spare_is_the_pools():
+    from spare_opt.simulation._runs import FailurePool
+
+    params = small(groups=24)
+    layout = default_layout(24, 4)
+    pool = FailurePool("spare", 24, 4, 3, layout)
+    pool.extend(50)  # the trajectories, whose wipe-outs the direct count must give
+    assert mean_failures_to_wipe_out(params, "spare", 4, layout, samples=50, seed=3) == pool.mean_failures_to_wipe_out()
 
 
 def test_real_trace_run(real_trace_path):

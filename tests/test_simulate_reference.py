@@ -1,7 +1,8 @@
 """The numba event loop against its plain-Python reference (``naive_simulate``).
 
 Trace mode with zero jitter uses no random number: the kernel must return exactly the
-reference's ``R_*`` array (``==`` on floats).  With synthetic failures the two draw from
+reference's ``R_*`` array (``==`` on floats); with jitter too when the reference draws
+the jitters from the kernel's stream (``kernel_stream=True``).  With synthetic failures the two draw from
 different random streams, so their means over seeds must agree within a two-sample test.
 """
 
@@ -297,6 +298,73 @@ def test_events_with_rejoins_kernel_equals_reference_hypothesis(strategy, timing
     costs = [load / m if strategy == "spare" else float(r) for _, _, load in events]
     f, i = packed(strategy, timing, steps=steps, period=period, carry=carry, max_wall_factor=cap)
     assert_same(f, i, trace_arrays(strategy, r, times, wipes, stacks, costs, kinds))
+
+
+@settings(max_examples=120)
+@given(
+    strategy=st.sampled_from(["ckpt", "rep", "spare"]),
+    timing=st.sampled_from(sorted(TIMINGS)),
+    steps=st.integers(1, 400),
+    period=st.sampled_from([1.0, 25.0, 90.0, 1e9]),
+    carry=st.booleans(),
+    jitter=st.sampled_from([0.05, 0.3, 1.5]),
+    seed=st.integers(0, 2**32 - 1) | st.sampled_from([0, 1, 2**31 - 1, 2**31, 2**32 - 1]),
+    events=st.lists(st.tuples(st.sampled_from([0.0, 0.125, 1.0, 2.0, 6.0, 8.0, 10.0, 64.0]) | st.floats(0.0, 400.0),
+                              st.integers(0, 5), st.integers(1, 24)), max_size=60),
+)
+def test_events_with_jitter_kernel_equals_reference_on_the_kernel_stream(strategy, timing, steps, period, carry,
+                                                                         jitter, seed, events):
+    # With jitter the events mode draws nothing but the jitters; the reference takes them
+    # one by one from numpy's legacy stream (numba's np.random), so the kernel, which draws
+    # the steps' jitters inline from its blocks and skips the event handler on steps that
+    # no event reaches, must agree to the last bit.  400 steps cross many blocks of 312
+    # doubles; sd 1.5 makes many jitters 0 (a negative normal).
+    r = 3
+    times = np.cumsum([gap for gap, _, _ in events])
+    kinds = [K.KIND_REJOIN if kind >= 4 and strategy != "ckpt" else K.KIND_FAILURE for _, kind, _ in events]
+    wipes = [1 if strategy == "ckpt" or kind == 0 else 0 for _, kind, _ in events]
+    stacks = [min(r, -(-load // 4)) if strategy == "spare" else (r if strategy == "rep" else 1) for _, _, load in events]
+    costs = [load / 4 if strategy == "spare" else float(stack) for (_, _, load), stack in zip(events, stacks)]
+    f, i = packed(strategy, timing, steps=steps, period=period, carry=carry, jitter=jitter, seed=seed)
+    arrays = trace_arrays(strategy, r, times, wipes, stacks, costs, kinds)
+    kernel = K.run_kernel(f, i, *arrays)
+    reference = naive_run_kernel(f, i, *arrays, kernel_stream=True)
+    differ = np.nonzero(kernel != reference)[0]
+    assert differ.size == 0, {int(d): (kernel[d], reference[d]) for d in differ}
+
+
+@settings(max_examples=60)
+@given(
+    strategy=st.sampled_from(["rep", "spare"]),
+    steps=st.integers(1, 700),
+    ahead=st.integers(0, 1500) | st.sampled_from([0, 1, 2, 311, 312, 313, 624]),
+    seed=st.integers(0, 2**32 - 1),
+    other_seed=st.booleans(),
+    events=st.lists(st.tuples(st.floats(0.0, 300.0), st.integers(0, 5), st.integers(1, 12)), max_size=40),
+)
+def test_runs_on_normals_drawn_ahead_equal_the_plain_kernel(strategy, steps, ahead, seed, other_seed, events):
+    # run_kernel_from reads the normals drawn ahead for the seed, then goes on with the
+    # stream after them: any count (odd, shorter or longer than the run needs) gives the
+    # plain kernel's numbers, and a stream of another seed is not used.
+    r = 3
+    times = np.cumsum([gap for gap, _, _ in events])
+    kinds = [K.KIND_REJOIN if kind >= 4 else K.KIND_FAILURE for _, kind, _ in events]
+    wipes = [1 if kind == 0 else 0 for _, kind, _ in events]
+    stacks = [min(r, -(-load // 4)) if strategy == "spare" else r for _, _, load in events]
+    costs = [load / 4 if strategy == "spare" else float(r) for _, _, load in events]
+    f, i = packed(strategy, "decimal", steps=steps, period=50.0, jitter=0.3, seed=seed)
+    arrays = trace_arrays(strategy, r, times, wipes, stacks, costs, kinds)
+    stream = K.normals_ahead(seed + 1 if other_seed else seed, ahead)
+    kept = [a.copy() for a in stream]
+    assert np.array_equal(K.run_kernel_from(f, i, *arrays, *stream), K.run_kernel(f, i, *arrays))
+    assert all(np.array_equal(a, b) for a, b in zip(stream, kept))  # the kept stream is not changed
+
+
+def test_normals_drawn_ahead_are_the_streams_normals():
+    rs = np.random.RandomState(11)
+    ahead = K.normals_ahead(11, 1001)[0]
+    assert ahead.size == 1002
+    assert np.array_equal(ahead, [rs.normal(0.0, 1.0) for _ in range(1002)])
 
 
 def test_open_ended_events_need_more_exactly_when_the_run_reaches_the_horizon():

@@ -130,18 +130,163 @@ E_NEXT_STACK = 4         # stack number from the next step on (raised by failure
 N_EPOCH_STATE = 5
 
 
+# ------------------------------------------------------------- the random stream
+# The kernel's random numbers are numba's np.random stream (the one it drew from before),
+# produced in blocks: the Mersenne Twister MT19937 seeded with init_genrand (numba's
+# np.random.seed), doubles of 53 bits from two 32-bit words, normals by Marsaglia's polar
+# method with the second value of each pair kept for the next call.  A stream is the
+# tuple ``(words, doubles, state, ahead)``: the generator's 624 words, the block of 312
+# doubles they give (then, at RNG_GAUSS, the normal kept), the ``S_*`` entries below, and
+# normals of the same stream drawn before (:func:`normals_ahead`, once per seed for all
+# the runs of that seed; empty for a fresh stream), which come first: the other three
+# go on from where the drawing of them left off.  Only normals can come from ``ahead``
+# (events mode, whose only random numbers are the jitters).  Drawing from a block costs
+# a load where np.random, one word at a time, checks and tempers each word (about 4x
+# faster per normal; the numbers are the same, tests/test_random_stream.py).
+RNG_WORDS = 624          # MT19937 state words (n)
+RNG_SHIFT = 397          # MT19937 middle word (m)
+RNG_DOUBLES = RNG_WORDS // 2
+RNG_GAUSS = RNG_DOUBLES  # in ``doubles``: the second normal of the last pair
+S_POS = 0                # in ``state``: next double of the block (RNG_DOUBLES: draw a block)
+S_HAS_GAUSS = 1          # in ``state``: 1 when ``doubles[RNG_GAUSS]`` is the next normal
+S_AHEAD = 2              # in ``state``: next normal of ``ahead`` (its size: none left)
+S_SEED = 3               # in ``state``: the seed that started the stream (its low 32 bits)
+N_STREAM_STATE = 4
+
+
 @kernel
-def _jitter(sd):
+def _stream(seed):
+    """A random stream seeded as ``np.random.seed(seed)`` (the low 32 bits of ``seed``)."""
+    words = np.empty(RNG_WORDS, dtype=np.uint32)
+    value = np.uint64(seed) & np.uint64(0xFFFFFFFF)
+    for pos in range(RNG_WORDS):
+        words[pos] = np.uint32(value)
+        value = (np.uint64(1812433253) * (value ^ (value >> np.uint64(30))) + np.uint64(pos + 1)) \
+            & np.uint64(0xFFFFFFFF)
+    doubles = np.zeros(RNG_DOUBLES + 1)
+    state = np.zeros(N_STREAM_STATE, dtype=np.int64)
+    state[S_POS] = RNG_DOUBLES
+    state[S_SEED] = np.int64(np.uint64(seed) & np.uint64(0xFFFFFFFF))
+    return words, doubles, state, np.zeros(0)
+
+
+@kernel
+def normals_ahead(seed, count):
+    """The first ``count`` normals (rounded up to pairs) of the stream of ``seed``, and the stream after them.
+
+    Returns ``(ahead, words, doubles, state)``: ``ahead`` (float64, standard normals,
+    as ``np.random.normal(0, 1)`` after ``np.random.seed(seed)``), then the state that
+    :func:`run_kernel_from` continues from once they are used up.
+    """
+    words, doubles, state, _ = _stream(seed)
+    pairs = (max(count, 0) + 1) // 2
+    ahead = np.empty(2 * pairs)
+    pos = RNG_DOUBLES
+    done = 0
+    while done < pairs:
+        if pos >= RNG_DOUBLES:
+            _refill(words, doubles)
+            pos = 0
+        u1 = doubles[pos]
+        pos += 1
+        if pos >= RNG_DOUBLES:
+            _refill(words, doubles)
+            pos = 0
+        accepted, now, kept = _polar(u1, doubles[pos])
+        pos += 1
+        if accepted:
+            ahead[2 * done] = now
+            ahead[2 * done + 1] = kept
+            done += 1
+    state[S_POS] = pos
+    return ahead, words, doubles, state
+
+
+@kernel
+def _refill(words, doubles):
+    """Advance MT19937 by 624 words (its twist) and turn them into the next 312 doubles."""
+    upper = np.uint32(0x80000000)
+    lower = np.uint32(0x7FFFFFFF)
+    matrix = np.uint32(0x9908B0DF)
+    one = np.uint32(1)
+    for i in range(RNG_WORDS - RNG_SHIFT):
+        y = (words[i] & upper) | (words[i + 1] & lower)
+        words[i] = words[i + RNG_SHIFT] ^ (y >> one) ^ (matrix * (y & one))
+    for i in range(RNG_WORDS - RNG_SHIFT, RNG_WORDS - 1):
+        y = (words[i] & upper) | (words[i + 1] & lower)
+        words[i] = words[i + RNG_SHIFT - RNG_WORDS] ^ (y >> one) ^ (matrix * (y & one))
+    y = (words[RNG_WORDS - 1] & upper) | (words[0] & lower)
+    words[RNG_WORDS - 1] = words[RNG_SHIFT - 1] ^ (y >> one) ^ (matrix * (y & one))
+    for i in range(RNG_DOUBLES):
+        a = words[2 * i]
+        a ^= a >> np.uint32(11)
+        a ^= (a << np.uint32(7)) & np.uint32(0x9D2C5680)
+        a ^= (a << np.uint32(15)) & np.uint32(0xEFC60000)
+        a ^= a >> np.uint32(18)
+        b = words[2 * i + 1]
+        b ^= b >> np.uint32(11)
+        b ^= (b << np.uint32(7)) & np.uint32(0x9D2C5680)
+        b ^= (b << np.uint32(15)) & np.uint32(0xEFC60000)
+        b ^= b >> np.uint32(18)
+        doubles[i] = ((a >> np.uint32(5)) * 67108864.0 + (b >> np.uint32(6))) / 9007199254740992.0
+
+
+@kernel
+def _uniform(rng):
+    """The next double in [0, 1) of ``rng``: ``np.random.random()``."""
+    words, doubles, state = rng[0], rng[1], rng[2]
+    pos = state[S_POS]
+    if pos >= RNG_DOUBLES:
+        _refill(words, doubles)
+        pos = 0
+    state[S_POS] = pos + 1
+    return doubles[pos]
+
+
+@kernel
+def _polar(u1, u2):
+    """Marsaglia's polar method on two uniforms: ``(accepted, normal now, normal kept)``."""
+    x1 = 2.0 * u1 - 1.0
+    x2 = 2.0 * u2 - 1.0
+    r2 = x1 * x1 + x2 * x2
+    if r2 < 1.0 and r2 != 0.0:
+        f = math.sqrt(-2.0 * math.log(r2) / r2)
+        return True, f * x2, f * x1
+    return False, 0.0, 0.0
+
+
+@kernel
+def _normal(rng, loc, scale):
+    """The next normal of ``rng``: ``np.random.normal(loc, scale)``."""
+    doubles, state, ahead = rng[1], rng[2], rng[3]
+    if state[S_AHEAD] < ahead.size:
+        state[S_AHEAD] += 1
+        return loc + scale * ahead[state[S_AHEAD] - 1]
+    if state[S_HAS_GAUSS] == 1:
+        state[S_HAS_GAUSS] = 0
+        return loc + scale * doubles[RNG_GAUSS]
+    while True:
+        u1 = _uniform(rng)
+        accepted, now, kept = _polar(u1, _uniform(rng))
+        if accepted:
+            break
+    doubles[RNG_GAUSS] = kept
+    state[S_HAS_GAUSS] = 1
+    return loc + scale * now
+
+
+@kernel
+def _jitter(rng, sd):
     if sd <= 0.0:
         return 1.0
-    value = np.random.normal(1.0, sd)
+    value = _normal(rng, 1.0, sd)
     return value if value > 0.0 else 0.0
 
 
 @kernel
-def _weibull(scale, shape):
+def _weibull(rng, scale, shape):
     # Inverse transform: X = scale * (-ln U)^(1/k), mean scale * Gamma(1 + 1/k).
-    u = np.random.random()
+    u = _uniform(rng)
     return scale * (-math.log(1.0 - u)) ** (1.0 / shape)
 
 
@@ -160,7 +305,7 @@ def _outcome(strategy, k, epoch, stack_traj, cost_traj, wipe_index):
 
 
 @kernel
-def _next_failure(model, fail_time, k, groups, follow_live, scale, shape, group_scale, epoch_start, cum):
+def _next_failure(rng, model, fail_time, k, groups, follow_live, scale, shape, group_scale, epoch_start, cum):
     """Time of the next failure after one at ``fail_time`` (``k`` groups down in the epoch).
 
     System renewal: a fresh Weibull interval, stretched by ``N / (N - k)`` when the rate
@@ -173,19 +318,19 @@ def _next_failure(model, fail_time, k, groups, follow_live, scale, shape, group_
         frac = (groups - k) / groups if follow_live else 1.0
         if frac <= 0.0:
             return np.inf, cum
-        return fail_time + _weibull(scale, shape) / frac, cum
+        return fail_time + _weibull(rng, scale, shape) / frac, cum
     live = groups - k
     if live <= 0:
         return np.inf, cum
-    cum += -math.log(1.0 - np.random.random()) / live
+    cum += -math.log(1.0 - _uniform(rng)) / live
     return epoch_start + group_scale * cum ** (1.0 / shape), cum
 
 
 @kernel
-def _draw_next_failure(fail_time, fparams, iparams, clock, epoch_state):
+def _draw_next_failure(rng, fail_time, fparams, iparams, clock, epoch_state):
     """Draw the next synthetic failure after one at ``fail_time`` into ``clock``."""
     clock[C_NEXT_FAIL], clock[C_CUM] = _next_failure(
-        iparams[I_FAILURE_MODEL], fail_time, epoch_state[E_FAILED], iparams[I_GROUPS],
+        rng, iparams[I_FAILURE_MODEL], fail_time, epoch_state[E_FAILED], iparams[I_GROUPS],
         iparams[I_RATE_FOLLOWS_LIVE] == 1, clock[C_SCALE], fparams[F_SHAPE], clock[C_GROUP_SCALE],
         clock[C_EPOCH_START], clock[C_CUM])
 
@@ -215,30 +360,30 @@ def _next_event(events, fparams, iparams, clock, epoch_state):
 
 
 @kernel
-def _restart_group_clocks(at, fparams, iparams, clock, epoch_state):
+def _restart_group_clocks(rng, at, fparams, iparams, clock, epoch_state):
     """Group clocks: restart every clock at ``at`` and draw the epoch's first failure."""
     clock[C_EPOCH_START] = at
     clock[C_CUM] = 0.0
-    _draw_next_failure(at, fparams, iparams, clock, epoch_state)
+    _draw_next_failure(rng, at, fparams, iparams, clock, epoch_state)
 
 
 @kernel
-def _reconfigured(end, spare, fparams):
+def _reconfigured(rng, end, spare, fparams):
     """``end`` lengthened by a communicator change (shrink or grow) and, for SPARe, the controller.
 
     Each duration is jittered and added in turn (the order of the additions is part of
     the exact semantics).
     """
     sd = fparams[F_JITTER]
-    end += fparams[F_SHRINK] * _jitter(sd)
+    end += fparams[F_SHRINK] * _jitter(rng, sd)
     if spare:
-        end += fparams[F_CONTROLLER] * _jitter(sd)
+        end += fparams[F_CONTROLLER] * _jitter(rng, sd)
     return end
 
 
 @kernel
-def _phase_events(phase, end, ar, fparams, iparams, clock, epoch_state, out, stack_traj, cost_traj, wipe_index,
-                  events):
+def _phase_events(rng, phase, end, ar, fparams, iparams, clock, epoch_state, out, stack_traj, cost_traj,
+                  wipe_index, events):
     """Handle every event that lands in a phase ending at ``end``, in time order.
 
     The one place where an event is counted, its outcome looked up and its cost
@@ -292,12 +437,12 @@ def _phase_events(phase, end, ar, fparams, iparams, clock, epoch_state, out, sta
             epoch_state[E_NEXT_STACK] = new_stack
             clock[C_NEXT_COST] = new_cost
             if phase == PHASE_STEP:
-                rejoin_cost = _reconfigured(rejoin_cost, spare, fparams)
+                rejoin_cost = _reconfigured(rng, rejoin_cost, spare, fparams)
             else:
                 epoch_state[E_STACK] = new_stack
                 clock[C_COST] = new_cost
                 if phase == PHASE_SAVE:
-                    end = _reconfigured(end, spare, fparams)
+                    end = _reconfigured(rng, end, spare, fparams)
             continue
         fail_time = at
         if phase == PHASE_RESTART and iparams[I_CARRY] != 1:
@@ -310,7 +455,7 @@ def _phase_events(phase, end, ar, fparams, iparams, clock, epoch_state, out, sta
             if trace_mode:
                 _next_event(events, fparams, iparams, clock, epoch_state)
             else:
-                clock[C_NEXT_FAIL] = fail_time + _weibull(clock[C_SCALE], fparams[F_SHAPE])
+                clock[C_NEXT_FAIL] = fail_time + _weibull(rng, clock[C_SCALE], fparams[F_SHAPE])
             continue
         epoch_state[E_FAILED] += 1
         out[R_FAILURES] += 1.0
@@ -333,16 +478,16 @@ def _phase_events(phase, end, ar, fparams, iparams, clock, epoch_state, out, sta
             # a wipe-out in a step or save starts a restart at once, which sets the clocks;
             # one inside a restart does not stop it, so the failure process goes on
             if phase == PHASE_RESTART and not trace_mode:
-                _draw_next_failure(fail_time, fparams, iparams, clock, epoch_state)
+                _draw_next_failure(rng, fail_time, fparams, iparams, clock, epoch_state)
             return WIPED, end, overhead, fail_time
         out[R_MASKED] += 1.0
         epoch_state[E_NEXT_STACK] = new_stack
         clock[C_NEXT_COST] = new_cost
         if phase == PHASE_STEP:
-            cost = fparams[F_SHRINK] * _jitter(sd)
+            cost = fparams[F_SHRINK] * _jitter(rng, sd)
             if spare:
-                cost += (fparams[F_CONTROLLER] * _jitter(sd)
-                         + fparams[F_PATCH_LAYERS] * fparams[F_LAYER_COMPUTE] * _jitter(sd))
+                cost += (fparams[F_CONTROLLER] * _jitter(rng, sd)
+                         + fparams[F_PATCH_LAYERS] * fparams[F_LAYER_COMPUTE] * _jitter(rng, sd))
             ar_start = end - ar
             if fail_time >= ar_start:
                 # the all-reduce timed out: its elapsed part is lost and it is redone
@@ -355,9 +500,9 @@ def _phase_events(phase, end, ar, fparams, iparams, clock, epoch_state, out, sta
             epoch_state[E_STACK] = new_stack
             clock[C_COST] = new_cost
             if phase == PHASE_SAVE:
-                end = _reconfigured(end, spare, fparams)
+                end = _reconfigured(rng, end, spare, fparams)
         if not trace_mode:
-            _draw_next_failure(fail_time, fparams, iparams, clock, epoch_state)
+            _draw_next_failure(rng, fail_time, fparams, iparams, clock, epoch_state)
     if rejoin_cost > 0.0:
         # the groups that became ready during the step join at its end
         overhead += rejoin_cost
@@ -386,6 +531,28 @@ def run_kernel(fparams, iparams, stack_traj, cost_traj, wipe_index, events):
     land in each are handled by :func:`_phase_events`.  ``tests/naive_simulate.py``
     is a plain-Python statement of the same semantics.
     """
+    return _simulate(fparams, iparams, stack_traj, cost_traj, wipe_index, events, _stream(iparams[I_SEED]))
+
+
+@kernel
+def run_kernel_from(fparams, iparams, stack_traj, cost_traj, wipe_index, events, ahead, words, doubles, state):
+    """:func:`run_kernel` on the stream ``(ahead, words, doubles, state)`` of :func:`normals_ahead`.
+
+    That stream must be the one of ``iparams[I_SEED]`` (the caller keeps it per seed);
+    it is not changed (the run draws from a copy of its state and reads ``ahead``).
+    ``ahead`` is read in events mode only, which draws normals alone; a synthetic run
+    starts the stream of its seed afresh.
+    """
+    if iparams[I_TRACE] != 1 or (iparams[I_SEED] & 0xFFFFFFFF) != state[S_SEED]:  # not this stream's run
+        return run_kernel(fparams, iparams, stack_traj, cost_traj, wipe_index, events)
+    rng = (words.copy(), doubles.copy(), state.copy(), ahead)
+    rng[2][S_AHEAD] = 0
+    return _simulate(fparams, iparams, stack_traj, cost_traj, wipe_index, events, rng)
+
+
+@kernel
+def _simulate(fparams, iparams, stack_traj, cost_traj, wipe_index, events, rng):
+    """:func:`run_kernel` drawing from the random stream ``rng``."""
     t_layer = fparams[F_LAYER_COMPUTE]
     t_ar = fparams[F_ALLREDUCE]
     t_restart = fparams[F_RESTART]
@@ -398,7 +565,8 @@ def run_kernel(fparams, iparams, stack_traj, cost_traj, wipe_index, events):
     carry = iparams[I_CARRY] == 1
     trace_mode = iparams[I_TRACE] == 1
     model = iparams[I_FAILURE_MODEL]
-    np.random.seed(iparams[I_SEED])
+    words, doubles, stream, ahead = rng
+    n_ahead = ahead.size
 
     out = np.zeros(N_RESULTS)
     clock = np.zeros(N_CLOCK)
@@ -416,7 +584,7 @@ def run_kernel(fparams, iparams, stack_traj, cost_traj, wipe_index, events):
     if trace_mode:
         _first_event(events, fparams, iparams, clock)
     else:
-        _draw_next_failure(0.0, fparams, iparams, clock, epoch_state)
+        _draw_next_failure(rng, 0.0, fparams, iparams, clock, epoch_state)
 
     t = 0.0
     committed = 0                # steps covered by the last checkpoint
@@ -431,13 +599,54 @@ def run_kernel(fparams, iparams, stack_traj, cost_traj, wipe_index, events):
         step_start = t
         stack = epoch_state[E_STACK]
         cost = clock[C_COST]
-        comp = cost * t_layer * _jitter(sd)
-        ar = t_ar * _jitter(sd)
-        status, end, overhead, fail_time = _phase_events(
-            PHASE_STEP, t + comp + ar, ar, fparams, iparams, clock, epoch_state, out, stack_traj, cost_traj,
-            wipe_index, events)
-        if status == NEED_MORE:
-            return out
+        # The step's jitters (compute, then all-reduce): _jitter's draws, written out here
+        # because a call that takes the stream's arrays costs more reference counting than
+        # the draw itself.
+        jitter_comp = 1.0
+        jitter_ar = 1.0
+        if sd > 0.0:
+            for draw in range(2):
+                next_ahead = stream[S_AHEAD]
+                if next_ahead < n_ahead:
+                    normal = ahead[next_ahead]
+                    stream[S_AHEAD] = next_ahead + 1
+                elif stream[S_HAS_GAUSS] == 1:
+                    stream[S_HAS_GAUSS] = 0
+                    normal = doubles[RNG_GAUSS]
+                else:
+                    pos = stream[S_POS]
+                    while True:
+                        if pos >= RNG_DOUBLES:
+                            _refill(words, doubles)
+                            pos = 0
+                        u1 = doubles[pos]
+                        pos += 1
+                        if pos >= RNG_DOUBLES:
+                            _refill(words, doubles)
+                            pos = 0
+                        accepted, normal, kept = _polar(u1, doubles[pos])
+                        pos += 1
+                        if accepted:
+                            break
+                    stream[S_POS] = pos
+                    doubles[RNG_GAUSS] = kept
+                    stream[S_HAS_GAUSS] = 1
+                value = 1.0 + sd * normal
+                if draw == 0:
+                    jitter_comp = value if value > 0.0 else 0.0
+                else:
+                    jitter_ar = value if value > 0.0 else 0.0
+        comp = cost * t_layer * jitter_comp
+        ar = t_ar * jitter_ar
+        end = t + comp + ar
+        if clock[C_NEXT_FAIL] < end:
+            status, end, overhead, fail_time = _phase_events(
+                rng, PHASE_STEP, end, ar, fparams, iparams, clock, epoch_state, out, stack_traj, cost_traj,
+                wipe_index, events)
+            if status == NEED_MORE:
+                return out
+        else:  # no event lands in the step (most steps): what _phase_events returns then, without the call
+            status, overhead, fail_time = ENDED, 0.0, 0.0
         out[R_STACK_STEPS] += stack
         out[R_COST_STEPS] += cost
         out[R_STEPS_EXECUTED] += 1.0
@@ -459,7 +668,7 @@ def run_kernel(fparams, iparams, stack_traj, cost_traj, wipe_index, events):
             # ----------------------------------------------------- checkpoint
             save_start = t
             status, save_end, _, fail_time = _phase_events(
-                PHASE_SAVE, t + t_save * _jitter(sd), 0.0, fparams, iparams, clock, epoch_state, out, stack_traj,
+                rng, PHASE_SAVE, t + t_save * _jitter(rng, sd), 0.0, fparams, iparams, clock, epoch_state, out, stack_traj,
                 cost_traj, wipe_index, events)
             if status == NEED_MORE:
                 return out
@@ -496,18 +705,18 @@ def run_kernel(fparams, iparams, stack_traj, cost_traj, wipe_index, events):
             if not trace_mode and (first_restart or model == MODEL_GROUP_CLOCKS):
                 if model == MODEL_SYSTEM_RENEWAL:
                     # the wipe-out failure is a renewal point; every group is back
-                    clock[C_NEXT_FAIL] = restart_from + _weibull(clock[C_SCALE], shape)
+                    clock[C_NEXT_FAIL] = restart_from + _weibull(rng, clock[C_SCALE], shape)
                 elif carry:
                     # group clocks restart with the restart: failures inside it stay down
-                    _restart_group_clocks(restart_from, fparams, iparams, clock, epoch_state)
+                    _restart_group_clocks(rng, restart_from, fparams, iparams, clock, epoch_state)
                 else:
                     # group clocks restart with training: no failure inside the restart
                     clock[C_NEXT_FAIL] = np.inf
             first_restart = False
-            restart_end = restart_from + t_restart * _jitter(sd)
+            restart_end = restart_from + t_restart * _jitter(rng, sd)
             out[R_RESTART] += restart_end - restart_from
             status, _, _, _ = _phase_events(
-                PHASE_RESTART, restart_end, 0.0, fparams, iparams, clock, epoch_state, out, stack_traj, cost_traj,
+                rng, PHASE_RESTART, restart_end, 0.0, fparams, iparams, clock, epoch_state, out, stack_traj, cost_traj,
                 wipe_index, events)
             if status == NEED_MORE:
                 return out
@@ -520,7 +729,7 @@ def run_kernel(fparams, iparams, stack_traj, cost_traj, wipe_index, events):
                 continue
             t = restart_end
             if model == MODEL_GROUP_CLOCKS and not trace_mode and not carry:
-                _restart_group_clocks(t, fparams, iparams, clock, epoch_state)
+                _restart_group_clocks(rng, t, fparams, iparams, clock, epoch_state)
             break
     out[R_WALL] = t
     out[R_USEFUL] += pend_useful

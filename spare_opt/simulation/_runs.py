@@ -12,6 +12,8 @@ Public names here are re-exported by :mod:`spare_opt.simulation.time_to_train` a
 """
 
 import math
+import threading
+from collections import OrderedDict
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -58,6 +60,12 @@ MAX_RUN_FAILURES = 2 * MAX_EXPECTED_FAILURES
 #: controller trajectory, about 0.4 ms at N = 200): the bound of the pool's growth.  A
 #: finishing run of the presets needs at most a few ten thousand.
 MAX_RUN_EPOCHS = 2**18
+#: Jitter normals drawn ahead per kernel seed (:func:`_stream_ahead`), at most this many
+#: each (16 MB), for this many seeds (the most recent).
+MAX_AHEAD_NORMALS = 2**21
+AHEAD_SEEDS_KEPT = 4
+_AHEAD = OrderedDict()
+_AHEAD_LOCK = threading.Lock()
 #: Seed of the failure orders used to estimate ``T_f`` for the default checkpoint period
 #: (kept apart from the seeds of the runs).
 GRID_SEED = 1_000_003
@@ -345,6 +353,39 @@ def _rep_wipe_out_indices(perms, groups, redundancy):
     return (last.min(axis=1) + 1).astype(np.int32)
 
 
+def _spare_wipe_out_indices(perms, stacks):
+    """1-based failure of each order in ``perms`` after which some shard type has no live holder.
+
+    The wipe-out of SPARe (at any ``m``): the controller's trajectories
+    (:func:`_trajectories`) end there too.  A type's holders are gone at the latest of
+    their failure positions, so the wipe-out is the least of those latest positions
+    over the types: ``O(N r)`` per order, with no reorder computed.
+
+    Parameters
+    ----------
+    perms : numpy.ndarray of int, shape (E, N)
+        Failure orders, each a permutation of the groups.
+    stacks : numpy.ndarray of int, shape (N, r)
+        The layout's stacks (every shard type held by exactly ``r`` groups).
+
+    Returns
+    -------
+    numpy.ndarray of int32, shape (E,)
+    """
+    n, r = stacks.shape
+    holders = (np.argsort(stacks.ravel(), kind="stable") // r).reshape(n, r)  # the r groups of each type
+    position = np.empty(n, dtype=np.int64)
+    steps = np.arange(n, dtype=np.int64)
+    out = np.empty(perms.shape[0], dtype=np.int32)
+    for e in range(perms.shape[0]):
+        position[perms[e]] = steps
+        last = position[holders[:, 0]]
+        for column in range(1, r):
+            np.maximum(last, position[holders[:, column]], out=last)
+        out[e] = last.min() + 1
+    return out
+
+
 def _trajectories(layout, perms, micro_batches):
     """Stack numbers, step costs and wipe-out indices of SPARe along failure orders ``perms``.
 
@@ -411,16 +452,41 @@ class FailurePool:
     def extend(self, count):
         if self.strategy == "ckpt":
             return
+        for size in self._blocks(count):
+            self._extend(size)
+
+    def _blocks(self, count):
+        """Sizes of the draws that give ``count`` more epochs."""
         # Draw in blocks of about a million entries: the float and argsort temporaries of
         # one large draw would take 16 bytes per entry on top of the pool itself.
         block = max(1, 2**20 // self.groups)
         while count > block:
-            self._extend(block)
+            yield block
             count -= block
-        self._extend(count)
+        yield count
+
+    def _orders(self, count):
+        """The next ``count`` failure orders (permutations of the groups), one row each."""
+        return np.argsort(self._rng.random((count, self.groups)), axis=1)
+
+    def extend_wipe_outs(self, count):
+        """Draw ``count`` more epochs but keep only their wipe-outs (``wipe``), not the trajectories.
+
+        The same draws and wipe-out indices as :meth:`extend` (the trajectories end at
+        the wipe-out), without running the controller along each order; ``stack`` and
+        ``cost`` are left as they are, so a pool extended this way serves
+        :meth:`mean_failures_to_wipe_out` only.
+        """
+        if self.strategy == "ckpt":
+            return
+        if self.strategy != "spare":
+            self.extend(count)
+            return
+        for size in self._blocks(count):
+            self.wipe = np.concatenate([self.wipe, _spare_wipe_out_indices(self._orders(size), self.layout.stacks)])
 
     def _extend(self, count):
-        perms = np.argsort(self._rng.random((count, self.groups)), axis=1)
+        perms = self._orders(count)
         if self.strategy == "rep":
             self.wipe = np.concatenate([self.wipe, _rep_wipe_out_indices(perms, self.groups, self.redundancy)])
             return
@@ -523,8 +589,7 @@ def mean_failures_to_wipe_out(params, strategy, redundancy, layout=None, *, samp
     if strategy == "spare":
         layout = check_run_layout(layout, params.groups, redundancy)
     pool = FailurePool(strategy, params.groups, redundancy, seed, layout)
-    if strategy != "ckpt":
-        pool.extend(samples)
+    pool.extend_wipe_outs(samples)  # the wipe-outs alone: no trajectory of the reorder is needed
     return pool.mean_failures_to_wipe_out()
 
 
@@ -700,7 +765,8 @@ def run_events(params, strategy, redundancy, period, seed, events, *, micro_batc
     pack = dict(micro_batches=micro_batches, micro_batch_overhead=micro_batch_overhead_seconds)
     if not callable(events):
         f, i = _pack(params, strategy, redundancy, period, seed, trace_mode=True, **pack)
-        raw = K.run_kernel(f, i, base, base_cost, no_pool, _kernel_costs(events, strategy, f))
+        rows = _kernel_costs(events, strategy, f)
+        raw = K.run_kernel_from(f, i, base, base_cost, no_pool, rows, *_stream_ahead(f, i, len(rows)))
         _check_capped(raw, params)
         return _result(raw, params, strategy, redundancy, period, seed, micro_batches, semantics)
     horizon = 2.0 * fault_free_seconds(params)  # a run lasts at least T0
@@ -708,11 +774,42 @@ def run_events(params, strategy, redundancy, period, seed, events, *, micro_batc
         rows, complete = events(horizon)
         f, i = _pack(params, strategy, redundancy, period, seed, trace_mode=True,
                      horizon=None if complete else horizon, **pack)
-        raw = K.run_kernel(f, i, base, base_cost, no_pool, _kernel_costs(rows, strategy, f))
+        rows = _kernel_costs(rows, strategy, f)
+        raw = K.run_kernel_from(f, i, base, base_cost, no_pool, rows, *_stream_ahead(f, i, len(rows)))
         _check_capped(raw, params)
         if raw[K.R_NEED_MORE] == 0.0:
             return _result(raw, params, strategy, redundancy, period, seed, micro_batches, semantics)
         horizon *= 2.0
+
+
+def _stream_ahead(fparams, iparams, events):
+    """The kernel's random stream of an events run, its first normals drawn ahead and kept per seed.
+
+    An events run draws nothing but its jitters, about two normals per step: every run
+    of one seed (a comparison's settings and periods) takes the same normals, so they
+    are drawn once (:func:`spare_opt.simulation._kernels.normals_ahead`, two per step
+    and per event, at most :data:`MAX_AHEAD_NORMALS`), and a run that needs more goes
+    on with the stream after them (the same numbers as drawing every one in the run).
+    Returns ``(ahead, words, doubles, state)`` for ``run_kernel_from``.
+    """
+    from . import _kernels as K
+
+    seed = int(iparams[K.I_SEED]) & 0xFFFFFFFF
+    count = min(MAX_AHEAD_NORMALS, 2 * int(iparams[K.I_STEPS]) + 2 * int(events) + 64)
+    if fparams[K.F_JITTER] <= 0.0:  # no jitter, no normal drawn
+        count = 0
+    with _AHEAD_LOCK:
+        entry = _AHEAD.get(seed)
+        if entry is not None and entry[0].size >= count:
+            _AHEAD.move_to_end(seed)
+            return entry
+    entry = K.normals_ahead(seed, count)
+    with _AHEAD_LOCK:
+        _AHEAD[seed] = entry
+        _AHEAD.move_to_end(seed)
+        while len(_AHEAD) > AHEAD_SEEDS_KEPT:
+            _AHEAD.popitem(last=False)
+    return entry
 
 
 def _kernel_costs(rows, strategy, f):

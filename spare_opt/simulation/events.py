@@ -187,8 +187,15 @@ class FailureEvents(Result):
 
 
 # ----------------------------------------------------------------------------- outcomes
+# The walk of a trace or of a model's faults is Python per event (a few thousand per
+# run): the state is kept in Python lists, dicts and ints, which cost far less per event
+# than numpy indexing of one or two groups; only the controller works on arrays.
 class _Outcomes:
-    """What failures and rejoins do to a strategy: (wipe-out?, stack number, step cost)."""
+    """What failures and rejoins do to a strategy: (wipe-out?, stack number, step cost).
+
+    ``fail`` and ``recover`` take a list of group ids (``fail``: in the order they
+    fail; ``recover``: sorted).
+    """
 
     def __init__(self, strategy, groups, redundancy, layout, micro_batches, replan=False):
         self.strategy = strategy
@@ -203,9 +210,9 @@ class _Outcomes:
             self.controller = ReorderController(layout, micro_batches=micro_batches)
         if strategy == "rep":
             n_sets = max(1, groups // redundancy)
-            self.set_of = np.arange(groups) % n_sets
-            self.set_size = np.bincount(self.set_of, minlength=n_sets)
-            self.lost = np.zeros(n_sets, dtype=np.int64)
+            self.set_of = (np.arange(groups) % n_sets).tolist()
+            self.set_size = np.bincount(self.set_of, minlength=n_sets).tolist()
+            self.lost = [0] * n_sets
         self.out = 0  # elastic: groups out of the all-reduce
 
     @property
@@ -224,122 +231,155 @@ class _Outcomes:
         if self.strategy == "ckpt":
             return (True,) + self.base
         if self.strategy == "elastic":
-            self.out += int(len(groups))
+            self.out += len(groups)
             if self.out >= self.groups:  # every replica is gone: a global restart
                 return (True,) + self.base
             return (False,) + self._elastic_outcome()
         if self.strategy == "rep":
-            np.add.at(self.lost, self.set_of[groups], 1)
-            return (bool(np.any(self.lost >= self.set_size)),) + self.base
-        plan = self.controller.fail(int(groups[0]) if len(groups) == 1 else groups)  # one group: the scalar path
+            lost, set_of, set_size = self.lost, self.set_of, self.set_size
+            wiped = False
+            for group in groups:
+                held = set_of[group]
+                lost[held] += 1
+                wiped = wiped or lost[held] >= set_size[held]  # every replica of a set is down
+            return (wiped,) + self.base
+        # one group: the controller's scalar path
+        plan = self.controller.fail(groups[0] if len(groups) == 1 else np.array(groups, dtype=np.int32))
         if not plan.masked:
             return (True,) + self.base
         return (False,) + self._plan_outcome(plan)
 
     def recover(self, groups):
         if self.strategy == "elastic":
-            self.out -= int(len(groups))
+            self.out -= len(groups)
             return self._elastic_outcome()
         if self.strategy == "rep":
-            np.subtract.at(self.lost, self.set_of[groups], 1)
+            lost, set_of = self.lost, self.set_of
+            for group in groups:
+                lost[set_of[group]] -= 1
             return self.base
         # The controller's incremental rejoin (also with ``replan``, which once re-planned
         # the groups still down from a restart because recover() ran the exact planner).
-        return self._plan_outcome(self.controller.recover(int(groups[0]) if len(groups) == 1 else groups))
+        back = groups[0] if len(groups) == 1 else np.array(groups, dtype=np.int32)
+        return self._plan_outcome(self.controller.recover(back))
 
     def restart(self):
         self.out = 0
         if self.strategy == "rep":
-            self.lost[:] = 0
+            self.lost = [0] * len(self.lost)
         elif self.controller is not None:
             self.controller.restart()
 
 
 class _Sequencer:
-    """The event rules (module docstring), applied instant by instant; collects events and counts."""
+    """The event rules (module docstring), applied instant by instant; collects events and counts.
+
+    ``down[g]`` says whether group ``g`` is out (failed, or healing); ``ready_at`` maps
+    each healing group to the time its heal ends, also the key of its entry in the heap
+    ``heals`` (an entry whose time no longer matches was cancelled).
+    """
 
     def __init__(self, semantics, strategy, groups, redundancy, layout, micro_batches, heal_seconds, replan=False):
         self.semantics = semantics
         self.repair = semantics == "repair"
         self.heal = heal_seconds
+        self.groups = groups
         self.outcomes = _Outcomes(strategy, groups, redundancy, layout, micro_batches, replan)
-        self.down = np.zeros(groups, dtype=bool)
-        self.ready_at = np.full(groups, math.inf)  # heal end of a healing group
+        self.down = [False] * groups
+        self.ready_at = {}  # healing group -> heal end
         self.heals = []  # heap of (ready time, group)
-        self.rows = []   # (time, kind, groups, wipe, cost, stack)
+        self.rows = []   # (time, kind, groups (list), wipe, cost, stack)
         self.counts = {"fault_starts": 0, "used": 0, "failure_events": 0, "already_down": 0, "fault_ends": 0,
                        "rejoin_events": 0, "rejoined": 0, "ends_after_restart": 0, "heals_cut_by_restart": 0,
                        "failed_while_healing": 0, "ends_ignored": 0}
 
     def rejoin_until(self, time):
         """Rule 1: the rejoins of every heal that ends at or before ``time``, one event per heal-end time."""
-        while self.heals and self.heals[0][0] <= time:
-            ready = self.heals[0][0]
+        heals = self.heals
+        while heals and heals[0][0] <= time:
+            ready = heals[0][0]
             back = []
-            while self.heals and self.heals[0][0] == ready:
-                _, group = heapq.heappop(self.heals)
-                if self.ready_at[group] == ready:  # not cancelled
+            ready_at = self.ready_at
+            while heals and heals[0][0] == ready:
+                _, group = heapq.heappop(heals)
+                if ready_at.get(group) == ready:  # not cancelled
                     back.append(group)
             if not back:
                 continue
-            back = np.array(sorted(back), dtype=np.int32)
-            self.down[back] = False
-            self.ready_at[back] = math.inf
+            back = sorted(set(back))  # a heal cancelled and begun again at one instant has two entries
+            down = self.down
+            for group in back:
+                down[group] = False
+                ready_at.pop(group, None)
             stack, cost = self.outcomes.recover(back)
             self.rows.append((ready, _REJOIN, back, False, cost, stack))
             self.counts["rejoin_events"] += 1
-            self.counts["rejoined"] += int(back.size)
+            self.counts["rejoined"] += len(back)
 
     def instant(self, time, failing, recovering, starts):
-        """Rules 2 and 3 at one instant; ``starts`` is the number of usable ``fault_start`` events."""
+        """Rules 2 and 3 at one instant; ``starts`` is the number of usable ``fault_start`` events.
+
+        ``failing`` and ``recovering``: the groups (arrays or lists of ids, each once).
+        """
         self.rejoin_until(time)
         self.counts["fault_starts"] += int(starts)
+        failing = failing.tolist() if isinstance(failing, np.ndarray) else list(failing)
+        recovering = recovering.tolist() if isinstance(recovering, np.ndarray) else list(recovering)
         after = []  # faults that start and end at this instant: their end comes after the start
-        if recovering.size:
-            self.counts["fault_ends"] += int(recovering.size)
+        if recovering:
+            self.counts["fault_ends"] += len(recovering)
             if not self.repair:
-                self.counts["ends_ignored"] += int(recovering.size)
+                self.counts["ends_ignored"] += len(recovering)
             else:
-                failing_now = set(failing.tolist())
-                for group in recovering.tolist():
+                failing_now = set(failing)
+                for group in recovering:
                     if not self.down[group] and group in failing_now:
                         after.append(group)
                     else:
                         self._end(group, time)
-        if failing.size:
+        if failing:
             self._fail(time, failing, starts)
         for group in after:
             self._end(group, time)
 
     def _end(self, group, time):
         """A usable ``fault_end`` under ``repair``: a group that is down starts healing."""
-        if not self.down[group] or self.ready_at[group] < math.inf:
+        if not self.down[group] or group in self.ready_at:
             self.counts["ends_after_restart"] += 1  # a restart brought it back
             return
         self.ready_at[group] = time + self.heal
         heapq.heappush(self.heals, (time + self.heal, group))
 
     def _fail(self, time, failing, starts):
-        healing = failing[self.down[failing] & (self.ready_at[failing] < math.inf)]
-        if healing.size:  # the node failed again before its group rejoined
-            self.ready_at[healing] = math.inf
-            self.counts["failed_while_healing"] += int(healing.size)
-        fresh = failing[~self.down[failing]]
-        self.counts["already_down"] += int(starts) - int(fresh.size) - int(healing.size)
-        if not fresh.size:
+        """The groups ``failing`` (a list of ids, each once) fail at ``time``."""
+        down, ready_at = self.down, self.ready_at
+        counts = self.counts
+        fresh = []
+        healing = 0
+        for group in failing:
+            if not down[group]:
+                fresh.append(group)
+            elif group in ready_at:  # the node failed again before its group rejoined
+                del ready_at[group]
+                healing += 1
+        if healing:
+            counts["failed_while_healing"] += healing
+        counts["already_down"] += int(starts) - len(fresh) - healing
+        if not fresh:
             return
-        self.counts["used"] += int(fresh.size)
-        self.counts["failure_events"] += 1
-        self.down[fresh] = True
+        counts["used"] += len(fresh)
+        counts["failure_events"] += 1
+        for group in fresh:
+            down[group] = True
         wiped, stack, cost = self.outcomes.fail(fresh)
         if wiped:
             # global restart: every group back (spares for those still down), heals cut short
-            self.counts["heals_cut_by_restart"] += int(np.count_nonzero(self.ready_at < math.inf))
-            self.down[:] = False
-            self.ready_at[:] = math.inf
+            counts["heals_cut_by_restart"] += len(ready_at)
+            self.down = [False] * self.groups
+            ready_at.clear()
             self.heals.clear()
             self.outcomes.restart()
-        self.rows.append((time, _FAILURE, np.sort(fresh).astype(np.int32), wiped, cost, stack))
+        self.rows.append((time, _FAILURE, sorted(fresh), wiped, cost, stack))
 
     def result(self, strategy, groups, redundancy, micro_batches, complete=True, horizon=math.inf, extra=None):
         rows = self.rows
@@ -351,7 +391,7 @@ class _Sequencer:
             micro_batches=micro_batches, heal_seconds=self.heal,
             times_seconds=np.array([row[0] for row in rows], dtype=np.float64),
             kinds=np.array([row[1] for row in rows], dtype=np.int8),
-            event_groups=tuple(row[2] for row in rows),
+            event_groups=tuple(np.array(row[2], dtype=np.int32) for row in rows),
             wipe_outs=np.array([row[3] for row in rows], dtype=bool),
             step_costs=np.array([row[4] for row in rows], dtype=np.float64),
             stack_numbers=np.array([row[5] for row in rows], dtype=np.int32),
@@ -496,30 +536,43 @@ def trace_events(trace, groups, strategy, redundancy, *, semantics="paper", layo
     indptr, group_ids = trace.node_groups(groups, seed=placement_seed, placement=placement, members=True)
     cuts = _cuts(trace, (indptr, group_ids))  # cut once per trace and placement, shared by the calls
     instants, node_group = cuts.instants, cuts.node_group
-    batch_lists = cuts.batch_lists()
-    batch_group_ptr, batch_groups = cuts.batch_group_ptr.tolist(), cuts.batch_groups
     seconds = trace_seconds(trace, time_scale)
     node_size = np.diff(indptr)
     starts = (trace.is_start & ~trace.ignored) * node_size[trace.node]
     replan = check.flag("replan", replan)
     sequencer = _Sequencer(semantics, strategy, groups, redundancy, layout, micro_batches, heal_seconds, replan)
-    first_batch = cuts.instant_batch.tolist()
-    for i, instant in enumerate(instants):
-        time = float(seconds[instant.start])
-        if semantics == "paper":
-            sequencer.instant(time, instant.failing, instant.recovering, int(np.sum(starts[instant.start:instant.stop])))
-            continue
-        # repair: the instant's events in file order, in batches of one kind (as the replay takes them)
-        sequencer.rejoin_until(time)
-        for j, (is_start, events) in enumerate(batch_lists[i], start=first_batch[i]):
-            batch = batch_groups[batch_group_ptr[j]:batch_group_ptr[j + 1]]
-            if is_start:
-                sequencer.rejoin_until(time)  # heals of zero length from ends earlier in the instant
-                sequencer._fail(time, batch, int(np.sum(starts[events])))
-            else:
-                sequencer.counts["fault_ends"] += int(batch.size)
-                for group in batch.tolist():
-                    sequencer._end(group, time)
+    times = seconds[cuts.bounds[:-1]].tolist()  # of each instant
+    if semantics == "paper":
+        # usable starts per instant (a node on several groups counts once per group)
+        per_instant = np.add.reduceat(starts, cuts.bounds[:-1]).tolist() if starts.size else []
+        for i, instant in enumerate(instants):
+            sequencer.instant(times[i], instant.failing, instant.recovering, per_instant[i])
+    else:
+        # repair: the instant's events in file order, in batches of one kind (as the replay
+        # takes them); per batch its kind, its groups and its usable starts, as lists
+        kinds = cuts.batch_start.tolist()
+        ptr = cuts.batch_group_ptr.tolist()
+        members = cuts.batch_groups.tolist()
+        batch_groups = [members[ptr[j]:ptr[j + 1]] for j in range(len(kinds))]
+        event_ptr = cuts.batch_ptr
+        batch_starts = np.add.reduceat(starts[cuts.batch_events], event_ptr[:-1]).tolist() if kinds else []
+        edges = cuts.instant_batch.tolist()
+        rejoin_until, fail, end, counts = sequencer.rejoin_until, sequencer._fail, sequencer._end, sequencer.counts
+        heals = sequencer.heals
+        for i in range(len(instants)):
+            time = times[i]
+            if heals and heals[0][0] <= time:
+                rejoin_until(time)
+            for j in range(edges[i], edges[i + 1]):
+                batch = batch_groups[j]
+                if kinds[j]:
+                    if heals and heals[0][0] <= time:
+                        rejoin_until(time)  # heals of zero length from ends earlier in the instant
+                    fail(time, batch, batch_starts[j])
+                else:
+                    counts["fault_ends"] += len(batch)
+                    for group in batch:
+                        end(group, time)
     sequencer.rejoin_until(math.inf)
     extra = {
         "outside_cluster": int(np.count_nonzero(trace.is_start & ~trace.ignored & (node_group[trace.node] < 0))),
