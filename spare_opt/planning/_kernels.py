@@ -83,6 +83,7 @@ STATUS_WIPE_OUT = 1
 STATUS_JOURNAL_FULL = 2
 STATUS_ALREADY_FAILED = 3
 STATUS_NOT_FAILED = 4  # of ``recover_groups``: a group given back is live
+STATUS_LEVEL_FALL_DEFERRED = 5  # of ``recover_split``: a level fall too wide for augmenting paths, nothing changed
 
 # Packed arguments of ``fail_packed`` (fewer arguments make numba's dispatch cheaper):
 # ``tables`` (TABLES, N, r) int32 holds stacks, holder_groups, holder_layers, order, pos,

@@ -64,6 +64,7 @@ from ._kernels import (
     STATUS_ALREADY_FAILED,
     STATUS_JOURNAL_FULL,
     STATUS_MASKED,
+    STATUS_LEVEL_FALL_DEFERRED,
     STATUS_NOT_FAILED,
     STATUS_WIPE_OUT,
 )
@@ -1009,14 +1010,48 @@ def _lower_split(tables, micro, rows, scalars, target, stamp):
 
 
 @kernel
-def recover_split(tables, micro, rows, scalars, back, journal):
+def _level_fall_too_wide(tables, rows, scalars, back, m, widest_fall):
+    """Would this rejoin try a lower level with more than ``widest_fall`` live groups above
+    it?  The first test of :func:`recover_split`'s loop, made before anything changes: the
+    returning groups come back empty, so the groups above ``L - 1`` are the live ones."""
+    stacks = tables[STACKS]
+    n, r = stacks.shape
+    bound = scalars[BOUND]
+    live_after = n - scalars[FAILED_COUNT] + back.size
+    lowest = (m * n + live_after - 1) // live_after
+    if bound <= lowest:
+        return False
+    target = bound - 1
+    if scalars[CERT_TARGET] == target:
+        holders = scalars[CERT_HOLDERS]
+        for i in range(back.size):
+            for layer in range(r):
+                if rows[CERT_TYPE, stacks[back[i], layer]] == scalars[CERT_ID]:
+                    holders += 1
+                    break
+        if m * scalars[CERT_TYPES] > target * holders:
+            return False  # the kept Hall violation still holds: no search
+    over = 0
+    for g in range(n):  # no more than the scan the lowering attempt would make
+        if rows[ALIVE, g] != 0 and rows[LOAD, g] > target:
+            over += 1
+            if over > widest_fall:
+                return True
+    return False
+
+
+@kernel
+def recover_split(tables, micro, rows, scalars, back, journal, widest_fall):
     """Bring the failed groups ``back`` (int32 array) back and re-plan.
 
     Returns ``(status, load, stack_number, failed_count, moves, journal_end)``.
     ``STATUS_JOURNAL_FULL``: the journal has less room than one record may need;
-    ``STATUS_NOT_FAILED``: group ``failed_count`` is live; in both cases nothing was
-    changed.  Otherwise ``micro[SPLIT]`` is the new plan and the journal (if kept) holds
-    one more undo record.
+    ``STATUS_NOT_FAILED``: group ``failed_count`` is live;
+    ``STATUS_LEVEL_FALL_DEFERRED``: the level would be tried one lower with more than
+    ``widest_fall`` live groups above it (one augmenting path each: the caller solves
+    this rejoin globally instead, ``ReorderController.recover``); in these cases nothing
+    was changed.  Otherwise ``micro[SPLIT]`` is the new plan and the journal (if kept)
+    holds one more undo record.
 
     A returning group comes back with no work.  Then ``L`` falls while a lower level is
     feasible: ``L* >= ceil(m N / (N - k))`` (Hall's condition for all types), so while
@@ -1045,6 +1080,8 @@ def recover_split(tables, micro, rows, scalars, back, journal):
     for i in range(back.size):
         if alive[back[i]] != 0:
             return STATUS_NOT_FAILED, 0, 0, np.int64(back[i]), 0, scalars[JOURNAL_END]
+    if _level_fall_too_wide(tables, rows, scalars, back, m, widest_fall):
+        return STATUS_LEVEL_FALL_DEFERRED, 0, 0, 0, 0, scalars[JOURNAL_END]
     certified = scalars[CERT_TARGET] > 0
     for i in range(back.size):
         g = back[i]

@@ -46,6 +46,12 @@ __all__ = [
     "load_trajectories",
 ]
 
+#: At ``m > 1``, a rejoin that tries a level one lower with more live groups than this
+#: above it (and no kept Hall violation) first runs one maximum flow at that level: a
+#: failed attempt by augmenting paths would search from many of them before finding the
+#: violation (``docs/benchmarks.md``, "Rejoins").
+WIDEST_LEVEL_FALL = 4096
+
 
 class ReorderController:
     """Stateful online reorder controller of a SPARe job (the paper's ReCtlr).
@@ -170,6 +176,7 @@ class ReorderController:
         self._micro_batches = check_micro_batches(micro_batches, layout.groups)
         self._tables = None
         self._single = np.zeros(1, dtype=np.int32)
+        self._widest_level_fall = WIDEST_LEVEL_FALL
         self.restart()
 
     # ------------------------------------------------------------------ state
@@ -701,6 +708,11 @@ class ReorderController:
             live = self._alive[back] != 0
             if live.any():
                 raise FailureSetError(f"recovered groups: group {int(back[live.argmax()])} has not failed")
+        return self._recover_checked(back, self._widest_level_fall)
+
+    def _recover_checked(self, back, widest_level_fall):
+        """:meth:`recover` after the checks: ``back`` is an int32 array of failed group ids."""
+        n = self._stacks.shape[0]
         history = self._history
         count = self._failed_count()
         history.new_generation(count)  # plans made before keep their failed set
@@ -712,12 +724,46 @@ class ReorderController:
                 widest = load
             else:
                 status, load, widest, failed_count, moves, journal_end = _s.recover_split(
-                    self._tables, self._micro, self._rows, self._scalars, back, history.journal)
+                    self._tables, self._micro, self._rows, self._scalars, back, history.journal,
+                    widest_level_fall)
+                if status == _s.STATUS_LEVEL_FALL_DEFERRED:
+                    return self._recover_past_a_wide_level(back)
             if status != _k.STATUS_JOURNAL_FULL:
                 break
             history.grow()
         source = (history, journal_end, failed_count, history.generation)
         return _lazy_plan(MASKED, widest, lower_bound(n, failed_count), _EMPTY, moves, {}, _LAZY, source, m, load)
+
+    def _recover_past_a_wide_level(self, back):
+        """:meth:`recover` at ``m > 1`` when the level ``L - 1`` would be tried with more than
+        ``_widest_level_fall`` live groups above it and no kept Hall violation stops it.
+
+        A lowering attempt that fails costs augmenting paths from many of those groups
+        before the one that has none, all undone; one maximum flow at ``L - 1`` for the
+        live groups after the rejoin decides instead.  When it falls short, the types it
+        reaches form a Hall violator (``_CoverNetwork.deficient_types``), kept as the
+        kernel's certificate, so this rejoin and the next ones it still blocks do no
+        search.  Otherwise the level falls by augmenting paths, as in any rejoin."""
+        from .exact import _CoverNetwork
+
+        rows, scalars = self._rows, self._scalars
+        before = self._alive != 0
+        alive = before.copy()
+        alive[back] = True
+        target = int(scalars[_s.BOUND]) - 1
+        live = np.flatnonzero(alive).astype(np.int32)
+        types = _CoverNetwork(self._stacks, live, micro_batches=self._micro_batches).deficient_types(target)
+        if types is not None:
+            if scalars[_s.CERT_ID] >= _k._STAMP_LIMIT:
+                rows[_s.CERT_TYPE, :] = 0
+                scalars[_s.CERT_ID] = 0
+            scalars[_s.CERT_ID] += 1
+            rows[_s.CERT_TYPE, types] = scalars[_s.CERT_ID]
+            holders = np.unique(self._holder_tables()[0][types].ravel())
+            scalars[_s.CERT_TYPES] = types.size
+            scalars[_s.CERT_HOLDERS] = int(before[holders].sum())  # the kernel counts the returning ones
+            scalars[_s.CERT_TARGET] = target
+        return self._recover_checked(back, np.iinfo(np.int64).max)
 
 
 def stack_number_trajectory(layout, failure_order, *, micro_batches=1, return_moves=False):

@@ -700,6 +700,38 @@ class _CoverNetwork:
             raise SolverError("internal error: the minimum cut is not a Hall violator")
         return types, holders
 
+    def deficient_types(self, s):
+        """The shard types of a Hall violation at loads ``<= s``, or ``None`` when ``s`` is feasible.
+
+        One maximum flow with capacity ``s`` per live group; when it is short of
+        ``N m``, the types reached from the source in the residual network.  Every live
+        holder of a reached type is reached (a reached type that sends flow to a holder
+        still has residual room towards it, or arrived by a reverse arc from another
+        holder, so its arc to this one is not saturated either), so with the reached
+        groups ``G'``: ``m |T| > s |G'| >= s |H(T)|`` (the minimum cut), a Hall violator
+        whatever the types and groups outside (:func:`spare_opt.planning._split_kernels.recover_split`
+        keeps it as its certificate).
+
+        Returns
+        -------
+        numpy.ndarray of int32 or None
+            Sorted type ids ``T``.
+        """
+        from scipy.sparse.csgraph import breadth_first_order, maximum_flow
+
+        if self._capacity_graph is None:
+            self._capacity_graph = self._build_capacity_graph()
+        graph = self._capacity_graph
+        graph.data[-self.live.size:] = s
+        result = maximum_flow(graph, 0, 2 * self.n + 1)
+        if result.flow_value == self.n * self.m:
+            return None
+        residual = (graph - result.flow).tocsr()
+        residual.data[residual.data < 0] = 0
+        residual.eliminate_zeros()
+        reached = np.asarray(breadth_first_order(residual, 0, directed=True, return_predecessors=False))
+        return np.sort(reached[(reached >= 1) & (reached <= self.n)] - 1).astype(np.int32)
+
     def least_stack_number(self, lowest, highest):
         """The least feasible ``S`` in ``[lowest, highest]``; ``highest`` must be feasible."""
         if lowest >= highest or self._feasible(lowest):
