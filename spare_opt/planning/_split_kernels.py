@@ -162,9 +162,9 @@ def _add_units(g, layer, delta, count, rows, scalars):
     old = count[g, layer]
     count[g, layer] = old + delta
     if old == 0 and delta > 0:
-        _retouch(g, 1, rows, scalars)
+        _retouch(np.int64(g), np.int64(1), rows, scalars)
     elif old + delta == 0 and old > 0:
-        _retouch(g, -1, rows, scalars)
+        _retouch(np.int64(g), np.int64(-1), rows, scalars)
 
 
 @kernel
@@ -204,7 +204,7 @@ def _place_greedy(t, j, tables, micro, rows, scalars, bound):
     if best < 0:
         return False
     micro[SPLIT, t, j] = best
-    _add_units(best, best_layer, 1, count, rows, scalars)
+    _add_units(np.int64(best), np.int64(best_layer), np.int64(1), count, rows, scalars)
     rows[LOAD, best] += 1
     return True
 
@@ -331,7 +331,7 @@ def _place_nearest(t, tables, micro, rows, scalars, bound, stamp):
     for j in range(m):
         if micro[SPLIT, t, j] == -1:
             waiting += 1
-    if _nearest_rooms(t, tables, rows, scalars, bound, waiting) < 0:
+    if _nearest_rooms(np.int64(t), tables, rows, scalars, np.int64(bound), np.int64(waiting)) < 0:
         return -1, 0
     count = tables[COUNT]
     load = rows[LOAD]
@@ -355,7 +355,7 @@ def _place_nearest(t, tables, micro, rows, scalars, bound, stamp):
         rows[PATH_GROUP, 0] = h
         rows[PATH_TO_LAYER, 0] = rows[PARENT_TO_LAYER, h]
         for _ in range(carried):
-            _augment_path(t, depth, tables, micro, rows, scalars, stamp)
+            _augment_path(np.int64(t), np.int64(depth), tables, micro, rows, scalars, stamp)
         placed += carried
         waiting -= carried
         longest = max(longest, depth)
@@ -421,11 +421,11 @@ def _augment_path(t, depth, tables, micro, rows, scalars, stamp):
         jj = _pick_entry(u, g, micro, stamp)
         _log(u, jj, micro, scalars, stamp)
         micro[SPLIT, u, jj] = h
-        _add_units(g, from_layer, -1, count, rows, scalars)
-        _add_units(h, rows[PATH_TO_LAYER, k], 1, count, rows, scalars)
+        _add_units(np.int64(g), np.int64(from_layer), np.int64(-1), count, rows, scalars)
+        _add_units(np.int64(h), np.int64(rows[PATH_TO_LAYER, k]), np.int64(1), count, rows, scalars)
     root = rows[PATH_GROUP, 0]
-    micro[SPLIT, t, _unplaced_index(t, micro)] = root
-    _add_units(root, rows[PATH_TO_LAYER, 0], 1, count, rows, scalars)
+    micro[SPLIT, t, _unplaced_index(np.int64(t), micro)] = root
+    _add_units(np.int64(root), np.int64(rows[PATH_TO_LAYER, 0]), np.int64(1), count, rows, scalars)
     rows[LOAD, rows[PATH_GROUP, depth]] += 1
 
 
@@ -478,7 +478,7 @@ def _feeder(g, tables, rows, stamp, mark):
         for i in range(r):
             f = holder_groups[u, i]
             if (f != g and rows[VISIT, f] == mark and rows[LEVEL, f] == 0 and count[f, holder_layers[u, i]] > 0
-                    and _source_layer(f, rows, stacks, stamp) >= 0):
+                    and _source_layer(np.int64(f), rows, stacks, stamp) >= 0):
                 return f, holder_layers[u, i], to_layer
     return -1, -1, -1
 
@@ -518,16 +518,16 @@ def _back_path(x, tables, rows, stamp, mark, live):
     arcs = r * r
     top = level[x]
     if top == 0:
-        layer = _source_layer(x, rows, stacks, stamp)
+        layer = _source_layer(np.int64(x), rows, stacks, stamp)
         if layer >= 0:
             rows[PATH_GROUP, 0] = x
             rows[PATH_TO_LAYER, 0] = layer
             return 0
-        f, from_layer, to_layer = _feeder(x, tables, rows, stamp, mark)
+        f, from_layer, to_layer = _feeder(np.int64(x), tables, rows, stamp, mark)
         if f < 0:
             return -1
         rows[PATH_GROUP, 0] = f
-        rows[PATH_TO_LAYER, 0] = _source_layer(f, rows, stacks, stamp)
+        rows[PATH_TO_LAYER, 0] = _source_layer(np.int64(f), rows, stacks, stamp)
         rows[PATH_GROUP, 1] = x
         rows[PATH_FROM_LAYER, 1] = from_layer
         rows[PATH_TO_LAYER, 1] = to_layer
@@ -554,12 +554,12 @@ def _back_path(x, tables, rows, stamp, mark, live):
                 from_layer = holder_layers[u, i]
             if (g != y and visit[g] == mark and level[g] == k - 1 and back[g] <= arcs and count[g, from_layer] > 0
                     and sources[g] & live != 0):
-                if k > 1 or _source_layer(g, rows, stacks, stamp) >= 0:
+                if k > 1 or _source_layer(np.int64(g), rows, stacks, stamp) >= 0:
                     found = True
                     break
                 # A holder of types already placed still hands on what a holder of a
                 # type to place gives it: one more arc in front.
-                f, f_from, f_to = _feeder(g, tables, rows, stamp, mark)
+                f, f_from, f_to = _feeder(np.int64(g), tables, rows, stamp, mark)
                 if f >= 0:
                     found = True
                     break
@@ -571,7 +571,7 @@ def _back_path(x, tables, rows, stamp, mark, live):
             rows[PATH_TO_LAYER, k] = to_layer
             k -= 1
             if k == 0:
-                layer = _source_layer(g, rows, stacks, stamp)
+                layer = _source_layer(np.int64(g), rows, stacks, stamp)
                 if layer >= 0:
                     rows[PATH_TO_LAYER, 0] = layer
                     return top
@@ -580,7 +580,7 @@ def _back_path(x, tables, rows, stamp, mark, live):
                     rows[PATH_FROM_LAYER, j + 1] = rows[PATH_FROM_LAYER, j]
                     rows[PATH_TO_LAYER, j + 1] = rows[PATH_TO_LAYER, j]
                 rows[PATH_GROUP, 0] = f
-                rows[PATH_TO_LAYER, 0] = _source_layer(f, rows, stacks, stamp)
+                rows[PATH_TO_LAYER, 0] = _source_layer(np.int64(f), rows, stacks, stamp)
                 rows[PATH_FROM_LAYER, 1] = f_from
                 rows[PATH_TO_LAYER, 1] = f_to
                 return top + 1
@@ -708,7 +708,7 @@ def _place_routed(displaced_count, tables, micro, rows, scalars, bound, stamp):
         head += 1
         depth = level[g] + 1
         if depth > 1:
-            sources[g] = _reached_from(g, depth - 2, stacks, rows, mark)
+            sources[g] = _reached_from(np.int64(g), np.int64(depth - 2), stacks, rows, mark)
         if load[g] < bound:
             continue
         for layer in range(r):
@@ -744,21 +744,21 @@ def _place_routed(displaced_count, tables, micro, rows, scalars, bound, stamp):
     for q in range(head, tail):
         g = queue[q]
         if level[g] > 0:
-            sources[g] = _reached_from(g, level[g] - 1, stacks, rows, mark)
-    live = _live_sources(displaced_count, rows)
+            sources[g] = _reached_from(np.int64(g), np.int64(level[g] - 1), stacks, rows, mark)
+    live = _live_sources(np.int64(displaced_count), rows)
     placed = 0
     for q in range(tail):
         x = queue[q]
         while load[x] < bound and placed < waiting and sources[x] & live != 0:
-            depth = _back_path(x, tables, rows, stamp, mark, live)
+            depth = _back_path(np.int64(x), tables, rows, stamp, mark, live)
             if depth < 0:
                 break
             root = rows[PATH_GROUP, 0]
             t = stacks[root, rows[PATH_TO_LAYER, 0]]
-            _augment_path(t, depth, tables, micro, rows, scalars, stamp)
+            _augment_path(np.int64(t), np.int64(depth), tables, micro, rows, scalars, stamp)
             rows[WAITING, t] -= 1
             if rows[WAITING, t] == 0:
-                live = _live_sources(displaced_count, rows)
+                live = _live_sources(np.int64(displaced_count), rows)
             placed += 1
         if placed == waiting:
             break
@@ -856,9 +856,9 @@ def fail_split(tables, micro, rows, scalars, failing, mid_step, journal):
     d = 0
     while pending > 0:
         if deep:
-            placed = _place_routed(displaced_count, tables, micro, rows, scalars, bound, stamp)
+            placed = _place_routed(np.int64(displaced_count), tables, micro, rows, scalars, np.int64(bound), stamp)
         else:
-            while _unplaced_index(rows[DISPLACED, d], micro) < 0:
+            while _unplaced_index(np.int64(rows[DISPLACED, d]), micro) < 0:
                 d += 1
             length, placed = _place_nearest(rows[DISPLACED, d], tables, micro, rows, scalars, bound, stamp)
             # The rest of the call goes to searches from every type at once once more
@@ -1146,8 +1146,8 @@ def _shift(u, jj, g, h, from_layer, to_layer, tables, micro, rows, scalars):
     """Micro-batch ``(u, jj)`` goes from group ``g`` (layer ``from_layer`` of its row) to ``h``."""
     count = tables[COUNT]
     micro[SPLIT, u, jj] = h
-    _add_units(g, from_layer, -1, count, rows, scalars)
-    _add_units(h, to_layer, 1, count, rows, scalars)
+    _add_units(np.int64(g), np.int64(from_layer), np.int64(-1), count, rows, scalars)
+    _add_units(np.int64(h), np.int64(to_layer), np.int64(1), count, rows, scalars)
     rows[LOAD, g] -= 1
     rows[LOAD, h] += 1
 
