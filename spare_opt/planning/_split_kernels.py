@@ -464,26 +464,6 @@ def _source_layer(g, rows, stacks, stamp):
 
 
 @kernel
-def _feeder(g, tables, rows, stamp, mark):
-    """A group of level 0 of the current search that holds a type still to be placed and
-    has a residual arc into the group ``g`` (it computes part of a type ``g`` holds):
-    ``(group, layer of its row, layer of g's row)``, or ``(-1, -1, -1)``."""
-    stacks = tables[STACKS]
-    holder_groups = tables[HOLDER_GROUPS]
-    holder_layers = tables[HOLDER_LAYERS]
-    count = tables[COUNT]
-    r = stacks.shape[1]
-    for to_layer in range(r):
-        u = stacks[g, to_layer]
-        for i in range(r):
-            f = holder_groups[u, i]
-            if (f != g and rows[VISIT, f] == mark and rows[LEVEL, f] == 0 and count[f, holder_layers[u, i]] > 0
-                    and _source_layer(np.int64(f), rows, stacks, stamp) >= 0):
-                return f, holder_layers[u, i], to_layer
-    return -1, -1, -1
-
-
-@kernel
 def _back_path(x, tables, rows, stamp, mark, live):
     """A path of the last breadth-first search's level graph from a group of level 0 that
     holds a type still to be placed to the group ``x``, found backwards from ``x``: each
@@ -493,17 +473,13 @@ def _back_path(x, tables, rows, stamp, mark, live):
     layer of the first group's row holding the type to place); returns the path's
     length in arcs, or -1.
 
-    A group of level 0 whose types are all placed can still hand on what a group of
-    level 0 that holds a type to place gives it (:func:`_feeder`): the path then starts
-    one arc earlier and is one arc longer than the level of ``x``.
-
     ``BACK[g]`` is the next arc tried into ``g`` (``0``: from the search parent, ``1 + l
     r + i``: from holder ``i`` of the type at layer ``l`` of ``g``'s row); a group whose
-    arcs are all tried (or, at level 0, that neither holds a type still to be placed nor
-    has a feeder) is a dead end for the rest of the search's use, as in a blocking flow.
-    Groups whose ``SOURCES`` share no bit with ``live`` (the types still to place) are
-    not tried.  Arcs that later shifts open are not tried: the search may miss a path,
-    never report a wrong one."""
+    arcs are all tried (or, at level 0, that holds no type still to be placed) is a dead
+    end for the rest of the search's use, as in a blocking flow.  Groups whose
+    ``SOURCES`` share no bit with ``live`` (the types still to place) are not tried.
+    Arcs that later shifts open are not tried: the search may miss a path, never report
+    a wrong one."""
     stacks = tables[STACKS]
     holder_groups = tables[HOLDER_GROUPS]
     holder_layers = tables[HOLDER_LAYERS]
@@ -519,19 +495,11 @@ def _back_path(x, tables, rows, stamp, mark, live):
     top = level[x]
     if top == 0:
         layer = _source_layer(np.int64(x), rows, stacks, stamp)
-        if layer >= 0:
-            rows[PATH_GROUP, 0] = x
-            rows[PATH_TO_LAYER, 0] = layer
-            return 0
-        f, from_layer, to_layer = _feeder(np.int64(x), tables, rows, stamp, mark)
-        if f < 0:
+        if layer < 0:
             return -1
-        rows[PATH_GROUP, 0] = f
-        rows[PATH_TO_LAYER, 0] = _source_layer(np.int64(f), rows, stacks, stamp)
-        rows[PATH_GROUP, 1] = x
-        rows[PATH_FROM_LAYER, 1] = from_layer
-        rows[PATH_TO_LAYER, 1] = to_layer
-        return 1
+        rows[PATH_GROUP, 0] = x
+        rows[PATH_TO_LAYER, 0] = layer
+        return 0
     k = top
     rows[PATH_GROUP, k] = x
     while True:
@@ -557,12 +525,6 @@ def _back_path(x, tables, rows, stamp, mark, live):
                 if k > 1 or _source_layer(np.int64(g), rows, stacks, stamp) >= 0:
                     found = True
                     break
-                # A holder of types already placed still hands on what a holder of a
-                # type to place gives it: one more arc in front.
-                f, f_from, f_to = _feeder(np.int64(g), tables, rows, stamp, mark)
-                if f >= 0:
-                    found = True
-                    break
                 back[g] = arcs + 1  # a source no longer
             back[y] = a + 1
         if found:
@@ -571,19 +533,8 @@ def _back_path(x, tables, rows, stamp, mark, live):
             rows[PATH_TO_LAYER, k] = to_layer
             k -= 1
             if k == 0:
-                layer = _source_layer(np.int64(g), rows, stacks, stamp)
-                if layer >= 0:
-                    rows[PATH_TO_LAYER, 0] = layer
-                    return top
-                for j in range(top, -1, -1):
-                    rows[PATH_GROUP, j + 1] = rows[PATH_GROUP, j]
-                    rows[PATH_FROM_LAYER, j + 1] = rows[PATH_FROM_LAYER, j]
-                    rows[PATH_TO_LAYER, j + 1] = rows[PATH_TO_LAYER, j]
-                rows[PATH_GROUP, 0] = f
-                rows[PATH_TO_LAYER, 0] = _source_layer(np.int64(f), rows, stacks, stamp)
-                rows[PATH_FROM_LAYER, 1] = f_from
-                rows[PATH_TO_LAYER, 1] = f_to
-                return top + 1
+                rows[PATH_TO_LAYER, 0] = _source_layer(np.int64(g), rows, stacks, stamp)
+                return top
         else:
             k += 1
             if k > top:
@@ -609,9 +560,7 @@ def _place_routed(displaced_count, tables, micro, rows, scalars, bound, stamp):
     holder of a type is looked at once per type instead of once per group computing it.
     It also records, as bit sets (``SOURCES``, ``TYPE_SOURCES``; bit ``d mod 30`` for
     ``DISPLACED[d]``), which types to place reach each group in the level graph, so
-    that once a type is placed the groups only it reaches are skipped; with two types
-    or more to place, a group of level 0 also counts the types of the groups of level 0
-    with an arc into it (its feeders).
+    that once a type is placed the groups only it reaches are skipped.
 
     Returns the number of micro-batches placed (at least one when a room is reachable:
     the search tree's path to the first room reached is in the level graph), or -1 when
@@ -656,7 +605,6 @@ def _place_routed(displaced_count, tables, micro, rows, scalars, bound, stamp):
     waiting = 0
     tail = 0
     room = 0
-    kinds = 0
     for d in range(displaced_count):
         t = rows[DISPLACED, d]
         left = 0
@@ -667,7 +615,6 @@ def _place_routed(displaced_count, tables, micro, rows, scalars, bound, stamp):
         waiting += left
         if left == 0:
             continue
-        kinds += 1
         type_visit[t] = mark
         type_level[t] = -1
         bit = np.int32(1) << (d % _SOURCE_BITS)
@@ -687,21 +634,6 @@ def _place_routed(displaced_count, tables, micro, rows, scalars, bound, stamp):
             tail += 1
             if load[g] < bound:
                 room += bound - load[g]
-    # A holder of level 0 is also reached from the holders of level 0 with an arc into it
-    # (through it once its own types are placed: only with two types or more to place).
-    fed = np.empty(tail if kinds > 1 else 0, dtype=np.int32)
-    for q in range(fed.size):
-        g = queue[q]
-        bits = sources[g]
-        for layer in range(r):
-            u = stacks[g, layer]
-            for i in range(r):
-                f = holder_groups[u, i]
-                if f != g and visit[f] == mark and count[f, holder_layers[u, i]] > 0:
-                    bits |= sources[f]
-        fed[q] = bits
-    for q in range(fed.size):
-        sources[queue[q]] = fed[q]
     head = 0
     while head < tail and room < waiting:
         g = queue[head]
