@@ -936,6 +936,7 @@ def _room_path(root, tables, rows, scalars, target):
     r = stacks.shape[1]
     if scalars[VISIT_COUNTER] >= _STAMP_LIMIT:
         visit[:] = 0
+        rows[TYPE_VISIT, :] = 0  # the stamp is shared with the searches of fail_split
         scalars[VISIT_COUNTER] = 0
     scalars[VISIT_COUNTER] += 1
     mark = np.int32(scalars[VISIT_COUNTER])
