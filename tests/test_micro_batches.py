@@ -342,9 +342,10 @@ def test_trajectories_equal_step_by_step_controller(scenario):
     (random_latin_stacks(240, 4, np.random.default_rng(2)), 8, 2, False),
 ])
 def test_controller_stays_exact_where_rooms_are_far(stacks, m, seed, rises):
-    """Instances large enough for the controller's labelled search (many micro-batches per
-    failure, the last rooms of a load level far away) and for its proofs that the load
-    must rise; checked against the exact planner's L* at every step to wipe-out."""
+    """Instances large enough for the controller's search from every displaced type at
+    once (many micro-batches per failure, the last rooms of a load level far away) and
+    for its proofs that the load must rise; checked against the exact planner's L* at
+    every step to wipe-out."""
     layout = Layout(stacks)
     controller = ReorderController(layout, micro_batches=m)
     order = np.random.default_rng(seed).permutation(layout.groups)
@@ -359,6 +360,31 @@ def test_controller_stays_exact_where_rooms_are_far(stacks, m, seed, rises):
         risen_above_bound += plan.load > lower_bound(layout.groups, k, m)
     assert (risen_above_bound > 0) == rises
     check_plan(layout, plan)
+
+
+@pytest.mark.parametrize("mid_step", [False, True])
+def test_batched_failures_stay_exact_where_rooms_are_far(mid_step):
+    """Batches of up to 12 groups (up to 60 displaced types, more than the bits of the
+    routed search's source sets) on a ring-like layout where the rooms are far: the load
+    is the exact L* after every batch and every plan is valid."""
+    layout = Layout(circulant_stacks(300, [0, 1, 4, 9, 11]))
+    controller = ReorderController(layout, micro_batches=16)
+    rng = np.random.default_rng(3)
+    order = rng.permutation(layout.groups).tolist()
+    failed, previous_split, start = [], controller.split.copy(), 0
+    while start < len(order):
+        batch = order[start:start + int(rng.integers(1, 13))]
+        start += len(batch)
+        failed.extend(batch)
+        plan = controller.fail(batch, mid_step=mid_step)
+        expected = least_load(layout, failed, micro_batches=16)
+        if plan.status == WIPE_OUT:
+            assert expected is None
+            return
+        assert plan.load == expected, len(failed)
+        check_plan(layout, plan, previous_split=previous_split)
+        previous_split = plan.split.copy()
+    raise AssertionError("failing every group must wipe out")
 
 
 def test_step_cost_falls_with_m_on_a_sidon_layout():

@@ -13,11 +13,19 @@ Augmenting paths come from two searches (``docs/benchmarks.md`` shows why both):
 * :func:`_place_nearest`, a breadth-first search from the type to place, stopped at the
   nearest rooms (groups with load below ``L``): cheap when rooms are near, the usual
   case;
-* :func:`_place_labelled`, the shortest augmenting path algorithm with distance labels
-  kept from call to call, used for the rest of a call once near searches would cost
-  more than one search of the whole graph.  With ``m`` micro-batches per type the last
-  rooms of a load level are often far (on circulant layouts the residual graph is a long
-  ring), and a search per micro-batch would cross the same groups again and again.
+* :func:`_place_routed`, one breadth-first search from every type still to place at
+  once, then paths into each room reached found backwards in its level graph (a
+  blocking flow, as in Dinic's algorithm), used for the rest of a call once near
+  searches would cost more than one search of the whole graph, and from the start for
+  the next failures at the same bound.  With ``m`` micro-batches per type the last
+  rooms of a load level are often far (on circulant layouts the residual graph is a
+  long ring), and a search per micro-batch or per type would cross the same groups
+  again and again.
+
+Both searches hand each type on once (from the first group reached that computes part
+of it to all its live holders), so a search looks at each live holder of a type once.
+Rejoins (:func:`recover_split`) use breadth-first searches and the shortest augmenting
+path algorithm with distance labels (:func:`_labelled_room_path`).
 
 Every kernel is ``nopython`` with ``cache=True`` (see :mod:`spare_opt._core.jit`) and takes
 only NumPy arrays and scalars; nothing compiles at import time.
@@ -39,16 +47,18 @@ micro-batches per type), packed to keep numba's dispatch cheap:
     Per group: alive flag, load (micro-batches), number of distinct types it computes
     part of, the breadth-first search's visit stamp, level and parent, the distance label
     and current arc of the labelled search, the path being augmented, the failure
-    sequence; per type: live holders, call stamp, the stamp of the last Hall violation
-    found by a rejoin; scratch: search queue, displaced types, lost types.
+    sequence, the backward arc pointer and source bit set of :func:`_place_routed`; per
+    type: live holders, call stamp, the stamp of the last Hall violation found by a
+    rejoin, micro-batches still to place, the search that last handed it on, at which
+    level and from which sources; scratch: search queue, displaced types, lost types.
 ``scalars`` (SCALARS + r + 1,) int64
     The load bound ``L``, the call and visit stamps, the number of failed groups, the
     journal end, the log length of the current call, the largest number of distinct
     types a live group computes part of (the plan's stack number), the bound the labels
     were computed for, the relabels since the last exact relabelling, the size of the
     last search, that violation (its level, stamp, number of types and an upper bound on
-    their live holders) and, from ``HISTOGRAM``, how many live groups compute part of
-    ``0 .. r`` types.
+    their live holders), the bound at which a failure last found its rooms far and,
+    from ``HISTOGRAM``, how many live groups compute part of ``0 .. r`` types.
 ``journal`` 1-D int32
     Undo log of the controller (empty: not kept).  Each masked call appends one record
     ``[c, (t m + j, old group) * c, length]``; the caller keeps room for ``2 N m + 3``
@@ -104,7 +114,14 @@ QUEUE = 16
 DISPLACED = 17
 LOST = 18
 CERT_TYPE = 19  # the certificate's stamp on the types of its set (see recover_split)
-ROWS = 20
+BACK = 20  # the next arc a backward path search tries into the group (0: its search parent)
+WAITING = 21  # per type: micro-batches of a displaced type still to be placed (this call)
+TYPE_VISIT = 22  # per type: the breadth-first search that last handed it on ...
+TYPE_LEVEL = 23  # ... and the level of the groups that hand it on there (-1: a type to place)
+SOURCES = 24  # per group: a bit set of the types to place it is reached from (_place_routed) ...
+TYPE_SOURCES = 25  # ... and per type, of the groups that hand it on
+ROWS = 26
+_SOURCE_BITS = 30  # a displaced type's bit in SOURCES: its index in DISPLACED modulo this
 
 # Scalars.
 BOUND = 0
@@ -121,8 +138,9 @@ CERT_TARGET = 10  # a level the failed set cannot reach (0: no certificate) ...
 CERT_ID = 11  # ... the stamp of its types in rows[CERT_TYPE] ...
 CERT_TYPES = 12  # ... how many types: m CERT_TYPES > CERT_TARGET CERT_HOLDERS ...
 CERT_HOLDERS = 13  # ... and at least how many live groups hold one of them
-HISTOGRAM = 14
-SCALARS = 14  # plus r + 1 histogram entries
+FAR_BOUND = 14  # the bound at which a failure last found its rooms far (0: none)
+HISTOGRAM = 15
+SCALARS = 15  # plus r + 1 histogram entries
 
 
 
@@ -145,9 +163,9 @@ def _add_units(g, layer, delta, count, rows, scalars):
     old = count[g, layer]
     count[g, layer] = old + delta
     if old == 0 and delta > 0:
-        _retouch(g, 1, rows, scalars)
+        _retouch(np.int64(g), np.int64(1), rows, scalars)
     elif old + delta == 0 and old > 0:
-        _retouch(g, -1, rows, scalars)
+        _retouch(np.int64(g), np.int64(-1), rows, scalars)
 
 
 @kernel
@@ -187,7 +205,7 @@ def _place_greedy(t, j, tables, micro, rows, scalars, bound):
     if best < 0:
         return False
     micro[SPLIT, t, j] = best
-    _add_units(best, best_layer, 1, count, rows, scalars)
+    _add_units(np.int64(best), np.int64(best_layer), np.int64(1), count, rows, scalars)
     rows[LOAD, best] += 1
     return True
 
@@ -237,11 +255,14 @@ def _nearest_rooms(t, tables, rows, scalars, bound, pending):
     level = rows[LEVEL]
     queue = rows[QUEUE]
     r = stacks.shape[1]
+    type_visit = rows[TYPE_VISIT]
     if scalars[VISIT_COUNTER] >= _STAMP_LIMIT:
         visit[:] = 0
+        type_visit[:] = 0
         scalars[VISIT_COUNTER] = 0
     scalars[VISIT_COUNTER] += 1
     mark = np.int32(scalars[VISIT_COUNTER])
+    type_visit[t] = mark
     tail = 0
     nearest = -1
     rooms = 0
@@ -270,6 +291,9 @@ def _nearest_rooms(t, tables, rows, scalars, bound, pending):
                 if count[g, layer] == 0:
                     continue
                 u = stacks[g, layer]
+                if type_visit[u] == mark:
+                    continue  # handed on by an earlier group: all its holders are reached
+                type_visit[u] = mark
                 for i in range(r):
                     h = holder_groups[u, i]
                     if alive[h] == 0 or visit[h] == mark:
@@ -302,13 +326,13 @@ def _place_nearest(t, tables, micro, rows, scalars, bound, stamp):
     computes of the type it hands on.
 
     Returns ``(length of the longest path used, micro-batches placed)``, or ``(-1, 0)``
-    when no room is reachable (a Hall violation, as in :func:`_place_labelled`)."""
+    when no room is reachable (a Hall violation, see :func:`_place_routed`)."""
     m = micro.shape[2]
     waiting = 0
     for j in range(m):
         if micro[SPLIT, t, j] == -1:
             waiting += 1
-    if _nearest_rooms(t, tables, rows, scalars, bound, waiting) < 0:
+    if _nearest_rooms(np.int64(t), tables, rows, scalars, np.int64(bound), np.int64(waiting)) < 0:
         return -1, 0
     count = tables[COUNT]
     load = rows[LOAD]
@@ -332,7 +356,7 @@ def _place_nearest(t, tables, micro, rows, scalars, bound, stamp):
         rows[PATH_GROUP, 0] = h
         rows[PATH_TO_LAYER, 0] = rows[PARENT_TO_LAYER, h]
         for _ in range(carried):
-            _augment_path(t, depth, tables, micro, rows, scalars, stamp)
+            _augment_path(np.int64(t), np.int64(depth), tables, micro, rows, scalars, stamp)
         placed += carried
         waiting -= carried
         longest = max(longest, depth)
@@ -398,49 +422,164 @@ def _augment_path(t, depth, tables, micro, rows, scalars, stamp):
         jj = _pick_entry(u, g, micro, stamp)
         _log(u, jj, micro, scalars, stamp)
         micro[SPLIT, u, jj] = h
-        _add_units(g, from_layer, -1, count, rows, scalars)
-        _add_units(h, rows[PATH_TO_LAYER, k], 1, count, rows, scalars)
+        _add_units(np.int64(g), np.int64(from_layer), np.int64(-1), count, rows, scalars)
+        _add_units(np.int64(h), np.int64(rows[PATH_TO_LAYER, k]), np.int64(1), count, rows, scalars)
     root = rows[PATH_GROUP, 0]
-    micro[SPLIT, t, _unplaced_index(t, micro)] = root
-    _add_units(root, rows[PATH_TO_LAYER, 0], 1, count, rows, scalars)
+    micro[SPLIT, t, _unplaced_index(np.int64(t), micro)] = root
+    _add_units(np.int64(root), np.int64(rows[PATH_TO_LAYER, 0]), np.int64(1), count, rows, scalars)
     rows[LOAD, rows[PATH_GROUP, depth]] += 1
 
 
 @kernel
-def _place_labelled(t, tables, micro, rows, scalars, bound, stamp):
-    """Place one micro-batch of ``t`` still to be placed along an augmenting path ``t -> g1
-    -u1-> g2 -u2-> ... -> gk`` of the residual graph (``g1`` a live holder of ``t``;
-    ``g_i`` computes part of ``u_i`` and ``g_{i+1}`` holds it; ``gk`` has load below
-    ``bound``): ``(t, j)`` goes to ``g1`` and one micro-batch of ``u_i`` from ``g_i`` to
-    ``g_{i+1}``.  Returns the path's length in arcs, or -1 when no group with room is
-    reachable: then the groups reachable from ``t`` are full and hold every live holder
-    of the types they reach, so Hall's condition fails for capacity ``bound``
-    (``spare_opt.planning.controller``).
+def _reached_from(g, handed_level, stacks, rows, mark):
+    """The bit set of the types to place that reach group ``g`` in the level graph of the
+    current search: the union over the types ``g`` holds that groups of level
+    ``handed_level`` hand on (all of them are complete once that level is)."""
+    bits = np.int32(0)
+    for layer in range(stacks.shape[1]):
+        u = stacks[g, layer]
+        if rows[TYPE_VISIT, u] == mark and rows[TYPE_LEVEL, u] == handed_level:
+            bits |= rows[TYPE_SOURCES, u]
+    return bits
 
-    The shortest augmenting path algorithm of Ahuja and Orlin with distance
-    labels: ``DISTANCE[g]`` estimates the residual distance from ``g`` to a group with
-    room (``N``: none).  The path grows from the holder of ``t`` with the least label
-    along admissible arcs (to a label one lower, through a current-arc pointer); a full
-    group with no admissible arc is relabelled (one more than its least residual
-    neighbour) and the path retreats.  The path found has the length of its root's
-    label, so while the labels are lower bounds on the distances (they are after an
-    exact relabelling, and admissible augmentations keep them so) it is a shortest path:
-    the fewest micro-batches change contributor.
 
-    The labels are kept from call to call while the bound stays, so that those found
-    for one failure guide the next ones; the other searches and placements may leave
-    some of them too high or too low, which costs relabels or a longer path but never a
-    wrong answer: the labels are recomputed exactly (:func:`_global_relabel`, one
-    backward breadth-first search) when the bound changes, after ``N`` relabels (so the
-    search ends), and before any answer that no path exists, which is therefore given
-    only by an exact search.  With exact labels, a root with a finite label has a path
-    along admissible arcs, so the search cannot fail while a path exists.
+@kernel
+def _live_sources(displaced_count, rows):
+    """The bit set of the displaced types with micro-batches still to be placed."""
+    bits = np.int32(0)
+    for d in range(displaced_count):
+        if rows[WAITING, rows[DISPLACED, d]] > 0:
+            bits |= np.int32(1) << (d % _SOURCE_BITS)
+    return bits
 
-    References: R. K. Ahuja and J. B. Orlin, "Distance-directed augmenting path
-    algorithms for maximum flow and parametric maximum flow problems", Naval Research
-    Logistics 38 (1991); Ahuja, Magnanti and Orlin, "Network Flows" (1993), Sec. 7.4
-    (the shortest augmenting path algorithm, exact distance labels by a backward
-    breadth-first search).
+
+@kernel
+def _source_layer(g, rows, stacks, stamp):
+    """The layer of group ``g``'s row holding a displaced type with micro-batches still to
+    be placed in this call, or -1."""
+    for layer in range(stacks.shape[1]):
+        t = stacks[g, layer]
+        if rows[TYPE_STAMP, t] == stamp and rows[WAITING, t] > 0:
+            return layer
+    return -1
+
+
+@kernel
+def _back_path(x, tables, rows, stamp, mark, live):
+    """A path of the last breadth-first search's level graph from a group of level 0 that
+    holds a type still to be placed to the group ``x``, found backwards from ``x``: each
+    step goes to a group one level lower with a residual arc into the current one (it
+    computes part of a type this one holds, handed on from that level), its search
+    parent first.  Written to ``PATH_*[0 .. level of x]`` (``PATH_TO_LAYER[0]``: the
+    layer of the first group's row holding the type to place); returns the path's
+    length in arcs, or -1.
+
+    ``BACK[g]`` is the next arc tried into ``g`` (``0``: from the search parent, ``1 + l
+    r + i``: from holder ``i`` of the type at layer ``l`` of ``g``'s row); a group whose
+    arcs are all tried (or, at level 0, that holds no type still to be placed) is a dead
+    end for the rest of the search's use, as in a blocking flow.  Groups whose
+    ``SOURCES`` share no bit with ``live`` (the types still to place) are not tried.
+    Arcs that later shifts open are not tried: the search may miss a path, never report
+    a wrong one."""
+    stacks = tables[STACKS]
+    holder_groups = tables[HOLDER_GROUPS]
+    holder_layers = tables[HOLDER_LAYERS]
+    count = tables[COUNT]
+    visit = rows[VISIT]
+    level = rows[LEVEL]
+    back = rows[BACK]
+    type_visit = rows[TYPE_VISIT]
+    type_level = rows[TYPE_LEVEL]
+    sources = rows[SOURCES]
+    r = stacks.shape[1]
+    arcs = r * r
+    top = level[x]
+    if top == 0:
+        layer = _source_layer(np.int64(x), rows, stacks, stamp)
+        if layer < 0:
+            return -1
+        rows[PATH_GROUP, 0] = x
+        rows[PATH_TO_LAYER, 0] = layer
+        return 0
+    k = top
+    rows[PATH_GROUP, k] = x
+    while True:
+        y = rows[PATH_GROUP, k]
+        found = False
+        while back[y] <= arcs:
+            a = back[y]
+            if a == 0:
+                g = rows[PARENT_GROUP, y]
+                from_layer = rows[PARENT_FROM_LAYER, y]
+                to_layer = rows[PARENT_TO_LAYER, y]
+            else:
+                to_layer = (a - 1) // r
+                u = stacks[y, to_layer]
+                if type_visit[u] != mark or type_level[u] != k - 1:
+                    back[y] = (to_layer + 1) * r + 1  # not handed on from level k - 1
+                    continue
+                i = a - 1 - to_layer * r
+                g = holder_groups[u, i]
+                from_layer = holder_layers[u, i]
+            if (g != y and visit[g] == mark and level[g] == k - 1 and back[g] <= arcs and count[g, from_layer] > 0
+                    and sources[g] & live != 0):
+                if k > 1 or _source_layer(np.int64(g), rows, stacks, stamp) >= 0:
+                    found = True
+                    break
+                back[g] = arcs + 1  # a source no longer
+            back[y] = a + 1
+        if found:
+            rows[PATH_GROUP, k - 1] = g
+            rows[PATH_FROM_LAYER, k] = from_layer
+            rows[PATH_TO_LAYER, k] = to_layer
+            k -= 1
+            if k == 0:
+                rows[PATH_TO_LAYER, 0] = _source_layer(np.int64(g), rows, stacks, stamp)
+                return top
+        else:
+            k += 1
+            if k > top:
+                return -1
+            back[rows[PATH_GROUP, k]] += 1
+
+
+@kernel
+def _place_routed(displaced_count, tables, micro, rows, scalars, bound, stamp):
+    """Place micro-batches of the displaced types still to be placed along shortest
+    augmenting paths, all types at once: one breadth-first search of the residual graph
+    from every live holder of those types (level 0), stopped once the groups with load
+    below ``bound`` (rooms) it has reached have room for all of them, then for each room
+    in the order reached (nearest first) paths into it found backwards in the search's
+    level graph (:func:`_back_path`) while it has room.  Each path ``t -> g0 -u1-> g1 ...
+    -> gk`` gives a micro-batch of ``t`` to ``g0`` and one of ``u_i`` from ``g_{i-1}`` to
+    ``g_i``, so that only the room's load grows; it is a shortest path from the
+    displaced types to its room at the time of the search.
+
+    The search walks types: a type is handed on once, from the first group reached that
+    computes part of it, to all its live holders (the arcs ``g -> h`` of the residual
+    graph are those where ``g`` computes part of a type ``h`` holds), so each live
+    holder of a type is looked at once per type instead of once per group computing it.
+    It also records, as bit sets (``SOURCES``, ``TYPE_SOURCES``; bit ``d mod 30`` for
+    ``DISPLACED[d]``), which types to place reach each group in the level graph, so
+    that once a type is placed the groups only it reaches are skipped.
+
+    Returns the number of micro-batches placed (at least one when a room is reachable:
+    the search tree's path to the first room reached is in the level graph), or -1 when
+    no room is reachable.  Then the groups reached ``G'`` are full and hold every live
+    holder of the types ``T'`` they reach (the types to place and those ``G'`` computes
+    part of), and every micro-batch of ``T'`` is on ``G'`` or still to be placed, so
+    ``m |T'| > bound |H(T')|``: Hall's condition fails for capacity ``bound`` (the proof
+    in :class:`spare_opt.planning.controller.ReorderController`, with every type still
+    to be placed as a source).
+
+    One search serves all the call's displaced micro-batches, where a search per type
+    would cross the same far part of the graph again and again when the rooms are far
+    (``docs/benchmarks.md``).  The approach is that of a blocking flow in Dinic's
+    algorithm, with rooms of several levels as sinks.
+
+    References: E. A. Dinic, "Algorithm for solution of a problem of maximum flow in
+    networks with power estimation", Soviet Math. Doklady 11 (1970); Ahuja, Magnanti and
+    Orlin, "Network Flows" (1993), Sec. 7.5.
     """
     stacks = tables[STACKS]
     holder_groups = tables[HOLDER_GROUPS]
@@ -448,77 +587,115 @@ def _place_labelled(t, tables, micro, rows, scalars, bound, stamp):
     count = tables[COUNT]
     alive = rows[ALIVE]
     load = rows[LOAD]
-    distance = rows[DISTANCE]
-    current = rows[CURRENT]
-    n, r = stacks.shape
-    arcs = r * r
-    exact = False
-    if scalars[LABEL_BOUND] != bound:
-        _global_relabel(tables, rows, scalars, bound)
-        exact = True
-    while True:
-        root = -1
-        root_layer = -1
-        best = n
+    visit = rows[VISIT]
+    level = rows[LEVEL]
+    queue = rows[QUEUE]
+    back = rows[BACK]
+    type_visit = rows[TYPE_VISIT]
+    type_level = rows[TYPE_LEVEL]
+    sources = rows[SOURCES]
+    type_sources = rows[TYPE_SOURCES]
+    m = micro.shape[2]
+    r = stacks.shape[1]
+    if scalars[VISIT_COUNTER] >= _STAMP_LIMIT:
+        visit[:] = 0
+        type_visit[:] = 0
+        scalars[VISIT_COUNTER] = 0
+    scalars[VISIT_COUNTER] += 1
+    mark = np.int32(scalars[VISIT_COUNTER])
+    waiting = 0
+    tail = 0
+    room = 0
+    for d in range(displaced_count):
+        t = rows[DISPLACED, d]
+        left = 0
+        for j in range(m):
+            if micro[SPLIT, t, j] == -1:
+                left += 1
+        rows[WAITING, t] = left
+        waiting += left
+        if left == 0:
+            continue
+        type_visit[t] = mark
+        type_level[t] = -1
+        bit = np.int32(1) << (d % _SOURCE_BITS)
         for i in range(r):
             g = holder_groups[t, i]
-            if alive[g] != 0 and distance[g] < best:
-                best = distance[g]
-                root = g
-                root_layer = holder_layers[t, i]
-        if root < 0:
-            if exact:
-                return -1
-            _global_relabel(tables, rows, scalars, bound)
-            exact = True
-            continue
-        rows[PATH_GROUP, 0] = root
-        rows[PATH_TO_LAYER, 0] = root_layer
-        depth = 0
-        while depth >= 0:
-            g = rows[PATH_GROUP, depth]
-            if load[g] < bound:
-                _augment_path(t, depth, tables, micro, rows, scalars, stamp)
-                return depth
-            advanced = False
-            while current[g] < arcs:
-                arc = current[g]
-                layer = arc // r
-                if count[g, layer] == 0:
-                    current[g] = (layer + 1) * r
-                    continue
-                u = stacks[g, layer]
-                i = arc - layer * r
-                h = holder_groups[u, i]
-                if h != g and alive[h] != 0 and distance[h] == distance[g] - 1:
-                    depth += 1
-                    rows[PATH_GROUP, depth] = h
-                    rows[PATH_FROM_LAYER, depth] = layer
-                    rows[PATH_TO_LAYER, depth] = holder_layers[u, i]
-                    advanced = True
-                    break
-                current[g] = arc + 1
-            if advanced:
+            if alive[g] == 0:
                 continue
-            # Relabel g and retreat.
-            lowest = n
-            for layer in range(r):
-                if count[g, layer] == 0:
+            if visit[g] == mark:
+                sources[g] |= bit
+                continue
+            visit[g] = mark
+            level[g] = 0
+            back[g] = 0
+            sources[g] = bit
+            rows[PARENT_GROUP, g] = -1
+            queue[tail] = g
+            tail += 1
+            if load[g] < bound:
+                room += bound - load[g]
+    head = 0
+    while head < tail and room < waiting:
+        g = queue[head]
+        head += 1
+        depth = level[g] + 1
+        if depth > 1:
+            sources[g] = _reached_from(np.int64(g), np.int64(depth - 2), stacks, rows, mark)
+        if load[g] < bound:
+            continue
+        for layer in range(r):
+            if count[g, layer] == 0:
+                continue
+            u = stacks[g, layer]
+            if type_visit[u] == mark:
+                if type_level[u] == depth - 1:
+                    type_sources[u] |= sources[g]
+                continue
+            type_visit[u] = mark
+            type_level[u] = depth - 1
+            type_sources[u] = sources[g]
+            for i in range(r):
+                h = holder_groups[u, i]
+                if alive[h] == 0 or visit[h] == mark:
                     continue
-                u = stacks[g, layer]
-                for i in range(r):
-                    h = holder_groups[u, i]
-                    if h != g and alive[h] != 0 and distance[h] + 1 < lowest:
-                        lowest = distance[h] + 1
-            distance[g] = lowest
-            current[g] = 0
-            exact = False
-            scalars[RELABELS] += 1
-            depth -= 1
-            if scalars[RELABELS] > n:
-                _global_relabel(tables, rows, scalars, bound)
-                exact = True
+                visit[h] = mark
+                level[h] = depth
+                back[h] = 0
+                rows[PARENT_GROUP, h] = g
+                rows[PARENT_FROM_LAYER, h] = layer
+                rows[PARENT_TO_LAYER, h] = holder_layers[u, i]
+                queue[tail] = h
+                tail += 1
+                if load[h] < bound:
+                    room += bound - load[h]
+            if room >= waiting:
                 break
+    scalars[REACHED] = tail
+    if room == 0:
+        return -1
+    for q in range(head, tail):
+        g = queue[q]
+        if level[g] > 0:
+            sources[g] = _reached_from(np.int64(g), np.int64(level[g] - 1), stacks, rows, mark)
+    live = _live_sources(np.int64(displaced_count), rows)
+    placed = 0
+    for q in range(tail):
+        x = queue[q]
+        while load[x] < bound and placed < waiting and sources[x] & live != 0:
+            depth = _back_path(np.int64(x), tables, rows, stamp, mark, live)
+            if depth < 0:
+                break
+            root = rows[PATH_GROUP, 0]
+            t = stacks[root, rows[PATH_TO_LAYER, 0]]
+            _augment_path(np.int64(t), np.int64(depth), tables, micro, rows, scalars, stamp)
+            rows[WAITING, t] -= 1
+            if rows[WAITING, t] == 0:
+                live = _live_sources(np.int64(displaced_count), rows)
+            placed += 1
+        if placed == waiting:
+            break
+    return placed
 
 
 @kernel
@@ -606,31 +783,39 @@ def fail_split(tables, micro, rows, scalars, failing, mid_step, journal):
         for j in range(m):
             if micro[SPLIT, t, j] == -1 and not _place_greedy(t, j, tables, micro, rows, scalars, bound):
                 pending += 1
-    deep = False
-    for d in range(displaced_count):
-        t = rows[DISPLACED, d]
-        while pending > 0 and _unplaced_index(t, micro) >= 0:
+    # Once one failure has found the rooms far, the next ones at the same bound (the level
+    # is only tighter) search from every type at once from the start.
+    deep = scalars[FAR_BOUND] == bound
+    d = 0
+    while pending > 0:
+        if deep:
+            placed = _place_routed(np.int64(displaced_count), tables, micro, rows, scalars, np.int64(bound), stamp)
+        else:
+            while _unplaced_index(np.int64(rows[DISPLACED, d]), micro) < 0:
+                d += 1
+            length, placed = _place_nearest(rows[DISPLACED, d], tables, micro, rows, scalars, bound, stamp)
+            # The rest of the call goes to searches from every type at once once more
+            # searches like this one would cost more than one search of every live group:
+            # the rooms are far.
+            deep = scalars[REACHED] * (pending - placed) > n - failed_count
             if deep:
-                length = _place_labelled(t, tables, micro, rows, scalars, bound, stamp)
-                placed = 1
-            else:
-                length, placed = _place_nearest(t, tables, micro, rows, scalars, bound, stamp)
-                # The rest of the call goes to the labelled search once more searches like
-                # this one would cost more than one exact relabelling (a search of every
-                # live group): the rooms are far.
-                deep = scalars[REACHED] * (pending - placed) > n - failed_count
+                scalars[FAR_BOUND] = bound
             if length >= 0:
                 pending -= placed
                 continue
-            # No augmenting path: Hall's condition fails for capacity L, so L* > L.
-            bound += 1
-            deep = False
-            pending = 0
-            for e in range(displaced_count):
-                v = rows[DISPLACED, e]
-                for j in range(m):
-                    if micro[SPLIT, v, j] == -1 and not _place_greedy(v, j, tables, micro, rows, scalars, bound):
-                        pending += 1
+        if placed > 0:
+            pending -= placed
+            continue
+        # No augmenting path: Hall's condition fails for capacity L, so L* > L.
+        bound += 1
+        deep = False
+        d = 0
+        pending = 0
+        for e in range(displaced_count):
+            v = rows[DISPLACED, e]
+            for j in range(m):
+                if micro[SPLIT, v, j] == -1 and not _place_greedy(v, j, tables, micro, rows, scalars, bound):
+                    pending += 1
     scalars[BOUND] = bound
 
     moves = 0
@@ -701,6 +886,7 @@ def reset_state(tables, micro, rows, scalars):
     scalars[FAILED_COUNT] = 0
     scalars[LABEL_BOUND] = -1  # the distance labels are reset at their first use
     scalars[CERT_TARGET] = 0
+    scalars[FAR_BOUND] = 0
 
 
 @kernel
@@ -751,6 +937,7 @@ def _room_path(root, tables, rows, scalars, target):
     r = stacks.shape[1]
     if scalars[VISIT_COUNTER] >= _STAMP_LIMIT:
         visit[:] = 0
+        rows[TYPE_VISIT, :] = 0  # the stamp is shared with the searches of fail_split
         scalars[VISIT_COUNTER] = 0
     scalars[VISIT_COUNTER] += 1
     mark = np.int32(scalars[VISIT_COUNTER])
@@ -800,10 +987,27 @@ def _room_path(root, tables, rows, scalars, target):
 
 @kernel
 def _labelled_room_path(root, tables, rows, scalars, target):
-    """:func:`_room_path` by the shortest augmenting path algorithm with distance labels
-    (as :func:`_place_labelled`, from one root group): a shortest path while the labels
-    are lower bounds, and -1 only after an exact relabelling, so only when no path
-    exists."""
+    """:func:`_room_path` by the shortest augmenting path algorithm of Ahuja and Orlin with
+    distance labels: a shortest path while the labels are lower bounds, and -1 only
+    after an exact relabelling, so only when no path exists.
+
+    ``DISTANCE[g]`` estimates the residual distance from ``g`` to a group with load
+    below ``target`` (``N``: none).  The path grows from ``root`` along admissible arcs
+    (to a label one lower, through a current-arc pointer); a full group with no
+    admissible arc is relabelled (one more than its least residual neighbour) and the
+    path retreats.  The path found has the length of its root's label, so while the
+    labels are lower bounds on the distances (they are after an exact relabelling, and
+    admissible augmentations keep them so) it is a shortest path.  The labels are kept
+    between searches of the same target; other changes of the split may leave some too
+    high or too low, which costs relabels or a longer path but never a wrong answer:
+    they are recomputed exactly (:func:`_global_relabel`, one backward breadth-first
+    search) when the target changes, after ``N`` relabels (so the search ends), and
+    before any answer that no path exists.
+
+    References: R. K. Ahuja and J. B. Orlin, "Distance-directed augmenting path
+    algorithms for maximum flow and parametric maximum flow problems", Naval Research
+    Logistics 38 (1991); Ahuja, Magnanti and Orlin, "Network Flows" (1993), Sec. 7.4.
+    """
     stacks = tables[STACKS]
     holder_groups = tables[HOLDER_GROUPS]
     holder_layers = tables[HOLDER_LAYERS]
@@ -876,8 +1080,8 @@ def _shift(u, jj, g, h, from_layer, to_layer, tables, micro, rows, scalars):
     """Micro-batch ``(u, jj)`` goes from group ``g`` (layer ``from_layer`` of its row) to ``h``."""
     count = tables[COUNT]
     micro[SPLIT, u, jj] = h
-    _add_units(g, from_layer, -1, count, rows, scalars)
-    _add_units(h, to_layer, 1, count, rows, scalars)
+    _add_units(np.int64(g), np.int64(from_layer), np.int64(-1), count, rows, scalars)
+    _add_units(np.int64(h), np.int64(to_layer), np.int64(1), count, rows, scalars)
     rows[LOAD, g] -= 1
     rows[LOAD, h] += 1
 
@@ -1112,6 +1316,7 @@ def recover_split(tables, micro, rows, scalars, back, journal, widest_fall):
     scalars[CALL_STAMP] += 1
     stamp = np.int32(scalars[CALL_STAMP])
     scalars[LOG_COUNT] = 0
+    scalars[FAR_BOUND] = 0
     bound = scalars[BOUND]
     lowest = (m * n + (n - failed_count) - 1) // (n - failed_count)
     while bound > lowest:

@@ -678,8 +678,7 @@ class ReorderController:
         (as in :meth:`fail`'s proof), so ``L* = L``; that attempt is undone.  A rejoin
         that keeps the level costs ``O(r + k)``; one that lowers it, a scan of the
         groups plus one search per group at the old level (breadth-first, then shortest
-        augmenting paths with distance labels when the rooms are far, as :meth:`fail`
-        does).  At ``m = 1`` every contributed type outside its group's new top ``S*``
+        augmenting paths with distance labels when the rooms are far).  At ``m = 1`` every contributed type outside its group's new top ``S*``
         layers is then swapped into them.  Plans returned before keep their values
         (the undo journal holds the rejoin too; the failure sequence before it is kept
         for them, ``O(k)``).
