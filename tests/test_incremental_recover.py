@@ -183,3 +183,46 @@ def test_rejoins_during_a_mid_step_failure(m):
     _, failed = _recover(layout, controller, failed, [2, 3])
     _, failed = _fail(layout, controller, failed, [7], True)
     assert controller.failed.tolist() == sorted(failed) == [7, 9]
+
+
+def test_wide_level_falls_decided_by_one_maximum_flow(monkeypatch):
+    """With every level fall routed through the maximum flow first (as with thousands of
+    groups above the level at large N), both outcomes occur: a shortfall whose reached
+    types become the kept Hall certificate, and a feasible level reached by augmenting
+    paths; the controller still equals the exact planner after every call."""
+    from spare_opt import consecutive
+    from spare_opt.planning import exact
+
+    outcomes = []
+    deficient_types = exact._CoverNetwork.deficient_types
+
+    def counted(network, s):
+        types = deficient_types(network, s)
+        outcomes.append("violation" if types is not None else "feasible")
+        return types
+
+    monkeypatch.setattr(exact._CoverNetwork, "deficient_types", counted)
+    layout = consecutive(40, 3)
+    rng = np.random.default_rng(0)
+    for _ in range(12):
+        controller = ReorderController(layout, micro_batches=4)
+        controller._widest_level_fall = 0
+        failed = []
+        for _ in range(30):
+            live = [g for g in range(40) if g not in failed]
+            previous = controller.split.copy()
+            if failed and rng.random() < 0.5:  # (the brute-force reference of _recover is too slow here)
+                group = int(rng.choice(failed))
+                plan = controller.recover(group)
+                failed.remove(group)
+            else:
+                group = int(rng.choice(live))
+                plan = controller.fail(group)
+                failed.append(group)
+            exact = plan_reorder(layout, failed, micro_batches=4, split=previous)
+            _agree(plan, exact, 4)
+            check_plan(layout, plan, None, previous)
+            if plan.status == WIPE_OUT:
+                controller.restart()
+                failed = []
+    assert "violation" in outcomes and "feasible" in outcomes
