@@ -6,13 +6,14 @@ from spare_opt._core.io import dumps_json
 from spare_opt._core.stats import finite_or_none
 from spare_opt.traces.placement import Placement
 from spare_opt.simulation.events import SEMANTICS
-from spare_opt.simulation.replay import DEFAULT_PLACEMENTS, first_fault_warning, replay_placements, replay_trace
+from spare_opt.simulation.replay import DEFAULT_PLACEMENTS, MAX_PLACEMENTS, first_fault_warning, replay_placements, replay_trace
 from spare_opt.traces.json_format import read_fault_trace
 
 from .options import (
     IntegerRange,
     echo_json,
     executor_for,
+    given,
     json_option,
     layout_argument,
     progress_bar,
@@ -42,7 +43,7 @@ __all__ = ["command"]
 @click.option("--placement-seed", type=IntegerRange(min=0), default=None, metavar="SEED",
               help="Place nodes on random distinct groups with this one seed, an integer >= 0 (default: --seeds "
                    "random placements).")
-@click.option("--seeds", type=IntegerRange(min=1), default=DEFAULT_PLACEMENTS, show_default=True,
+@click.option("--seeds", type=IntegerRange(min=1, max=MAX_PLACEMENTS), default=DEFAULT_PLACEMENTS, show_default=True,
               help="Random placements replayed (seeds 0..K-1) when no placement is given: the first is shown, the "
                    "wipe-outs of all with their mean and 95% interval.")
 @click.option("--first-fault-order", is_flag=True,
@@ -96,6 +97,8 @@ def command(layout, trace_path, trace_format, time_unit, window, exact, placemen
     if topology is not None and placement_path is None:
         refuse_unused("--topology", "needs --placement (it resolves the placement's domain entries)")
     random_placements = placement_path is None and placement_seed is None
+    if not random_placements and given(click.get_current_context(), "seeds"):
+        warn_ignored("--seeds", "one placement is replayed (--placement-seed or --placement)")
     if not random_placements and (workers != 1 or scheduler is not None):
         warn_ignored("--workers" if workers != 1 else "--scheduler", "one placement is replayed (they run the "
                      "--seeds random placements in parallel)")

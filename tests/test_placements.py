@@ -85,3 +85,29 @@ def test_placements_on_a_process_pool_equal_the_serial_replay_and_report_progres
     assert single.exit_code == 0 and "Warning: --workers is ignored" in single.stderr
     bad = runner.invoke(main, args + ["--workers", "0"])
     assert bad.exit_code == 2 and "Traceback" not in bad.output
+
+
+def test_replay_placements_refuses_bad_arguments_before_any_work(tmp_path):
+    """A wrong trace, too many seeds or an unknown option: the same specific error whatever the workers."""
+    import pytest
+
+    from spare_opt import MAX_PLACEMENTS, ParameterError, ParameterTypeError
+
+    trace = parse_fault_events(_neighbour_log())
+    layout = consecutive(30, 3)
+    with pytest.raises(ParameterTypeError, match="FaultTrace"):
+        replay_placements(layout, "t.json")
+    with pytest.raises(ParameterError, match="seeds"):
+        replay_placements(layout, trace, seeds=MAX_PLACEMENTS + 1)
+    for workers in (1, 2):
+        with pytest.raises(ParameterError, match="unknown option 'foo'"):
+            replay_placements(layout, trace, seeds=2, workers=workers, foo=1)
+
+    layout_path, trace_path = tmp_path / "layout.json", write_fault_trace(_neighbour_log(), tmp_path / "t.json")
+    layout.save(layout_path)
+    args = ["replay", str(layout_path), "--trace", str(trace_path)]
+    runner = CliRunner()
+    seeds_unused = runner.invoke(main, args + ["--placement-seed", "3", "--seeds", "7"])
+    assert seeds_unused.exit_code == 0 and "Warning: --seeds is ignored" in seeds_unused.stderr
+    too_many = runner.invoke(main, args + ["--seeds", str(MAX_PLACEMENTS + 1)])
+    assert too_many.exit_code == 2 and "--seeds" in too_many.output and "Traceback" not in too_many.output

@@ -62,7 +62,7 @@ from .tuning import (
     plot_tune,
 )
 from .replay import PLANNERS, ReplayRow, ReplayResult, replay_trace, ROW_STATUSES
-from .replay import DEFAULT_PLACEMENTS, replay_placements, first_fault_warning
+from .replay import DEFAULT_PLACEMENTS, MAX_PLACEMENTS, replay_placements, first_fault_warning
 from .verdict import (
     DEFAULT_COMPARE_FACTORS,
     DEFAULT_COMPARE_MICRO_BATCHES,
@@ -140,6 +140,7 @@ __all__ = [
     "ReplayResult",
     "replay_trace",
     "DEFAULT_PLACEMENTS",
+    "MAX_PLACEMENTS",
     "replay_placements",
     "first_fault_warning",
     "ROW_STATUSES",

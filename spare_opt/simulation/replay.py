@@ -38,6 +38,7 @@ __all__ = [
     "replay_trace",
     "ROW_STATUSES",
     "DEFAULT_PLACEMENTS",
+    "MAX_PLACEMENTS",
     "replay_placements",
     "first_fault_warning",
 ]
@@ -669,6 +670,8 @@ def _restored(layout, order, back):
 # ----------------------------------------------------------------------------- placements
 #: Random placements a trace-driven replay runs by default.
 DEFAULT_PLACEMENTS = 5
+#: Most placements one call replays (each is a whole replay of the trace).
+MAX_PLACEMENTS = 100_000
 
 
 def replay_placements(layout, trace, *, seeds=DEFAULT_PLACEMENTS, first_seed=0, workers=1, executor=None,
@@ -713,9 +716,12 @@ def replay_placements(layout, trace, *, seeds=DEFAULT_PLACEMENTS, first_seed=0, 
 
     Raises
     ------
+    ParameterTypeError
+        ``trace`` is not a FaultTrace.
     ParameterError
-        ``seeds`` below 1, or ``placement_seed`` / ``placement`` / ``progress`` in
-        ``options``; ``workers`` 0 or below -1; any error of :func:`replay_trace`.
+        ``seeds`` below 1 or above :data:`MAX_PLACEMENTS`, ``placement_seed`` /
+        ``placement`` / ``progress`` or an unknown name in ``options``; ``workers`` 0 or
+        below -1; any error of :func:`replay_trace`.
     ExecutorError
         A placement could not run on the process pool or ``executor``
         (:func:`spare_opt._core.parallel.run_tasks`).
@@ -723,7 +729,8 @@ def replay_placements(layout, trace, *, seeds=DEFAULT_PLACEMENTS, first_seed=0, 
     from .._core.parallel import check_executor, resolve_workers, run_tasks
     from .._core.stats import mean_ci95
 
-    seeds = check.count("seeds", seeds)
+    check.instance("trace", trace, FaultTrace, " (spare_opt.read_fault_trace)")
+    seeds = check.count("seeds", seeds, maximum=MAX_PLACEMENTS)
     first_seed = check.seed(first_seed, "first_seed")
     resolve_workers(workers)
     check_executor(executor)
@@ -731,6 +738,10 @@ def replay_placements(layout, trace, *, seeds=DEFAULT_PLACEMENTS, first_seed=0, 
     if "placement_seed" in options or "placement" in options or "progress" in options:
         raise ParameterError("replay_placements draws the placements itself and reports progress over all of "
                              "them: no placement_seed, placement or progress")
+    unknown = sorted(set(options) - _REPLAY_OPTIONS)
+    if unknown:
+        raise ParameterError(f"replay_placements: unknown option {unknown[0]!r} (options of replay_trace: "
+                             f"{', '.join(sorted(_REPLAY_OPTIONS))})")
     seed_list = [first_seed + s for s in range(seeds)]
     events = trace.n_events
     if executor is None and (resolve_workers(workers) == 1 or seeds == 1):
@@ -760,6 +771,10 @@ def replay_placements(layout, trace, *, seeds=DEFAULT_PLACEMENTS, first_seed=0, 
     return {"seeds": seed_list, "wipe_outs": wipes,
             "masked": [int(result["masked"]) for result in results], "mean_wipe_outs": float(mean),
             "wipe_outs_ci95": [float(ci[0]), float(ci[1])], "first": first}
+
+
+#: The options of replay_trace that replay_placements passes on.
+_REPLAY_OPTIONS = frozenset(("planner", "semantics", "micro_batches", "check_plans", "exact"))
 
 
 def _placement_summary(layout, trace, seed, options, keep_rows, progress):
