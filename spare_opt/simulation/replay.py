@@ -732,7 +732,7 @@ def replay_placements(layout, trace, *, seeds=DEFAULT_PLACEMENTS, first_seed=0, 
     check.instance("trace", trace, FaultTrace, " (spare_opt.read_fault_trace)")
     seeds = check.count("seeds", seeds, maximum=MAX_PLACEMENTS)
     first_seed = check.seed(first_seed, "first_seed")
-    resolve_workers(workers)
+    processes = resolve_workers(workers)
     check_executor(executor)
     check.callback("progress", progress)
     if "placement_seed" in options or "placement" in options or "progress" in options:
@@ -744,7 +744,7 @@ def replay_placements(layout, trace, *, seeds=DEFAULT_PLACEMENTS, first_seed=0, 
                              f"{', '.join(sorted(_REPLAY_OPTIONS))})")
     seed_list = [first_seed + s for s in range(seeds)]
     events = trace.n_events
-    if executor is None and (resolve_workers(workers) == 1 or seeds == 1):
+    if executor is None and (processes == 1 or seeds == 1):
         # in this process: the progress of every instant, placement after placement
         results = []
         for index, seed in enumerate(seed_list):
@@ -758,10 +758,11 @@ def replay_placements(layout, trace, *, seeds=DEFAULT_PLACEMENTS, first_seed=0, 
         if options.get("planner", "controller") == "controller":
             from ..planning.precompile import warm_up as compile_kernels
 
-            m = options.get("micro_batches", 1)
+            check_layout(layout)
+            m = check_micro_batches(options.get("micro_batches", 1), layout.groups)
 
             def warm_up():  # compile once in the parent: the forked workers inherit the kernels
-                compile_kernels(micro_batches=(m,) if isinstance(m, int) and m >= 1 else (1,))
+                compile_kernels(micro_batches=(m,))
         tasks = [(layout, trace, seed, options, index == 0, None) for index, seed in enumerate(seed_list)]
         results = run_tasks(_placement_summary, tasks, workers=workers, executor=executor, progress=progress,
                             weights=[max(events, 1)] * seeds, warm_up=warm_up)
