@@ -172,7 +172,10 @@ def command(ctx, preset, groups, strategy, redundancy, checkpoint_period_seconds
 
         traced = trace_cluster_size(trace, preset)
         if traced != groups:
-            click.echo(f"Warning: the trace's cluster ({traced} nodes) is replayed on N = {groups} groups at its own "
+            # Say when the size is not the file's own but the verdict's assumption.
+            size = (f"{traced} nodes" if trace.cluster_nodes else
+                    f"taken as {traced} nodes: the file gives no cluster size and names {trace.n_nodes} nodes")
+            click.echo(f"Warning: the trace's cluster ({size}) is replayed on N = {groups} groups at its own "
                        "failure rate, not scaled per node; to scale it, fit it (spare-opt fit TRACE -o model.json) "
                        "and pass --failure-model", err=True)
     placement = None

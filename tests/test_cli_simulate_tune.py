@@ -35,6 +35,20 @@ def test_simulate_trace(runner, real_trace_path):
     assert "fault starts" in result.output and "beyond N" in result.output
 
 
+def test_simulate_trace_on_another_size_says_where_the_cluster_size_comes_from(runner, real_trace_path):
+    # The shipped trace gives no cluster size: the warning must not pass the assumed 400 off as the file's.
+    result = runner.invoke(main, ["simulate", "--preset", "trace-400", "--strategy", "spare", "-r", "9", "--groups",
+                                  "300", "--seeds", "1", "--trace", str(real_trace_path), "--time-scale", "0.02",
+                                  "--checkpoint-period-seconds", "3000"])
+    assert result.exit_code == 0, result.output
+    from spare_opt import read_fault_trace
+
+    named = read_fault_trace(real_trace_path).n_nodes
+    assert 0 < named < 400
+    assert (f"the trace's cluster (taken as 400 nodes: the file gives no cluster size and names {named} nodes)"
+            in result.output)
+
+
 @pytest.mark.parametrize("args, message", [
     (["--preset", "nope"], "Invalid value for '--preset'"),
     (["--groups", "0"], "0 is not in the range x>=1"),
