@@ -362,6 +362,34 @@ def test_controller_stays_exact_where_rooms_are_far(stacks, m, seed, rises):
     check_plan(layout, plan)
 
 
+@pytest.mark.parametrize("n, r, seed", [(60, 6, 0), (100, 10, 1), (120, 4, 2)])
+def test_a_level_rise_found_by_search_moves_as_the_new_level_needs(n, r, seed):
+    """When no augmenting path exists at L (the rise is not the counting bound's), the
+    paths the call took at L are undone: its moves stay near the exact planner's at the
+    new level, where keeping them cost up to 3.8 times as many (121 moves more on these
+    consecutive layouts, against at most one more per micro-batch displaced)."""
+    m = 16
+    layout = Layout(circulant_stacks(n, range(r)))
+    controller = ReorderController(layout, micro_batches=m)
+    order = np.random.default_rng(seed).permutation(n).tolist()
+    rises = 0
+    previous_load = m
+    for k, group in enumerate(order, start=1):
+        before = controller.split.copy()
+        plan = controller.fail(group)
+        if plan.status == WIPE_OUT:
+            break
+        if plan.load > max(previous_load, lower_bound(n, k, m)):
+            exact = plan_reorder(layout, order[:k], micro_batches=m, split=before)
+            assert exact.load == plan.load
+            # Each micro-batch the failed group computed moves at least once.
+            assert plan.moves - exact.moves <= previous_load, (k, plan.moves, exact.moves)
+            check_plan(layout, plan)
+            rises += 1
+        previous_load = plan.load
+    assert rises > 0  # the case under test happened
+
+
 @pytest.mark.parametrize("mid_step", [False, True])
 def test_batched_failures_stay_exact_where_rooms_are_far(mid_step):
     """Batches of up to 12 groups (up to 60 displaced types, more than the bits of the

@@ -699,6 +699,44 @@ def _place_routed(displaced_count, tables, micro, rows, scalars, bound, stamp):
 
 
 @kernel
+def _layer_in(g, t, tables):
+    """The layer of group ``g``'s row holding type ``t`` (``g`` holds ``t``)."""
+    for i in range(tables.shape[2]):
+        if tables[HOLDER_GROUPS, t, i] == g:
+            return tables[HOLDER_LAYERS, t, i]
+    return -1
+
+
+@kernel
+def _roll_back_call(tables, micro, rows, scalars):
+    """Give every micro-batch logged by this call back to the contributor it had before
+    the call (``LOG_OLD``), or leave it to be placed (``split`` -1) when that group has
+    failed; counts and loads follow.  The log stays: the call's moves are still counted
+    against the contributors before it."""
+    count = tables[COUNT]
+    m = micro.shape[2]
+    for c in range(scalars[LOG_COUNT]):
+        entry = micro[LOG_ENTRY, c // m, c % m]
+        t = entry // m
+        j = entry % m
+        old = micro[LOG_OLD, c // m, c % m]
+        now = micro[SPLIT, t, j]
+        if old >= 0 and rows[ALIVE, old] == 0:
+            old = -1
+        if now == old:
+            continue
+        if now >= 0:
+            _add_units(np.int64(now), np.int64(_layer_in(np.int64(now), np.int64(t), tables)), np.int64(-1), count,
+                       rows, scalars)
+            rows[LOAD, now] -= 1
+        if old >= 0:
+            _add_units(np.int64(old), np.int64(_layer_in(np.int64(old), np.int64(t), tables)), np.int64(1), count,
+                       rows, scalars)
+            rows[LOAD, old] += 1
+        micro[SPLIT, t, j] = old
+
+
+@kernel
 def fail_split(tables, micro, rows, scalars, failing, mid_step, journal):
     """Apply the failure of the live groups ``failing`` (int32 array) and re-plan.
 
@@ -806,7 +844,10 @@ def fail_split(tables, micro, rows, scalars, failing, mid_step, journal):
         if placed > 0:
             pending -= placed
             continue
-        # No augmenting path: Hall's condition fails for capacity L, so L* > L.
+        # No augmenting path: Hall's condition fails for capacity L, so L* > L.  The
+        # paths taken at L were only needed at L: undo them, so that the call's moves
+        # are those of the new level (a few greedy ones), not of a long search.
+        _roll_back_call(tables, micro, rows, scalars)
         bound += 1
         deep = False
         d = 0

@@ -127,7 +127,9 @@ class ReorderController:
     A displaced micro-batch of type ``t`` goes greedily to the least loaded live holder
     of ``t`` below ``L``, else along a shortest augmenting path ``t -> g1 -u1-> g2 ...
     -> gk`` (``g_i`` computes part of ``u_i``, ``g_{i+1}`` holds ``u_i``, ``gk`` is
-    below ``L``) that shifts one micro-batch per arc, else ``L`` rises by one.  The
+    below ``L``) that shifts one micro-batch per arc, else ``L`` rises by one and the
+    paths the call took at the old ``L`` are undone first (they were only needed
+    there), so that the call's moves are those of the new level.  The
     proof above carries over with units: when no path exists, the reached groups
     ``G'`` are full and hold every live holder of the reached types ``T'`` (a type ->
     holder arc has residual capacity ``m - c >= 1`` while a unit of the type is
@@ -139,8 +141,10 @@ class ReorderController:
     by a histogram in ``O(1)`` per change.  Memory ``O(N (r + m))``.
 
     **Repairs.**  :meth:`recover` brings failed groups back; there ``S*`` (or ``L*``)
-    can fall, which incremental paths cannot prove, so the plan comes from the exact
-    planner (rare events) and the controller reloads its state from it.
+    can fall.  The level falls while a lower one is feasible, one unit at a time along
+    shortest augmenting paths into the groups with room (typically the returning ones),
+    and a group with no such path certifies by the same argument that Hall's
+    condition fails for the lower level (the Notes of :meth:`recover`).
 
     **Plans are lazy.**  Copying the ``(N, r)`` order on every failure would cost about
     1 ms at ``N = 100,000``; the returned plan materialises ``failed``, ``assignment``,
