@@ -9,7 +9,9 @@ call.  Reported:
 * how many calls take longer than ``--threshold-us`` and their share of the time;
 * the total room left at the load level, ``L (N - k) - M N`` micro-batches, at those calls
   and at all calls (a slow call is not only the last one of its level);
-* for the ``--slowest`` slowest calls, a second run of the same sequence (the controller
+* for the ``--slowest`` slowest calls, and for every call where the load rose above
+  both the previous load and ``ceil(M N / (N - k))`` (a rise found by a search that
+  reached no room), a second run of the same sequence (the controller
   is deterministic) records the split before each of them, and the exact planner
   (``plan_reorder(..., micro_batches=M, split=previous)``, a min-cost flow) gives the
   least number of moves from that split: the controller's moves beside the optimum's,
@@ -185,18 +187,30 @@ def bench_size(n, r, m, seed, slowest, threshold_us, search_every, labels_every=
     slow = elapsed_us > threshold_us
     # The warm-up compiles _one_search before any timing.
     _time_one_search(_run_warm(layout, m, sequence), sequence[0], 1)
-    record = frozenset(int(steps[i]) for i in np.argsort(-elapsed_us)[:slowest])
+    slowest_steps = frozenset(int(steps[i]) for i in np.argsort(-elapsed_us)[:slowest])
+    # Calls where the load rose and the counting bound ceil(m N / (N - k)) did not give it:
+    # the rise was found by a search that reached no room.
+    previous_load = np.concatenate([[m], loads[:-1]])
+    counting_bound = -(-m * n // (n - steps))
+    rise_steps = frozenset(int(k) for k, load, before, low in zip(steps, loads, previous_load, counting_bound)
+                           if load > max(before, low))
+    record = slowest_steps | rise_steps
     load_after = {int(step): int(load) for step, load in zip(steps, loads)}
     second, splits, searches, changed = _run(layout, sequence, m, record, load_after, search_every, labels_every)
     by_step = {int(row[0]): row for row in second}
     calls = []
+    rises = []
     for step in sorted(splits):
         split = splits[step]
         exact = plan_reorder(layout, sequence[:step], micro_batches=m, split=split)
         _, call_us, load, moves = by_step[step]
         assert exact.load == load, "controller and exact planner disagree on L*"
-        calls.append((call_us, load, moves, exact.moves))
+        if step in slowest_steps:
+            calls.append((call_us, load, moves, exact.moves))
+        if step in rise_steps:
+            rises.append((moves, exact.moves))
     calls = np.asarray(calls, dtype=float)
+    rises = np.asarray(rises, dtype=float).reshape(-1, 2)
     timed = np.asarray([searches[step] for step in sorted(searches)], dtype=float)
     search_us, search_reached = timed[:, 0], timed[:, 1]
     return {
@@ -227,6 +241,9 @@ def bench_size(n, r, m, seed, slowest, threshold_us, search_every, labels_every=
         "labels_changed_slowest_q": (_quantiles([changed[s] for s in record if s in changed])
                                      if any(s in changed for s in record) else None),
         "moves_all_q": _quantiles(first[:, 3]),
+        "rises_by_search": int(len(rises)),
+        "rises_moves_sum": int(rises[:, 0].sum()), "rises_optimum_sum": int(rises[:, 1].sum()),
+        "rises_worst_ratio": float((rises[:, 0] / np.maximum(rises[:, 1], 1)).max()) if len(rises) else None,
     }
 
 
@@ -290,6 +307,11 @@ def main():
                        if row["labels_changed_slowest_q"] else "")
             print(f"N={row['N']:,}: live groups whose distance to the nearest room changes in a call "
                   f"(every {row['labels_every']}): {_q(row['labels_changed_q'])}{slowest}")
+        if row["rises_by_search"]:
+            print(f"N={row['N']:,}: {row['rises_by_search']} rises of the load found by search: moves "
+                  f"{row['rises_moves_sum']:,} / optimum {row['rises_optimum_sum']:,} = "
+                  f"{row['rises_moves_sum'] / max(row['rises_optimum_sum'], 1):.3f}, "
+                  f"the worst call {row['rises_worst_ratio']:.2f}x")
         print(f"N={row['N']:,}: moves per call over all calls {_q(row['moves_all_q'])}; "
               f"room at a level's start up to {row['room_at_level_start']:,.0f} micro-batches")
 

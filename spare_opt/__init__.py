@@ -270,7 +270,7 @@ from .demo import (
     default_trace_document,
 )
 
-__version__ = "0.4.0"
+__version__ = "0.4.1"
 
 __all__ = [
     "theory",
