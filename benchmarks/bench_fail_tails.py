@@ -211,8 +211,10 @@ def bench_size(n, r, m, seed, slowest, threshold_us, search_every, labels_every=
             rises.append((moves, exact.moves))
     calls = np.asarray(calls, dtype=float)
     rises = np.asarray(rises, dtype=float).reshape(-1, 2)
-    timed = np.asarray([searches[step] for step in sorted(searches)], dtype=float)
+    timed = np.asarray([searches[step] for step in sorted(searches)], dtype=float).reshape(-1, 2)
     search_us, search_reached = timed[:, 0], timed[:, 1]
+    if not len(timed):  # --search-every 0
+        search_us = search_reached = np.full(1, np.nan)
     return {
         "N": n, "r": r, "micro_batches": m, "seed": seed, "calls": int(len(first)),
         "threshold_us": threshold_us,
@@ -260,7 +262,7 @@ def main():
     parser.add_argument("--slowest", type=int, default=40, help="slowest calls given to the exact planner (default 40)")
     parser.add_argument("--threshold-us", type=float, default=100.0, help="a slow call's time (default 100 us)")
     parser.add_argument("--search-every", type=int, default=1,
-                        help="time one search before every k-th call (default 1: all)")
+                        help="time one search before every k-th call (default 1: all; 0: none)")
     parser.add_argument("--labels-every", type=int, default=0,
                         help="count the distance labels a call changes every k-th call (default 0: off)")
     parser.add_argument("--json", action="store_true", help="print one JSON document instead of a table")
