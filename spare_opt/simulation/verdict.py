@@ -440,9 +440,9 @@ def compare_parameters(preset="trace-400", groups=None, *, trace=None, restart_s
     if trace is not None:
         check.instance("trace", trace, FaultTrace, " (spare_opt.read_fault_trace)")
         if window is not None:
-            from ..traces.window import window_trace
+            from ..traces.window import _window_bounds, window_trace
 
-            trace = window_trace(trace, *window)
+            trace = window_trace(trace, *_window_bounds(window))
     elif window is not None:
         raise ParameterError("a window cuts a trace: give the trace too")
     if groups is None:
@@ -752,9 +752,9 @@ def compare(params, *, trace=None, semantics="repair", rep_redundancies=DEFAULT_
         if note:
             notes.append(note)
     if trace is not None and window is not None:
-        from ..traces.window import window_trace
+        from ..traces.window import _window_bounds, window_trace
 
-        trace = window_trace(trace, *window)
+        trace = window_trace(trace, *_window_bounds(window))
     elif window is not None:
         raise ParameterError("a window cuts a trace: give the trace too")
     if not (include_ckpt or reps or spares or include_elastic):

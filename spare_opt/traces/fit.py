@@ -292,9 +292,9 @@ def fit_trace(trace, *, nodes=None, window_minutes=DEFAULT_WINDOW_MINUTES, start
     if window is not None:
         if start_day is not None or end_day is not None:
             raise ParameterError("give the observation window once: window, or start_day / end_day")
-        from .window import window_trace
+        from .window import _window_bounds, window_trace
 
-        trace = window_trace(trace, *window)
+        trace = window_trace(trace, *_window_bounds(window))
     carried = np.zeros(trace.n_events, dtype=bool)  # starts of faults open at the window's start
     if trace.window is not None:
         if start_day is not None or end_day is not None:
