@@ -462,6 +462,7 @@ def test_zero_length_repairs_only():
     ({"confidence": 1.0}, ParameterError, "confidence"),
     ({"confidence": 0}, ParameterError, "confidence"),
     ({"resamples": 10}, ParameterError, "resamples"),
+    ({"resamples": 10**11}, ParameterError, "resamples must be <= 100,000"),  # was: hours of bootstrap, no error
     ({"seed": -1}, ParameterError, "seed"),
     ({"start_day": 2.0}, ParameterError, "start_day"),
     ({"end_day": 5.0}, ParameterError, "end_day"),
