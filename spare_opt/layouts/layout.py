@@ -173,8 +173,11 @@ class Layout:
             array = np.asarray(stacks)
         except (TypeError, ValueError) as exc:
             raise LayoutError(f"stacks is not a rectangular integer array: {exc}") from None
-        if array.dtype == object or array.ndim != 2:
+        if array.ndim != 2:
             raise LayoutError(f"stacks must be a 2-D integer array of shape (N, r), got shape {array.shape}")
+        if array.dtype == object:
+            raise LayoutError("stacks must hold integer shard types, got values numpy keeps as Python objects "
+                              "(integers beyond 64 bits, or not numbers)")
         # Only integers, or floats with integral values: strings, booleans and complex
         # numbers would otherwise be cast silently (True -> 1) or fail inside numpy.
         if array.dtype.kind not in "iuf":
