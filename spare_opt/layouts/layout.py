@@ -531,14 +531,17 @@ def layout_file_size(path):
     Returns
     -------
     tuple of int or None
-        ``None`` for a file that cannot be read, or whose first 64 KiB do not give
-        both sizes before ``stacks``.
+        ``None`` for a file that cannot be read, that is not a regular file (a pipe,
+        ``<(...)`` in a shell: it can be read once only, by :meth:`Layout.load`), or
+        whose first 64 KiB do not give both sizes before ``stacks``.
     """
     import re
     import zipfile
 
     try:
         path = as_path(path, LayoutFileError, "layout file path")
+        if not path.is_file():
+            return None
         if path.suffix == ".npz":
             with zipfile.ZipFile(path) as archive, archive.open("header.npy") as member:
                 text = str(np.lib.format.read_array(member, allow_pickle=False))
