@@ -68,6 +68,16 @@ def test_compare_parameters_take_the_operator_figures_and_one_trace_span_of_step
         compare_parameters("trace-400", 4, trace=parse_fault_events([]))
 
 
+def test_a_trace_too_thin_to_fit_is_refused_when_it_must_be_scaled():
+    # was: AttributeError ('NoneType' object has no attribute 'node_mtbf_seconds') from the missing model
+    one = parse_fault_events([{"node_id": "a", "event_time": t, "event_type": kind, "fault_type": {"Class": "GPU"}}
+                              for t, kind in ((1.0, "fault_start"), (2.0, "fault_end"))])
+    params = compare_parameters("trace-400", 12, trace=one, steps=20)
+    with pytest.raises(TraceError, match="cannot scale the trace to 12 groups: no failure model"):
+        compare(params, trace=one, trace_scaling="fit", rep_redundancies=(), spare_redundancies=(2,),
+                micro_batches=(1,), seeds=1)
+
+
 def test_cyclic_trace_repeats_every_event_shifted_by_the_span(small_trace):
     tiled = cyclic_trace(small_trace, 3)
     period = small_trace.span_days[1]

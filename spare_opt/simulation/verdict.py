@@ -958,12 +958,16 @@ def scaled_trace_model(trace, nodes, groups, time_scale=1.0):
     Raises
     ------
     ParameterError, TraceError
-        As :func:`spare_opt.fit_trace`.
+        As :func:`spare_opt.fit_trace`; ``TraceError`` also when the fit gives no
+        failure model (``FitResult.model_error`` says why: no positive repair time...).
     """
     from ..traces.fit import fit_trace
 
     fit = fit_trace(trace, nodes=nodes)
     model = fit.model
+    if model is None:
+        raise TraceError(f"{trace.source}: cannot scale the trace to {groups:,} groups: {fit.model_error}; replay it "
+                         "unscaled, at the traced cluster's size, instead")
     time_scale = check.number("time_scale", time_scale, above=0.0)
     if time_scale != 1.0:
         model = replace(model, event_mtbf_seconds=model.event_mtbf_seconds * time_scale,
