@@ -473,6 +473,19 @@ def test_bad_fit_arguments(kwargs, error, message):
         fit_trace(trace_of(*TINY), **kwargs)
 
 
+def test_an_observation_whose_node_seconds_overflow_is_refused():
+    # was: numpy overflow warnings on stderr and a report of inf and 0 s rates
+    import warnings
+
+    huge = trace_of(("a", 1.0, "s"), ("a", 1e308, "e"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(TraceError, match="too long to fit"):
+            fit_trace(huge, **FAST)
+        with pytest.raises(TraceError, match="too long to fit"):
+            fit_trace(trace_of(*TINY), end_day=1e305, **FAST)
+
+
 def test_bad_trace_argument_and_a_file_with_too_few_nodes():
     with pytest.raises(ParameterTypeError, match="FaultTrace"):
         fit_trace("trace.json")

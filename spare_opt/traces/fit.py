@@ -222,8 +222,9 @@ def fit_trace(trace, *, nodes=None, window_minutes=DEFAULT_WINDOW_MINUTES, start
         An option is out of range, ``nodes`` is below the number of nodes the trace
         names, or the window does not hold every event.
     TraceError
-        The trace has no usable ``fault_start`` (empty, only ends...), or its file
-        says it has fewer nodes than it names.
+        The trace has no usable ``fault_start`` (empty, only ends...), its file
+        says it has fewer nodes than it names, or its observation is so long (about
+        ``1e300`` days) that its times in seconds overflow a float.
 
     Notes
     -----
@@ -355,6 +356,10 @@ def fit_trace(trace, *, nodes=None, window_minutes=DEFAULT_WINDOW_MINUTES, start
     resolution = float(np.diff(distinct).min()) if distinct.size > 1 else math.nan
 
     cluster = _cluster_size(trace, nodes)
+    if not math.isfinite(observation * SECONDS_PER_DAY * cluster["nodes"]):
+        # Rates and repairs are figured in seconds, up-time over every node: they would overflow.
+        raise TraceError(f"{trace.source}: the observation of {observation:.3g} days is too long to fit (its "
+                         "node-seconds overflow a float); times are days from the start of the trace")
 
     # Faults: each usable start with the usable end that closes it (faults open at the
     # window's start first: left out, their start is unknown).
