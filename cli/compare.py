@@ -113,8 +113,9 @@ def _shown(values):
                                 "(0.1: ten times the failure rate).")
 @click.option("--steps", type=IntegerRange(min=1), default=None,
               help="Training steps (default with --trace: one trace span of fault-free steps, T0 = the span).")
-@click.option("--semantics", type=click.Choice(SEMANTICS), default="repair", show_default=True,
-              help="repair: repaired groups rejoin; paper: failed groups stay out until a global restart.")
+@click.option("--semantics", type=click.Choice(SEMANTICS), default=None,
+              help="repair: repaired groups rejoin; paper: failed groups stay out until a global restart "
+                   "(default: repair with --trace or --failure-model, which give the repair times; paper without).")
 @click.option("--rep-r", "rep_redundancies", callback=_integer_list, default=_shown(DEFAULT_COMPARE_REP),
               show_default=True, metavar="R,R", help="Replication degrees (empty list: none).")
 @click.option("--spare-r", "spare_redundancies", callback=_integer_list, default=_shown(DEFAULT_COMPARE_SPARE),
@@ -227,6 +228,12 @@ def command(ctx, trace_path, trace_format, time_unit, window, model_path, preset
         fault_model = FailureModel.load(model_path)
     if preset is None:
         preset = "trace-400" if trace is not None or fault_model is not None else "paper-600k"
+    if semantics is None:
+        semantics = "repair" if trace is not None or fault_model is not None else "paper"
+    elif semantics == "repair" and trace is None and fault_model is None:
+        refuse_unused("--semantics repair", "needs the repair times of a --trace or a --failure-model")
+    if semantics == "paper" and given(ctx, "heal_seconds"):
+        refuse_unused("--heal-seconds", "applies to --semantics repair only (paper semantics has no rejoin)")
     if no_elastic and trace is None and fault_model is None:
         refuse_unused("--no-elastic", "does nothing without --trace or --failure-model (elastic needs them)")
     if allreduce_seconds is not None:  # before the steps of one trace span are counted

@@ -264,3 +264,17 @@ def test_cli_compare_json_and_usage_errors(tmp_path):
         assert out.exit_code == 2 and message in out.output
     missing = runner.invoke(main, ["compare", "--trace", str(tmp_path / "none.json")])
     assert missing.exit_code == 1 and missing.output.startswith("Error:")
+
+
+
+def test_cli_compare_semantics_default_follows_the_failures():
+    # was: without a trace the default --semantics repair was refused ("use semantics='paper'")
+    runner = CliRunner()
+    base = ["compare", "--groups", "6", "--quick", "--seeds", "1", "--steps", "5", "-q"]
+    result = runner.invoke(main, base + ["--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["semantics"] == "paper"
+    for bad, message in ((["--semantics", "repair"], "--semantics repair needs the repair times"),
+                         (["--heal-seconds", "5"], "--heal-seconds applies to --semantics repair only")):
+        out = runner.invoke(main, base + bad)
+        assert out.exit_code == 2 and message in out.output
