@@ -241,6 +241,12 @@ def command(ctx, trace_path, trace_format, time_unit, window, model_path, preset
     params = compare_parameters(
         preset, groups, trace=trace, restart_seconds=restart_seconds,
         save_seconds=save_seconds, step_seconds=step_seconds, time_scale=time_scale, steps=steps, **overrides)
+    # The default (or --quick) grids were chosen for large N: leave out what this N cannot hold, and say so;
+    # values given on the command line are the user's, and the library refuses those above N.
+    if not given(ctx, "rep_redundancies"):
+        rep_redundancies = _within_groups(rep_redundancies, params.groups, "--rep-r")
+    if not given(ctx, "spare_redundancies"):
+        spare_redundancies = _within_groups(spare_redundancies, params.groups, "--spare-r")
     with executor_for(scheduler, workers) as executor, progress_bar(quiet, "comparing") as progress:
         result = compare(params, trace=trace, fault_model=fault_model, semantics=semantics,
                          trace_nodes=None if trace is None else trace_cluster_size(trace, preset),
@@ -267,6 +273,15 @@ def command(ctx, trace_path, trace_format, time_unit, window, model_path, preset
     if recommended is not None:
         click.echo(f"recommendation written to {recommended} (a layout file: plan and validate read it)",
                    err=as_json)
+
+
+def _within_groups(values, groups, option):
+    """The default redundancies ``values`` that ``groups`` DP groups can hold (``r <= N``), the rest named on stderr."""
+    kept = tuple(r for r in values if r <= groups)
+    if len(kept) < len(values):
+        left_out = ", ".join(str(r) for r in values if r > groups)
+        click.echo(f"Note: {option} {left_out} left out of the default grid: above N = {groups} (r <= N)", err=True)
+    return kept
 
 
 def _announce(row):

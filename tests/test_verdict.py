@@ -278,3 +278,16 @@ def test_cli_compare_semantics_default_follows_the_failures():
                          (["--heal-seconds", "5"], "--heal-seconds applies to --semantics repair only")):
         out = runner.invoke(main, base + bad)
         assert out.exit_code == 2 and message in out.output
+
+
+def test_cli_compare_leaves_out_default_redundancies_above_n_and_says_so():
+    # was: at a small N the default (or --quick) grid's r above N was refused, though the user never chose it
+    runner = CliRunner()
+    base = ["compare", "--groups", "4", "--quick", "--seeds", "1", "--steps", "5", "-q"]
+    result = runner.invoke(main, base + ["--json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert sorted({row["redundancy"] for row in doc["settings"] if row["strategy"] == "spare"}) == [3]
+    assert "Note: --spare-r 5 left out of the default grid: above N = 4" in result.stderr
+    explicit = runner.invoke(main, base + ["--spare-r", "2,5"])
+    assert explicit.exit_code == 1 and "each value must be <= 4, got 5" in explicit.output
