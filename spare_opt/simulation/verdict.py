@@ -355,7 +355,7 @@ def cyclic_trace(trace, cycles):
     ----------
     trace : FaultTrace
     cycles : int
-        Number of copies, ``>= 1``.
+        Number of copies, ``1 <= cycles <= MAX_CYCLES`` (100, as :func:`compare`).
 
     Returns
     -------
@@ -370,12 +370,12 @@ def cyclic_trace(trace, cycles):
         ``trace`` is not a :class:`~spare_opt.traces.trace.FaultTrace` or ``cycles`` is not an
         integer.
     ParameterError
-        ``cycles < 1``.
+        ``cycles < 1`` or ``cycles > MAX_CYCLES``.
     TraceError
         The trace has no event after day 0 (it has no span to repeat).
     """
     check.instance("trace", trace, FaultTrace, " (spare_opt.read_fault_trace)")
-    cycles = check.count("cycles", cycles)
+    cycles = check.count("cycles", cycles, maximum=MAX_CYCLES)
     if cycles == 1:
         return trace
     period = trace.observed_days
