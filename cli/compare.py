@@ -113,8 +113,9 @@ def _shown(values):
                                 "(0.1: ten times the failure rate).")
 @click.option("--steps", type=IntegerRange(min=1), default=None,
               help="Training steps (default with --trace: one trace span of fault-free steps, T0 = the span).")
-@click.option("--semantics", type=click.Choice(SEMANTICS), default="repair", show_default=True,
-              help="repair: repaired groups rejoin; paper: failed groups stay out until a global restart.")
+@click.option("--semantics", type=click.Choice(SEMANTICS), default=None,
+              help="repair: repaired groups rejoin; paper: failed groups stay out until a global restart "
+                   "(default: repair with --trace or --failure-model, which give the repair times; paper without).")
 @click.option("--rep-r", "rep_redundancies", callback=_integer_list, default=_shown(DEFAULT_COMPARE_REP),
               show_default=True, metavar="R,R", help="Replication degrees (empty list: none).")
 @click.option("--spare-r", "spare_redundancies", callback=_integer_list, default=_shown(DEFAULT_COMPARE_SPARE),
@@ -227,6 +228,12 @@ def command(ctx, trace_path, trace_format, time_unit, window, model_path, preset
         fault_model = FailureModel.load(model_path)
     if preset is None:
         preset = "trace-400" if trace is not None or fault_model is not None else "paper-600k"
+    if semantics is None:
+        semantics = "repair" if trace is not None or fault_model is not None else "paper"
+    elif semantics == "repair" and trace is None and fault_model is None:
+        refuse_unused("--semantics repair", "needs the repair times of a --trace or a --failure-model")
+    if semantics == "paper" and given(ctx, "heal_seconds"):
+        refuse_unused("--heal-seconds", "applies to --semantics repair only (paper semantics has no rejoin)")
     if no_elastic and trace is None and fault_model is None:
         refuse_unused("--no-elastic", "does nothing without --trace or --failure-model (elastic needs them)")
     if allreduce_seconds is not None:  # before the steps of one trace span are counted
@@ -234,6 +241,12 @@ def command(ctx, trace_path, trace_format, time_unit, window, model_path, preset
     params = compare_parameters(
         preset, groups, trace=trace, restart_seconds=restart_seconds,
         save_seconds=save_seconds, step_seconds=step_seconds, time_scale=time_scale, steps=steps, **overrides)
+    # The default (or --quick) grids were chosen for large N: leave out what this N cannot hold, and say so;
+    # values given on the command line are the user's, and the library refuses those above N.
+    if not given(ctx, "rep_redundancies"):
+        rep_redundancies = _within_groups(rep_redundancies, params.groups, "--rep-r")
+    if not given(ctx, "spare_redundancies"):
+        spare_redundancies = _within_groups(spare_redundancies, params.groups, "--spare-r")
     with executor_for(scheduler, workers) as executor, progress_bar(quiet, "comparing") as progress:
         result = compare(params, trace=trace, fault_model=fault_model, semantics=semantics,
                          trace_nodes=None if trace is None else trace_cluster_size(trace, preset),
@@ -260,6 +273,15 @@ def command(ctx, trace_path, trace_format, time_unit, window, model_path, preset
     if recommended is not None:
         click.echo(f"recommendation written to {recommended} (a layout file: plan and validate read it)",
                    err=as_json)
+
+
+def _within_groups(values, groups, option):
+    """The default redundancies ``values`` that ``groups`` DP groups can hold (``r <= N``), the rest named on stderr."""
+    kept = tuple(r for r in values if r <= groups)
+    if len(kept) < len(values):
+        left_out = ", ".join(str(r) for r in values if r > groups)
+        click.echo(f"Note: {option} {left_out} left out of the default grid: above N = {groups} (r <= N)", err=True)
+    return kept
 
 
 def _announce(row):

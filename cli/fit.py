@@ -3,7 +3,7 @@
 import click
 
 from spare_opt._core.errors import SpareError
-from spare_opt.traces.fit import DEFAULT_RESAMPLES, DEFAULT_WINDOW_MINUTES, fit_trace
+from spare_opt.traces.fit import DEFAULT_RESAMPLES, DEFAULT_WINDOW_MINUTES, MAX_RESAMPLES, fit_trace
 from spare_opt.traces.failure_model import REPAIR_DISTRIBUTIONS
 from spare_opt.traces.json_format import read_fault_trace
 
@@ -45,7 +45,7 @@ __all__ = ["command"]
                                       "or the lognormal fit.")
 @click.option("--confidence", type=FloatRange(min=0, max=1, min_open=True, max_open=True), default=0.95,
               show_default=True, metavar="LEVEL", help="Level of every confidence interval.")
-@click.option("--resamples", type=IntegerRange(min=99), default=DEFAULT_RESAMPLES, show_default=True, metavar="B",
+@click.option("--resamples", type=IntegerRange(min=99, max=MAX_RESAMPLES), default=DEFAULT_RESAMPLES, show_default=True, metavar="B",
               help="Bootstrap resamples and Monte-Carlo samples of the goodness-of-fit test.")
 @seed_option
 @click.option("--output", "-o", type=click.Path(dir_okay=False), default=None, metavar="FILE",

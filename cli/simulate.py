@@ -48,7 +48,7 @@ SPARE_ONLY = ("controller_seconds", "patch_layers")
 @click.option("--preset", default="paper-600k", show_default=True, type=click.Choice(sorted(PRESETS)),
               help="Built-in setting (timings, MTBF, Weibull shape, steps).")
 @click.option("--groups", "-N", type=IntegerRange(min=1), default=None,
-              help="Number of DP groups N, any (default: the preset's first); the preset's system MTBF "
+              help="Number of DP groups N, any (default: the --layout's N, else the preset's first); the preset's system MTBF "
                    "is kept, a --failure-model is scaled per node.")
 @click.option("--strategy", type=click.Choice(STRATEGIES), default="spare", show_default=True,
               help="ckpt: checkpointing alone; rep: replication of degree r; spare: SPARe with a Sidon layout; "
@@ -142,8 +142,9 @@ def command(ctx, preset, groups, strategy, redundancy, checkpoint_period_seconds
     if semantics != "repair" and not given(ctx, "heal_seconds"):
         overrides.pop("heal_seconds", None)  # a cluster file's heal time: not used without repairs
         heal_seconds = None
+    layout = Layout.load(layout_path) if layout_path is not None else None
     if groups is None:
-        groups = PRESETS[preset].groups[0]
+        groups = layout.groups if layout is not None else PRESETS[preset].groups[0]
     if trace_path is not None:
         overrides["trace_time_scale"] = time_scale
     for field, value, option in (("heal_seconds", heal_seconds, "--heal-seconds"),
@@ -160,7 +161,6 @@ def command(ctx, preset, groups, strategy, redundancy, checkpoint_period_seconds
 
         fault_model = FailureModel.load(fault_model_path)
     params = preset_parameters(preset, groups, **overrides)
-    layout = Layout.load(layout_path) if layout_path is not None else None
     if redundancy is None:
         redundancy = layout.redundancy if layout is not None else default_redundancy(strategy, groups)
     trace = None

@@ -61,7 +61,8 @@ def _percent(value):
 @click.option("--groups", "-N", "groups", type=INTEGER, default=None, metavar="N",
               help="Number of DP groups N  [required].")
 @click.option("--r-min", type=INTEGER, default=2, show_default=True, help="Smallest redundancy r.")
-@click.option("--r-max", type=INTEGER, default=20, show_default=True, help="Largest redundancy r.")
+@click.option("--r-max", type=INTEGER, default=20,
+              help="Largest redundancy r (default: 20, or N when N is smaller: a group holds r <= N shard types).")
 @click.option("--methods", default="sidon,consecutive,block", show_default=True, callback=_methods,
               help=f"Comma-separated layout methods ({', '.join(METHODS)}); block only where r divides N.")
 @click.option("--trials", type=IntegerRange(min=1, max=MAX_TRIALS), default=200, show_default=True, metavar="K",
@@ -127,6 +128,8 @@ def command(ctx, groups, r_min, r_max, methods, trials, seed, micro_batches, wor
         from spare_opt._core.plotting import require_matplotlib
 
         require_matplotlib()  # before the long work, not after it
+    if not given(ctx, "r_max") and isinstance(groups, int) and groups >= 1:
+        r_max = min(r_max, groups)
     with executor_for(scheduler, workers) as executor, progress_bar(quiet, "sweep trials") as progress:
         result = sweep(groups, r_min=r_min, r_max=r_max, methods=methods, trials=trials, seed=seed, workers=workers,
                        executor=executor, system_mtbf_seconds=mtbf_minutes * 60, save_seconds=save_seconds,

@@ -148,6 +148,7 @@ from .traces import (
     FAILURE_MODEL_VERSION,
     DEFAULT_WINDOW_MINUTES,
     DEFAULT_RESAMPLES,
+    MAX_RESAMPLES,
     MAX_SAMPLE_EVENTS,
 )
 from .guarantees import (
@@ -445,6 +446,7 @@ __all__ = [
     "FAILURE_MODEL_VERSION",
     "DEFAULT_WINDOW_MINUTES",
     "DEFAULT_RESAMPLES",
+    "MAX_RESAMPLES",
     "MAX_SAMPLE_EVENTS",
     "PLANNERS",
     "ReplayRow",

@@ -248,7 +248,13 @@ def test_from_bytes_refuses_a_truncated_plan():
         Plan.from_bytes(data[:-4])
 
 
-@pytest.mark.parametrize("document", [[], {"status": "masked"}, {**_plans()[0].to_dict(), "split": "x"}])
+@pytest.mark.parametrize("document", [[], {"status": "masked"}, {**_plans()[0].to_dict(), "split": "x"},
+                                      # was: taken as they are, a Plan with status 'x' or stack_number 'x'
+                                      {**_plans()[0].to_dict(), "status": "x"},
+                                      {**_plans()[0].to_dict(), "stack_number": "x"},
+                                      {**_plans()[0].to_dict(), "lower_bound": 1.5},
+                                      {**_plans()[0].to_dict(), "load": True},
+                                      {**_plans()[0].to_dict(), "step_cost": "x"}])
 def test_from_dict_refuses_what_is_not_a_plan(document):
     with pytest.raises(PlanError):
         Plan.from_dict(document)

@@ -68,6 +68,8 @@ def test_fit_bad_input(tmp_path):
     assert "empty trace" in one_error_line(run("fit", empty))
     assert run("fit", REAL, "--window-minutes", -1).exit_code == 2
     assert run("fit", REAL, "--confidence", 1).exit_code == 2
+    huge = run("fit", REAL, "--resamples", 10**11)  # was: accepted, then hours of bootstrap
+    assert huge.exit_code == 2 and "99<=x<=100000" in huge.output
     assert "must not be after the first event" in one_error_line(run("fit", REAL, "--start-day", 10))
 
 

@@ -190,3 +190,25 @@ def test_bad_micro_batches_get_one_line(layout_path, value, words, code):
     assert "Traceback" not in result.output
     errors = _error_lines(result)
     assert len(errors) == 1 and words in errors[0], result.stderr
+
+
+def test_plan_reads_a_layout_from_a_pipe(tmp_path, layout):
+    # was: the header peek read the pipe first, then Layout.load found it empty ("malformed JSON") or waited
+    # forever for a second writer
+    import os
+    import subprocess
+    import sys
+
+    fifo = tmp_path / "layout.json"
+    os.mkfifo(fifo)
+    proc = subprocess.Popen([sys.executable, "-c", "from spare_opt_cli.main import main; main()", "plan", str(fifo),
+                             "--fail", "1", "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    with open(fifo, "w") as writer:  # opens once the command opens the pipe to read
+        writer.write(json.dumps(layout.to_dict()))
+    try:
+        out, err = proc.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        pytest.fail("plan opened the pipe a second time and waited for another writer")
+    assert proc.returncode == 0, err
+    assert json.loads(out)["failed"] == [1]

@@ -113,6 +113,22 @@ def test_simulate_with_a_layout_file(runner, tmp_path):
     assert missing.exit_code != 0 and "Traceback" not in missing.output
 
 
+def test_simulate_takes_n_and_r_from_the_layout_file(runner, tmp_path):
+    # was: N defaulted to the preset's first (200) and a 12-group layout was refused ("the run needs N=200")
+    from spare_opt import consecutive
+
+    path = tmp_path / "layout.json"
+    consecutive(12, 3).save(path)
+    result = runner.invoke(main, ["simulate", "--strategy", "spare", "--seeds", "1", "--quiet", *FAST,
+                                  "--layout", str(path), "--json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.output)
+    assert (doc["groups"], doc["redundancy"]) == (12, 3)
+    other = runner.invoke(main, ["simulate", "--strategy", "spare", "--seeds", "1", "--quiet", *FAST,
+                                 "--layout", str(path), "--groups", "13"])
+    assert other.exit_code == 1 and "layout has N=12, r=3; the run needs N=13" in other.output
+
+
 @pytest.mark.parametrize("command", [["simulate"], ["tune"], ["sweep", "-N", "7"]])
 @pytest.mark.parametrize("workers", ["0", "-2"])
 def test_workers_option_follows_the_scipy_convention(runner, command, workers):

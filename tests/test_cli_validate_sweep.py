@@ -153,6 +153,14 @@ def test_sweep_table_and_json_match_the_library():
     assert doc["parameters"]["system_mtbf_seconds"] == 300.0 and "mtbf_seconds" not in doc["parameters"]
 
 
+def test_sweep_default_r_max_stops_at_n():
+    # was: the default --r-max 20 was refused at N < 20 ("got r=20 > N=12"), though the user never chose it
+    doc = json.loads(_run("sweep", "-N", "6", "--methods", "consecutive", "--trials", "2", "--json").stdout)
+    assert [r["redundancy"] for r in doc["rows"]] == [2, 3, 4, 5, 6]
+    given = _run("sweep", "-N", "6", "--r-max", "7", "--trials", "2")
+    assert given.exit_code == 1 and "got r=7 > N=6" in given.output
+
+
 def test_sweep_time_options_change_j():
     doc = json.loads(_run(*SWEEP_ARGS, "--json", "--mtbf", "600", "--restart-seconds", "1800", "--save-seconds", "30").stdout)
     row = doc["rows"][-1]

@@ -261,6 +261,17 @@ def test_replay_with_a_placement_fails_whole_domains_and_matches_a_reference():
     assert result.rows[1].group == 0
 
 
+def test_a_replay_names_nodes_left_out_of_a_placement_as_such():
+    # was: "Skipped: 1 node(s) beyond N = 16", though N was not the reason
+    layout = Layout(circulant_stacks(16, [0, 1, 3]))
+    trace = parse_fault_events(_events([("x", 1.0, "fault_start"), ("typo", 2.0, "fault_start")]))
+    placed = replay_trace(layout, trace, placement=Placement({"x": 9}))
+    assert placed["skipped"] == {"nodes": 1, "fault_starts": 1, "events": 1}
+    assert "Skipped: 1 node(s) not in the placement (1 fault_start" in placed.format_text()
+    small = replay_trace(Layout(circulant_stacks(1, [0])), trace)
+    assert small["skipped"]["nodes"] == 1 and "Skipped: 1 node(s) beyond N = 1 (" in small.format_text()
+
+
 def test_trace_failures_take_placements():
     trace = parse_fault_events(_events([("a", 1.0, "fault_start"), ("b", 2.0, "fault_start")]))
     layout = Layout(circulant_stacks(8, [0, 1, 3]))

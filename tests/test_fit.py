@@ -462,6 +462,7 @@ def test_zero_length_repairs_only():
     ({"confidence": 1.0}, ParameterError, "confidence"),
     ({"confidence": 0}, ParameterError, "confidence"),
     ({"resamples": 10}, ParameterError, "resamples"),
+    ({"resamples": 10**11}, ParameterError, "resamples must be <= 100,000"),  # was: hours of bootstrap, no error
     ({"seed": -1}, ParameterError, "seed"),
     ({"start_day": 2.0}, ParameterError, "start_day"),
     ({"end_day": 5.0}, ParameterError, "end_day"),
@@ -470,6 +471,19 @@ def test_zero_length_repairs_only():
 def test_bad_fit_arguments(kwargs, error, message):
     with pytest.raises(error, match=message):
         fit_trace(trace_of(*TINY), **kwargs)
+
+
+def test_an_observation_whose_node_seconds_overflow_is_refused():
+    # was: numpy overflow warnings on stderr and a report of inf and 0 s rates
+    import warnings
+
+    huge = trace_of(("a", 1.0, "s"), ("a", 1e308, "e"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(TraceError, match="too long to fit"):
+            fit_trace(huge, **FAST)
+        with pytest.raises(TraceError, match="too long to fit"):
+            fit_trace(trace_of(*TINY), end_day=1e305, **FAST)
 
 
 def test_bad_trace_argument_and_a_file_with_too_few_nodes():

@@ -98,3 +98,10 @@ def test_load_rejects_bad_files(tmp_path):
     bad.write_text(json.dumps(broken))
     with pytest.raises(LayoutError, match="not a permutation"):
         Layout.load(bad)
+
+
+@pytest.mark.parametrize("stacks", [[[2**70]], [[object()]]])
+def test_stacks_numpy_keeps_as_objects_are_named_as_such(stacks):
+    # was: "must be a 2-D integer array of shape (N, r), got shape (1, 1)", a shape that is 2-D
+    with pytest.raises(LayoutError, match="integer shard types, got values numpy keeps as Python objects"):
+        Layout(stacks)

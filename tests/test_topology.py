@@ -130,6 +130,13 @@ def test_levels_and_block_arguments_are_checked():
         Topology.blocks(8, [("rack", 2)])
     with pytest.raises(ParameterError):
         Topology.blocks(8, {"rack": 2}, shuffle=True, seed=-1)
+    # was: any N up to 2^31 - 1, allocated until out of memory; no layout holds more than 2^27 groups
+    from spare_opt import derived_topology, parse_fault_events
+
+    with pytest.raises(ParameterError, match="groups N must be <= 134,217,728"):
+        Topology.blocks(2**27 + 1, {"rack": 8})
+    with pytest.raises(ParameterError, match="groups N must be <= 134,217,728"):
+        derived_topology(parse_fault_events([]), 2**27 + 1)
 
 
 # ----------------------------------------------------------------- placement
@@ -204,6 +211,8 @@ def test_topology_command_writes_blocks_and_refuses_to_overwrite(tmp_path):
     (["-N", 10, "--level", "rack=2", "--level", "rack=3", "-o", "t.json"], "twice", 2),
     (["-N", 10, "--level", "rack=20", "-o", "t.json"], "<= 10", 1),
     (["-N", 0, "--level", "rack=1", "-o", "t.json"], ">= 1", 1),
+    # was: accepted up to 2^31 - 1, then N int64 positions per level allocated until out of memory
+    (["-N", 2_000_000_000, "--level", "rack=8", "-o", "t.json"], "groups N must be <= 134,217,728", 1),
     (["-N", 10, "--level", "rack=2", "--from-trace", "x.json", "-o", "t.json"], "do not combine", 2),
 ])
 def test_topology_command_bad_input(tmp_path, monkeypatch, args, needle, code):

@@ -306,3 +306,12 @@ def test_trace_instants_list_failing_and_recovering_groups_once_in_event_order()
     assert node_group.tolist() == [0, 1, -1, -1]
     third = instants[2]
     assert [trace.node_ids[trace.node[k]] for k in third.recovering_events] == ["b", "a"]
+
+
+@pytest.mark.parametrize("text", [b"node,start,end\n", None, 5])
+def test_csv_text_that_is_not_a_str_is_a_type_error(text):
+    # was: bytes gave a bare TypeError from io.StringIO, None an "empty file" TraceError
+    from spare_opt import parse_fault_csv
+
+    with pytest.raises(ParameterTypeError, match="text must be a str"):
+        parse_fault_csv(text)

@@ -68,6 +68,16 @@ def test_compare_parameters_take_the_operator_figures_and_one_trace_span_of_step
         compare_parameters("trace-400", 4, trace=parse_fault_events([]))
 
 
+def test_a_trace_too_thin_to_fit_is_refused_when_it_must_be_scaled():
+    # was: AttributeError ('NoneType' object has no attribute 'node_mtbf_seconds') from the missing model
+    one = parse_fault_events([{"node_id": "a", "event_time": t, "event_type": kind, "fault_type": {"Class": "GPU"}}
+                              for t, kind in ((1.0, "fault_start"), (2.0, "fault_end"))])
+    params = compare_parameters("trace-400", 12, trace=one, steps=20)
+    with pytest.raises(TraceError, match="cannot scale the trace to 12 groups: no failure model"):
+        compare(params, trace=one, trace_scaling="fit", rep_redundancies=(), spare_redundancies=(2,),
+                micro_batches=(1,), seeds=1)
+
+
 def test_cyclic_trace_repeats_every_event_shifted_by_the_span(small_trace):
     tiled = cyclic_trace(small_trace, 3)
     period = small_trace.span_days[1]
@@ -84,6 +94,8 @@ def test_cyclic_trace_repeats_every_event_shifted_by_the_span(small_trace):
     assert cyclic_trace(small_trace, 1) is small_trace
     with pytest.raises(ParameterError):
         cyclic_trace(small_trace, 0)
+    with pytest.raises(ParameterError, match="cycles must be <= 100"):  # was: 10**9 copies built until out of memory
+        cyclic_trace(small_trace, 10**9)
 
 
 # ------------------------------------------------------------------ the runs and the choices
@@ -254,3 +266,30 @@ def test_cli_compare_json_and_usage_errors(tmp_path):
         assert out.exit_code == 2 and message in out.output
     missing = runner.invoke(main, ["compare", "--trace", str(tmp_path / "none.json")])
     assert missing.exit_code == 1 and missing.output.startswith("Error:")
+
+
+
+def test_cli_compare_semantics_default_follows_the_failures():
+    # was: without a trace the default --semantics repair was refused ("use semantics='paper'")
+    runner = CliRunner()
+    base = ["compare", "--groups", "6", "--quick", "--seeds", "1", "--steps", "5", "-q"]
+    result = runner.invoke(main, base + ["--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["semantics"] == "paper"
+    for bad, message in ((["--semantics", "repair"], "--semantics repair needs the repair times"),
+                         (["--heal-seconds", "5"], "--heal-seconds applies to --semantics repair only")):
+        out = runner.invoke(main, base + bad)
+        assert out.exit_code == 2 and message in out.output
+
+
+def test_cli_compare_leaves_out_default_redundancies_above_n_and_says_so():
+    # was: at a small N the default (or --quick) grid's r above N was refused, though the user never chose it
+    runner = CliRunner()
+    base = ["compare", "--groups", "4", "--quick", "--seeds", "1", "--steps", "5", "-q"]
+    result = runner.invoke(main, base + ["--json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert sorted({row["redundancy"] for row in doc["settings"] if row["strategy"] == "spare"}) == [3]
+    assert "Note: --spare-r 5 left out of the default grid: above N = 4" in result.stderr
+    explicit = runner.invoke(main, base + ["--spare-r", "2,5"])
+    assert explicit.exit_code == 1 and "each value must be <= 4, got 5" in explicit.output

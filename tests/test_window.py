@@ -129,3 +129,19 @@ def test_simulate_and_compare_replay_the_window(tmp_path):
     assert bad.exit_code != 0 and "Error: the window must end after it starts" in bad.output
     refused = runner.invoke(main, ["simulate", "--window", "0", "1", "--seeds", "1"])
     assert refused.exit_code != 0 and "--window" in refused.output
+
+
+@pytest.mark.parametrize("window", [(1.0,), (0.0, 1.0, 2.0), 5, "ab", {0: 1, 2: 3}])
+def test_a_window_that_is_not_a_pair_is_refused_by_each_function_that_takes_one(window):
+    # was: a bare TypeError from unpacking (1,) or 5, and a str or dict unpacked into its characters or keys
+    from spare_opt import SpareError, preset_parameters
+
+    trace = parse_fault_events([_ev("a", 1.0, "fault_start"), _ev("a", 3.0, "fault_end")])
+    params = preset_parameters("trace-400", 4, steps=10)
+    calls = [lambda: fit_trace(trace, window=window, resamples=99),
+             lambda: simulate(params, "ckpt", trace=trace, window=window),
+             lambda: compare(params, trace=trace, window=window, rep_redundancies=(), spare_redundancies=(),
+                             include_elastic=False, seeds=1)]
+    for call in calls:
+        with pytest.raises(SpareError, match="window must be a pair"):
+            call()

@@ -21,7 +21,7 @@ import numpy as np
 from .._core import validation as check
 from .._core.results import Result
 from ..layouts.domain_layouts import _checked_domains
-from ..layouts.generators import DEFAULT_TIME_LIMIT, METHODS, generate
+from ..layouts.generators import DEFAULT_TIME_LIMIT, MAX_LAYOUT_ENTRIES, METHODS, generate
 from .montecarlo import MAX_TRIALS, domain_monte_carlo
 from .._core.errors import ParameterError, ParameterTypeError
 from ..traces.failure_model import FailureModel
@@ -480,7 +480,7 @@ def derived_topology(trace, groups, *, level=None, window_days=0.0, until_days=N
     {'incident-0': [0, 1], 'incident-1': [3, 4]}
     """
     check.instance("trace", trace, FaultTrace, " (spare_opt.read_fault_trace)")
-    groups = check.count("groups N", groups)
+    groups = check.count("groups N", groups, maximum=MAX_LAYOUT_ENTRIES)  # no layout holds more groups
     if use_domains != "auto":
         use_domains = check.flag("use_domains", use_domains)
     has_domains = any(domain is not None for domain in trace.node_domains)

@@ -173,8 +173,11 @@ class Layout:
             array = np.asarray(stacks)
         except (TypeError, ValueError) as exc:
             raise LayoutError(f"stacks is not a rectangular integer array: {exc}") from None
-        if array.dtype == object or array.ndim != 2:
+        if array.ndim != 2:
             raise LayoutError(f"stacks must be a 2-D integer array of shape (N, r), got shape {array.shape}")
+        if array.dtype == object:
+            raise LayoutError("stacks must hold integer shard types, got values numpy keeps as Python objects "
+                              "(integers beyond 64 bits, or not numbers)")
         # Only integers, or floats with integral values: strings, booleans and complex
         # numbers would otherwise be cast silently (True -> 1) or fail inside numpy.
         if array.dtype.kind not in "iuf":
@@ -528,14 +531,17 @@ def layout_file_size(path):
     Returns
     -------
     tuple of int or None
-        ``None`` for a file that cannot be read, or whose first 64 KiB do not give
-        both sizes before ``stacks``.
+        ``None`` for a file that cannot be read, that is not a regular file (a pipe,
+        ``<(...)`` in a shell: it can be read once only, by :meth:`Layout.load`), or
+        whose first 64 KiB do not give both sizes before ``stacks``.
     """
     import re
     import zipfile
 
     try:
         path = as_path(path, LayoutFileError, "layout file path")
+        if not path.is_file():
+            return None
         if path.suffix == ".npz":
             with zipfile.ZipFile(path) as archive, archive.open("header.npy") as member:
                 text = str(np.lib.format.read_array(member, allow_pickle=False))

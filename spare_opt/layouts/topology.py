@@ -19,6 +19,7 @@ import numpy as np
 from .._core import validation as check
 from .._core.io import as_path, read_json_file, write_document
 from .._core.errors import ParameterError, ParameterTypeError, TopologyError
+from .generators import MAX_LAYOUT_ENTRIES
 from .layout import check_layout
 
 __all__ = ["Topology", "TOPOLOGY_FORMAT", "TOPOLOGY_VERSION", "check_topology"]
@@ -286,9 +287,12 @@ class Topology:
             ``groups``, a size or ``seed`` is not an integer, ``sizes`` is not a dict,
             ``shuffle`` is not a bool.
         ParameterError
-            A size outside ``[1, N]``, a negative seed, no level.
+            A size outside ``[1, N]``, ``N`` above ``2^27`` (no layout holds more groups),
+            a negative seed, no level.
         """
-        groups = check.integer("groups N", groups, minimum=1)
+        # No layout holds more groups (N r <= MAX_LAYOUT_ENTRIES), and N int64 positions per level would
+        # exhaust the memory long before N = 2^31.
+        groups = check.integer("groups N", groups, minimum=1, maximum=MAX_LAYOUT_ENTRIES)
         shuffle = check.flag("shuffle", shuffle)
         seed = check.seed(seed)
         check.instance("sizes", sizes, dict, " of level name -> groups per domain")

@@ -12,6 +12,7 @@ is the paper's model.
 """
 
 import hashlib
+import math
 import struct
 import warnings
 from collections import namedtuple
@@ -537,6 +538,15 @@ class Plan(Result):
         missing = [key for key in _PLAN_KEYS if key not in doc]
         if missing:
             raise PlanError(f"plan document misses the key(s) {', '.join(missing)}")
+        if doc["status"] not in (MASKED, WIPE_OUT):
+            raise PlanError(f"plan document: status must be {MASKED!r} or {WIPE_OUT!r}, got {doc['status']!r}")
+        for key in ("stack_number", "lower_bound", "load", "step_cost"):
+            value = doc[key]
+            number = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
+            whole = number and (key == "step_cost" or float(value).is_integer())
+            if value is not None and not (whole and math.isfinite(value) and value >= 0):
+                kind = "a finite number >= 0" if key == "step_cost" else "an integer >= 0"
+                raise PlanError(f"plan document: {key} must be {kind} or null, got {value!r}")
         try:
             m = int(doc["micro_batches"])
             rows = doc["order"]

@@ -186,8 +186,10 @@ class ReplayResult(Result):
         if len(messages) > SHOWN_IRREGULAR:
             lines.append(f"  ... and {len(messages) - SHOWN_IRREGULAR} more irregular events (--json lists all)")
         skipped = s["skipped"]
+        # With a placement file (its text starts "placement"), a node is skipped because it is not listed.
+        why = "not in the placement" if s["placement"].startswith("placement") else f"beyond N = {s['groups']}"
         lines.append(
-            f"Skipped: {skipped['nodes']} node(s) beyond N = {s['groups']} "
+            f"Skipped: {skipped['nodes']} node(s) {why} "
             f"({skipped['fault_starts']} fault_start, {skipped['events']} events in all)"
         )
         lines.append(f"Elapsed: {self.elapsed_seconds:.2f} s")

@@ -239,9 +239,9 @@ def _run_options(params, trace, micro_batches, global_batch, overhead, allreduce
     if window is not None:
         if trace is None:
             raise ParameterError("a window cuts a trace: give the trace too")
-        from ..traces.window import window_trace
+        from ..traces.window import _window_bounds, window_trace
 
-        trace = window_trace(trace, *window)
+        trace = window_trace(trace, *_window_bounds(window))
     if global_batch is not None:
         most = micro_batch_capacity(global_batch, params.groups)
         if check.integer("micro_batches", micro_batches) > most:

@@ -355,7 +355,7 @@ def cyclic_trace(trace, cycles):
     ----------
     trace : FaultTrace
     cycles : int
-        Number of copies, ``>= 1``.
+        Number of copies, ``1 <= cycles <= MAX_CYCLES`` (100, as :func:`compare`).
 
     Returns
     -------
@@ -370,12 +370,12 @@ def cyclic_trace(trace, cycles):
         ``trace`` is not a :class:`~spare_opt.traces.trace.FaultTrace` or ``cycles`` is not an
         integer.
     ParameterError
-        ``cycles < 1``.
+        ``cycles < 1`` or ``cycles > MAX_CYCLES``.
     TraceError
         The trace has no event after day 0 (it has no span to repeat).
     """
     check.instance("trace", trace, FaultTrace, " (spare_opt.read_fault_trace)")
-    cycles = check.count("cycles", cycles)
+    cycles = check.count("cycles", cycles, maximum=MAX_CYCLES)
     if cycles == 1:
         return trace
     period = trace.observed_days
@@ -440,9 +440,9 @@ def compare_parameters(preset="trace-400", groups=None, *, trace=None, restart_s
     if trace is not None:
         check.instance("trace", trace, FaultTrace, " (spare_opt.read_fault_trace)")
         if window is not None:
-            from ..traces.window import window_trace
+            from ..traces.window import _window_bounds, window_trace
 
-            trace = window_trace(trace, *window)
+            trace = window_trace(trace, *_window_bounds(window))
     elif window is not None:
         raise ParameterError("a window cuts a trace: give the trace too")
     if groups is None:
@@ -752,9 +752,9 @@ def compare(params, *, trace=None, semantics="repair", rep_redundancies=DEFAULT_
         if note:
             notes.append(note)
     if trace is not None and window is not None:
-        from ..traces.window import window_trace
+        from ..traces.window import _window_bounds, window_trace
 
-        trace = window_trace(trace, *window)
+        trace = window_trace(trace, *_window_bounds(window))
     elif window is not None:
         raise ParameterError("a window cuts a trace: give the trace too")
     if not (include_ckpt or reps or spares or include_elastic):
@@ -958,12 +958,16 @@ def scaled_trace_model(trace, nodes, groups, time_scale=1.0):
     Raises
     ------
     ParameterError, TraceError
-        As :func:`spare_opt.fit_trace`.
+        As :func:`spare_opt.fit_trace`; ``TraceError`` also when the fit gives no
+        failure model (``FitResult.model_error`` says why: no positive repair time...).
     """
     from ..traces.fit import fit_trace
 
     fit = fit_trace(trace, nodes=nodes)
     model = fit.model
+    if model is None:
+        raise TraceError(f"{trace.source}: cannot scale the trace to {groups:,} groups: {fit.model_error}; replay it "
+                         "unscaled, at the traced cluster's size, instead")
     time_scale = check.number("time_scale", time_scale, above=0.0)
     if time_scale != 1.0:
         model = replace(model, event_mtbf_seconds=model.event_mtbf_seconds * time_scale,

@@ -40,7 +40,7 @@ from .failure_model import (
     FailureModel,
 )
 from .window import OPEN_AT_START_CLASS, window_day, window_text, window_trace
-from .fit import DEFAULT_RESAMPLES, DEFAULT_WINDOW_MINUTES, FitResult, fit_trace
+from .fit import DEFAULT_RESAMPLES, DEFAULT_WINDOW_MINUTES, MAX_RESAMPLES, FitResult, fit_trace
 
 __all__ = [
     "FaultTrace",
@@ -72,6 +72,7 @@ __all__ = [
     "FailureModel",
     "DEFAULT_RESAMPLES",
     "DEFAULT_WINDOW_MINUTES",
+    "MAX_RESAMPLES",
     "FitResult",
     "fit_trace",
     "OPEN_AT_START_CLASS",

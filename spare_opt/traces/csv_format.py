@@ -74,6 +74,9 @@ def parse_fault_csv(text, source="<memory>", *, time_unit=None):
 
     Raises
     ------
+    ParameterTypeError
+        ``text`` is not a ``str`` (bytes: decode them first, or use
+        :func:`~spare_opt.read_fault_trace` on the file).
     TraceError
         One line naming ``source``, the line number and the problem: no header; a
         column missing, unknown or given twice; a row with the wrong number of fields;
@@ -90,6 +93,7 @@ def parse_fault_csv(text, source="<memory>", *, time_unit=None):
     irregular (``start-while-down``): the whole row (its start and its end) is
     ignored and the node stays down until the end of the fault that holds it.
     """
+    check.instance("text", text, str, " (the file's text; read_fault_trace reads a file)")
     if time_unit is not None:
         time_unit = check.choice("time_unit", time_unit, tuple(TIME_UNITS))
     reader = csv.reader(io.StringIO(text, newline=""), strict=True)

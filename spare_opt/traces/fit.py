@@ -43,6 +43,7 @@ from .failure_model import Estimate, FailureModel, REPAIR_DISTRIBUTIONS, SECONDS
 __all__ = [
     "DEFAULT_RESAMPLES",
     "DEFAULT_WINDOW_MINUTES",
+    "MAX_RESAMPLES",
     "FitResult",
     "fit_trace",
 ]
@@ -50,6 +51,10 @@ __all__ = [
 DEFAULT_WINDOW_MINUTES = 5.0
 #: Default number of bootstrap resamples and Monte-Carlo samples of the goodness-of-fit test.
 DEFAULT_RESAMPLES = 999
+#: Most bootstrap resamples and Monte-Carlo samples: the goodness-of-fit test refits the
+#: lognormal to every sample (about 0.3 ms each), so 100,000 take about half a minute and
+#: resolve p-values to 1e-5; a larger request would run for hours.
+MAX_RESAMPLES = 100_000
 
 #: Width of the lines of :meth:`FitResult.format_text`.
 REPORT_WIDTH = 100
@@ -192,7 +197,8 @@ def fit_trace(trace, *, nodes=None, window_minutes=DEFAULT_WINDOW_MINUTES, start
         Level of every interval, in ``(0, 1)``.
     resamples : int, default 999
         Bootstrap resamples (interval of the mean repair time) and Monte-Carlo samples
-        of the lognormal goodness-of-fit test, ``>= 99``.
+        of the lognormal goodness-of-fit test, ``99 <= resamples <= MAX_RESAMPLES``
+        (100,000).
     seed : int, default 0
         Seed of the bootstrap and the Monte-Carlo test; equal seeds give equal results.
     window : tuple, optional
@@ -216,8 +222,9 @@ def fit_trace(trace, *, nodes=None, window_minutes=DEFAULT_WINDOW_MINUTES, start
         An option is out of range, ``nodes`` is below the number of nodes the trace
         names, or the window does not hold every event.
     TraceError
-        The trace has no usable ``fault_start`` (empty, only ends...), or its file
-        says it has fewer nodes than it names.
+        The trace has no usable ``fault_start`` (empty, only ends...), its file
+        says it has fewer nodes than it names, or its observation is so long (about
+        ``1e300`` days) that its times in seconds overflow a float.
 
     Notes
     -----
@@ -285,16 +292,16 @@ def fit_trace(trace, *, nodes=None, window_minutes=DEFAULT_WINDOW_MINUTES, start
     confidence = check.number("confidence", confidence, above=0.0, maximum=1.0)
     if confidence == 1.0:
         raise ParameterError("confidence must be < 1, got 1.0")
-    resamples = check.integer("resamples", resamples, minimum=99)
+    resamples = check.integer("resamples", resamples, minimum=99, maximum=MAX_RESAMPLES)
     seed = check.seed(seed)
     repair_distribution = check.choice("repair_distribution", repair_distribution, REPAIR_DISTRIBUTIONS)
     notes = []
     if window is not None:
         if start_day is not None or end_day is not None:
             raise ParameterError("give the observation window once: window, or start_day / end_day")
-        from .window import window_trace
+        from .window import _window_bounds, window_trace
 
-        trace = window_trace(trace, *window)
+        trace = window_trace(trace, *_window_bounds(window))
     carried = np.zeros(trace.n_events, dtype=bool)  # starts of faults open at the window's start
     if trace.window is not None:
         if start_day is not None or end_day is not None:
@@ -349,6 +356,10 @@ def fit_trace(trace, *, nodes=None, window_minutes=DEFAULT_WINDOW_MINUTES, start
     resolution = float(np.diff(distinct).min()) if distinct.size > 1 else math.nan
 
     cluster = _cluster_size(trace, nodes)
+    if not math.isfinite(observation * SECONDS_PER_DAY * cluster["nodes"]):
+        # Rates and repairs are figured in seconds, up-time over every node: they would overflow.
+        raise TraceError(f"{trace.source}: the observation of {observation:.3g} days is too long to fit (its "
+                         "node-seconds overflow a float); times are days from the start of the trace")
 
     # Faults: each usable start with the usable end that closes it (faults open at the
     # window's start first: left out, their start is unknown).

@@ -26,7 +26,7 @@ from datetime import datetime, timezone
 import numpy as np
 
 from .._core import validation as check
-from .._core.errors import ParameterError, TraceError
+from .._core.errors import ParameterError, ParameterTypeError, TraceError
 from .trace import FaultTrace
 
 __all__ = ["OPEN_AT_START_CLASS", "window_trace", "window_day", "window_text"]
@@ -77,6 +77,26 @@ def window_day(value, trace, name="window"):
             zero = zero.replace(tzinfo=timezone.utc) if zero.tzinfo is None else zero
         return (when - zero).total_seconds() / 86400.0
     return check.number(name, value)
+
+
+def _window_bounds(window):
+    """The ``window=`` argument of :func:`~spare_opt.fit_trace`, :func:`~spare_opt.simulate` and :func:`~spare_opt.compare` as ``(start, end)``.
+
+    Raises
+    ------
+    ParameterTypeError
+        ``window`` is not a list, tuple or 1-D array (a string, a number, a dict...).
+    ParameterError
+        It does not hold exactly two bounds.
+    """
+    if isinstance(window, np.ndarray) and window.ndim == 1:
+        window = window.tolist()
+    if not isinstance(window, (list, tuple)):
+        raise ParameterTypeError(f"window must be a pair (start, end) of days or ISO-8601 dates, got "
+                                 f"{type(window).__name__} {window!r}")
+    if len(window) != 2:
+        raise ParameterError(f"window must be a pair (start, end), got {len(window)} value(s): {list(window)!r}")
+    return tuple(window)
 
 
 def window_trace(trace, start, end):
