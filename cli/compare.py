@@ -173,7 +173,7 @@ def command(ctx, trace_path, trace_format, time_unit, window, model_path, preset
     batch for elastic, restarts for checkpointing), then every (r, m) tried (a table per
     strategy) and the verdict line: the best exact strategy (the fault-free gradient)
     and the best overall.  A strategy's best setting is the smallest r (then m) whose
-    interval overlaps the least TTT/T0.  At an N other than the trace's cluster size
+    mean lies in the 95% interval of the least TTT/T0.  At an N other than the trace's cluster size
     the trace is fitted and scaled per node (the header says so).  -o FILE writes the
     recommendation, a layout file (docs/cluster.md).  --json prints the rows as "strategies" (keys strategy,
     redundancy, micro_batches, ttt_ratio, ttt_ci, availability, restarts,

@@ -28,7 +28,7 @@ def _row(r, m, ratio, low, high):
     return {"strategy": "spare", "redundancy": r, "micro_batches": m, "ttt_ratio": ratio, "ttt_ci": [low, high]}
 
 
-def test_best_is_the_smallest_r_then_m_among_intervals_overlapping_the_least_mean():
+def test_best_is_the_smallest_r_then_m_among_means_within_the_least_means_interval():
     table = [_row(3, 1, 1.30, 1.25, 1.35), _row(5, 16, 1.10, 1.05, 1.15), _row(5, 4, 1.11, 1.06, 1.16),
              _row(11, 4, 1.08, 1.04, 1.12), _row(9, 1, 1.20, 1.13, 1.27)]
     assert (best_setting(table)["redundancy"], best_setting(table)["micro_batches"]) == (5, 4)
@@ -38,6 +38,9 @@ def test_best_is_the_smallest_r_then_m_among_intervals_overlapping_the_least_mea
     # a row without an interval (one seed) is the point of its mean
     point = table + [_row(2, 1, 1.12, NAN, NAN), _row(2, 4, 1.125, NAN, NAN)]
     assert (best_setting(point)["redundancy"], best_setting(point)["micro_batches"]) == (2, 1)
+    # a wide interval of its own does not make a worse mean the choice (it overlaps the best's)
+    wide = [_row(2, 16, 1.147, 1.034, 1.261), _row(5, 16, 1.062, 1.050, 1.075), _row(9, 16, 1.063, 1.048, 1.078)]
+    assert best_setting(wide)["redundancy"] == 5
     unfinished = [_row(2, 1, math.inf, NAN, NAN), _row(3, 1, 1.5, 1.4, 1.6)]
     assert best_setting(unfinished)["redundancy"] == 3
 

@@ -95,7 +95,7 @@ def recommendation_layout(result):
         "version": RECOMMENDATION_VERSION,
         "chosen": setting(chosen),
         "spare": setting(spare),
-        "rule": "per strategy, the smallest r (then m) whose 95% interval overlaps the least mean TTT/T0; "
+        "rule": "per strategy, the smallest r (then m) whose mean lies in the 95% interval of the least mean TTT/T0; "
                 "the chosen strategy has the least TTT/T0 of those rows",
         "assumptions": {"source": result.source, "scaling": result.scaling, "semantics": result.semantics,
                         "seeds": result.seeds, "cycles": result.cycles, "parameters": result.params.to_dict()},

@@ -226,7 +226,7 @@ class CompareResult(Result):
     def format_grid(self):
         """list of str: every setting tried, one small table per strategy (``*``: the setting chosen)."""
         lines = ["Settings tried: TTT/T0 at each setting's best T_c, 95% CI; * = chosen, the smallest r "
-                 "(then m) whose interval overlaps the least TTT/T0"]
+                 "(then m) whose mean lies in the 95% CI of the least TTT/T0"]
         p = self.params
 
         def cell(row):
@@ -717,8 +717,8 @@ def compare(params, *, trace=None, semantics="repair", rep_redundancies=DEFAULT_
     measured on its walks like the others'; without a trace, ``T_c*`` takes ``N``
     failures to a wipe-out (every group lost, the paper's semantics).
     *Best setting.*  Each strategy's row is :func:`best_setting` of its settings: among
-    the settings whose 95% interval overlaps the least mean ``TTT/T0``, the cheapest
-    (smallest ``r``, then smallest ``m``).
+    the settings whose mean lies in the 95% interval of the least mean ``TTT/T0``, the
+    cheapest (smallest ``r``, then smallest ``m``).
 
     *Why cyclic.*  A run takes longer than ``T0``; replayed once, the trace would end
     before the slower strategies finish and leave the end of their runs free of
@@ -1036,13 +1036,19 @@ WEIGHT_PER_SPLIT = 0.1
 
 
 def best_setting(rows):
-    """The setting to deploy among ``rows``: the cheapest whose interval overlaps the best one's.
+    """The setting to deploy among ``rows``: the cheapest whose mean lies in the best one's interval.
 
-    The best row is the one with the least mean ``TTT/T0``; every row whose 95%
-    interval overlaps the best row's interval cannot be told apart from it with the
-    seeds run; among those, the cheapest wins: the smallest ``r``, then the smallest
-    ``m``, then the least ``TTT/T0``.  A row without an interval (one seed, an
-    unfinished run) counts as the single point of its mean.
+    The best row is the one with the least mean ``TTT/T0``; a row whose mean lies
+    within the best row's 95% interval cannot be told apart from it with the seeds
+    run; among those, the cheapest wins: the smallest ``r``, then the smallest ``m``,
+    then the least ``TTT/T0``.  A row without an interval (one seed, an unfinished run)
+    counts as the single point of its mean.
+
+    The test is on the candidate's mean, not on its interval: a setting whose own
+    interval is wide (few seeds, a noisy setting) but whose mean is worse than the best
+    one's whole interval is not chosen, where an overlap of the two intervals would take
+    it.  This is the "one-standard-error rule" of model selection, with the best row's
+    95% interval in place of one standard error.
 
     Parameters
     ----------
@@ -1059,6 +1065,12 @@ def best_setting(rows):
     ------
     ParameterError
         ``rows`` is empty.
+
+    References
+    ----------
+    L. Breiman, J. Friedman, R. Olshen and C. Stone, "Classification and Regression
+    Trees" (1984), Sec. 3.4.3; T. Hastie, R. Tibshirani and J. Friedman, "The Elements
+    of Statistical Learning", 2nd ed. (2009), Sec. 7.10.
     """
     if not rows:
         raise ParameterError("no setting to choose from")
@@ -1073,9 +1085,9 @@ def best_setting(rows):
     if not finished:
         return rows[0]
     best = min(finished, key=lambda row: row["ttt_ratio"])
-    best_low, best_high = interval(best)
-    overlapping = [row for row in finished if interval(row)[0] <= best_high and best_low <= interval(row)[1]]
-    return min(overlapping, key=lambda row: (row["redundancy"], row["micro_batches"], row["ttt_ratio"]))
+    best_high = interval(best)[1]
+    within = [row for row in finished if row["ttt_ratio"] <= best_high]
+    return min(within, key=lambda row: (row["redundancy"], row["micro_batches"], row["ttt_ratio"]))
 
 
 def _label(strategy, redundancy, micro_batches):
