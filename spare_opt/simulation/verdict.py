@@ -1069,7 +1069,7 @@ def best_setting(rows):
     References
     ----------
     L. Breiman, J. Friedman, R. Olshen and C. Stone, "Classification and Regression
-    Trees" (1984), Sec. 3.4.3; T. Hastie, R. Tibshirani and J. Friedman, "The Elements
+    Trees" (1984), Ch. 3 (the 1 SE rule); T. Hastie, R. Tibshirani and J. Friedman, "The Elements
     of Statistical Learning", 2nd ed. (2009), Sec. 7.10.
     """
     if not rows:
