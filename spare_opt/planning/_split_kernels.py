@@ -77,6 +77,7 @@ from ._kernels import (
     STATUS_LEVEL_FALL_DEFERRED,
     STATUS_NOT_FAILED,
     STATUS_WIPE_OUT,
+    _layer_of,
 )
 
 # Tables (N, r).
@@ -699,15 +700,6 @@ def _place_routed(displaced_count, tables, micro, rows, scalars, bound, stamp):
 
 
 @kernel
-def _layer_in(g, t, tables):
-    """The layer of group ``g``'s row holding type ``t`` (``g`` holds ``t``)."""
-    for i in range(tables.shape[2]):
-        if tables[HOLDER_GROUPS, t, i] == g:
-            return tables[HOLDER_LAYERS, t, i]
-    return -1
-
-
-@kernel
 def _roll_back_call(tables, micro, rows, scalars):
     """Give every micro-batch logged by this call back to the contributor it had before
     the call (``LOG_OLD``), or leave it to be placed (``split`` -1) when that group has
@@ -726,12 +718,12 @@ def _roll_back_call(tables, micro, rows, scalars):
         if now == old:
             continue
         if now >= 0:
-            _add_units(np.int64(now), np.int64(_layer_in(np.int64(now), np.int64(t), tables)), np.int64(-1), count,
-                       rows, scalars)
+            layer = _layer_of(tables[STACKS], np.int64(now), np.int64(t))
+            _add_units(np.int64(now), np.int64(layer), np.int64(-1), count, rows, scalars)
             rows[LOAD, now] -= 1
         if old >= 0:
-            _add_units(np.int64(old), np.int64(_layer_in(np.int64(old), np.int64(t), tables)), np.int64(1), count,
-                       rows, scalars)
+            layer = _layer_of(tables[STACKS], np.int64(old), np.int64(t))
+            _add_units(np.int64(old), np.int64(layer), np.int64(1), count, rows, scalars)
             rows[LOAD, old] += 1
         micro[SPLIT, t, j] = old
 
