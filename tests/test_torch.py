@@ -140,3 +140,26 @@ def test_repaired_group_that_arrives_after_the_end_is_not_left_waiting():
     assert any(name == "stranded" and g == 1 for name, _, g in job["events"]), job["events"]
     assert not any(name == "restart" for name, _, _ in job["events"])
     assert_exact(job, config, [0, 2, 3])
+
+
+def test_a_rejoin_request_deleted_between_two_reads_does_not_hang_the_proposer():
+    """The proposer reads a repaired group's request without waiting: present, absent, deleted.
+
+    The admitted joiner deletes ``rejoin/{g}`` as soon as the epoch is decided; a member
+    that had just seen the key used to wait the store's whole timeout on ``get``.
+    """
+    import datetime
+
+    import torch.distributed as dist
+
+    from spare_opt.torch.elastic import _peek
+
+    server = dist.TCPStore("127.0.0.1", 0, 1, True, timeout=datetime.timedelta(seconds=5))
+    store = dist.PrefixStore("gen/0", server)
+    assert _peek(store, "rejoin/0") is None
+    assert not store.check(["rejoin/0"])  # reading created nothing
+    store.set("rejoin/0", "token-1")
+    assert _peek(store, "rejoin/0") == "token-1"
+    assert _peek(store, "rejoin/0") == "token-1"  # reading changed nothing
+    store.delete_key("rejoin/0")
+    assert _peek(store, "rejoin/0") is None  # ``get`` would wait out the 5 s timeout, then raise

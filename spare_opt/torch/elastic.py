@@ -155,8 +155,6 @@ class SpareGroup:
             self.recover({"step": -1, "phase": "boundary"}, _rebuild_first=False)
             if self._pg_ready:
                 break
-        if rejoin:
-            store.add("pending_rejoins", -1)
 
     # ---------------------------------------------------------------- state
     def _enter(self, epoch, record):
@@ -347,8 +345,11 @@ class SpareGroup:
                 records = [json.loads(_text(v)) for v in store.multi_get([f"join/{epoch}/{g}" for g in present])]
                 if all(r.get("phase") == "boundary" for r in records):
                     for g in sorted(self.failed):
-                        if store.check([f"rejoin/{g}"]):
-                            joiners[str(g)] = _text(store.get(f"rejoin/{g}"))
+                        # An admitted joiner deletes its request as soon as another
+                        # member's proposal is decided: read it without blocking.
+                        token = _peek(store, f"rejoin/{g}")
+                        if token is not None:
+                            joiners[str(g)] = token
                             failed.discard(g)
                 proposal = json.dumps({"failed": sorted(failed), "joiners": joiners})
                 store.compare_set(key, "", proposal)
@@ -383,6 +384,9 @@ class SpareGroup:
                 record = json.loads(_text(store.get(key)))
                 if record.get("joiners", {}).get(str(self.group)) == self._token:
                     store.delete_key(f"rejoin/{self.group}")
+                    # Withdrawn here, not after the rebuild: a joiner that dies or is
+                    # evicted before its first process group leaves no request behind.
+                    store.add("pending_rejoins", -1)
                     self._event("admitted", epoch=epoch)
                     return epoch, record
             else:
@@ -423,6 +427,23 @@ class SpareGroup:
 
 def _text(value):
     return value.decode() if isinstance(value, bytes) else str(value)
+
+
+_ABSENT = "\x00absent"
+
+
+def _peek(store, key):
+    """The value of ``key`` as text, or ``None`` when the store has no such key; never waits.
+
+    ``store.get`` waits until the key exists, so ``check`` then ``get`` hangs for the
+    store's timeout when another rank deletes the key in between.  ``compare_set`` with
+    an expected value that no key holds answers in one round trip: it returns the
+    current value and changes nothing, or, when the key is absent, returns the
+    expected value without creating the key (``TCPStore``, ``HashStore`` and
+    ``FileStore`` all do so).
+    """
+    value = _text(store.compare_set(key, _ABSENT, _ABSENT))
+    return None if value == _ABSENT else value
 
 
 def _short(exc):
