@@ -54,8 +54,8 @@ SPARE_ONLY = ("controller_seconds", "patch_layers")
               help="ckpt: checkpointing alone; rep: replication of degree r; spare: SPARe with a Sidon layout; "
                    "elastic: TorchFT's rule, live replicas go on with a smaller batch (--trace or --failure-model).")
 @click.option("--redundancy", "-r", type=IntegerRange(min=1), default=None,
-              help="Redundancy r (default: the --layout's r, else r* = floor(log2 N + 0.833) for spare, 3 for rep; "
-                   "not for ckpt).")
+              help="Redundancy r (default: the --layout's r, else r* = floor(log2 N + 0.833) for spare, at least "
+                   "2, and 3 for rep, both at most N; not for ckpt).")
 @click.option("--checkpoint-period-seconds", type=FloatRange(min=0, min_open=True), default=None, metavar="SEC",
               help="Seconds of progress between checkpoints (default: the Young/Daly T_c*).")
 @click.option("--seeds", type=IntegerRange(min=1), default=10, show_default=True, help="Runs (seeds 0..K-1).")

@@ -307,6 +307,13 @@ def test_sweep_progress_is_cumulative_over_the_whole_sweep():
     assert done == sorted(done) and done[0] >= 1
 
 
+def test_sweep_default_r_max_stops_at_the_cluster_size():
+    """The default range is the paper's r = 2 .. 20 cut at r = N; an explicit r_max > N is still refused."""
+    result = sweep(5, methods=("consecutive",), trials=2, seed=0)
+    assert sorted(row["redundancy"] for row in result.rows) == [2, 3, 4, 5]
+    assert result.parameters["r_max"] == 5
+
+
 @pytest.mark.parametrize("kwargs", [{"r_min": 5, "r_max": 4}, {"r_max": 11}, {"methods": ("nope",)}, {"methods": ()},
                                     {"system_mtbf_seconds": 0}])
 def test_sweep_bad_arguments(kwargs):

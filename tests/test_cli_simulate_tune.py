@@ -159,3 +159,19 @@ def test_set_mtbf_seconds_is_the_old_name_of_system_mtbf_seconds(runner):
     old_doc, new_doc = json.loads(old.stdout), json.loads(new.stdout)
     assert old_doc["parameters"]["system_mtbf_seconds"] == 600.0 and "mtbf_seconds" not in old_doc["parameters"]
     assert old_doc["runs"] == new_doc["runs"]
+
+
+@pytest.mark.parametrize("groups, strategy, expected", [(2, "spare", 2), (2, "rep", 2), (3, "rep", 3), (200, "rep", 3),
+                                                        (3, "spare", 2), (200, "spare", 8)])
+def test_simulate_default_redundancy_runs_on_every_size_it_allows(runner, groups, strategy, expected):
+    """The default r is the paper's (r* for SPARe, 3 for replication), at least 2 for SPARe and cut at N."""
+    result = runner.invoke(main, ["simulate", "--groups", str(groups), "--strategy", strategy, "--seeds", "1",
+                                  "--json", *FAST])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["redundancy"] == expected
+
+
+def test_simulate_spare_on_one_group_says_why_it_cannot_run(runner):
+    result = runner.invoke(main, ["simulate", "--groups", "1", "--strategy", "spare", "--seeds", "1"])
+    assert result.exit_code != 0 and "Traceback" not in result.output
+    assert result.output.startswith("Error:") and "N = 1 allows only r = 1" in result.output

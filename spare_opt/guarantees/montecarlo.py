@@ -707,7 +707,7 @@ class SweepResult(Result):
                                "skipped": self.skipped})
 
 
-def sweep(groups, *, r_min=2, r_max=20, methods=("sidon", "consecutive", "block"), trials=200, seed=0,
+def sweep(groups, *, r_min=2, r_max=None, methods=("sidon", "consecutive", "block"), trials=200, seed=0,
           workers=1, executor=None, system_mtbf_seconds=PAPER["system_mtbf_seconds"],
           save_seconds=PAPER["save_seconds"], restart_seconds=PAPER["restart_seconds"], time_limit=10.0,
           micro_batches=(1,), progress=None):
@@ -717,7 +717,7 @@ def sweep(groups, *, r_min=2, r_max=20, methods=("sidon", "consecutive", "block"
     ----------
     groups : int
         ``N``.
-    r_min, r_max : int, default 2, 20
+    r_min, r_max : int, default 2 and ``min(20, N)``
         Redundancies ``r_min .. r_max`` (inclusive), ``1 <= r_min <= r_max <= N``.
     methods : sequence of str
         Layout methods of :func:`spare_opt.layouts.generators.generate`.  ``block`` is skipped
@@ -761,6 +761,9 @@ def sweep(groups, *, r_min=2, r_max=20, methods=("sidon", "consecutive", "block"
     from ..layouts.generators import METHODS, generate
 
     r_min = check.integer("r_min", r_min, minimum=1)
+    if r_max is None:  # the paper's sweep goes to r = 20; a smaller cluster stops at r = N
+        groups, _ = check_size(groups, 1)
+        r_max = min(20, groups)
     r_max = check.integer("r_max", r_max, minimum=1)
     groups, _ = check_size(groups, r_max)
     if r_min > r_max:

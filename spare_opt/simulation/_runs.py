@@ -113,7 +113,8 @@ def check_strategy(strategy, redundancy, groups):
         return 1
     _, redundancy = check_size(groups, redundancy)
     if strategy == "spare" and redundancy < 2:
-        raise ParameterError("SPARe needs redundancy r >= 2 (r = 1 is checkpointing alone)")
+        alone = "; N = 1 allows only r = 1" if groups == 1 else ""
+        raise ParameterError(f"SPARe needs redundancy r >= 2 (r = 1 is checkpointing alone){alone}")
     return redundancy
 
 
@@ -240,7 +241,9 @@ def default_redundancy(strategy, groups):
     int
         1 for ``"ckpt"`` and ``"elastic"``; 3 for ``"rep"`` (the paper's best replication degree);
         ``r* = floor(log2 N + 0.833)`` for ``"spare"``
-        (:func:`spare_opt.theory.r_star`).
+        (:func:`spare_opt.theory.r_star`), at least 2 (``r* = 1`` at ``N = 2``, and
+        ``r = 1`` is checkpointing alone).  Both are cut at ``N``: a group holds at most
+        ``N`` distinct shard types.
 
     Raises
     ------
@@ -255,9 +258,10 @@ def default_redundancy(strategy, groups):
     check.choice("strategy", strategy, STRATEGIES)
     if strategy in ("ckpt", "elastic"):
         return 1
+    groups = check.integer("groups N", groups, minimum=1)
     if strategy == "rep":
-        return DEFAULT_REP_REDUNDANCY
-    return theory.r_star(groups)
+        return min(DEFAULT_REP_REDUNDANCY, groups)
+    return min(max(2, theory.r_star(groups)), groups)
 
 
 _LAYOUT_CACHE = {}
