@@ -98,6 +98,10 @@ def _shown(values):
               help="DP groups N (default: the trace's cluster size: the file's, else the larger of the preset's "
                    "first N and the nodes the trace names).  At another N a --trace is fitted and scaled per "
                    "node (each group fails like one traced node); the header says so.")
+@click.option("--nodes", type=IntegerRange(min=1), default=None, metavar="N",
+              help="With --trace: the size of the cluster it was recorded on, at least the nodes it names "
+                   "(default: the file's, else the larger of the preset's first N and the nodes the trace "
+                   "names).  A CSV fault log lists only the nodes that failed: give the cluster's size here.")
 @click.option("--restart-seconds", type=FloatRange(min=0), default=None, metavar="SEC",
               help="Global restart time T_r (default: the preset's, 3600 s).")
 @click.option("--save-seconds", type=FloatRange(min=0, min_open=True), default=None, metavar="SEC",
@@ -155,7 +159,7 @@ def _shown(values):
 @deprecated_alias("--restart-minutes", "--restart-seconds", "restart_seconds", type=FloatRange(min=0),
                   convert=lambda minutes: minutes * 60.0)
 @deprecated_alias("--ckpt-save-seconds", "--save-seconds", "save_seconds", type=FloatRange(min=0, min_open=True))
-def command(ctx, trace_path, trace_format, time_unit, window, model_path, preset, groups, restart_seconds, save_seconds,
+def command(ctx, trace_path, trace_format, time_unit, window, model_path, preset, groups, nodes, restart_seconds, save_seconds,
             heal_seconds, step_seconds, time_scale, steps, semantics, rep_redundancies, spare_redundancies, micro_batches,
             global_batch, micro_batch_overhead_seconds, allreduce_seconds, no_elastic, seeds,
             cycles, settings, workers, scheduler, plot_path, quick, output_path, verbose, as_json, force, quiet):
@@ -181,7 +185,7 @@ def command(ctx, trace_path, trace_format, time_unit, window, model_path, preset
     """
     if trace_path is None:
         for name, option in (("trace_format", "--format"), ("time_unit", "--time-unit"),
-                             ("time_scale", "--time-scale"), ("window", "--window")):
+                             ("time_scale", "--time-scale"), ("window", "--window"), ("nodes", "--nodes")):
             if given(ctx, name):
                 refuse_unused(option, "needs --trace")
     elif model_path is not None:
@@ -238,8 +242,14 @@ def command(ctx, trace_path, trace_format, time_unit, window, model_path, preset
         refuse_unused("--no-elastic", "does nothing without --trace or --failure-model (elastic needs them)")
     if allreduce_seconds is not None:  # before the steps of one trace span are counted
         overrides["allreduce_seconds"] = allreduce_seconds
+    traced = None
+    if trace is not None:
+        traced = trace_cluster_size(trace, preset, nodes)
+        if nodes is None and not trace.cluster_nodes:
+            click.echo(f"Note: the trace's cluster is taken as {traced:,} nodes: the file gives no cluster size "
+                       f"and names {trace.n_nodes:,} nodes (give --nodes)", err=True)
     params = compare_parameters(
-        preset, groups, trace=trace, restart_seconds=restart_seconds,
+        preset, groups, trace=trace, trace_nodes=traced, restart_seconds=restart_seconds,
         save_seconds=save_seconds, step_seconds=step_seconds, time_scale=time_scale, steps=steps, **overrides)
     # The default (or --quick) grids were chosen for large N: leave out what this N cannot hold, and say so;
     # values given on the command line are the user's, and the library refuses those above N.
@@ -249,7 +259,7 @@ def command(ctx, trace_path, trace_format, time_unit, window, model_path, preset
         spare_redundancies = _within_groups(spare_redundancies, params.groups, "--spare-r")
     with executor_for(scheduler, workers) as executor, progress_bar(quiet, "comparing") as progress:
         result = compare(params, trace=trace, fault_model=fault_model, semantics=semantics,
-                         trace_nodes=None if trace is None else trace_cluster_size(trace, preset),
+                         trace_nodes=traced,
                          rep_redundancies=rep_redundancies,
                          spare_redundancies=spare_redundancies, micro_batches=micro_batches, seeds=seeds,
                          cycles=cycles, workers=workers, executor=executor, progress=progress,

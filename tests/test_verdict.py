@@ -293,3 +293,56 @@ def test_cli_compare_leaves_out_default_redundancies_above_n_and_says_so():
     assert "Note: --spare-r 5 left out of the default grid: above N = 4" in result.stderr
     explicit = runner.invoke(main, base + ["--spare-r", "2,5"])
     assert explicit.exit_code == 1 and "each value must be <= 4, got 5" in explicit.output
+
+
+def test_cli_compare_takes_the_traced_cluster_size_from_nodes():
+    """A CSV fault log names only the nodes that failed: --nodes gives the cluster's size.
+
+    Without it the size is the preset's 400 (and a note says so); with it the default N
+    is that size, and at another N the per-node rate is fitted on that many nodes.
+    """
+    from pathlib import Path
+
+    log = str(Path(__file__).resolve().parents[1] / "instances" / "small" / "fault-log-N12.csv")
+    runner = CliRunner()
+    base = ["compare", "--trace", log, "--rep-r", "2", "--spare-r", "2", "--micro-batches", "1", "--seeds", "1",
+            "--steps", "20", "-q", "--json"]
+    assumed = runner.invoke(main, base)
+    assert assumed.exit_code == 0, assumed.output
+    assert json.loads(assumed.stdout)["parameters"]["groups"] == 400
+    assert "taken as 400 nodes: the file gives no cluster size and names 6 nodes (give --nodes)" in assumed.stderr
+    given = runner.invoke(main, base + ["--nodes", "12"])
+    assert given.exit_code == 0, given.output
+    assert json.loads(given.stdout)["parameters"]["groups"] == 12 and "taken as" not in given.stderr
+    scaled = {}
+    for nodes in (12, 48):
+        out = runner.invoke(main, base + ["--nodes", str(nodes), "-N", "24"])
+        assert out.exit_code == 0, out.output
+        scaled[nodes] = json.loads(out.stdout)["scaling"]
+        assert f"fitted on its {nodes} nodes and scaled per node to 24 groups" in scaled[nodes]
+    # The same faults on 4x the nodes: each node fails about 4x less often.
+    mtbf = {n: float(text.split("MTBF ")[1].split(" days")[0]) for n, text in scaled.items()}
+    assert mtbf[48] / mtbf[12] == pytest.approx(4.0, rel=0.05)
+    for bad, message, code in ((["--nodes", "3"], "at least the 6 nodes the trace names", 1),):
+        out = runner.invoke(main, base + bad)
+        assert out.exit_code == code and out.output.startswith("Error:") and message in out.output
+    alone = runner.invoke(main, ["compare", "--nodes", "12", "--quick"])
+    assert alone.exit_code == 2 and "--nodes needs --trace" in alone.output
+
+
+def test_trace_cluster_size_prefers_the_operator_then_the_file(small_trace):
+    from spare_opt import trace_cluster_size
+
+    named = parse_fault_events([{"node_id": f"n{i}", "event_time": 1.0 + i, "event_type": "fault_start",
+                                 "fault_type": {"Class": "GPU"}} for i in range(5)])
+    assert trace_cluster_size(named) == 400  # the preset's first N: the file gives no size
+    assert trace_cluster_size(named, nodes=5) == 5
+    assert trace_cluster_size(small_trace) == 24  # the file's
+    assert trace_cluster_size(small_trace, nodes=30) == 30
+    assert compare_parameters("trace-400", trace=named, trace_nodes=7, steps=5).groups == 7
+    with pytest.raises(ParameterError, match="at least the 5 nodes"):
+        trace_cluster_size(named, nodes=4)
+    with pytest.raises(ParameterTypeError):
+        trace_cluster_size(named, nodes=5.5)
+    with pytest.raises(ParameterError, match="give the trace too"):
+        compare_parameters("trace-400", trace_nodes=7)

@@ -394,7 +394,7 @@ def cyclic_trace(trace, cycles):
 
 
 def compare_parameters(preset="trace-400", groups=None, *, trace=None, restart_seconds=None, save_seconds=None,
-                       step_seconds=None, time_scale=1.0, steps=None, window=None, **overrides):
+                       step_seconds=None, time_scale=1.0, steps=None, window=None, trace_nodes=None, **overrides):
     """The :class:`SimulationParameters` of a verdict: a preset's timings with the operator's own.
 
     Parameters
@@ -402,11 +402,14 @@ def compare_parameters(preset="trace-400", groups=None, *, trace=None, restart_s
     preset : str, default "trace-400"
         Preset whose timings are the defaults (:data:`spare_opt.simulation.parameters.PRESETS`).
     groups : int, optional
-        ``N``; default: the trace's cluster size when its file says so, else the
-        larger of the preset's first ``N`` and the number of nodes the trace names
-        (400 for the InfiniteHBD trace, which names 231).  Any ``N >= 1``.
+        ``N``; default: the trace's cluster size (:func:`trace_cluster_size`:
+        ``trace_nodes``, else the file's, else the larger of the preset's first ``N``
+        and the number of nodes the trace names: 400 for the InfiniteHBD trace, which
+        names 231).  Any ``N >= 1``.
     trace : FaultTrace, optional
         The failures; sets the default ``steps``.
+    trace_nodes : int, optional
+        The traced cluster's size (with ``trace`` only), as in :func:`compare`.
     restart_seconds, save_seconds : float, optional
         ``T_r`` and ``T_s``.
     step_seconds : float, optional
@@ -445,8 +448,12 @@ def compare_parameters(preset="trace-400", groups=None, *, trace=None, restart_s
             trace = window_trace(trace, *_window_bounds(window))
     elif window is not None:
         raise ParameterError("a window cuts a trace: give the trace too")
+    if trace is None and trace_nodes is not None:
+        raise ParameterError("trace_nodes is the size of a trace's cluster: give the trace too")
+    if trace is not None:
+        traced = trace_cluster_size(trace, preset, trace_nodes)  # checked even when groups is given
     if groups is None:
-        groups = get_preset(preset).groups[0] if trace is None else trace_cluster_size(trace, preset)
+        groups = get_preset(preset).groups[0] if trace is None else traced
     for name, value in (("restart_seconds", restart_seconds), ("save_seconds", save_seconds),
                         ("layer_compute_seconds", step_seconds)):
         if value is not None:
@@ -464,23 +471,39 @@ def compare_parameters(preset="trace-400", groups=None, *, trace=None, restart_s
     return params
 
 
-def trace_cluster_size(trace, preset="trace-400"):
+def trace_cluster_size(trace, preset="trace-400", nodes=None):
     """The size of the cluster a trace was recorded on, as the verdict takes it.
 
-    The file's ``cluster_nodes`` when it says, else the larger of the preset's first
-    ``N`` and the number of nodes the trace names (400 for the InfiniteHBD trace,
-    which names 231 of its 400 nodes).
+    ``nodes`` when given (the operator knows the cluster), else the file's
+    ``cluster_nodes`` when it says, else the larger of the preset's first ``N`` and the
+    number of nodes the trace names (400 for the InfiniteHBD trace, which names 231 of
+    its 400 nodes).  A log that lists only the nodes that failed (a CSV fault log, the
+    InfiniteHBD format) cannot say how many nodes never did: give ``nodes``.
 
     Parameters
     ----------
     trace : FaultTrace
     preset : str, default "trace-400"
+    nodes : int, optional
+        The traced cluster's size, at least the nodes the trace names.
 
     Returns
     -------
     int
+
+    Raises
+    ------
+    ParameterTypeError
+        ``nodes`` is not an integer.
+    ParameterError
+        ``nodes`` is below the number of nodes the trace names.
     """
     check.instance("trace", trace, FaultTrace, " (spare_opt.read_fault_trace)")
+    if nodes is not None:
+        nodes = check.count("nodes", nodes)
+        if nodes < trace.n_nodes:
+            raise ParameterError(f"nodes must be at least the {trace.n_nodes} nodes the trace names, got {nodes}")
+        return nodes
     if trace.cluster_nodes:
         return int(trace.cluster_nodes)
     return max(get_preset(preset).groups[0], trace.n_nodes)
@@ -667,7 +690,9 @@ def compare(params, *, trace=None, semantics="repair", rep_redundancies=DEFAULT_
     window : tuple, optional
         ``(start, end)`` of the trace to replay (:func:`spare_opt.window_trace`).
     trace_nodes : int, optional
-        The cluster size of the trace (default: the file's, ``FaultTrace.cluster_nodes``).
+        The cluster size of the trace, at least the nodes it names (default: the
+        file's, ``FaultTrace.cluster_nodes``; the CLI passes
+        :func:`trace_cluster_size`).
     trace_scaling : {"auto", "fit", "replay"}, default "auto"
         How a trace's failures reach ``N`` groups.  ``"replay"``: its nodes are placed
         on the groups and its events replayed (one node per group: the trace's failure
@@ -778,7 +803,7 @@ def compare(params, *, trace=None, semantics="repair", rep_redundancies=DEFAULT_
         check.instance("trace", trace, FaultTrace, " (spare_opt.read_fault_trace)")
         if fault_model is not None:
             raise ParameterError("give the failures once: a trace or a fault model, not both")
-        nodes = trace.cluster_nodes if trace_nodes is None else check.count("trace_nodes", trace_nodes)
+        nodes = trace.cluster_nodes if trace_nodes is None else trace_cluster_size(trace, nodes=trace_nodes)
         if trace_scaling == "fit" or (trace_scaling == "auto" and nodes is not None and nodes != params.groups
                                       and params.groups >= trace.n_nodes):
             fault_model, scaling = scaled_trace_model(trace, nodes, params.groups, params.trace_time_scale)
