@@ -242,12 +242,7 @@ def command(ctx, trace_path, trace_format, time_unit, window, model_path, preset
         refuse_unused("--no-elastic", "does nothing without --trace or --failure-model (elastic needs them)")
     if allreduce_seconds is not None:  # before the steps of one trace span are counted
         overrides["allreduce_seconds"] = allreduce_seconds
-    traced = None
-    if trace is not None:
-        traced = trace_cluster_size(trace, preset, nodes)
-        if nodes is None and not trace.cluster_nodes:
-            click.echo(f"Note: the trace's cluster is taken as {traced:,} nodes: the file gives no cluster size "
-                       f"and names {trace.n_nodes:,} nodes (give --nodes)", err=True)
+    traced = None if trace is None else trace_cluster_size(trace, preset, nodes)
     params = compare_parameters(
         preset, groups, trace=trace, trace_nodes=traced, restart_seconds=restart_seconds,
         save_seconds=save_seconds, step_seconds=step_seconds, time_scale=time_scale, steps=steps, **overrides)
@@ -267,6 +262,10 @@ def command(ctx, trace_path, trace_format, time_unit, window, model_path, preset
                          micro_batch_overhead_seconds=micro_batch_overhead_seconds,
                          on_setting=_announce if verbose else None,
                          **({"period_factors": grid["period_factors"]} if quick else {}))
+    if trace is not None and nodes is None and not trace.cluster_nodes:
+        # The verdict's own notes say what it did; what the command line assumed is said here.
+        result.notes.append(f"the trace's cluster is taken as {traced:,} nodes: the file gives no cluster size and "
+                            f"names {trace.n_nodes:,} nodes (give --nodes)")
     written = None
     if plot_path is not None:
         written = plot_compare(result, plot_path, force=force)

@@ -159,3 +159,22 @@ def test_a_trace_without_its_cluster_size_keeps_the_old_default():
     many = parse_fault_events([{"node_id": f"n{i}", "event_time": 1.0 + i, "event_type": "fault_start",
                                 "fault_type": {"Class": "GPU"}} for i in range(30)])
     assert compare_parameters("trace-400", trace=many).groups == 400
+
+
+def test_a_cluster_file_gives_the_traced_cluster_size_as_nodes(tmp_path):
+    """``[failures] nodes`` is ``compare --nodes``: a CSV log's cluster size, refused below the nodes it names."""
+    from pathlib import Path
+
+    log = Path(__file__).resolve().parents[1] / "instances" / "small" / "fault-log-N12.csv"
+    (tmp_path / log.name).write_bytes(log.read_bytes())
+    cluster = tmp_path / "cluster.toml"
+    cluster.write_text(f'[failures]\ntrace = "{log.name}"\nnodes = 12\n')
+    args = ["--rep-r", "2", "--spare-r", "2", "--micro-batches", "1", "--seeds", "1", "--steps", "20", "-q", "--json"]
+    runner = CliRunner()
+    from_file = _json(runner.invoke(main, ["compare", "--cluster", str(cluster), *args]))
+    from_option = _json(runner.invoke(main, ["compare", "--trace", str(log), "--nodes", "12", *args]))
+    assert from_file["parameters"] == from_option["parameters"] and from_file["parameters"]["groups"] == 12
+    assert from_file["strategies"] == from_option["strategies"]
+    cluster.write_text(f'[failures]\ntrace = "{log.name}"\nnodes = 0\n')
+    bad = runner.invoke(main, ["compare", "--cluster", str(cluster), *args])
+    assert bad.exit_code != 0 and "failures.nodes" in bad.output and "Traceback" not in bad.output

@@ -298,7 +298,7 @@ def test_cli_compare_leaves_out_default_redundancies_above_n_and_says_so():
 def test_cli_compare_takes_the_traced_cluster_size_from_nodes():
     """A CSV fault log names only the nodes that failed: --nodes gives the cluster's size.
 
-    Without it the size is the preset's 400 (and a note says so); with it the default N
+    Without it the size is the preset's 400 (and a note of the verdict says so); with it the default N
     is that size, and at another N the per-node rate is fitted on that many nodes.
     """
     from pathlib import Path
@@ -309,11 +309,16 @@ def test_cli_compare_takes_the_traced_cluster_size_from_nodes():
             "--steps", "20", "-q", "--json"]
     assumed = runner.invoke(main, base)
     assert assumed.exit_code == 0, assumed.output
-    assert json.loads(assumed.stdout)["parameters"]["groups"] == 400
-    assert "taken as 400 nodes: the file gives no cluster size and names 6 nodes (give --nodes)" in assumed.stderr
+    doc = json.loads(assumed.stdout)
+    assert doc["parameters"]["groups"] == 400
+    assert "the trace's cluster is taken as 400 nodes: the file gives no cluster size and names 6 nodes " \
+           "(give --nodes)" in doc["notes"]
+    text = runner.invoke(main, [a for a in base if a != "--json"])
+    assert "Note: the trace's cluster is taken as 400 nodes" in text.stdout
     given = runner.invoke(main, base + ["--nodes", "12"])
     assert given.exit_code == 0, given.output
-    assert json.loads(given.stdout)["parameters"]["groups"] == 12 and "taken as" not in given.stderr
+    doc = json.loads(given.stdout)
+    assert doc["parameters"]["groups"] == 12 and not any("taken as" in note for note in doc["notes"])
     scaled = {}
     for nodes in (12, 48):
         out = runner.invoke(main, base + ["--nodes", str(nodes), "-N", "24"])

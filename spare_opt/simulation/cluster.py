@@ -56,6 +56,7 @@ FAILURE_KEYS = {
     "format": ("text", "format of the trace file (json or csv)"),
     "time_unit": ("text", "unit of a CSV fault log's numeric times"),
     "time_scale": ("positive", "multiply trace times by this factor"),
+    "nodes": ("count", "size of the cluster the trace was recorded on (a CSV log names only the nodes that failed)"),
 }
 #: The failure sources of ``[failures]``: at most one may be given.
 _SOURCES = ("trace", "failure_model", "preset")
