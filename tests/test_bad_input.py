@@ -271,6 +271,21 @@ def test_normalise_groups_fast_path_matches_the_list_path():
         normalise_groups(np.array([2**64 - 1], dtype=np.uint64), 10)
 
 
+def test_a_mapping_of_groups_is_refused_not_read_as_its_keys():
+    """{group: step} iterates as its keys: the values would be dropped without a word."""
+    from spare_opt import ReorderController
+
+    with pytest.raises(FailureSetError, match="got a mapping"):
+        normalise_groups({1: 2}, 10)
+    with pytest.raises(FailureSetError, match="got a mapping"):
+        plan_reorder(consecutive(10, 3), {1: 2})
+    controller = ReorderController(consecutive(10, 3))
+    with pytest.raises(FailureSetError, match="got a mapping"):
+        controller.fail({1: 2})
+    assert len(controller.failed) == 0  # nothing was applied
+    assert controller.fail(list({1: 2})).stack_number >= 1  # its keys, said so
+
+
 @pytest.mark.parametrize("layout", [None, np.zeros((3, 3), dtype=int)])
 def test_plan_reorder_of_a_non_layout_is_a_parameter_type_error(layout):
     # Used to be an AttributeError.

@@ -6,6 +6,8 @@ and :func:`read_failure_set` read ids written by a person (``--fail 3,17,42``) o
 file (a JSON list, or ids separated by commas and white space).
 """
 
+from collections.abc import Mapping
+
 import numpy as np
 
 from .._core import validation as check
@@ -35,11 +37,15 @@ def normalise_groups(groups, n, what="failed groups"):
     Raises
     ------
     FailureSetError
-        ``groups`` is not a collection (``None``, a bare number, a string), or a value
+        ``groups`` is not a collection (``None``, a bare number, a string, a mapping), or a value
         is not an integer, is outside ``[0, N)``, or is repeated.
     """
     if isinstance(groups, (str, bytes)):
         raise FailureSetError(f"{what}: expected an iterable of integer group ids, got the string {groups!r}")
+    if isinstance(groups, Mapping):
+        # Iterating a dict gives its keys only: {group: step} would silently drop the values.
+        raise FailureSetError(f"{what}: expected an iterable of integer group ids, got a mapping {groups!r} "
+                              "(pass list(mapping) if its keys are the groups)")
     if isinstance(groups, np.ndarray) and groups.ndim > 1:
         raise FailureSetError(f"{what}: expected a 1-D iterable of group ids, got an array of shape {groups.shape}")
     if isinstance(groups, np.ndarray) and groups.ndim == 1 and groups.dtype.kind in "iu":
