@@ -216,11 +216,11 @@ def command(ctx, trace_path, trace_format, time_unit, window, model_path, preset
         overrides["heal_seconds"] = heal_seconds
     if not spare_redundancies and given(ctx, "micro_batches"):
         refuse_unused("--micro-batches", "needs SPARe settings (--spare-r is empty)")
-    trace = None
+    trace = whole = None
     if trace_path is not None:
         from spare_opt.traces.json_format import read_fault_trace
 
-        trace = read_fault_trace(trace_path, format=trace_format, time_unit=time_unit)
+        trace = whole = read_fault_trace(trace_path, format=trace_format, time_unit=time_unit)
         if window is not None:  # before the steps of one window are counted
             from spare_opt.traces.window import window_trace
 
@@ -242,7 +242,11 @@ def command(ctx, trace_path, trace_format, time_unit, window, model_path, preset
         refuse_unused("--no-elastic", "does nothing without --trace or --failure-model (elastic needs them)")
     if allreduce_seconds is not None:  # before the steps of one trace span are counted
         overrides["allreduce_seconds"] = allreduce_seconds
-    traced = None if trace is None else trace_cluster_size(trace, preset, nodes)
+    if nodes is not None and trace is None:  # from a --cluster file (on the command line it needs --trace)
+        click.echo("Warning: --cluster: [failures] nodes is the size of a trace's cluster and there is no trace "
+                   "(ignored)", err=True)
+    # The whole file's cluster: a --window names fewer nodes.
+    traced = None if trace is None else trace_cluster_size(whole, preset, nodes)
     params = compare_parameters(
         preset, groups, trace=trace, trace_nodes=traced, restart_seconds=restart_seconds,
         save_seconds=save_seconds, step_seconds=step_seconds, time_scale=time_scale, steps=steps, **overrides)
@@ -265,7 +269,7 @@ def command(ctx, trace_path, trace_format, time_unit, window, model_path, preset
     if trace is not None and nodes is None and not trace.cluster_nodes:
         # The verdict's own notes say what it did; what the command line assumed is said here.
         result.notes.append(f"the trace's cluster is taken as {traced:,} nodes: the file gives no cluster size and "
-                            f"names {trace.n_nodes:,} nodes (give --nodes)")
+                            f"names {whole.n_nodes:,} nodes (give --nodes)")
     written = None
     if plot_path is not None:
         written = plot_compare(result, plot_path, force=force)

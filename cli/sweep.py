@@ -128,8 +128,8 @@ def command(ctx, groups, r_min, r_max, methods, trials, seed, micro_batches, wor
         from spare_opt._core.plotting import require_matplotlib
 
         require_matplotlib()  # before the long work, not after it
-    if not given(ctx, "r_max") and isinstance(groups, int) and groups >= 1:
-        r_max = min(r_max, groups)
+    if not given(ctx, "r_max"):
+        r_max = None  # the library's default, min(20, N)
     with executor_for(scheduler, workers) as executor, progress_bar(quiet, "sweep trials") as progress:
         result = sweep(groups, r_min=r_min, r_max=r_max, methods=methods, trials=trials, seed=seed, workers=workers,
                        executor=executor, system_mtbf_seconds=mtbf_minutes * 60, save_seconds=save_seconds,

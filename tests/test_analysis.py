@@ -312,6 +312,11 @@ def test_sweep_default_r_max_stops_at_the_cluster_size():
     result = sweep(5, methods=("consecutive",), trials=2, seed=0)
     assert sorted(row["redundancy"] for row in result.rows) == [2, 3, 4, 5]
     assert result.parameters["r_max"] == 5
+    # was: "need r_min <= r_max, got r_min=2, r_max=1" for an r_max never given
+    with pytest.raises(ParameterError, match="r_min=2 is above N = 1: a group holds r <= N shard types"):
+        sweep(1, trials=2)
+    with pytest.raises(ParameterError, match="r_min=25 is above the default r_max = 20: give r_max"):
+        sweep(30, r_min=25, trials=2)
 
 
 @pytest.mark.parametrize("kwargs", [{"r_min": 5, "r_max": 4}, {"r_max": 11}, {"methods": ("nope",)}, {"methods": ()},

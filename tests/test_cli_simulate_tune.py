@@ -175,3 +175,15 @@ def test_simulate_spare_on_one_group_says_why_it_cannot_run(runner):
     result = runner.invoke(main, ["simulate", "--groups", "1", "--strategy", "spare", "--seeds", "1"])
     assert result.exit_code != 0 and "Traceback" not in result.output
     assert result.output.startswith("Error:") and "N = 1 allows only r = 1" in result.output
+
+
+def test_default_redundancy_checks_n_for_every_strategy():
+    # was: ckpt and elastic returned 1 for any groups (0, -1, None, 2**31) unchecked; spare took N > 2**31 - 1
+    from spare_opt import ParameterError, ParameterTypeError, default_redundancy
+
+    assert [default_redundancy(s, 2) for s in ("ckpt", "elastic", "rep", "spare")] == [1, 1, 2, 2]
+    for strategy in ("ckpt", "elastic", "rep", "spare"):
+        for bad, error in ((0, ParameterError), (2**31, ParameterError), (None, ParameterTypeError),
+                           (2.0, ParameterTypeError)):
+            with pytest.raises(error):
+                default_redundancy(strategy, bad)

@@ -159,6 +159,8 @@ def test_sweep_default_r_max_stops_at_n():
     assert [r["redundancy"] for r in doc["rows"]] == [2, 3, 4, 5, 6]
     given = _run("sweep", "-N", "6", "--r-max", "7", "--trials", "2")
     assert given.exit_code == 1 and "got r=7 > N=6" in given.output
+    alone = _run("sweep", "-N", "1", "--trials", "2")  # the library's default r_max, named as such
+    assert alone.exit_code == 1 and "Error: r_min=2 is above N = 1" in alone.output
 
 
 def test_sweep_time_options_change_j():

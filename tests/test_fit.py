@@ -172,6 +172,20 @@ def test_window_options_and_a_file_that_gives_the_cluster_size():
     assert (named["nodes"], named["nodes_source"]) == (3, "trace") and "--nodes" in named["assumption"]
 
 
+def test_the_cluster_of_a_windowed_fit_is_the_whole_traces():
+    # was: a window naming 1 of the 3 nodes fitted a 1-node cluster (its per-node MTBF 3x too short) and
+    # let nodes=2 pass; nodes=10**20 crashed in scipy (TypeError), 10**400 in float() (OverflowError)
+    trace = trace_of(*TINY)
+    windowed = fit_trace(trace, window=(5.5, 8.0), **FAST)
+    assert (windowed.cluster["nodes"], windowed.cluster["nodes_source"]) == (3, "trace")
+    with pytest.raises(ParameterError, match="at least the 3 nodes"):
+        fit_trace(trace, nodes=2, window=(5.5, 8.0), **FAST)
+    assert fit_trace(trace, nodes=2**63 - 1, **FAST).node_counts["nodes_never_failed"] == 2**63 - 4
+    for huge in (2**63, 10**400):
+        with pytest.raises(ParameterError, match="nodes must be <= 9,223,372,036,854,775,807"):
+            fit_trace(trace, nodes=huge, **FAST)
+
+
 def test_zero_length_repairs_are_left_censored_at_the_resolution():
     rows = [("a", 1.0, "s"), ("a", 1.0, "e"), ("b", 2.0, "s"), ("b", 2.5, "e"), ("c", 3.0, "s"), ("c", 3.25, "e"),
             ("d", 4.0, "s"), ("d", 5.0, "e"), ("e", 7.0, "s"), ("e", 7.75, "e")]

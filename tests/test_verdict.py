@@ -351,3 +351,58 @@ def test_trace_cluster_size_prefers_the_operator_then_the_file(small_trace):
         trace_cluster_size(named, nodes=5.5)
     with pytest.raises(ParameterError, match="give the trace too"):
         compare_parameters("trace-400", trace_nodes=7)
+
+
+def test_traced_cluster_size_counts_the_whole_trace_before_its_window_and_is_bounded():
+    # was: a window's nodes (fewer than the file names) were the bound, so --nodes 3 passed on a file naming 6,
+    # and a huge --nodes crashed in the fit (scipy TypeError) or was blamed on "groups N"
+    from pathlib import Path
+
+    from spare_opt import read_fault_trace, trace_cluster_size
+
+    log = str(Path(__file__).resolve().parents[1] / "instances" / "small" / "fault-log-N12.csv")
+    whole = read_fault_trace(log)
+    assert whole.n_nodes == 6
+    window = (6.5, 7.0)  # names 1 of the 6 nodes
+    with pytest.raises(ParameterError, match="at least the 6 nodes"):
+        compare_parameters("trace-400", trace=whole, trace_nodes=3, window=window)
+    with pytest.raises(ParameterError, match="at least the 6 nodes"):
+        compare(compare_parameters("trace-400", 12, trace=whole, steps=5), trace=whole, trace_nodes=3,
+                window=window, rep_redundancies=(), spare_redundancies=(), include_elastic=False, seeds=1)
+    with pytest.raises(ParameterError, match="give the trace too"):
+        compare(compare_parameters("trace-400", 12, steps=5), trace_nodes=12, semantics="paper",
+                rep_redundancies=(), spare_redundancies=(), include_elastic=False, seeds=1)
+    for huge in (2**31, 10**20):
+        with pytest.raises(ParameterError, match="nodes must be <= 2,147,483,647"):
+            trace_cluster_size(whole, nodes=huge)
+    runner = CliRunner()
+    base = ["compare", "--trace", log, "--rep-r", "", "--spare-r", "", "--no-elastic", "--seeds", "1", "-q"]
+    for bad, message in ((["--nodes", "3", "--window", "6.5", "7"], "at least the 6 nodes the trace names"),
+                         (["--nodes", "99999999999999999999", "-N", "24"], "nodes must be <= 2,147,483,647")):
+        out = runner.invoke(main, base + bad)
+        assert out.exit_code == 1 and out.output.startswith("Error:") and message in out.output, out.output
+    # Without --nodes the note names the whole file's 6 nodes, not the window's one.
+    out = runner.invoke(main, base + ["--window", "6.5", "7", "--json"])
+    assert out.exit_code == 0, out.output
+    assert "the trace's cluster is taken as 400 nodes: the file gives no cluster size and names 6 nodes " \
+           "(give --nodes)" in json.loads(out.stdout)["notes"]
+
+
+def test_compare_notes_a_traced_cluster_size_other_than_the_files(small_trace):
+    # was: trace_nodes (compare --nodes) silently replaced the size the file gives
+    params = compare_parameters("trace-400", 24, trace=small_trace, steps=20)
+    args = dict(trace=small_trace, rep_redundancies=(), spare_redundancies=(), include_elastic=False, seeds=1)
+    other = compare(params, trace_nodes=30, **args)
+    assert "the trace's cluster is taken as 30 nodes, as given; the file says 24" in other.notes
+    same = compare(params, trace_nodes=24, **args)
+    assert not any("as given" in note for note in same.notes)
+
+
+def test_cli_compare_warns_of_a_cluster_files_nodes_without_a_trace(tmp_path):
+    # was: [failures] nodes beside a failure model (or no failures at all) was silently ignored
+    cluster = tmp_path / "cluster.toml"
+    cluster.write_text("groups = 6\n[failures]\nnodes = 12\n")
+    out = CliRunner().invoke(main, ["compare", "--cluster", str(cluster), "--semantics", "paper", "--rep-r", "",
+                                    "--spare-r", "", "--seeds", "1", "--steps", "5", "-q", "--json"])
+    assert out.exit_code == 0, out.output
+    assert "[failures] nodes is the size of a trace's cluster and there is no trace (ignored)" in out.stderr

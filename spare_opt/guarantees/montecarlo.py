@@ -761,11 +761,16 @@ def sweep(groups, *, r_min=2, r_max=None, methods=("sidon", "consecutive", "bloc
     from ..layouts.generators import METHODS, generate
 
     r_min = check.integer("r_min", r_min, minimum=1)
-    if r_max is None:  # the paper's sweep goes to r = 20; a smaller cluster stops at r = N
+    defaulted = r_max is None
+    if defaulted:  # the paper's sweep goes to r = 20; a smaller cluster stops at r = N
         groups, _ = check_size(groups, 1)
         r_max = min(20, groups)
     r_max = check.integer("r_max", r_max, minimum=1)
     groups, _ = check_size(groups, r_max)
+    if r_min > r_max and defaulted:  # no r_max given: say what bounds it
+        raise ParameterError(f"r_min={check.int_text(r_min)} is above N = {groups}: a group holds r <= N shard types"
+                             if r_min > groups else
+                             f"r_min={check.int_text(r_min)} is above the default r_max = {r_max}: give r_max")
     if r_min > r_max:
         raise ParameterError(f"need r_min <= r_max, got r_min={check.int_text(r_min)}, r_max={r_max}")
     if isinstance(methods, str):  # "sidon,block": a single string would otherwise be split into letters

@@ -247,8 +247,10 @@ def default_redundancy(strategy, groups):
 
     Raises
     ------
+    ParameterTypeError
+        ``N`` is not an integer (for every strategy).
     ParameterError
-        Unknown strategy, or (``"spare"``) ``N`` is not a positive integer.
+        Unknown strategy, or ``N`` is not in ``[1, 2**31 - 1]``.
 
     References
     ----------
@@ -256,9 +258,9 @@ def default_redundancy(strategy, groups):
     best at ``r = 3``).
     """
     check.choice("strategy", strategy, STRATEGIES)
+    groups = check.integer("groups N", groups, minimum=1, maximum=check.MAX_GROUPS)
     if strategy in ("ckpt", "elastic"):
         return 1
-    groups = check.integer("groups N", groups, minimum=1)
     if strategy == "rep":
         return min(DEFAULT_REP_REDUNDANCY, groups)
     return min(max(2, theory.r_star(groups)), groups)

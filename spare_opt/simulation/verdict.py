@@ -409,7 +409,8 @@ def compare_parameters(preset="trace-400", groups=None, *, trace=None, restart_s
     trace : FaultTrace, optional
         The failures; sets the default ``steps``.
     trace_nodes : int, optional
-        The traced cluster's size (with ``trace`` only), as in :func:`compare`.
+        The traced cluster's size (with ``trace`` only), as in :func:`compare`:
+        checked against the nodes the whole trace names, before ``window``.
     restart_seconds, save_seconds : float, optional
         ``T_r`` and ``T_s``.
     step_seconds : float, optional
@@ -442,6 +443,8 @@ def compare_parameters(preset="trace-400", groups=None, *, trace=None, restart_s
     base = dict(get_preset(preset).base)
     if trace is not None:
         check.instance("trace", trace, FaultTrace, " (spare_opt.read_fault_trace)")
+        # The whole file's cluster, checked even when groups is given: a window names fewer nodes.
+        traced = trace_cluster_size(trace, preset, trace_nodes)
         if window is not None:
             from ..traces.window import _window_bounds, window_trace
 
@@ -450,8 +453,6 @@ def compare_parameters(preset="trace-400", groups=None, *, trace=None, restart_s
         raise ParameterError("a window cuts a trace: give the trace too")
     if trace is None and trace_nodes is not None:
         raise ParameterError("trace_nodes is the size of a trace's cluster: give the trace too")
-    if trace is not None:
-        traced = trace_cluster_size(trace, preset, trace_nodes)  # checked even when groups is given
     if groups is None:
         groups = get_preset(preset).groups[0] if trace is None else traced
     for name, value in (("restart_seconds", restart_seconds), ("save_seconds", save_seconds),
@@ -496,11 +497,12 @@ def trace_cluster_size(trace, preset="trace-400", nodes=None):
     ParameterTypeError
         ``nodes`` is not an integer.
     ParameterError
-        ``nodes`` is below the number of nodes the trace names.
+        ``nodes`` is below the number of nodes the trace names, or above
+        ``2**31 - 1`` (the most DP groups: the traced cluster's size is the default ``N``).
     """
     check.instance("trace", trace, FaultTrace, " (spare_opt.read_fault_trace)")
     if nodes is not None:
-        nodes = check.count("nodes", nodes)
+        nodes = check.count("nodes", nodes, maximum=check.MAX_GROUPS)
         if nodes < trace.n_nodes:
             raise ParameterError(f"nodes must be at least the {trace.n_nodes} nodes the trace names, got {nodes}")
         return nodes
@@ -690,9 +692,10 @@ def compare(params, *, trace=None, semantics="repair", rep_redundancies=DEFAULT_
     window : tuple, optional
         ``(start, end)`` of the trace to replay (:func:`spare_opt.window_trace`).
     trace_nodes : int, optional
-        The cluster size of the trace, at least the nodes it names (default: the
-        file's, ``FaultTrace.cluster_nodes``; the CLI passes
-        :func:`trace_cluster_size`).
+        The cluster size of the trace, at least the nodes it names (the whole
+        trace's, before ``window``), with ``trace`` only (default: the file's,
+        ``FaultTrace.cluster_nodes``; the CLI passes :func:`trace_cluster_size`).  A
+        note says when it differs from the file's.
     trace_scaling : {"auto", "fit", "replay"}, default "auto"
         How a trace's failures reach ``N`` groups.  ``"replay"``: its nodes are placed
         on the groups and its events replayed (one node per group: the trace's failure
@@ -721,7 +724,9 @@ def compare(params, *, trace=None, semantics="repair", rep_redundancies=DEFAULT_
         with neither a trace nor a fault model; both a trace and a fault model; fewer
         groups than the nodes the trace names when it is replayed (their faults
         would be dropped); a global batch of fewer sequences than groups; a window
-        without a trace or with bad bounds (:func:`spare_opt.window_trace`).
+        without a trace or with bad bounds (:func:`spare_opt.window_trace`);
+        ``trace_nodes`` without a trace, below the nodes the trace names or above
+        ``2**31 - 1``.
 
     Notes
     -----
@@ -776,6 +781,10 @@ def compare(params, *, trace=None, semantics="repair", rep_redundancies=DEFAULT_
         note = allreduce_extrapolation(n)
         if note:
             notes.append(note)
+    if trace is None and trace_nodes is not None:
+        raise ParameterError("trace_nodes is the size of a trace's cluster: give the trace too")
+    if trace is not None and trace_nodes is not None:  # against the whole file: a window names fewer nodes
+        trace_nodes = trace_cluster_size(trace, nodes=trace_nodes)
     if trace is not None and window is not None:
         from ..traces.window import _window_bounds, window_trace
 
@@ -804,6 +813,9 @@ def compare(params, *, trace=None, semantics="repair", rep_redundancies=DEFAULT_
         if fault_model is not None:
             raise ParameterError("give the failures once: a trace or a fault model, not both")
         nodes = trace.cluster_nodes if trace_nodes is None else trace_cluster_size(trace, nodes=trace_nodes)
+        if trace.cluster_nodes is not None and nodes != trace.cluster_nodes:
+            notes.append(f"the trace's cluster is taken as {nodes:,} nodes, as given; the file says "
+                         f"{trace.cluster_nodes:,}")
         if trace_scaling == "fit" or (trace_scaling == "auto" and nodes is not None and nodes != params.groups
                                       and params.groups >= trace.n_nodes):
             fault_model, scaling = scaled_trace_model(trace, nodes, params.groups, params.trace_time_scale)

@@ -47,6 +47,8 @@ __all__ = [
     "FitResult",
     "fit_trace",
 ]
+#: Most nodes of a cluster (``nodes=``): a count numpy holds as int64 and a float holds; far beyond any cluster.
+_MAX_NODES = 2**63 - 1
 #: Default window (minutes) within which node faults form one failure event.
 DEFAULT_WINDOW_MINUTES = 5.0
 #: Default number of bootstrap resamples and Monte-Carlo samples of the goodness-of-fit test.
@@ -183,7 +185,9 @@ def fit_trace(trace, *, nodes=None, window_minutes=DEFAULT_WINDOW_MINUTES, start
         Cluster size.  Default: the file's (``FaultTrace.cluster_nodes``), else the
         number of nodes the trace names, which undercounts a cluster whose healthy
         nodes are not listed (the InfiniteHBD trace names 231 of its 400 nodes); the
-        result says which was used.  Must be at least the number of nodes named.
+        result says which was used.  Must be at least the number of nodes named (by
+        the whole trace, before ``window``: the cluster is the file's, a window of it
+        names fewer nodes), at most ``2**63 - 1``.
     window_minutes : float, default 5.0
         Node faults that start within this many minutes of the first fault of an
         event join that event (``0``: only faults at the same instant).
@@ -220,7 +224,7 @@ def fit_trace(trace, *, nodes=None, window_minutes=DEFAULT_WINDOW_MINUTES, start
         ``trace`` is not a :class:`FaultTrace`, or an option has the wrong type.
     ParameterError
         An option is out of range, ``nodes`` is below the number of nodes the trace
-        names, or the window does not hold every event.
+        names or above ``2**63 - 1``, or the window does not hold every event.
     TraceError
         The trace has no usable ``fault_start`` (empty, only ends...), its file
         says it has fewer nodes than it names, or its observation is so long (about
@@ -296,6 +300,7 @@ def fit_trace(trace, *, nodes=None, window_minutes=DEFAULT_WINDOW_MINUTES, start
     seed = check.seed(seed)
     repair_distribution = check.choice("repair_distribution", repair_distribution, REPAIR_DISTRIBUTIONS)
     notes = []
+    cluster = _cluster_size(trace, nodes)  # the whole trace's cluster: a window names fewer nodes
     if window is not None:
         if start_day is not None or end_day is not None:
             raise ParameterError("give the observation window once: window, or start_day / end_day")
@@ -355,7 +360,6 @@ def fit_trace(trace, *, nodes=None, window_minutes=DEFAULT_WINDOW_MINUTES, start
     distinct = np.unique(times)
     resolution = float(np.diff(distinct).min()) if distinct.size > 1 else math.nan
 
-    cluster = _cluster_size(trace, nodes)
     if not math.isfinite(observation * SECONDS_PER_DAY * cluster["nodes"]):
         # Rates and repairs are figured in seconds, up-time over every node: they would overflow.
         raise TraceError(f"{trace.source}: the observation of {observation:.3g} days is too long to fit (its "
@@ -436,7 +440,7 @@ def _cluster_size(trace, nodes):
     """Cluster size, where it came from, and the assumption in words."""
     named = trace.n_nodes
     if nodes is not None:
-        nodes = check.count("nodes", nodes)
+        nodes = check.count("nodes", nodes, maximum=_MAX_NODES)
         if nodes < named:
             raise ParameterError(f"nodes must be at least the {named} nodes the trace names, got {nodes}")
         said = "" if trace.cluster_nodes is None else f"; the file says {trace.cluster_nodes}"
