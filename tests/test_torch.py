@@ -166,7 +166,7 @@ def test_a_rejoin_request_deleted_between_two_reads_does_not_hang_the_proposer()
 
 
 def test_a_repaired_group_admitted_after_a_long_step_is_not_declared_failed():
-    """N = 4, consecutive r = 3: steps longer than the heartbeat timeout (1 s), so the repaired group waits longer.
+    """N = 4, consecutive r = 3: steps longer than the heartbeat timeout (0.8 s), so the repaired group waits longer.
 
     A joiner does not heartbeat while it waits for the members' next step boundary;
     its last heartbeat used to make it stale at admission: the members aborted the
@@ -175,7 +175,7 @@ def test_a_repaired_group_admitted_after_a_long_step_is_not_declared_failed():
     """
     layout = circulant(4, [0, 1, 2], "consecutive")
     config = {"layout": layout, "micro_batches": 1, "steps": 4, "global_batch_size": 16, "step_sleep": 1.3,
-              "heartbeat_timeout": 1.0}
+              "heartbeat_timeout": 0.8}
     job = run_job(config, [("kill", 0, 1), ("repair", 0, 2)], seed=4)
     results = assert_exact(job, config, [0, 1, 2, 3])
     assert results[0]["rejoined"]

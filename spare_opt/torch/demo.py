@@ -114,6 +114,10 @@ def train_worker(context, config):
     step = SpareStep(group, model, optimizer, loss_fn, sampler, dataset, loader=loader, checkpoint=checkpoint,
                      checkpoint_every=config["checkpoint_every"])
     while step.step < config["steps"]:
+        # A repaired group is on its way: wait until it connected (the supervisor counts
+        # it), else the job may end before its process starts on a loaded machine.
+        while int(store.add("connected", 0)) < int(store.add("repairs", 0)):
+            time.sleep(0.005)
         step()
         if group.group == group.members[0]:
             store.set("progress", str(step.step))
@@ -160,7 +164,8 @@ def run_job(config, actions=(), *, seed=0, timeout=180.0, out=None):
         ``("kill", g, progress)``: SIGKILL group ``g`` once the job has finished
         ``progress`` steps, after a random delay of 0-30 ms (a random moment: compute
         or all-reduce); ``("repair", g, progress)``: start a repaired ``g`` once ``g``
-        is dead and ``progress`` steps are done.  Done in order.
+        is dead and ``progress`` steps are done (the live groups wait before their
+        next step until it connected).  Done in order.
     seed : int, default 0
         Seed of the random delays.
     timeout : float, default 180.0
@@ -179,12 +184,18 @@ def run_job(config, actions=(), *, seed=0, timeout=180.0, out=None):
     supervisor = Supervisor(train_worker, groups, args=(config,))
     rng = random.Random(seed)
     pending = list(actions)
+    waiting = []  # repaired groups not connected yet (the live groups wait for them)
 
     def on_poll(sup):
+        store = sup.generation_store()
+        # A repaired group deletes its death notice first thing, then asks to rejoin (a
+        # sign that stays: its request is deleted at once if it is admitted at once).
+        for g in [g for g in waiting if not store.check([f"dead/{g}"]) or not sup.alive(g)]:
+            waiting.remove(g)
+            store.add("connected", 1)
         if not pending:
             return
         kind, g, progress = pending[0]
-        store = sup.generation_store()
         done = int(store.get("progress")) if store.check(["progress"]) else 0
         if done < progress:
             return
@@ -197,6 +208,8 @@ def run_job(config, actions=(), *, seed=0, timeout=180.0, out=None):
         elif kind == "repair":
             if sup.alive(g):
                 return
+            store.add("repairs", 1)
+            waiting.append(g)
             sup.repair(g)
         pending.pop(0)
 
