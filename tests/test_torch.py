@@ -198,3 +198,20 @@ def test_a_member_dies_while_a_repaired_group_is_admitted():
     assert results[0]["rejoined"]
     agreed = [(extra["epoch"], extra["failed"]) for name, _, extra in results[1]["timeline"] if name == "agree"]
     assert agreed[-2:] == [(2, []), (3, [3])], agreed  # 0 admitted in epoch 2, whose rebuild 3's death broke
+
+
+def test_a_group_that_starts_late_is_not_declared_failed():
+    """N = 4, consecutive r = 2: group 3 starts 1.6 s after the others (heartbeat timeout 1 s); nobody fails.
+
+    Every heartbeat thread's first read waits until every group's heartbeat key exists;
+    the time of the read was taken before it, so the late group's arrival made every
+    peer look stale at once: the live groups evicted one another, or wiped out.
+    """
+    layout = circulant(4, [0, 1], "consecutive")
+    config = {"layout": layout, "micro_batches": 1, "steps": 4, "global_batch_size": 16, "step_sleep": 0.01,
+              "heartbeat_timeout": 1.0, "start_delay": {"group": 3, "seconds": 1.6}}
+    job = run_job(config, [], seed=8)
+    assert not any(name == "restart" for name, _, _ in job["events"]), job["events"]  # a wipe-out would hide it
+    results = assert_exact(job, config, [0, 1, 2, 3])
+    detected = {g: [extra for name, _, extra in r["timeline"] if name == "detect"] for g, r in results.items()}
+    assert all(r["epoch"] == 0 for r in results.values()) and not any(detected.values()), detected

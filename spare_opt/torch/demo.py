@@ -44,6 +44,8 @@ DEFAULTS = {
     # {"group": g, "event": name, "epoch": e}: SIGKILL itself at that timeline event of epoch >= e;
     # {"group": g, "event": "all-reduce", "step": s}: SIGKILL itself inside the all-reduce of step s.
     "die": None,
+    # {"group": g, "seconds": s}: group g joins the job s seconds late (generation 0).
+    "start_delay": None,
 }
 
 
@@ -100,6 +102,9 @@ def train_worker(context, config):
     store = connect(context)
     dataset = make_dataset(config)
     model, optimizer = make_model(config)
+    delay = config["start_delay"]
+    if delay is not None and delay["group"] == context.group and not context.rejoin and context.generation == 0:
+        time.sleep(delay["seconds"])
     group = SpareGroup(config["layout"], context.group, store, micro_batches=config["micro_batches"],
                        heartbeat_interval=config["heartbeat_interval"],
                        heartbeat_timeout=config["heartbeat_timeout"], timeout=config["timeout"],

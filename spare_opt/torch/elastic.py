@@ -218,8 +218,11 @@ class SpareGroup:
                 count += 1
                 store.set(f"hb/{self.group}", str(count))
                 epoch = self.epoch
+                values = store.multi_get(keys)
+                # Seen when the read returned: it waits until every group's key exists, so a
+                # time taken before it made every peer stale after a rank that started late.
                 now = time.monotonic()
-                for g, value in enumerate(store.multi_get(keys)):
+                for g, value in enumerate(values):
                     if self._last_seen.get(g, (None, 0))[0] != value:
                         self._last_seen[g] = (value, now)
                 if epoch > self._aborted_epoch:
