@@ -163,3 +163,55 @@ def test_a_rejoin_request_deleted_between_two_reads_does_not_hang_the_proposer()
     assert _peek(store, "rejoin/0") == "token-1"  # reading changed nothing
     store.delete_key("rejoin/0")
     assert _peek(store, "rejoin/0") is None  # ``get`` would wait out the 5 s timeout, then raise
+
+
+def test_a_repaired_group_admitted_after_a_long_step_is_not_declared_failed():
+    """N = 4, consecutive r = 3: steps longer than the heartbeat timeout (0.8 s), so the repaired group waits longer.
+
+    A joiner does not heartbeat while it waits for the members' next step boundary;
+    its last heartbeat used to make it stale at admission: the members aborted the
+    admitting epoch, some connected to its process group while others gave up (a
+    30 s gloo timeout, then crashes).  Now no member fails after the admission.
+    """
+    layout = circulant(4, [0, 1, 2], "consecutive")
+    config = {"layout": layout, "micro_batches": 1, "steps": 4, "global_batch_size": 16, "step_sleep": 1.3,
+              "heartbeat_timeout": 0.8}
+    job = run_job(config, [("kill", 0, 1), ("repair", 0, 2)], seed=4)
+    results = assert_exact(job, config, [0, 1, 2, 3])
+    assert results[0]["rejoined"]
+    admitted = [extra["epoch"] for name, _, extra in results[0]["timeline"] if name == "admitted"]
+    assert admitted and all(r["epoch"] == admitted[0] for r in results.values()), \
+        (admitted, {g: r["epoch"] for g, r in results.items()})
+
+
+def test_a_member_dies_while_a_repaired_group_is_admitted():
+    """N = 4, consecutive r = 3: group 3 dies after agreeing to admit the repaired group 0, before the rebuild.
+
+    The next epoch must keep group 0 a joiner (it has no state yet): it used to
+    drop it, so the members ran their next step while group 0 waited for the state.
+    """
+    layout = circulant(4, [0, 1, 2], "consecutive")
+    config = {"layout": layout, "micro_batches": 1, "steps": 16, "global_batch_size": 16, "step_sleep": 0.01,
+              "die": {"group": 3, "event": "plan", "epoch": 2}}
+    job = run_job(config, [("kill", 0, 4), ("repair", 0, 8)], seed=4)
+    results = assert_exact(job, config, [0, 1, 2])
+    assert results[0]["rejoined"]
+    agreed = [(extra["epoch"], extra["failed"]) for name, _, extra in results[1]["timeline"] if name == "agree"]
+    assert agreed[-2:] == [(2, []), (3, [3])], agreed  # 0 admitted in epoch 2, whose rebuild 3's death broke
+
+
+def test_a_group_that_starts_late_is_not_declared_failed():
+    """N = 4, consecutive r = 2: group 3 starts 1.6 s after the others (heartbeat timeout 1 s); nobody fails.
+
+    Every heartbeat thread's first read waits until every group's heartbeat key exists;
+    the time of the read was taken before it, so the late group's arrival made every
+    peer look stale at once: the live groups evicted one another, or wiped out.
+    """
+    layout = circulant(4, [0, 1], "consecutive")
+    config = {"layout": layout, "micro_batches": 1, "steps": 4, "global_batch_size": 16, "step_sleep": 0.01,
+              "heartbeat_timeout": 1.0, "start_delay": {"group": 3, "seconds": 1.6}}
+    job = run_job(config, [], seed=8)
+    assert not any(name == "restart" for name, _, _ in job["events"]), job["events"]  # a wipe-out would hide it
+    results = assert_exact(job, config, [0, 1, 2, 3])
+    detected = {g: [extra for name, _, extra in r["timeline"] if name == "detect"] for g, r in results.items()}
+    assert all(r["epoch"] == 0 for r in results.values()) and not any(detected.values()), detected

@@ -94,9 +94,17 @@ def torchft_worker(context, config):
     store.add("ready", 1)
     while not context.rejoin and int(store.add("ready", 0)) < groups:
         time.sleep(0.005)
+    if context.rejoin:
+        store.add("rejoined", 1)
     size = config["global_batch_size"]
     records = []
     while manager.current_step() < config["steps"]:
+        # Likewise a repaired replica heartbeats before the next quorum is asked for, so
+        # that it joins it: its manager starts in 0.2 s to seconds (a loaded machine), in
+        # which the live replicas could finish the job without it (bounded: join_timeout).
+        waited = time.monotonic() + config["join_timeout"]
+        while int(store.add("rejoined", 0)) < int(store.add("repairs", 0)) and time.monotonic() < waited:
+            time.sleep(0.005)
         start = time.time()
         optimizer.zero_grad()  # start_quorum(): the quorum of this step (and the plan)
         step = manager.current_step()
@@ -201,6 +209,7 @@ def run_torchft_job(config, actions=(), *, seed=0, timeout=180.0, out=None):
                 sup.kill(g)
         elif not sup.alive(g):
             pending.pop(0)
+            store.add("repairs", 1)  # the live replicas wait for it before their next quorum
             sup.repair(g)
 
     began = time.time()

@@ -44,6 +44,8 @@ DEFAULTS = {
     # {"group": g, "event": name, "epoch": e}: SIGKILL itself at that timeline event of epoch >= e;
     # {"group": g, "event": "all-reduce", "step": s}: SIGKILL itself inside the all-reduce of step s.
     "die": None,
+    # {"group": g, "seconds": s}: group g joins the job s seconds late (generation 0).
+    "start_delay": None,
 }
 
 
@@ -100,6 +102,9 @@ def train_worker(context, config):
     store = connect(context)
     dataset = make_dataset(config)
     model, optimizer = make_model(config)
+    delay = config["start_delay"]
+    if delay is not None and delay["group"] == context.group and not context.rejoin and context.generation == 0:
+        time.sleep(delay["seconds"])
     group = SpareGroup(config["layout"], context.group, store, micro_batches=config["micro_batches"],
                        heartbeat_interval=config["heartbeat_interval"],
                        heartbeat_timeout=config["heartbeat_timeout"], timeout=config["timeout"],
@@ -114,6 +119,10 @@ def train_worker(context, config):
     step = SpareStep(group, model, optimizer, loss_fn, sampler, dataset, loader=loader, checkpoint=checkpoint,
                      checkpoint_every=config["checkpoint_every"])
     while step.step < config["steps"]:
+        # A repaired group is on its way: wait until it connected (the supervisor counts
+        # it), else the job may end before its process starts on a loaded machine.
+        while int(store.add("connected", 0)) < int(store.add("repairs", 0)):
+            time.sleep(0.005)
         step()
         if group.group == group.members[0]:
             store.set("progress", str(step.step))
@@ -160,7 +169,8 @@ def run_job(config, actions=(), *, seed=0, timeout=180.0, out=None):
         ``("kill", g, progress)``: SIGKILL group ``g`` once the job has finished
         ``progress`` steps, after a random delay of 0-30 ms (a random moment: compute
         or all-reduce); ``("repair", g, progress)``: start a repaired ``g`` once ``g``
-        is dead and ``progress`` steps are done.  Done in order.
+        is dead and ``progress`` steps are done (the live groups wait before their
+        next step until it connected).  Done in order.
     seed : int, default 0
         Seed of the random delays.
     timeout : float, default 180.0
@@ -179,12 +189,18 @@ def run_job(config, actions=(), *, seed=0, timeout=180.0, out=None):
     supervisor = Supervisor(train_worker, groups, args=(config,))
     rng = random.Random(seed)
     pending = list(actions)
+    waiting = []  # repaired groups not connected yet (the live groups wait for them)
 
     def on_poll(sup):
+        store = sup.generation_store()
+        # A repaired group deletes its death notice first thing, then asks to rejoin (a
+        # sign that stays: its request is deleted at once if it is admitted at once).
+        for g in [g for g in waiting if not store.check([f"dead/{g}"]) or not sup.alive(g)]:
+            waiting.remove(g)
+            store.add("connected", 1)
         if not pending:
             return
         kind, g, progress = pending[0]
-        store = sup.generation_store()
         done = int(store.get("progress")) if store.check(["progress"]) else 0
         if done < progress:
             return
@@ -197,6 +213,8 @@ def run_job(config, actions=(), *, seed=0, timeout=180.0, out=None):
         elif kind == "repair":
             if sup.alive(g):
                 return
+            store.add("repairs", 1)
+            waiting.append(g)
             sup.repair(g)
         pending.pop(0)
 

@@ -15,8 +15,9 @@ generation):
 * ``join/{e}/{g}``: group ``g``'s record for epoch ``e`` (its step and phase);
 * ``epoch/{e}``: the agreed record of epoch ``e`` (failed set, admitted joiners), written
   once with ``compare_set``: the first proposal wins and every member reads it;
-* ``ready/{e}/{g}``, ``pg/{e}/...``: the barrier before, and the store of, the process
-  group of epoch ``e``;
+* ``ready/{e}/{g}``, ``built/{e}``, ``pg/{e}/...``: the barrier before, the verdict
+  (``go`` or ``abort``, the first one written) and the store of the process group of
+  epoch ``e``;
 * ``rejoin/{g}``, ``pending_rejoins``: a repaired group's request to rejoin.
 """
 
@@ -83,7 +84,8 @@ class SpareGroup:
     timeout : float, default 60.0
         Timeout of the gloo process groups (seconds).  Survivors never wait it out for
         a dead peer (the abort flag wakes them); it bounds only a death in the few
-        milliseconds between the rebuild barrier and the group's connection.
+        milliseconds between the rebuild barrier and the group's connection (the epoch
+        then fails and the members agree again).
     rejoin : bool, default False
         This process is a repaired group: it asks to rejoin and waits until the live
         groups admit it at a step boundary.
@@ -158,10 +160,16 @@ class SpareGroup:
 
     # ---------------------------------------------------------------- state
     def _enter(self, epoch, record):
+        for g in record.get("joiners", {}):
+            # A joiner's heartbeat counts from its admission: it does not beat while it
+            # waits (up to a step, maybe longer than heartbeat_timeout), and its last
+            # value would make it stale at once.  Dropped before it becomes a member.
+            self._last_seen.pop(int(g), None)
         self.epoch = epoch
         self.failed = frozenset(record["failed"])
         self.members = [g for g in range(self.groups) if g not in self.failed]
         self.joiners = sorted(int(g) for g in record.get("joiners", {}))
+        self._joiner_tokens = dict(record.get("joiners", {}))
         t0 = time.perf_counter()
         self.plan = self.book.plan(self.failed)
         self.plan_seconds = time.perf_counter() - t0
@@ -210,8 +218,11 @@ class SpareGroup:
                 count += 1
                 store.set(f"hb/{self.group}", str(count))
                 epoch = self.epoch
+                values = store.multi_get(keys)
+                # Seen when the read returned: it waits until every group's key exists, so a
+                # time taken before it made every peer stale after a rank that started late.
                 now = time.monotonic()
-                for g, value in enumerate(store.multi_get(keys)):
+                for g, value in enumerate(values):
                     if self._last_seen.get(g, (None, 0))[0] != value:
                         self._last_seen[g] = (value, now)
                 if epoch > self._aborted_epoch:
@@ -282,8 +293,13 @@ class SpareGroup:
             except RuntimeError as exc:
                 self.fail_epoch(f"collective raised: {_short(exc)}")
                 return False
-            while not wake.wait(1.0):
-                pass
+            # Woken by the collective or by an abort, and checked again every interval: an
+            # abort just before the waiter was registered, or one of an older epoch (it
+            # wakes without aborting this one), would leave the collective waiting out the
+            # gloo timeout for members that already left it to agree.
+            while not (work.is_completed() or self.aborted()):
+                wake.wait(self.interval)
+                wake.clear()
             if self.aborted() and not work.is_completed():
                 return False
             try:
@@ -351,6 +367,12 @@ class SpareGroup:
                         if token is not None:
                             joiners[str(g)] = token
                             failed.discard(g)
+                if not self._pg_ready:
+                    # The last epoch's process group was never built, so its joiners never
+                    # got the state: they stay joiners (the step helper sends it, and they
+                    # heal from a member that is not one), else a joiner waits for a state
+                    # that no member sends while the members run the next step.
+                    joiners.update({g: token for g, token in self._joiner_tokens.items() if int(g) not in failed})
                 proposal = json.dumps({"failed": sorted(failed), "joiners": joiners})
                 store.compare_set(key, "", proposal)
                 break
@@ -400,14 +422,27 @@ class SpareGroup:
             dist.destroy_process_group()
         store.set(f"ready/{epoch}/{self.group}", "1")
         others = [g for g in self.members if g != self.group]
-        while not store.check([f"ready/{epoch}/{g}" for g in others]):
+        # Every member takes the same branch, the first verdict written: a member that
+        # connects while another gives up waits out the gloo timeout in
+        # init_process_group (the barrier can complete just after a member saw an abort).
+        while True:
+            if store.check([f"ready/{epoch}/{g}" for g in others]):
+                verdict = store.compare_set(f"built/{epoch}", "", "go")
+                break
             if self.aborted() or any(self._stale(g) or store.check([f"dead/{g}"]) for g in others
                                      if not store.check([f"ready/{epoch}/{g}"])):
-                self.fail_epoch("member died before the rebuild")
-                return False
+                verdict = store.compare_set(f"built/{epoch}", "", "abort")
+                break
             time.sleep(0.001)
-        dist.init_process_group(self.backend, store=dist.PrefixStore(f"pg/{epoch}", store), rank=self.rank,
-                                world_size=self.world_size, timeout=self.timeout)
+        if _text(verdict) != "go":
+            self.fail_epoch("member died before the rebuild")
+            return False
+        try:
+            dist.init_process_group(self.backend, store=dist.PrefixStore(f"pg/{epoch}", store), rank=self.rank,
+                                    world_size=self.world_size, timeout=self.timeout)
+        except RuntimeError as exc:  # a member died after the verdict: agree again without it
+            self.fail_epoch(f"process group failed: {_short(exc)}")
+            return False
         self._pg_ready = True
         self._event("rebuild", epoch=epoch, members=list(self.members))
         return True

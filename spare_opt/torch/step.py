@@ -257,7 +257,8 @@ class SpareStep:
         """A repaired group asked to rejoin: admit it at this step boundary and send it the state."""
         group = self.group
         passed = group.recover({"step": self.step, "phase": "boundary"})
-        steps = {record["step"] for record in passed[-1]["records"].values()}
+        # A joiner's record (step -1) is in when its admitting epoch's rebuild failed.
+        steps = {record["step"] for g, record in passed[-1]["records"].items() if g not in group.joiners}
         if len(steps) > 1:
             self._catch_up(self.step, min(steps), max(steps))
             return
