@@ -812,7 +812,7 @@ def compare(params, *, trace=None, semantics="repair", rep_redundancies=DEFAULT_
         check.instance("trace", trace, FaultTrace, " (spare_opt.read_fault_trace)")
         if fault_model is not None:
             raise ParameterError("give the failures once: a trace or a fault model, not both")
-        nodes = trace.cluster_nodes if trace_nodes is None else trace_cluster_size(trace, nodes=trace_nodes)
+        nodes = trace.cluster_nodes if trace_nodes is None else trace_nodes  # checked above, on the whole trace
         if trace.cluster_nodes is not None and nodes != trace.cluster_nodes:
             notes.append(f"the trace's cluster is taken as {nodes:,} nodes, as given; the file says "
                          f"{trace.cluster_nodes:,}")

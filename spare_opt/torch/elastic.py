@@ -168,8 +168,8 @@ class SpareGroup:
         self.epoch = epoch
         self.failed = frozenset(record["failed"])
         self.members = [g for g in range(self.groups) if g not in self.failed]
-        self.joiners = sorted(int(g) for g in record.get("joiners", {}))
         self._joiner_tokens = dict(record.get("joiners", {}))
+        self.joiners = sorted(int(g) for g in self._joiner_tokens)
         t0 = time.perf_counter()
         self.plan = self.book.plan(self.failed)
         self.plan_seconds = time.perf_counter() - t0
