@@ -103,10 +103,10 @@ def text_dataset():
 
 
 def schedule(step):
-    """Linear warmup over ``WARMUP`` steps, then cosine to 0 at ``STEPS``."""
+    """Linear warmup over ``WARMUP`` steps, then cosine down to 0.1 of the peak at ``STEPS``."""
     if step < WARMUP:
         return (step + 1) / WARMUP
-    return 0.5 * (1.0 + math.cos(math.pi * (step - WARMUP) / (STEPS - WARMUP)))
+    return 0.1 + 0.45 * (1.0 + math.cos(math.pi * min(step - WARMUP, STEPS - WARMUP) / (STEPS - WARMUP)))
 
 
 def build(config):
@@ -176,10 +176,13 @@ def worker(context, config):
     state = {"scheduler": scheduler, "rng": RandomState()}
     if scaler is not None:
         state["scaler"] = scaler
+    if not config.get("register_state", True):  # a script written the old way (for the sensitivity check)
+        state = {}
     checkpoint = os.path.join(config["out"], "checkpoint.pt") if config.get("checkpoint_every") else None
     step = SpareStep(group, model, optimizer, make_loss_fn(scaler), sampler, dataset,
                      before_step=make_hook(optimizer, scaler, norms), state=state, checkpoint=checkpoint,
-                     checkpoint_every=config.get("checkpoint_every", 0), check_every=config.get("check_every", 10))
+                     checkpoint_every=config.get("checkpoint_every", 0), check_every=config.get("check_every", 10),
+                     micro_batch_rng=config.get("micro_batch_rng", True))
     start = step.step
     draws = {}
     error = None
