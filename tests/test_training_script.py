@@ -282,6 +282,7 @@ def assert_exact(job, config, finished):
 
 
 # ------------------------------------------------------------------ the tests
+@pytest.mark.slow
 def test_a_kill_and_a_rejoin_with_clipping_a_scheduler_dropout_and_a_loss_scaler():
     """N = 4, consecutive r = 2, m = 2: group 0 is killed at a random moment, then repaired and healed.
 
