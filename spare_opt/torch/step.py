@@ -387,7 +387,9 @@ class SpareStep:
             buffer[:self._size + 1].div_(total)
         self._check(step, buffer)
         loss = float(buffer[self._size])
-        self._admit_due = float(buffer[self._size + 1]) > 0
+        # A caught-up step admits nobody: the member that sent it held its boundary (and
+        # the catch-up) already; a request still pending is flagged again next step.
+        self._admit_due = not divided and float(buffer[self._size + 1]) > 0
         for view, p in zip(views, self._params):
             p.grad.copy_(view)
         self.loss = loss
@@ -486,22 +488,35 @@ def _checksum(tensors):
     Each tensor is summed in rows of ``_CHUNK`` entries (one thread sums one row, in an
     order that does not depend on the thread count; half-precision rows in float32),
     and the row sums are added in float64: as cheap as a native ``sum``, and bitwise
-    equal for bitwise-equal tensors on the same kind of device.
+    equal for bitwise-equal tensors on the same kind of device.  Tensors smaller than a
+    row are concatenated first (per dtype and device), so a model of many small tensors
+    costs a few operations, not a few per tensor.
     """
-    parts = []
+    parts, small = [], {}
     for t in tensors:
         flat = t.detach().reshape(-1)
         if flat.is_complex():
             flat = torch.view_as_real(flat).reshape(-1)
         if flat.dtype == torch.bool:
             flat = flat.to(torch.uint8)
-        wide = torch.float32 if flat.dtype in (torch.float16, torch.bfloat16) else None
-        whole = flat.numel() - flat.numel() % _CHUNK
-        if whole:
-            parts.append(flat[:whole].view(-1, _CHUNK).sum(dim=1, dtype=wide).to("cpu", torch.float64))
-        if flat.numel() > whole:
-            parts.append(flat[whole:].sum(dtype=wide).reshape(1).to("cpu", torch.float64))
+        if flat.numel() < _CHUNK:
+            small.setdefault((flat.dtype, flat.device), []).append(flat)
+        else:
+            parts += _row_sums(flat)
+    for pieces in small.values():
+        parts += _row_sums(torch.cat(pieces))
     return float(torch.cat(parts).sum()) if parts else 0.0
+
+
+def _row_sums(flat):
+    wide = torch.float32 if flat.dtype in (torch.float16, torch.bfloat16) else None
+    whole = flat.numel() - flat.numel() % _CHUNK
+    sums = []
+    if whole:
+        sums.append(flat[:whole].view(-1, _CHUNK).sum(dim=1, dtype=wide).to("cpu", torch.float64))
+    if flat.numel() > whole:
+        sums.append(flat[whole:].sum(dtype=wide).reshape(1).to("cpu", torch.float64))
+    return sums
 
 
 def _number_sum(value):
