@@ -395,3 +395,26 @@ def test_the_hook_sees_the_global_gradient_and_the_state_round_trips(tmp_path):
             SpareStep(group, model, optimizer, loss_fn, sampler, dataset, state={"scheduler": 3})
     finally:
         group.close()
+
+
+def test_the_micro_batch_stream_is_a_pure_function_of_its_identity_and_leaves_the_outer_stream_alone():
+    """Same identity, same draws, whatever came before; another identity, other draws; the outer stream goes on."""
+    from spare_opt.torch import micro_batch_generator, micro_batch_seed
+
+    torch.manual_seed(0)
+    outer = torch.rand(3)
+    torch.manual_seed(0)
+    with micro_batch_rng(7, 4, 2, 1):
+        first = torch.rand(5)
+    torch.rand(100)  # another history
+    with micro_batch_rng(7, 4, 2, 1):
+        again = torch.rand(5)
+    assert torch.equal(first, again)
+    torch.manual_seed(0)
+    with micro_batch_rng(7, 4, 2, 1):
+        torch.rand(1000)
+    assert torch.equal(torch.rand(3), outer)  # the micro-batch's draws did not shift the outer stream
+    seeds = {micro_batch_seed(7, s, t, j) for s in range(4) for t in range(4) for j in range(4)}
+    assert len(seeds) == 64 and all(0 <= seed < 2 ** 63 for seed in seeds)
+    assert micro_batch_seed(7, 4, 2, 1) != micro_batch_seed(8, 4, 2, 1)
+    assert torch.equal(torch.rand(5, generator=micro_batch_generator(7, 4, 2, 1)), first)
