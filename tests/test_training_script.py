@@ -192,8 +192,9 @@ def worker(context, config):
             while int(store.add("connected", 0)) < int(store.add("repairs", 0)):
                 time.sleep(0.005)
             if diverge is not None and diverge["group"] == context.group and diverge["step"] == step.step:
-                for param_group in optimizer.param_groups:
-                    param_group["lr"] *= 1.5  # a replica that trains at another learning rate
+                # The schedule restarts in one replica (as an unregistered scheduler does in a
+                # repaired group): it trains at the warmup's first rate while the others decay.
+                scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
             step()
             scheduler.step()  # after the step: the state of the next boundary holds it
             draws[step.step - 1] = float(torch.rand(()))
@@ -317,7 +318,7 @@ def test_a_wipe_out_restarts_with_the_scheduler_and_the_random_state():
 
 
 def test_a_diverged_replica_is_named_within_k_steps():
-    """Group 2 trains one step at 1.5 times the learning rate: every rank raises ReplicaDivergence naming group 2."""
+    """Group 2's schedule restarts at step 4 (another learning rate): every rank raises ReplicaDivergence naming it."""
     every, at = 3, 4
     config = {"layout": spare_opt.consecutive(GROUPS, 2), "seed": 13, "check_every": every,
               "diverge": {"group": 2, "step": at}}
