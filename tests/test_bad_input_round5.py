@@ -204,3 +204,102 @@ def test_the_reproducer_of_a_corrupt_state_now_raises():
     flat[at] = rng.integers(-10**6, 10**6, size=at.size)
     with pytest.raises(ParameterError, match="corrupt controller state"):
         ReorderController(layout).load_state_dict(state)
+
+
+# ------------------------------------------------------------- 2, 3 Dask runs bounded
+
+
+def _free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _start(args):
+    return subprocess.Popen([sys.executable, "-m", "dask", *args], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+
+
+def _stop(process):
+    if process.poll() is None:
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait(timeout=30)
+
+
+@pytest.fixture
+def scheduler():
+    """A real ``dask scheduler`` process on 127.0.0.1 (no worker): ``(process, address)``."""
+    pytest.importorskip("distributed")
+    port = _free_port()
+    process = _start(["scheduler", "--host", "127.0.0.1", "--port", str(port), "--dashboard-address",
+                      "127.0.0.1:0", "--no-show"])
+    deadline = time.monotonic() + 90
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            if time.monotonic() > deadline or process.poll() is not None:
+                _stop(process)
+                pytest.fail("the dask scheduler did not start within 90 s")
+            time.sleep(0.3)
+    yield process, f"tcp://127.0.0.1:{port}"
+    _stop(process)
+
+
+def _worker(address):
+    return _start(["worker", address, "--host", "127.0.0.1", "--nthreads", "1", "--no-nanny", "--no-dashboard"])
+
+
+def _run_sleeps(executor, count, seconds):
+    from spare_opt._core.parallel import run_tasks
+
+    return run_tasks(time.sleep, [(seconds,)] * count, executor=executor)
+
+
+@pytest.mark.slow
+def test_dask_a_scheduler_without_worker_is_an_error_after_the_stated_wait(scheduler):
+    from spare_opt._core.parallel import dask_executor
+
+    start = time.monotonic()
+    with dask_executor(scheduler[1], worker_wait_seconds=2) as executor:
+        with pytest.raises(ExecutorError, match=r"has no worker: no worker joined within 2 s \(3 of 3 tasks"):
+            _run_sleeps(executor, 3, 0.01)
+    assert time.monotonic() - start < 60
+
+
+@pytest.mark.slow
+def test_dask_the_only_worker_lost_mid_run_is_an_error_naming_it(scheduler):
+    from spare_opt._core.parallel import dask_executor
+
+    worker = _worker(scheduler[1])
+    try:
+        with dask_executor(scheduler[1], worker_wait_seconds=2) as executor:
+            executor._client.wait_for_workers(1, timeout=90)
+            assert _run_sleeps(executor, 2, 0.01) == [None, None]  # the worker runs tasks
+            killer = subprocess.Popen(["sh", "-c", f"sleep 2; kill -9 {worker.pid}"])
+            with pytest.raises(ExecutorError, match="its last worker was lost with 4 of 4 tasks unfinished, "
+                                                    "and no worker joined within 2 s"):
+                _run_sleeps(executor, 4, 30)
+            killer.wait(timeout=30)
+    finally:
+        _stop(worker)
+
+
+@pytest.mark.slow
+def test_dask_a_lost_scheduler_is_one_line_without_dask_tracebacks(scheduler, capfd):
+    from spare_opt._core.parallel import dask_executor
+
+    process, address = scheduler
+    worker = _worker(address)
+    try:
+        with dask_executor(address) as executor:
+            executor._client.wait_for_workers(1, timeout=90)
+            killer = subprocess.Popen(["sh", "-c", f"sleep 2; kill -9 {process.pid}"])
+            with pytest.raises(ExecutorError, match=f"lost the Dask scheduler {address} before all 6 tasks finished"):
+                _run_sleeps(executor, 6, 5)
+            killer.wait(timeout=30)
+    finally:
+        _stop(worker)
+    err = capfd.readouterr().err
+    assert "Traceback" not in err and "distributed." not in err, err[-2000:]
