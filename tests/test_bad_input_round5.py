@@ -303,3 +303,42 @@ def test_dask_a_lost_scheduler_is_one_line_without_dask_tracebacks(scheduler, ca
         _stop(worker)
     err = capfd.readouterr().err
     assert "Traceback" not in err and "distributed." not in err, err[-2000:]
+
+
+# ------------------------------------------------------ 4, 5 plan bytes and plan dicts
+def _plan():
+    return so.plan_reorder(so.generate("consecutive", 12, 3), [1, 5], micro_batches=4)
+
+
+@pytest.mark.parametrize("sizes", [(2**32, 0, 2**32, 0, 0, 0), (5, 3, 2**31, 0, 0, 0), (12, 3, 4, 2**40, 0, 0),
+                                   (2**62, 2**62, 2**62, 0, 0, 0)])
+def test_plan_bytes_with_overflowing_header_sizes_are_a_plan_error(sizes):
+    data = _plan().to_bytes()
+    header = list(struct.unpack_from("<12qd", data, 10))
+    header[1:7] = sizes
+    header[11] = 2
+    with pytest.raises(PlanError, match="corrupt header"):
+        Plan.from_bytes(b"SPAREPLAN1" + struct.pack("<12qd", *header))
+
+
+@pytest.mark.parametrize("key, value", [
+    ("failed", [2**40]), ("failed", [2**31]), ("moves", float("inf")), ("micro_batches", float("inf")),
+    ("moves", float("nan")), ("micro_batches", 2**40), ("assignment", [2**33] * 12),
+    ("micro_batches", 4.7), ("micro_batches", "4"), ("moves", "3"), ("moves", 2.9), ("failed", "15"),
+    ("failed", [[1], [5]]), ("failed", [1, True]), ("micro_batches", True), ("moves", False),
+    ("failed", [1.5, 5]), ("failed", ["1", "5"]), ("failed", None), ("lost_shards", 3),
+    ("split", [[0, 0, 0, 0]] * 11 + [[0, 0, 0]]), ("load", "6"), ("stack_number", 1.5),
+    ("patch", {"x": []}), ("patch", {"2": [[1, 0.5]]}), ("patch", {"2": 7}), ("order", "abc"),
+])
+def test_plan_dict_values_of_the_wrong_kind_are_one_plan_error(key, value):
+    with pytest.raises(PlanError, match="plan document"):
+        Plan.from_dict({**_plan().to_dict(), key: value})
+
+
+def test_plan_dict_whole_floats_and_numpy_integers_are_read_as_integers():
+    plan = _plan()
+    doc = plan.to_dict()
+    doc.update(micro_batches=4.0, moves=np.int64(plan.moves), failed=[1.0, 5.0], load=float(plan.load))
+    assert Plan.from_dict(doc) == plan
+    assert Plan.from_dict(json.loads(json.dumps(plan.to_dict()))) == plan
+    assert Plan.from_bytes(plan.to_bytes()) == plan
