@@ -342,3 +342,74 @@ def test_plan_dict_whole_floats_and_numpy_integers_are_read_as_integers():
     assert Plan.from_dict(doc) == plan
     assert Plan.from_dict(json.loads(json.dumps(plan.to_dict()))) == plan
     assert Plan.from_bytes(plan.to_bytes()) == plan
+
+
+# ------------------------------------------------- 6 the sampler's and PlanBook's arguments
+class _Source:
+    def __init__(self):
+        from spare_opt.torch import PlanBook
+
+        self.book = PlanBook(so.consecutive(4, 2), 2)
+        self.plan = self.book.plan(())
+        self.group = 0
+
+
+def test_sampler_takes_numpy_integers():
+    pytest.importorskip("torch")
+    from spare_opt.torch import SpareBatchSampler
+
+    sampler = SpareBatchSampler(_Source(), np.int64(100), np.int64(16), steps=np.int32(2), seed=np.uint64(7),
+                                start_step=np.int64(1))
+    reference = SpareBatchSampler(_Source(), 100, 16, steps=2, seed=7, start_step=1)
+    assert sampler.global_batch_size == 16 and type(sampler.global_batch_size) is int
+    assert list(sampler) == list(reference) and len(sampler) == len(reference)
+
+
+@pytest.mark.parametrize("kwargs, error, message", [
+    (dict(dataset_size="100"), so.ParameterTypeError, "dataset_size must be an integer"),
+    (dict(dataset_size=None), so.ParameterTypeError, "dataset_size must be an integer"),
+    (dict(dataset_size=100.0), so.ParameterTypeError, "dataset_size must be an integer"),
+    (dict(dataset_size=True), so.ParameterTypeError, "dataset_size must be an integer"),
+    (dict(global_batch_size=16.0), so.ParameterTypeError, "global_batch_size must be an integer"),
+    (dict(global_batch_size=12), ParameterError, "multiple of N m = 8"),
+    (dict(steps="5"), so.ParameterTypeError, "steps must be an integer"),
+    (dict(steps=2.5), so.ParameterTypeError, "steps must be an integer"),
+    (dict(steps=-1), ParameterError, "steps must be >= 0"),
+    (dict(seed=2**64), ParameterError, "seed must be <="),
+    (dict(seed="abc"), so.ParameterTypeError, "seed must be an integer"),
+    (dict(seed=-1), ParameterError, "seed must be >= 0"),
+    (dict(start_step=-5), ParameterError, "start_step must be >= 0"),
+    (dict(start_step=1.5), so.ParameterTypeError, "start_step must be an integer"),
+    (dict(shuffle="no"), so.ParameterTypeError, "shuffle must be True or False"),
+    (dict(shuffle=1), so.ParameterTypeError, "shuffle must be True or False"),
+])
+def test_sampler_arguments_are_refused_at_construction(kwargs, error, message):
+    pytest.importorskip("torch")
+    from spare_opt.torch import SpareBatchSampler
+
+    arguments = dict(dataset_size=100, global_batch_size=16)
+    arguments.update(kwargs)
+    size, batch = arguments.pop("dataset_size"), arguments.pop("global_batch_size")
+    with pytest.raises(error, match=message):
+        SpareBatchSampler(_Source(), size, batch, **arguments)  # no iteration needed
+    with pytest.raises(SpareError):
+        SpareBatchSampler(_Source(), 100, 16).set_start_step(-1)
+
+
+@pytest.mark.parametrize("failed", [[1.7], ["2"], [True], [1.0], 1.5, "12", [[1]], [1, 1], [4], [-1], None])
+def test_plan_book_refuses_group_ids_as_set_failed_does(failed):
+    pytest.importorskip("torch")
+    book = _Source().book
+    controller = ReorderController(so.consecutive(4, 2), micro_batches=2)
+    with pytest.raises(so.FailureSetError) as by_book:
+        book.plan(failed)
+    with pytest.raises(so.FailureSetError) as by_controller:
+        controller.set_failed(failed)
+    assert str(by_book.value) == str(by_controller.value)  # one rule, one message
+
+
+def test_plan_book_takes_numpy_ids_and_plans_for_exactly_that_set():
+    pytest.importorskip("torch")
+    book = _Source().book
+    plan = book.plan(np.array([3], dtype=np.int64))
+    assert plan.failed.tolist() == [3] and book.plan([np.int32(3)]) is plan and book.plan(3) is plan

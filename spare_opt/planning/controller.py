@@ -24,7 +24,7 @@ from . import _split_kernels as _s
 from . import _state_check as _check_state
 from .._core import validation as check
 from .._core.errors import FailureSetError
-from .failure_sets import normalise_groups
+from .failure_sets import check_failed_set, normalise_groups
 from .plan import (
     MASKED,
     WIPE_OUT,
@@ -520,15 +520,7 @@ class ReorderController:
         True
         """
         mid_step = check.flag("mid_step", mid_step)
-        n = self._stacks.shape[0]
-        if isinstance(groups, (bool, np.bool_)) or isinstance(groups, (float, np.floating)):
-            raise FailureSetError(f"failed set: {groups!r} is not an integer group id")
-        if isinstance(groups, (int, np.integer)):
-            groups = [int(groups)]
-        try:
-            failing = normalise_groups(groups, n, what="failed set")
-        except (TypeError, OverflowError):
-            raise FailureSetError(f"the failed set must be an iterable of group ids, got {groups!r}") from None
+        failing = check_failed_set(groups, self._stacks.shape[0])
         previous = None
         if mid_step and not self._wiped:
             previous = (self._split if self._micro_batches > 1 else self._assigned[:, None], self._alive != 0)

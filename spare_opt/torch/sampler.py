@@ -5,8 +5,12 @@ import collections
 import torch
 
 import spare_opt
+from spare_opt._core import validation as check
 
 __all__ = ["SpareBatchSampler", "global_batch_indices"]
+
+#: The largest sampler seed: ``torch.Generator.manual_seed`` takes ``seed + epoch`` below ``2**64``.
+_MAX_SAMPLER_SEED = 2**63 - 1
 
 
 def global_batch_indices(dataset_size, global_batch_size, step, *, shuffle=True, seed=0):
@@ -21,8 +25,18 @@ def global_batch_indices(dataset_size, global_batch_size, step, *, shuffle=True,
     Returns
     -------
     torch.Tensor of int64, shape (global_batch_size,)
+
+    Raises
+    ------
+    spare_opt.ParameterTypeError, spare_opt.ParameterError
+        As :class:`SpareBatchSampler` (``step`` an integer >= 0).
     """
-    epoch, position = divmod(int(step), int(dataset_size) // int(global_batch_size))
+    dataset_size = check.integer("dataset_size", dataset_size, minimum=1)
+    global_batch_size = check.integer("global_batch_size", global_batch_size, minimum=1, maximum=dataset_size)
+    step = check.integer("step", step, minimum=0)
+    shuffle = check.flag("shuffle", shuffle)
+    seed = check.integer("seed", seed, minimum=0, maximum=_MAX_SAMPLER_SEED)
+    epoch, position = divmod(step, dataset_size // global_batch_size)
     if shuffle:
         order = torch.randperm(int(dataset_size), generator=torch.Generator().manual_seed(int(seed) + epoch))
     else:
@@ -61,9 +75,15 @@ class SpareBatchSampler(torch.utils.data.Sampler):
 
     Raises
     ------
+    spare_opt.ParameterTypeError
+        ``dataset_size``, ``global_batch_size``, ``steps`` (unless ``None``), ``seed``
+        or ``start_step`` is not an integer (Python or numpy; a bool, a float or a
+        string is refused), or ``shuffle`` is not a bool.
     spare_opt.ParameterError
         ``global_batch_size`` is not a positive multiple of ``N m`` or exceeds
-        ``dataset_size``.
+        ``dataset_size``; ``dataset_size < 1``, ``steps < 0``, ``start_step < 0``, or
+        ``seed`` outside ``[0, 2**63 - 1]`` (``torch.Generator.manual_seed`` takes
+        ``seed + epoch``).  All are checked here, not when iteration starts.
 
     Notes
     -----
@@ -80,8 +100,9 @@ class SpareBatchSampler(torch.utils.data.Sampler):
         super().__init__()
         book = source.book
         parts = book.groups * book.micro_batches
-        if isinstance(global_batch_size, bool) or not isinstance(global_batch_size, int) or global_batch_size < 1 \
-                or global_batch_size % parts:
+        dataset_size = check.integer("dataset_size", dataset_size, minimum=1)
+        global_batch_size = check.integer("global_batch_size", global_batch_size)
+        if global_batch_size < 1 or global_batch_size % parts:
             raise spare_opt.ParameterError(
                 f"global_batch_size must be a positive multiple of N m = {parts} (equal micro-batches keep the "
                 f"gradient exact), got {global_batch_size!r}")
@@ -89,13 +110,13 @@ class SpareBatchSampler(torch.utils.data.Sampler):
             raise spare_opt.ParameterError(
                 f"global_batch_size {global_batch_size} exceeds the dataset's {dataset_size} samples")
         self.source = source
-        self.dataset_size = int(dataset_size)
+        self.dataset_size = dataset_size
         self.global_batch_size = global_batch_size
         self.micro_batch_size = global_batch_size // parts
-        self.steps = steps
-        self.shuffle = bool(shuffle)
-        self.seed = int(seed)
-        self.start_step = int(start_step)
+        self.steps = None if steps is None else check.integer("steps", steps, minimum=0)
+        self.shuffle = check.flag("shuffle", shuffle)
+        self.seed = check.integer("seed", seed, minimum=0, maximum=_MAX_SAMPLER_SEED)
+        self.start_step = check.integer("start_step", start_step, minimum=0)
         self.steps_per_epoch = self.dataset_size // global_batch_size
         self._keys = collections.deque()
         self._permutation = (None, None)
@@ -119,8 +140,8 @@ class SpareBatchSampler(torch.utils.data.Sampler):
         return self.global_batch(step)[key * size:(key + 1) * size].tolist()
 
     def set_start_step(self, step):
-        """Start the next iteration at ``step`` and forget the recorded keys."""
-        self.start_step = int(step)
+        """Start the next iteration at ``step`` (an integer >= 0) and forget the recorded keys."""
+        self.start_step = check.integer("start_step", step, minimum=0)
         self._keys.clear()
 
     def pop_key(self):
