@@ -19,6 +19,7 @@ from .options import (
     window_option,
     FloatRange,
     IntegerRange,
+    cluster_failure_sources,
     cluster_option,
     cluster_overrides,
     deprecated_alias,
@@ -134,6 +135,9 @@ def command(ctx, preset, groups, strategy, redundancy, checkpoint_period_seconds
     from spare_opt.layouts.layout import Layout
 
     overrides = parse_overrides(settings)
+    trace_path, fault_model_path, trace_format, time_unit, time_scale, window = cluster_failure_sources(
+        ctx, trace_path=trace_path, fault_model_path=fault_model_path, trace_format=trace_format,
+        time_unit=time_unit, time_scale=time_scale, window=window)
     _refuse_unused_options(ctx, strategy, trace_path, overrides)
     if window is not None and trace_path is None:
         refuse_unused("--window", "cuts a trace: it needs --trace")

@@ -413,3 +413,75 @@ def test_plan_book_takes_numpy_ids_and_plans_for_exactly_that_set():
     book = _Source().book
     plan = book.plan(np.array([3], dtype=np.int64))
     assert plan.failed.tolist() == [3] and book.plan([np.int32(3)]) is plan and book.plan(3) is plan
+
+
+# ---------------------------------------------------------------- 7 cluster-file errors
+FAULT_LOG = """node,start,end,domain,kind
+gpu-node-03,2024-03-01T08:00:00Z,2024-03-01T20:30:00Z,rack-1,GPU
+gpu-node-07,2024-03-02T14:15:00Z,2024-03-04T09:00:00Z,rack-2,NIC
+gpu-node-08,2024-03-02T14:15:00Z,2024-03-03T02:00:00Z,rack-2,NIC
+gpu-node-03,2024-03-03T06:00:00Z,2024-03-03T11:00:00Z,rack-1,Fan
+gpu-node-01,2024-03-05T01:00:00Z,2024-03-05T04:00:00Z,rack-1,GPU
+gpu-node-11,2024-03-06T10:00:00Z,2024-03-07T10:00:00Z,rack-3,PSU
+gpu-node-05,2024-03-08T12:00:00Z,2024-03-08T18:00:00Z,rack-2,GPU
+gpu-node-09,2024-03-09T02:00:00Z,2024-03-09T03:30:00Z,rack-3,NIC
+gpu-node-02,2024-03-10T20:00:00Z,2024-03-11T08:00:00Z,rack-1,GPU
+"""
+
+
+def cli(*args):
+    from click.testing import CliRunner
+    from spare_opt_cli.main import main
+
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+def error_line(result, code=None):
+    """The one ``Error:`` line of a clean CLI failure (asserts there is no traceback)."""
+    assert result.exit_code != 0, result.output
+    if code is not None:
+        assert result.exit_code == code, result.output
+    assert isinstance(result.exception, SystemExit), repr(result.exception)
+    assert "Traceback" not in result.output
+    lines = [line for line in result.stderr.splitlines() if line.strip() and not line.startswith("Warning:")]
+    assert len(lines) == 1 and lines[0].startswith("Error: "), result.stderr
+    return lines[0]
+
+
+@pytest.fixture
+def fault_log(tmp_path):
+    path = tmp_path / "log12.csv"
+    path.write_text(FAULT_LOG)
+    return path
+
+
+@pytest.mark.parametrize("command", ["compare", "simulate"])
+@pytest.mark.parametrize("key, value", [("format", "xml"), ("time_unit", "fortnights"), ("preset", "nope")])
+def test_a_bad_failures_key_is_blamed_on_the_file_and_its_key(tmp_path, fault_log, command, key, value):
+    cluster = tmp_path / "k.toml"
+    cluster.write_text(f'[failures]\ntrace = "{fault_log.name}"\n{key} = "{value}"\n')
+    line = error_line(cli(command, "--cluster", cluster, "--seeds", "1"), 1)
+    assert line.startswith(f"Error: {cluster}: [failures] {key} = '{value}': '{value}' is not one of"), line
+    assert "--" not in line.split("is not one of")[0]  # no option is blamed
+
+
+def test_the_command_line_failure_source_wins_over_the_file(tmp_path, fault_log):
+    model = tmp_path / "model12.json"
+    assert cli("fit", fault_log, "--nodes", "12", "-o", model).exit_code == 0
+    with_model = tmp_path / "k2.toml"
+    with_model.write_text(f'[failures]\nfailure_model = "{model.name}"\n')
+    result = cli("simulate", "--cluster", with_model, "--trace", fault_log, "--groups", "12", "--strategy", "ckpt",
+                 "--seeds", "1", "-q", "--json")
+    assert result.exit_code == 0, result.output
+    assert f"Warning: {with_model}: --trace on the command line replaces the file's [failures] failure_model" \
+        in result.stderr
+    alone = cli("simulate", "--trace", fault_log, "--groups", "12", "--strategy", "ckpt", "--seeds", "1", "-q",
+                "--json")
+    assert json.loads(result.stdout)["summary"] == json.loads(alone.stdout)["summary"]  # the trace's run
+    with_trace = tmp_path / "k3.toml"
+    with_trace.write_text(f'[failures]\ntrace = "{fault_log.name}"\nformat = "csv"\ntime_scale = 2.0\n')
+    result = cli("simulate", "--cluster", with_trace, "--failure-model", model, "--groups", "12", "--strategy",
+                 "ckpt", "--seeds", "1", "-q")
+    assert result.exit_code == 0, result.output
+    assert "--failure-model on the command line replaces the file's [failures] trace, format, time_scale" \
+        in result.stderr
