@@ -485,3 +485,30 @@ def test_the_command_line_failure_source_wins_over_the_file(tmp_path, fault_log)
     assert result.exit_code == 0, result.output
     assert "--failure-model on the command line replaces the file's [failures] trace, format, time_scale" \
         in result.stderr
+
+
+# ------------------------------------------------------------------- 8 huge durations
+def test_huge_durations_are_printed_in_years_in_scientific_notation():
+
+    from spare_opt._core.durations import HUGE_SECONDS, duration_in
+    from spare_opt.simulation.verdict import _duration as verdict_duration
+    from spare_opt.traces.fit import _duration as fit_duration
+
+    for seconds in (HUGE_SECONDS, 1e250, 1e308, sys.float_info.max):
+        for text in (duration_in(seconds, 86400, "days", ".2f"), verdict_duration(seconds), fit_duration(seconds)):
+            assert text.endswith(" years") and len(text) <= 20, text
+            years = float(text.split()[0])
+            assert math.isclose(years, seconds / (365.25 * 86400), rel_tol=0.05)
+    assert verdict_duration(2 * 86400) == "2.0 d" and fit_duration(3600.0) == "60 min"  # below: unchanged
+    assert duration_in(HUGE_SECONDS * 0.99, 86400, "d", ".0f") == f"{HUGE_SECONDS * 0.99 / 86400:.0f} d"
+
+
+def test_compare_with_a_huge_restart_time_prints_no_long_number(fault_log):
+    import re
+
+    result = cli("compare", "--restart-seconds", "1e308", "--trace", fault_log, "--nodes", "12", "--rep-r", "2",
+                 "--spare-r", "3", "--micro-batches", "1", "--seeds", "1", "--no-elastic", "--cycles", "1", "-q")
+    assert result.exit_code == 0, result.output
+    assert not re.search(r"\d{16}", result.stdout), result.stdout
+    row = next(line for line in result.stdout.splitlines() if line.startswith("CKPT only"))
+    assert re.search(r"\d\.\de\+\d+ years", row), row

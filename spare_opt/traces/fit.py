@@ -34,6 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._core import validation as check
+from .._core.durations import huge_duration
 from .._core.results import Result
 from .._core.stats import rng_keyword
 from .._core.errors import ParameterError, TraceError
@@ -928,6 +929,9 @@ def _duration(seconds):
     """A duration in a readable unit: ``"8.64 s"``, ``"12 min"``, ``"14.4 h"``, ``"239 days"``."""
     if not math.isfinite(seconds):
         return "-" if math.isnan(seconds) else "inf"
+    huge = huge_duration(seconds)
+    if huge is not None:
+        return huge
     unit, scale = _unit(seconds)
     return f"{seconds / scale:.3g} {unit}"
 
