@@ -512,3 +512,25 @@ def test_compare_with_a_huge_restart_time_prints_no_long_number(fault_log):
     assert not re.search(r"\d{16}", result.stdout), result.stdout
     row = next(line for line in result.stdout.splitlines() if line.startswith("CKPT only"))
     assert re.search(r"\d\.\de\+\d+ years", row), row
+
+
+# ------------------------------------------------------------------- 9 fit's messages
+def test_fit_says_why_equal_gaps_and_near_equal_repairs_have_no_fit(tmp_path):
+    """Equal gaps have no maximum-likelihood Weibull shape (the likelihood grows without
+    bound with the shape) and equal repairs a lognormal sigma of 0: refused, saying so,
+    never "needs 2 different ..., got 9999"."""
+    rows = [f"n0,{2 * i},{2 * i + 1 + (i % 16) * 1e-12}" for i in range(300)]  # 16 repair values, equal to 1e-9
+    path = tmp_path / "equal.csv"
+    path.write_text("node,start,end\n" + "\n".join(rows) + "\n")
+    result = cli("fit", path, "--time-unit", "hours", "--nodes", "12")
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.stdout.split())
+    assert "all 299 gaps between failure events are equal (2 h, to a relative 1e-09): the Weibull likelihood " \
+           "has no maximum" in text
+    assert "all 300 positive repair times are equal (60 min, to a relative 1e-09): the lognormal's " \
+           "maximum-likelihood sigma would be 0" in text
+    assert "different to a relative" not in text and "needs at least 2 different" not in text
+    few = tmp_path / "few.csv"
+    few.write_text("node,start,end\nn0,0,1\nn1,5,6\n")
+    text = " ".join(cli("fit", few, "--time-unit", "hours", "--nodes", "12").stdout.split())
+    assert "needs at least 2 gaps between failure events, got 1" in text
