@@ -534,3 +534,31 @@ def test_fit_says_why_equal_gaps_and_near_equal_repairs_have_no_fit(tmp_path):
     few.write_text("node,start,end\nn0,0,1\nn1,5,6\n")
     text = " ".join(cli("fit", few, "--time-unit", "hours", "--nodes", "12").stdout.split())
     assert "needs at least 2 gaps between failure events, got 1" in text
+
+
+# ------------------------------------------------------------ 10 work_by_group()[g]
+@pytest.mark.parametrize("m", [1, 3])
+def test_work_by_group_is_indexed_by_group(m):
+    plan = so.plan_reorder(so.generate("consecutive", 12, 3), [1, 5], micro_batches=m)
+    work = plan.work_by_group()
+    assert len(work) == 12
+    for g in range(12):
+        assert work[g] == ([] if g in (1, 5) else plan.work(g))
+    assert work[np.int64(3)] == plan.work(3)
+    with pytest.raises(TypeError, match="indexed by group"):
+        indptr, types, batches = work
+    with pytest.raises(SpareError):
+        work[-1]
+    with pytest.raises(SpareError):
+        work[12]
+    with pytest.raises(SpareError):
+        work[True]
+    with pytest.raises(SpareError):
+        work[0:2]
+    part = list(zip(work.shard_types[work.indptr[4]:work.indptr[5]].tolist(),
+                    work.micro_batches[work.indptr[4]:work.indptr[5]].tolist()))
+    assert part == work[4]
+    import pickle
+
+    again = pickle.loads(pickle.dumps(work))
+    assert [again[g] for g in range(12)] == [work[g] for g in range(12)]

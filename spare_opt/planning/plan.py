@@ -55,22 +55,64 @@ MAX_MICRO_BATCHES = 1024
 #: First bytes of :meth:`Plan.to_bytes` (format version 1).
 PLAN_BYTES_MAGIC = b"SPAREPLAN1"
 
-#: Every group's work at once (:meth:`Plan.work_by_group`), in compressed-sparse-row form:
-#: the work of group ``g`` is ``shard_types[indptr[g]:indptr[g + 1]]`` with
-#: ``micro_batches[indptr[g]:indptr[g + 1]]``.
-GroupWork = namedtuple("GroupWork", ["indptr", "shard_types", "micro_batches"])
-GroupWork.__doc__ = """Every group's work of one plan in compressed-sparse-row form (:meth:`Plan.work_by_group`).
+class GroupWork:
+    """Every group's work of one plan in compressed-sparse-row form (:meth:`Plan.work_by_group`).
 
-Attributes
-----------
-indptr : numpy.ndarray of int64, shape (N + 1,)
-    Group ``g``'s work is entries ``indptr[g]`` to ``indptr[g + 1] - 1``; failed groups
-    have an empty range.
-shard_types : numpy.ndarray of int32, shape (N m,)
-    Shard type ``t`` of each entry.
-micro_batches : numpy.ndarray of int32, shape (N m,)
-    Micro-batch ``j`` of each entry; within a group the pairs ``(t, j)`` are sorted.
-"""
+    Indexing is by group: ``work[g]`` is group ``g``'s list of ``(shard type,
+    micro-batch)`` pairs, sorted, the same as ``plan.work(g)`` for a live group and
+    ``[]`` for a failed one; ``len(work)`` is ``N``.  The arrays are attributes.  It is
+    not a tuple: ``indptr, types, batches = work`` and iterating over it raise
+    ``TypeError`` (up to release 0.4.1 it was a named tuple, so ``work[0]`` was the
+    ``indptr`` array, not group 0's work).
+
+    Attributes
+    ----------
+    indptr : numpy.ndarray of int64, shape (N + 1,)
+        Group ``g``'s work is entries ``indptr[g]`` to ``indptr[g + 1] - 1``; failed groups
+        have an empty range.
+    shard_types : numpy.ndarray of int32, shape (N m,)
+        Shard type ``t`` of each entry.
+    micro_batches : numpy.ndarray of int32, shape (N m,)
+        Micro-batch ``j`` of each entry; within a group the pairs ``(t, j)`` are sorted.
+
+    Raises
+    ------
+    ParameterTypeError
+        ``work[g]`` with ``g`` not an integer (a bool, a float, a slice).
+    FailureSetError
+        ``work[g]`` with ``g`` outside ``[0, N)`` (negative ids are not counted from the end).
+    """
+
+    __slots__ = ("indptr", "shard_types", "micro_batches")
+
+    def __init__(self, indptr, shard_types, micro_batches):
+        self.indptr = indptr
+        self.shard_types = shard_types
+        self.micro_batches = micro_batches
+
+    def __len__(self):
+        return len(self.indptr) - 1
+
+    def __getitem__(self, group):
+        from .._core import validation as check
+        from .._core.errors import FailureSetError
+
+        g = check.integer("group", group)
+        n = len(self)
+        if not 0 <= g < n:
+            raise FailureSetError(f"group {g} is out of range [0, {n})")
+        start, end = int(self.indptr[g]), int(self.indptr[g + 1])
+        return list(zip(self.shard_types[start:end].tolist(), self.micro_batches[start:end].tolist()))
+
+    def __iter__(self):
+        raise TypeError("GroupWork is indexed by group (work[g]); its arrays are work.indptr, work.shard_types "
+                        "and work.micro_batches (it is no longer a tuple to unpack)")
+
+    def __repr__(self):
+        return f"GroupWork(groups={len(self)}, entries={len(self.shard_types)})"
+
+    def __reduce__(self):
+        return (GroupWork, (self.indptr, self.shard_types, self.micro_batches))
 
 
 def lower_bound(groups, failed_count, micro_batches=1):
@@ -319,7 +361,9 @@ class Plan(Result):
         Returns
         -------
         GroupWork
-            ``(indptr, shard_types, micro_batches)`` in compressed-sparse-row form:
+            ``work[g]`` is group ``g``'s work, as ``work(g)`` (``[]`` for a failed
+            group).  Attributes ``indptr``, ``shard_types``, ``micro_batches`` in
+            compressed-sparse-row form:
             ``indptr`` int64 ``(N + 1,)``; ``shard_types`` and ``micro_batches`` int32
             ``(N m,)``.  The work of group ``g`` is the pairs
             ``zip(shard_types[indptr[g]:indptr[g + 1]], micro_batches[indptr[g]:indptr[g + 1]])``,
@@ -345,6 +389,8 @@ class Plan(Result):
         >>> from spare_opt import Layout, plan_reorder
         >>> layout = Layout((np.arange(5)[:, None] + np.array([0, 1])) % 5)
         >>> work = plan_reorder(layout, [2], micro_batches=2).work_by_group()
+        >>> work[1], work[2]
+        ([(1, 0), (2, 0), (2, 1)], [])
         >>> start, end = work.indptr[1], work.indptr[2]
         >>> list(zip(work.shard_types[start:end].tolist(), work.micro_batches[start:end].tolist()))
         [(1, 0), (2, 0), (2, 1)]

@@ -122,8 +122,10 @@ class PlanBook:
         if cached is not None:
             return cached
         if hasattr(plan, "work_by_group"):
-            indptr, types, batches = plan.work_by_group()
-            keys = (np.asarray(types, dtype=np.int64) * self.micro_batches + batches).tolist()
+            by_group = plan.work_by_group()
+            indptr = by_group.indptr
+            keys = (np.asarray(by_group.shard_types, dtype=np.int64) * self.micro_batches
+                    + by_group.micro_batches).tolist()
             work = [keys[indptr[g]:indptr[g + 1]] for g in range(self.groups)]
         else:
             split = np.asarray(plan.split).ravel()
