@@ -50,7 +50,7 @@ def state_checksum(meta, arrays):
     for name in sorted(arrays):
         array = np.ascontiguousarray(arrays[name])
         digest.update(f"{name}:{array.dtype.str}:{array.shape}".encode())
-        digest.update(array.tobytes())
+        digest.update(memoryview(array).cast("B"))  # no copy of the bytes
     return digest.hexdigest()
 
 

@@ -633,7 +633,8 @@ class ReorderController:
         if not isinstance(wiped, (bool, np.bool_)):
             raise ParameterError(f"corrupt controller state: wiped_out must be a bool, got {wiped!r}")
         wiped = bool(wiped)
-        template = self._fault_free_copy()
+        self._fault_free_copy()  # builds the template once; its shapes and dtypes are read here, not copied
+        template = self._template
         names = ("tables", "rows", "scalars") if self._micro_batches == 1 else ("tables", "micro", "rows", "scalars")
         arrays = state.get("arrays")
         if not isinstance(arrays, dict) or set(arrays) != set(names):
