@@ -317,7 +317,7 @@ class _DaskWatch:
             else:
                 why = f"no worker joined within {self.worker_wait_seconds:g} s ({pending} of {count} tasks waiting)"
             raise ExecutorError(f"the Dask scheduler {self.address} has no worker: {why} (docs/scaling.md, "
-                                "'When a worker is lost')")
+                                "'When a worker or the scheduler is lost')")
 
 
 def _configured_worker_wait():
