@@ -13,7 +13,6 @@ import hashlib
 import numpy as np
 
 import spare_opt
-from spare_opt.planning.failure_sets import check_failed_set
 
 __all__ = ["PlanBook", "layout_fingerprint", "plan_fingerprint"]
 
@@ -97,10 +96,10 @@ class PlanBook:
         spare_opt.FailureSetError
             An id is not an integer (a bool, a float such as ``1.7``, a string), is
             out of range or repeated: the rule of ``ReorderController.set_failed``
-            (:func:`spare_opt.planning.failure_sets.check_failed_set`), so that every
+            (:func:`spare_opt.check_failed_set`), so that every
             rank plans for the failed set it was given or fails.
         """
-        key = frozenset(check_failed_set(failed, self.groups).tolist())
+        key = frozenset(spare_opt.check_failed_set(failed, self.groups).tolist())
         plan = self._cache.get(key)
         if plan is None:
             plan = self._compute(sorted(key))

@@ -2,15 +2,35 @@
 
 import collections
 
+import numpy as np
 import torch
 
 import spare_opt
-from spare_opt._core import validation as check
 
 __all__ = ["SpareBatchSampler", "global_batch_indices"]
 
 #: The largest sampler seed: ``torch.Generator.manual_seed`` takes ``seed + epoch`` below ``2**64``.
 _MAX_SAMPLER_SEED = 2**63 - 1
+
+
+def _integer(name, value, *, minimum=None, maximum=None):
+    """``value`` as an ``int`` (a Python or numpy integer; not a bool, a float or text) in
+    ``[minimum, maximum]``: the library's rule for integer arguments."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise spare_opt.ParameterTypeError(f"{name} must be an integer, got {value!r} ({type(value).__name__})")
+    value = int(value)
+    if minimum is not None and value < minimum:
+        raise spare_opt.ParameterError(f"{name} must be >= {minimum:,}, got {value:,}")
+    if maximum is not None and value > maximum:
+        raise spare_opt.ParameterError(f"{name} must be <= {maximum:,}, got {value:,}")
+    return value
+
+
+def _flag(name, value):
+    """``value`` as a ``bool`` (``bool`` or ``numpy.bool_`` only: ``1`` or ``"no"`` is not a flag)."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise spare_opt.ParameterTypeError(f"{name} must be True or False, got {value!r} ({type(value).__name__})")
+    return bool(value)
 
 
 def global_batch_indices(dataset_size, global_batch_size, step, *, shuffle=True, seed=0):
@@ -31,11 +51,11 @@ def global_batch_indices(dataset_size, global_batch_size, step, *, shuffle=True,
     spare_opt.ParameterTypeError, spare_opt.ParameterError
         As :class:`SpareBatchSampler` (``step`` an integer >= 0).
     """
-    dataset_size = check.integer("dataset_size", dataset_size, minimum=1)
-    global_batch_size = check.integer("global_batch_size", global_batch_size, minimum=1, maximum=dataset_size)
-    step = check.integer("step", step, minimum=0)
-    shuffle = check.flag("shuffle", shuffle)
-    seed = check.integer("seed", seed, minimum=0, maximum=_MAX_SAMPLER_SEED)
+    dataset_size = _integer("dataset_size", dataset_size, minimum=1)
+    global_batch_size = _integer("global_batch_size", global_batch_size, minimum=1, maximum=dataset_size)
+    step = _integer("step", step, minimum=0)
+    shuffle = _flag("shuffle", shuffle)
+    seed = _integer("seed", seed, minimum=0, maximum=_MAX_SAMPLER_SEED)
     epoch, position = divmod(step, dataset_size // global_batch_size)
     if shuffle:
         order = torch.randperm(int(dataset_size), generator=torch.Generator().manual_seed(int(seed) + epoch))
@@ -100,8 +120,8 @@ class SpareBatchSampler(torch.utils.data.Sampler):
         super().__init__()
         book = source.book
         parts = book.groups * book.micro_batches
-        dataset_size = check.integer("dataset_size", dataset_size, minimum=1)
-        global_batch_size = check.integer("global_batch_size", global_batch_size)
+        dataset_size = _integer("dataset_size", dataset_size, minimum=1)
+        global_batch_size = _integer("global_batch_size", global_batch_size)
         if global_batch_size < 1 or global_batch_size % parts:
             raise spare_opt.ParameterError(
                 f"global_batch_size must be a positive multiple of N m = {parts} (equal micro-batches keep the "
@@ -113,10 +133,10 @@ class SpareBatchSampler(torch.utils.data.Sampler):
         self.dataset_size = dataset_size
         self.global_batch_size = global_batch_size
         self.micro_batch_size = global_batch_size // parts
-        self.steps = None if steps is None else check.integer("steps", steps, minimum=0)
-        self.shuffle = check.flag("shuffle", shuffle)
-        self.seed = check.integer("seed", seed, minimum=0, maximum=_MAX_SAMPLER_SEED)
-        self.start_step = check.integer("start_step", start_step, minimum=0)
+        self.steps = None if steps is None else _integer("steps", steps, minimum=0)
+        self.shuffle = _flag("shuffle", shuffle)
+        self.seed = _integer("seed", seed, minimum=0, maximum=_MAX_SAMPLER_SEED)
+        self.start_step = _integer("start_step", start_step, minimum=0)
         self.steps_per_epoch = self.dataset_size // global_batch_size
         self._keys = collections.deque()
         self._permutation = (None, None)
@@ -141,7 +161,7 @@ class SpareBatchSampler(torch.utils.data.Sampler):
 
     def set_start_step(self, step):
         """Start the next iteration at ``step`` (an integer >= 0) and forget the recorded keys."""
-        self.start_step = check.integer("start_step", step, minimum=0)
+        self.start_step = _integer("start_step", step, minimum=0)
         self._keys.clear()
 
     def pop_key(self):
