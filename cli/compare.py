@@ -29,6 +29,7 @@ from .options import (
     micro_batch_overhead_option,
     IntegerRange,
     check_output_path,
+    cluster_failure_sources,
     cluster_option,
     cluster_overrides,
     deprecated_alias,
@@ -183,6 +184,9 @@ def command(ctx, trace_path, trace_format, time_unit, window, model_path, preset
     redundancy, micro_batches, ttt_ratio, ttt_ci, availability, restarts,
     mean_step_cost...) and every setting tried as "settings".  See docs/repair.md.
     """
+    trace_path, model_path, trace_format, time_unit, time_scale, window, nodes = cluster_failure_sources(
+        ctx, trace_path=trace_path, model_path=model_path, trace_format=trace_format, time_unit=time_unit,
+        time_scale=time_scale, window=window, nodes=nodes)
     if trace_path is None:
         for name, option in (("trace_format", "--format"), ("time_unit", "--time-unit"),
                              ("time_scale", "--time-scale"), ("window", "--window"), ("nodes", "--nodes")):

@@ -51,6 +51,7 @@ __all__ = [
     "window_option",
     "cluster_option",
     "cluster_overrides",
+    "cluster_failure_sources",
     "deprecated_alias",
 ]
 
@@ -398,23 +399,36 @@ def _load_cluster(ctx, param, value):
         cluster = load_cluster(value)
     except SpareError as exc:
         raise click.ClickException(str(exc)) from None
-    by_flag = {}
+    by_flag, params = {}, {}
     for other in ctx.command.params:
         for opt in getattr(other, "opts", ()):
             if opt.startswith("--") and not getattr(other, "hidden", False):
                 by_flag[opt[2:].replace("-", "_")] = other.name
+                params[other.name] = other
     defaults, pending, unused = dict(ctx.default_map or {}), {}, []
     sim_fields = {f.name for f in fields(SimulationParameters)}
     has_set = any(other.name == "settings" for other in ctx.command.params)
+    from_file = {}
     for key, item in cluster.options().items():
         if key in by_flag:
-            defaults[by_flag[key]] = list(item) if key == "window" else item
+            name = by_flag[key]
+            default = list(item) if key == "window" else item
+            # Checked here, against the option's own type, so that a bad value is blamed
+            # on the file and its key, not on an option that was never given.
+            try:
+                params[name].type_cast_value(ctx, default)
+            except click.BadParameter as exc:
+                table = "[failures] " if key in cluster.failures else ""
+                raise click.ClickException(f"{value}: {table}{key} = {item!r}: {exc.message}") from None
+            defaults[name] = default
+            from_file[name] = key
         elif key in sim_fields and has_set:
             pending[key] = item
         else:
             unused.append(key)
     ctx.default_map = defaults
     ctx.meta["cluster_overrides"] = pending
+    ctx.meta["cluster_file"] = (value, from_file)
     if unused:
         click.echo(f"Warning: {value}: {ctx.info_name} does not use {', '.join(unused)} (ignored)", err=True)
     return cluster
@@ -425,6 +439,42 @@ cluster_option = click.option(
     expose_value=False, callback=_load_cluster,
     help="Cluster file (TOML, docs/cluster.md): its keys (groups, step_seconds, restart_seconds, ..., and a "
          "[failures] table) are the defaults of the options of the same name; options given here win.")
+
+
+#: ``[failures]`` keys that describe the file's own trace (they go with it when it gives way).
+_FILE_TRACE_KEYS = ("format", "time_unit", "time_scale", "window", "nodes")
+
+
+def cluster_failure_sources(ctx, **values):
+    """Apply "the command line wins" to the failure source of a ``--cluster`` file.
+
+    ``values`` maps the command's parameter names to their values (``trace_path``, the
+    failure model's parameter, and the trace options such as ``trace_format``).  When the
+    command line gives a failure source (``--trace`` or ``--failure-model``), the file's
+    ``[failures]`` source gives way, with the keys that describe its trace (``format``,
+    ``time_unit``, ``time_scale``, ``window``, ``nodes``): they take their options'
+    defaults, and a warning on stderr names them.  Returns the values as a tuple, in
+    the order given (unchanged without a cluster file or when no source meets another).
+    """
+    path, from_file = ctx.meta.get("cluster_file", (None, {}))
+    if not from_file:
+        return tuple(values.values())
+    file_params = {name for name in values if name in from_file
+                   and ctx.get_parameter_source(name) == ParameterSource.DEFAULT_MAP}
+    sources = [name for name in values if from_file.get(name) in ("trace", "failure_model")
+               or name in ("trace_path", "model_path", "fault_model_path")]
+    on_command_line = [name for name in sources if values[name] is not None and name not in file_params]
+    dropped = [name for name in values if name in file_params
+               and (from_file[name] in ("trace", "failure_model") or from_file[name] in _FILE_TRACE_KEYS)]
+    if not on_command_line or not dropped:
+        return tuple(values.values())
+    params = {param.name: param for param in ctx.command.params}
+    for name in dropped:
+        values[name] = params[name].default
+    flags = " and ".join(params[name].opts[0] for name in on_command_line)
+    click.echo(f"Warning: {path}: {flags} on the command line replaces the file's [failures] "
+               f"{', '.join(from_file[name] for name in dropped)} (ignored)", err=True)
+    return tuple(values.values())
 
 
 def cluster_overrides(ctx, overrides):

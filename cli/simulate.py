@@ -10,6 +10,7 @@ from spare_opt.simulation.events import SEMANTICS
 from spare_opt.simulation.parameters import PRESETS, STRATEGIES, parse_overrides, preset_parameters
 from spare_opt.simulation.time_to_train import default_redundancy, simulate_seeds, summarise
 
+from spare_opt._core.durations import duration_in
 from spare_opt._core.stats import finite_or_none
 
 from .options import (
@@ -19,6 +20,7 @@ from .options import (
     window_option,
     FloatRange,
     IntegerRange,
+    cluster_failure_sources,
     cluster_option,
     cluster_overrides,
     deprecated_alias,
@@ -134,6 +136,9 @@ def command(ctx, preset, groups, strategy, redundancy, checkpoint_period_seconds
     from spare_opt.layouts.layout import Layout
 
     overrides = parse_overrides(settings)
+    trace_path, fault_model_path, trace_format, time_unit, time_scale, window = cluster_failure_sources(
+        ctx, trace_path=trace_path, fault_model_path=fault_model_path, trace_format=trace_format,
+        time_unit=time_unit, time_scale=time_scale, window=window)
     _refuse_unused_options(ctx, strategy, trace_path, overrides)
     if window is not None and trace_path is None:
         refuse_unused("--window", "cuts a trace: it needs --trace")
@@ -287,7 +292,7 @@ def _format(preset, strategy, groups, runs, summary, max_wall_factor):
     lines = [
         f"{name}, N={groups}, preset {preset}, T_c={period:.0f} s, " if period < 1e15 else
         f"{name}, N={groups}, preset {preset}, T_c={period:.3g} s, ",
-        f"T0 (fault-free) = {first.fault_free_seconds / 86400:.2f} days",
+        f"T0 (fault-free) = {duration_in(first.fault_free_seconds, 86400, 'days', '.2f')}",
     ]
     lines[0] += f"{summary['runs']} seeds"
     if first.micro_batches > 1 or first.semantics != "paper":
@@ -315,8 +320,8 @@ def _format(preset, strategy, groups, runs, summary, max_wall_factor):
         row("mean stack number S", "mean_stack_number", "{:.3f}") + (
             "  shard types a group computes part of" if first.micro_batches > 1 else ""),
         row("mean step cost", "mean_step_cost", "{:.3f}") + "  per executed step, in layers",
-        f"  {'rework':<22}{summary['rework_seconds']['mean'] / 3600:.1f} h",
-        f"  {'checkpoint time':<22}{summary['checkpoint_seconds']['mean'] / 3600:.1f} h",
+        f"  {'rework':<22}{duration_in(summary['rework_seconds']['mean'], 3600, 'h', '.1f')}",
+        f"  {'checkpoint time':<22}{duration_in(summary['checkpoint_seconds']['mean'], 3600, 'h', '.1f')}",
     ]
     if first.semantics == "repair":
         lines.insert(-2, row("rejoins", "rejoins", "{:.1f}"))

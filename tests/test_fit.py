@@ -569,6 +569,6 @@ def test_durations_equal_but_for_float_noise_count_as_equal():
     # 0.876 - 0.625 and 5.001 - 4.75 differ in the last bit: no lognormal spread to fit (hypothesis found it)
     r = fit_trace(trace_of(("n2", 0.625, "s"), ("n2", 0.876, "e"), ("n2", 4.75, "s"), ("n2", 5.001, "e"),
                            ("n0", 0.0, "s")), **FAST)
-    assert r.repairs["completed"] == 2 and "2 different positive repair times" in r.repairs["reason"]
+    assert r.repairs["completed"] == 2 and "all 2 positive repair times are equal" in r.repairs["reason"]
     gaps = fit_trace(trace_of(*[(f"n{i}", 0.1 * i, "s") for i in range(1, 4)]), **FAST)  # 0.1 and 0.1 + 3e-17
-    assert "different gaps" in gaps.interarrival["reason"]
+    assert "all 2 gaps between failure events are equal" in gaps.interarrival["reason"]

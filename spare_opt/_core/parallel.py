@@ -26,7 +26,7 @@ task, with the original exception as ``__cause__``.  The other tasks are cancell
 
 import contextlib
 import os
-from concurrent.futures import Executor, as_completed
+from concurrent.futures import FIRST_COMPLETED, CancelledError, Executor, as_completed, wait
 
 from . import validation as check
 from .errors import ExecutorError, ParameterError, ParameterTypeError, SpareError
@@ -41,6 +41,7 @@ __all__ = [
     "local_cluster_options",
     "local_processes",
     "dask_executor",
+    "DASK_WORKER_WAIT_SECONDS",
 ]
 
 #: The ``scheduler`` address that starts a Dask cluster on this machine.
@@ -194,35 +195,162 @@ def run_tasks(function, tasks, *, workers=1, executor=None, progress=None, weigh
         executor = ProcessPoolExecutor(max_workers=min(local_processes(workers), len(tasks)),
                                        mp_context=_pool_context())
     futures = {}
+    watch = None if own_pool else _DaskWatch.of(executor)
     try:
-        for index, task in enumerate(tasks):
-            try:
-                futures[executor.submit(function, *task)] = index
-            except SpareError:
-                raise
-            except Exception as exc:
-                raise _task_error(exc, index, len(tasks), where, "could not be sent to") from exc
-        for future in as_completed(futures):
-            index = futures[future]
-            try:
-                results[index] = future.result()
-            except (SpareError, MemoryError):
-                raise
-            except Exception as exc:
-                raise _task_error(exc, index, len(tasks), where, "failed on") from exc
-            if on_result is not None:
-                on_result(index, results[index])
-            done += weights[index]
-            if progress is not None:
-                progress(done, total)
+        with _quiet_dask_logs() if watch is not None else contextlib.nullcontext():
+            for index, task in enumerate(tasks):
+                try:
+                    futures[executor.submit(function, *task)] = index
+                except SpareError:
+                    raise
+                except Exception as exc:
+                    if watch is not None:
+                        watch.check_scheduler(len(tasks))
+                    raise _task_error(exc, index, len(tasks), where, "could not be sent to") from exc
+            for future in _completed(futures, watch, len(tasks)):
+                index = futures[future]
+                try:
+                    results[index] = future.result()
+                except (SpareError, MemoryError):
+                    raise
+                except Exception as exc:
+                    if watch is not None:
+                        watch.check_scheduler(len(tasks), cancelled=isinstance(exc, CancelledError))
+                    raise _task_error(exc, index, len(tasks), where, "failed on") from exc
+                if on_result is not None:
+                    on_result(index, results[index])
+                done += weights[index]
+                if progress is not None:
+                    progress(done, total)
     finally:
         # On an error or an interrupt, do not leave the rest of the work running on a
         # cluster the caller owns.
-        for future in futures:
-            future.cancel()
+        with _quiet_dask_logs() if watch is not None else contextlib.nullcontext():
+            for future in futures:
+                with contextlib.suppress(Exception):
+                    future.cancel()
         if own_pool:
             executor.shutdown(wait=True, cancel_futures=True)
     return results
+
+
+def _completed(futures, watch, count):
+    """The futures as they complete (``as_completed``); on a Dask executor, with a check of
+    the cluster every :attr:`_DaskWatch.poll_seconds` while none completes."""
+    if watch is None:
+        yield from as_completed(futures)
+        return
+    pending = set(futures)
+    while pending:
+        finished, pending = wait(pending, timeout=watch.poll_seconds, return_when=FIRST_COMPLETED)
+        if not finished:
+            watch.check(count, len(pending))
+        yield from finished
+
+
+#: How long a run on a Dask cluster waits for a worker when the scheduler has none (none
+#: joined yet, or the last one was lost with its tasks), unless Dask's configuration sets
+#: ``distributed.scheduler.no-workers-timeout`` or :func:`dask_executor` is given one.
+DASK_WORKER_WAIT_SECONDS = 30.0
+
+
+class _DaskWatch:
+    """Bounds a run on a Dask ``ClientExecutor``: Dask waits for ever for a worker when the
+    scheduler has none, and a lost scheduler only shows as cancelled futures."""
+
+    poll_seconds = 1.0
+
+    def __init__(self, client, worker_wait_seconds):
+        import time
+
+        self.client = client
+        self.address = getattr(getattr(client, "scheduler", None), "address", None) or "(unknown address)"
+        self.worker_wait_seconds = worker_wait_seconds
+        self.clock = time.monotonic
+        self.had_worker = False
+        self.no_worker_since = None
+
+    @classmethod
+    def of(cls, executor):
+        """The watch of a Dask executor, or ``None`` for any other executor."""
+        client = getattr(executor, "_client", None)
+        if client is None or type(client).__module__.split(".")[0] != "distributed":
+            return None
+        wait_seconds = getattr(executor, "spare_opt_worker_wait_seconds", None)
+        if wait_seconds is None:
+            wait_seconds = _configured_worker_wait()
+        return cls(client, wait_seconds)
+
+    def check_scheduler(self, count, cancelled=False):
+        """Raise the one-line error of a lost scheduler, if the client lost it."""
+        status = getattr(self.client, "status", "running")
+        if status != "running" or cancelled and not self._answers():
+            raise ExecutorError(f"lost the Dask scheduler {self.address} before all {count} tasks finished "
+                                f"(the Dask client is {status})")
+
+    def _answers(self):
+        try:
+            self.client.nthreads(callback_timeout=5)
+            return True
+        except Exception:
+            return False
+
+    def check(self, count, pending):
+        """Called while no task completes: a lost scheduler, or no worker for too long, raise."""
+        self.check_scheduler(count)
+        try:
+            workers = len(self.client.nthreads(callback_timeout=max(5.0, self.poll_seconds)))
+        except Exception:
+            self.check_scheduler(count, cancelled=True)
+            return
+        now = self.clock()
+        if workers:
+            self.had_worker = True
+            self.no_worker_since = None
+            return
+        if self.no_worker_since is None:
+            self.no_worker_since = now
+        if now - self.no_worker_since >= self.worker_wait_seconds:
+            if self.had_worker:
+                why = (f"its last worker was lost with {pending} of {count} tasks unfinished, and no worker "
+                       f"joined within {self.worker_wait_seconds:g} s")
+            else:
+                why = f"no worker joined within {self.worker_wait_seconds:g} s ({pending} of {count} tasks waiting)"
+            raise ExecutorError(f"the Dask scheduler {self.address} has no worker: {why} (docs/scaling.md, "
+                                "'When a worker or the scheduler is lost')")
+
+
+def _configured_worker_wait():
+    """``distributed.scheduler.no-workers-timeout`` in seconds if Dask's configuration sets it,
+    else :data:`DASK_WORKER_WAIT_SECONDS`."""
+    try:
+        import dask
+        from dask.utils import parse_timedelta
+
+        value = dask.config.get("distributed.scheduler.no-workers-timeout", None)
+        seconds = parse_timedelta(value, default="s") if value is not None else None
+    except Exception:
+        seconds = None
+    return float(seconds) if seconds is not None and seconds > 0 else DASK_WORKER_WAIT_SECONDS
+
+
+@contextlib.contextmanager
+def _quiet_dask_logs():
+    """Silence Dask's loggers (``distributed`` and below) for the duration: a lost scheduler
+    or worker makes them print tracebacks that :func:`run_tasks` reports as one line."""
+    import logging
+
+    names = ["distributed"] + [name for name in list(logging.root.manager.loggerDict)
+                               if name.startswith("distributed.")]
+    loggers = [logging.getLogger(name) for name in names]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.CRITICAL + 1)
+    try:
+        yield
+    finally:
+        for logger, level in zip(loggers, levels):
+            logger.setLevel(level)
 
 
 def _task_error(exc, index, count, where, verb):
@@ -301,7 +429,7 @@ def local_cluster_options(workers):
 
 
 @contextlib.contextmanager
-def dask_executor(address, *, workers=1, timeout_seconds=10.0):
+def dask_executor(address, *, workers=1, timeout_seconds=10.0, worker_wait_seconds=None):
     """A ``concurrent.futures.Executor`` on a Dask cluster: a running one, or a local one started here.
 
     Parameters
@@ -317,6 +445,12 @@ def dask_executor(address, *, workers=1, timeout_seconds=10.0):
     timeout_seconds : float, default 10.0
         How long to wait for a scheduler that answers the TCP connection but not
         Dask's handshake.  A closed port or an unknown host fails at once.
+    worker_wait_seconds : float, optional
+        How long :func:`run_tasks` waits while the scheduler has no worker (none joined
+        yet, or the last one was lost with its tasks) before it raises
+        :class:`~spare_opt.ExecutorError`.  Default: Dask's
+        ``distributed.scheduler.no-workers-timeout`` if its configuration sets one,
+        else :data:`DASK_WORKER_WAIT_SECONDS` (30 s).
 
     Yields
     ------
@@ -341,6 +475,8 @@ def dask_executor(address, *, workers=1, timeout_seconds=10.0):
     address = check_scheduler_address(address)
     processes = local_processes(workers)
     timeout_seconds = check.seconds("timeout_seconds", timeout_seconds)
+    if worker_wait_seconds is not None:
+        worker_wait_seconds = check.seconds("worker_wait_seconds", worker_wait_seconds)
     try:
         from distributed import Client, LocalCluster
     except ImportError:
@@ -359,10 +495,13 @@ def dask_executor(address, *, workers=1, timeout_seconds=10.0):
                 client = Client(address, timeout=f"{timeout_seconds}s", set_as_default=False)
             except Exception as exc:
                 raise ExecutorError(f"cannot reach the Dask scheduler {address}: {_first_line(exc)}") from None
-        yield client.get_executor()
+        executor = client.get_executor()
+        executor.spare_opt_worker_wait_seconds = worker_wait_seconds  # read by run_tasks (_DaskWatch)
+        yield executor
     finally:
-        _close_quietly(client)
-        _close_quietly(cluster)
+        with _quiet_dask_logs():
+            _close_quietly(client)
+            _close_quietly(cluster)
 
 
 def _probe(address, timeout_seconds):

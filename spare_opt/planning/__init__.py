@@ -24,7 +24,7 @@ from .plan import (
     lower_bound,
     check_micro_batches,
 )
-from .failure_sets import normalise_groups, parse_group_ids, read_failure_set
+from .failure_sets import check_failed_set, normalise_groups, parse_group_ids, read_failure_set
 from .exact import plan_reorder, least_stack_number, least_load, stack_number_certificate
 from .controller import (
     ReorderController,
@@ -50,6 +50,7 @@ __all__ = [
     "lower_bound",
     "check_micro_batches",
     "normalise_groups",
+    "check_failed_set",
     "parse_group_ids",
     "read_failure_set",
     "plan_reorder",

@@ -17,7 +17,7 @@ import numpy as np
 
 from .._core import validation as check
 from .._core.errors import ParameterError, PlanError
-from .failure_sets import normalise_groups
+from .failure_sets import check_failed_set
 from ..layouts.layout import check_layout
 from .plan import Plan, check_micro_batches
 
@@ -97,7 +97,7 @@ def agreed_plan(layout, failed, *, micro_batches=1, method="controller"):
     m = check_micro_batches(micro_batches, layout.groups)
     if method not in AGREED_METHODS:
         raise ParameterError(f"method must be one of {', '.join(map(repr, AGREED_METHODS))}, got {method!r}")
-    groups = normalise_groups(failed, layout.groups, what="failed set")
+    groups = check_failed_set(failed, layout.groups)
     if method == "exact":
         from .exact import plan_reorder
 

@@ -21,9 +21,10 @@ import numpy as np
 
 from . import _kernels as _k
 from . import _split_kernels as _s
+from . import _state_check as _check_state
 from .._core import validation as check
 from .._core.errors import FailureSetError
-from .failure_sets import normalise_groups
+from .failure_sets import check_failed_set, normalise_groups
 from .plan import (
     MASKED,
     WIPE_OUT,
@@ -519,15 +520,7 @@ class ReorderController:
         True
         """
         mid_step = check.flag("mid_step", mid_step)
-        n = self._stacks.shape[0]
-        if isinstance(groups, (bool, np.bool_)) or isinstance(groups, (float, np.floating)):
-            raise FailureSetError(f"failed set: {groups!r} is not an integer group id")
-        if isinstance(groups, (int, np.integer)):
-            groups = [int(groups)]
-        try:
-            failing = normalise_groups(groups, n, what="failed set")
-        except (TypeError, OverflowError):
-            raise FailureSetError(f"the failed set must be an iterable of group ids, got {groups!r}") from None
+        failing = check_failed_set(groups, self._stacks.shape[0])
         previous = None
         if mid_step and not self._wiped:
             previous = (self._split if self._micro_batches > 1 else self._assigned[:, None], self._alive != 0)
@@ -572,8 +565,9 @@ class ReorderController:
             (:meth:`Layout.fingerprint`), ``micro_batches``, ``wiped_out`` and
             ``arrays``, a dict of numpy arrays (copies): the packed state of the
             kernels (``tables``, ``rows``, ``scalars``, and ``micro`` at ``m > 1``),
-            ``O(N (r + m))`` integers.  Plain numpy and Python values: ``pickle``,
-            ``torch.save`` and ``numpy.savez`` hold it.
+            ``O(N (r + m))`` integers; and ``checksum``, a BLAKE2b digest of all of
+            them that :meth:`load_state_dict` verifies.  Plain numpy and Python
+            values: ``pickle``, ``torch.save`` and ``numpy.savez`` hold it.
 
         Notes
         -----
@@ -583,8 +577,10 @@ class ReorderController:
         names = ("tables", "rows", "scalars") if self._micro_batches == 1 else ("tables", "micro", "rows", "scalars")
         arrays = {name: getattr(self, "_" + name).copy() for name in names}
         arrays["scalars"][_k.JOURNAL_END if self._micro_batches == 1 else _s.JOURNAL_END] = 0
-        return {"format": _STATE_FORMAT, "version": 1, "layout": self._layout.fingerprint(),
-                "micro_batches": self._micro_batches, "wiped_out": bool(self._wiped), "arrays": arrays}
+        state = {"format": _STATE_FORMAT, "version": 1, "layout": self._layout.fingerprint(),
+                 "micro_batches": self._micro_batches, "wiped_out": bool(self._wiped), "arrays": arrays}
+        state["checksum"] = _check_state.state_checksum(_check_state.checksum_meta(state), arrays)
+        return state
 
     def load_state_dict(self, state):
         """Adopt the state of another controller (:meth:`state_dict`) of the same layout and ``m``.
@@ -607,7 +603,20 @@ class ReorderController:
         ParameterError
             ``state`` is not a controller state of version 1, or belongs to another
             layout (by fingerprint) or another ``m``, or its arrays have the wrong
-            shapes.
+            shapes; or it is corrupt: ``wiped_out`` is not a bool, its checksum is
+            missing or does not verify, or its values are inconsistent (a value out
+            of range, counts that do not match the assignment, a live shard type
+            without a live holder in the plan, a level that is not the least one for
+            its failed set).  Nothing is adopted then: the controller keeps its state.
+
+        Notes
+        -----
+        The checks (:mod:`spare_opt.planning._state_check`) run before any kernel sees
+        the arrays, so a state that is accepted cannot make a kernel index out of
+        range, even with a recomputed checksum.  They are linear in the state's size
+        plus one :meth:`set_failed` for the level; ``docs/benchmarks.md`` ("Loading a
+        controller state") gives the cost.  A process that cannot get a valid state can
+        rebuild the agreed plan from the failed set alone with :meth:`set_failed`.
         """
         from .._core.errors import ParameterError
 
@@ -620,23 +629,53 @@ class ReorderController:
         if state.get("micro_batches") != self._micro_batches:
             raise ParameterError(f"the controller state has micro_batches m = {state.get('micro_batches')!r}, "
                                  f"this controller m = {self._micro_batches}")
-        template = self._fault_free_copy()
+        wiped = state.get("wiped_out")
+        if not isinstance(wiped, (bool, np.bool_)):
+            raise ParameterError(f"corrupt controller state: wiped_out must be a bool, got {wiped!r}")
+        wiped = bool(wiped)
+        self._fault_free_copy()  # builds the template once; its shapes and dtypes are read here, not copied
+        template = self._template
         names = ("tables", "rows", "scalars") if self._micro_batches == 1 else ("tables", "micro", "rows", "scalars")
         arrays = state.get("arrays")
         if not isinstance(arrays, dict) or set(arrays) != set(names):
             raise ParameterError(f"the controller state must hold the arrays {', '.join(names)}")
-        loaded = []
-        for name, expected in zip(names, template):
-            value = np.asarray(arrays[name])
-            if value.shape != expected.shape or not np.issubdtype(value.dtype, np.integer):
-                raise ParameterError(f"controller state array {name!r} has shape {value.shape} and dtype "
-                                     f"{value.dtype}, expected {expected.shape} of integers")
-            loaded.append(value.astype(expected.dtype, copy=True))
+        loaded = _check_state.to_kernel_dtypes(arrays, names, template)
+        checksum = state.get("checksum")
+        if not isinstance(checksum, str):
+            raise ParameterError("corrupt controller state: it carries no checksum (state_dict() writes one)")
+        if checksum != _check_state.state_checksum(_check_state.checksum_meta(state), dict(zip(names, loaded))):
+            raise ParameterError("corrupt controller state: its checksum does not verify (a truncated or "
+                                 "altered transfer?); set_failed(failed) rebuilds the agreed plan")
+        layout_tables = (self._layout.stacks, *self._holder_tables())
+        if self._micro_batches == 1:
+            failed = _check_state.check_single(layout_tables, loaded, wiped)
+            level = int(loaded[2][_k.STACK])
+        else:
+            failed = _check_state.check_split(layout_tables, loaded, wiped, self._micro_batches)
+            level = int(loaded[3][_s.BOUND])
+        if not wiped:
+            # The level must be the least feasible one for the failed set: a fresh
+            # controller's (both are exact), so that later plans keep the exact level.
+            least = self._set_failed_level(np.sort(failed))
+            if least != level:
+                raise ParameterError(f"corrupt controller state: its level {level} is not the least one, "
+                                     f"{least}, for its {failed.size} failed group(s)")
         if self._micro_batches == 1:
             self._load_state(*loaded)
         else:
             self._load_split_state(*loaded)
-        self._wiped = bool(state.get("wiped_out"))
+        self._wiped = wiped
+
+    def _set_failed_level(self, failing):
+        """The level (``S*``, or ``L*`` at ``m > 1``) of the fault-free state after ``failing``
+        fail at once, without a journal (:meth:`load_state_dict`'s check)."""
+        state = self._fault_free_copy()
+        no_journal = np.zeros(0, dtype=np.int32)
+        if self._micro_batches == 1:
+            result = _k.fail_packed(*state, failing, False, no_journal)
+        else:
+            result = _s.fail_split(*state, failing, False, no_journal)
+        return int(result[1])
 
     # ----------------------------------------------------------------- repair
     def recover(self, groups):

@@ -14,7 +14,7 @@ from .._core import validation as check
 from .._core.io import as_path, parse_json_text, reading
 from .._core.errors import FailureSetError
 
-__all__ = ["normalise_groups", "parse_group_ids", "read_failure_set"]
+__all__ = ["normalise_groups", "check_failed_set", "parse_group_ids", "read_failure_set"]
 
 
 def normalise_groups(groups, n, what="failed groups"):
@@ -67,6 +67,32 @@ def normalise_groups(groups, n, what="failed groups"):
         if not 0 <= int(value) < n:
             raise FailureSetError(f"{what}: group {check.int_text(value)} is out of range [0, {n})")
     return _sorted_unique(np.asarray(values, dtype=np.int64), what)
+
+
+def check_failed_set(groups, n, what="failed set"):
+    """A whole failed set (one group id, or an iterable of ids) as a sorted int32 array.
+
+    The one rule for a failed set everywhere it is given whole
+    (:meth:`ReorderController.set_failed`, :func:`spare_opt.agreed_plan`,
+    ``spare_opt.torch.PlanBook.plan``): :func:`normalise_groups`, plus a single id
+    (a Python or numpy integer) for a set of one.  A bool, a float (even ``1.0``), a
+    string or a nested list is refused, never converted.
+
+    Raises
+    ------
+    FailureSetError
+        As :func:`normalise_groups`; also for a bare bool or float.
+    """
+    if isinstance(groups, np.ndarray) and groups.ndim == 0:
+        groups = groups[()]
+    if isinstance(groups, (bool, np.bool_)) or isinstance(groups, (float, np.floating)):
+        raise FailureSetError(f"{what}: {groups!r} is not an integer group id")
+    if isinstance(groups, (int, np.integer)):
+        groups = [groups]
+    try:
+        return normalise_groups(groups, n, what=what)
+    except (TypeError, OverflowError):
+        raise FailureSetError(f"{what} must be an iterable of group ids, got {groups!r}") from None
 
 
 def _sorted_unique(array, what):

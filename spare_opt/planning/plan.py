@@ -55,22 +55,64 @@ MAX_MICRO_BATCHES = 1024
 #: First bytes of :meth:`Plan.to_bytes` (format version 1).
 PLAN_BYTES_MAGIC = b"SPAREPLAN1"
 
-#: Every group's work at once (:meth:`Plan.work_by_group`), in compressed-sparse-row form:
-#: the work of group ``g`` is ``shard_types[indptr[g]:indptr[g + 1]]`` with
-#: ``micro_batches[indptr[g]:indptr[g + 1]]``.
-GroupWork = namedtuple("GroupWork", ["indptr", "shard_types", "micro_batches"])
-GroupWork.__doc__ = """Every group's work of one plan in compressed-sparse-row form (:meth:`Plan.work_by_group`).
+class GroupWork:
+    """Every group's work of one plan in compressed-sparse-row form (:meth:`Plan.work_by_group`).
 
-Attributes
-----------
-indptr : numpy.ndarray of int64, shape (N + 1,)
-    Group ``g``'s work is entries ``indptr[g]`` to ``indptr[g + 1] - 1``; failed groups
-    have an empty range.
-shard_types : numpy.ndarray of int32, shape (N m,)
-    Shard type ``t`` of each entry.
-micro_batches : numpy.ndarray of int32, shape (N m,)
-    Micro-batch ``j`` of each entry; within a group the pairs ``(t, j)`` are sorted.
-"""
+    Indexing is by group: ``work[g]`` is group ``g``'s list of ``(shard type,
+    micro-batch)`` pairs, sorted, the same as ``plan.work(g)`` for a live group and
+    ``[]`` for a failed one; ``len(work)`` is ``N``.  The arrays are attributes.  It is
+    not a tuple: ``indptr, types, batches = work`` and iterating over it raise
+    ``TypeError`` (up to release 0.4.1 it was a named tuple, so ``work[0]`` was the
+    ``indptr`` array, not group 0's work).
+
+    Attributes
+    ----------
+    indptr : numpy.ndarray of int64, shape (N + 1,)
+        Group ``g``'s work is entries ``indptr[g]`` to ``indptr[g + 1] - 1``; failed groups
+        have an empty range.
+    shard_types : numpy.ndarray of int32, shape (N m,)
+        Shard type ``t`` of each entry.
+    micro_batches : numpy.ndarray of int32, shape (N m,)
+        Micro-batch ``j`` of each entry; within a group the pairs ``(t, j)`` are sorted.
+
+    Raises
+    ------
+    ParameterTypeError
+        ``work[g]`` with ``g`` not an integer (a bool, a float, a slice).
+    FailureSetError
+        ``work[g]`` with ``g`` outside ``[0, N)`` (negative ids are not counted from the end).
+    """
+
+    __slots__ = ("indptr", "shard_types", "micro_batches")
+
+    def __init__(self, indptr, shard_types, micro_batches):
+        self.indptr = indptr
+        self.shard_types = shard_types
+        self.micro_batches = micro_batches
+
+    def __len__(self):
+        return len(self.indptr) - 1
+
+    def __getitem__(self, group):
+        from .._core import validation as check
+        from .._core.errors import FailureSetError
+
+        g = check.integer("group", group)
+        n = len(self)
+        if not 0 <= g < n:
+            raise FailureSetError(f"group {g} is out of range [0, {n})")
+        start, end = int(self.indptr[g]), int(self.indptr[g + 1])
+        return list(zip(self.shard_types[start:end].tolist(), self.micro_batches[start:end].tolist()))
+
+    def __iter__(self):
+        raise TypeError("GroupWork is indexed by group (work[g]); its arrays are work.indptr, work.shard_types "
+                        "and work.micro_batches (it is no longer a tuple to unpack)")
+
+    def __repr__(self):
+        return f"GroupWork(groups={len(self)}, entries={len(self.shard_types)})"
+
+    def __reduce__(self):
+        return (GroupWork, (self.indptr, self.shard_types, self.micro_batches))
 
 
 def lower_bound(groups, failed_count, micro_batches=1):
@@ -319,7 +361,9 @@ class Plan(Result):
         Returns
         -------
         GroupWork
-            ``(indptr, shard_types, micro_batches)`` in compressed-sparse-row form:
+            ``work[g]`` is group ``g``'s work, as ``work(g)`` (``[]`` for a failed
+            group).  Attributes ``indptr``, ``shard_types``, ``micro_batches`` in
+            compressed-sparse-row form:
             ``indptr`` int64 ``(N + 1,)``; ``shard_types`` and ``micro_batches`` int32
             ``(N m,)``.  The work of group ``g`` is the pairs
             ``zip(shard_types[indptr[g]:indptr[g + 1]], micro_batches[indptr[g]:indptr[g + 1]])``,
@@ -345,6 +389,8 @@ class Plan(Result):
         >>> from spare_opt import Layout, plan_reorder
         >>> layout = Layout((np.arange(5)[:, None] + np.array([0, 1])) % 5)
         >>> work = plan_reorder(layout, [2], micro_batches=2).work_by_group()
+        >>> work[1], work[2]
+        ([(1, 0), (2, 0), (2, 1)], [])
         >>> start, end = work.indptr[1], work.indptr[2]
         >>> list(zip(work.shard_types[start:end].tolist(), work.micro_batches[start:end].tolist()))
         [(1, 0), (2, 0), (2, 1)]
@@ -470,7 +516,8 @@ class Plan(Result):
         ------
         PlanError
             ``data`` does not start with :data:`PLAN_BYTES_MAGIC`, is truncated or
-            has bytes left over.
+            has bytes left over, or its header is corrupt (a negative length, a size
+            above ``2**31 - 1``, an unknown status).
         """
         try:
             data = memoryview(data).cast("B")
@@ -490,7 +537,10 @@ class Plan(Result):
         shapes.append((patched, 3))
         if min(min(shape) for shape in shapes) < 0 or status not in (0, 1):
             raise PlanError("plan bytes have a corrupt header (a negative length or an unknown status)")
-        expected = head + size + 4 * sum(int(np.prod(shape)) for shape in shapes)
+        if max(n, r, m, k, lost, patched) > _INT32_MAX or not 0 <= present < 8:
+            raise PlanError(f"plan bytes have a corrupt header (a size above {_INT32_MAX:,} or unknown array flags)")
+        # Python integers: an (N, m) product of two header values must not wrap around.
+        expected = head + size + 4 * sum(math.prod(shape) for shape in shapes)
         if len(data) != expected:
             raise PlanError(f"plan bytes have length {len(data)}, the header describes {expected}")
         values = np.frombuffer(data, dtype="<i4", offset=head + size).astype(np.int32)
@@ -532,6 +582,11 @@ class Plan(Result):
         ------
         PlanError
             ``doc`` is not a dict, misses a key, or holds a value of the wrong kind.
+            One rule for every integer (ids, counts, ``moves``, ``micro_batches``,
+            entries of the arrays and of ``patch``): a JSON integer (or a float with
+            a whole value, as some JSON writers give), within int32 (``moves``: int64);
+            a bool, a string, a fraction, an infinity, NaN or a list nested deeper
+            than the field is refused, never converted.
         """
         if not isinstance(doc, dict):
             raise PlanError(f"a plan document must be a dict, got {type(doc).__name__}")
@@ -540,39 +595,54 @@ class Plan(Result):
             raise PlanError(f"plan document misses the key(s) {', '.join(missing)}")
         if doc["status"] not in (MASKED, WIPE_OUT):
             raise PlanError(f"plan document: status must be {MASKED!r} or {WIPE_OUT!r}, got {doc['status']!r}")
-        for key in ("stack_number", "lower_bound", "load", "step_cost"):
+        for key in ("stack_number", "lower_bound", "load"):
+            if doc[key] is not None:
+                _doc_integer(key, doc[key], 0, _INT32_MAX, "or null")
+        step_cost = doc["step_cost"]
+        number = isinstance(step_cost, (int, float, np.integer, np.floating)) and not isinstance(step_cost, (bool, np.bool_))
+        if step_cost is not None and not (number and math.isfinite(step_cost) and step_cost >= 0):
+            raise PlanError(f"plan document: step_cost must be a finite number >= 0 or null, got {step_cost!r}")
+        m = _doc_integer("micro_batches", doc["micro_batches"], 1, _INT32_MAX)
+        moves = _doc_integer("moves", doc["moves"], 0, _INT64_MAX)
+        rows = doc["order"]
+        order = None
+        if rows is not None:
+            if not isinstance(rows, (list, tuple)):
+                raise PlanError(f"plan document: order must be a list of rows (a row null for a failed group) "
+                                f"or null, got {type(rows).__name__}")
+            width = max((len(row) for row in rows if isinstance(row, (list, tuple))), default=0)
+            order = _doc_array("order", [[-1] * width if row is None else row for row in rows], 2, -1)
+            order = order.reshape(len(rows), width)
+        patch = doc["patch"]
+        if not isinstance(patch, dict):
+            raise PlanError(f"plan document: patch must be an object of group ids, got {type(patch).__name__}")
+        pairs = {}
+        for g, items in patch.items():
+            group = _doc_integer("a patch group id", g, 0, _INT32_MAX, text=True)
+            if not isinstance(items, (list, tuple)):
+                raise PlanError(f"plan document: the patch of group {group} must be a list, got {items!r}")
+            pairs[group] = [tuple(int(v) for v in _doc_array(f"the patch of group {group}", item, 1, 0))
+                            if isinstance(item, (list, tuple)) else _doc_integer(f"the patch of group {group}",
+                                                                                 item, 0, _INT32_MAX)
+                            for item in items]
+
+        def array(key, ndim=1):
             value = doc[key]
-            number = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
-            whole = number and (key == "step_cost" or float(value).is_integer())
-            if value is not None and not (whole and math.isfinite(value) and value >= 0):
-                kind = "a finite number >= 0" if key == "step_cost" else "an integer >= 0"
-                raise PlanError(f"plan document: {key} must be {kind} or null, got {value!r}")
+            if value is None and key in ("failed", "lost_shards"):
+                raise PlanError(f"plan document: {key} must be a list of ids, got null")
+            return None if value is None else _doc_array(key, value, ndim, -1 if key == "assignment" else 0)
+
+        split = array("split", 2)
+        if split is not None and split.size and split.shape[1] != m:
+            raise PlanError(f"plan document: split rows have {split.shape[1]} entries, micro_batches is {m}")
         try:
-            m = int(doc["micro_batches"])
-            rows = doc["order"]
-            order = None
-            if rows is not None:
-                width = max((len(row) for row in rows if row is not None), default=0)
-                order = np.array([[-1] * width if row is None else row for row in rows], dtype=np.int32)
-                order = order.reshape(len(rows), width)
-            patch = {int(g): [tuple(item) if isinstance(item, (list, tuple)) else item for item in items]
-                     for g, items in doc["patch"].items()}
-
-            def array(key, shape=None):
-                value = doc[key]
-                if value is None:
-                    return None
-                value = np.asarray(value, dtype=np.int32)
-                return value.reshape(shape) if shape is not None else value
-
-            split = array("split")
-            if split is not None:
-                split = split.reshape(-1, m)
             return cls(status=doc["status"], stack_number=doc["stack_number"], lower_bound=doc["lower_bound"],
-                       failed=array("failed", (-1,)), lost_shards=array("lost_shards", (-1,)),
-                       assignment=array("assignment"), order=order, moves=int(doc["moves"]), patch=patch,
-                       micro_batches=m, load=doc["load"], step_cost=doc["step_cost"], split=split)
+                       failed=array("failed"), lost_shards=array("lost_shards"),
+                       assignment=array("assignment"), order=order, moves=moves, patch=pairs,
+                       micro_batches=m, load=doc["load"], step_cost=step_cost, split=split)
         except (TypeError, ValueError, AttributeError) as exc:
+            if isinstance(exc, PlanError):
+                raise
             raise PlanError(f"plan document holds a value of the wrong kind: {exc}") from None
 
     def to_dict(self):
@@ -602,6 +672,63 @@ class Plan(Result):
             "step_cost": None if self.step_cost is None else float(self.step_cost),
             "split": None if self.split is None else np.asarray(self.split).tolist(),
         }
+
+
+_INT32_MAX = int(np.iinfo(np.int32).max)
+_INT64_MAX = int(np.iinfo(np.int64).max)
+
+
+def _doc_integer(name, value, low, high, suffix="", *, text=False):
+    """``value`` of a plan document as an int: the one rule of :meth:`Plan.from_dict` for
+    every integer (ids, counts, sizes): a JSON integer (a Python or numpy integer, or a
+    float with a whole, finite value, as JSON writers may give) in ``[low, high]``; never a
+    bool, a string (``text``: the digits of a JSON object key, as ``patch`` keys are), a
+    fraction, an infinity or NaN."""
+    if text and isinstance(value, str):
+        if not (value.isascii() and (value.isdigit() or value[:1] == "-" and value[1:].isdigit())):
+            raise PlanError(f"plan document: {name} must be an integer, got {value!r}")
+        value = int(value)
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise PlanError(f"plan document: {name} must be an integer {suffix}".rstrip() + f", got {value!r}")
+    if isinstance(value, (float, np.floating)):
+        if not (math.isfinite(value) and float(value).is_integer()):
+            raise PlanError(f"plan document: {name} must be an integer {suffix}".rstrip() + f", got {value!r}")
+        value = int(value)
+    value = int(value)
+    if not low <= value <= high:
+        raise PlanError(f"plan document: {name} must be in [{low:,}, {high:,}], got {value:,}")
+    return value
+
+
+def _doc_array(name, value, ndim, low):
+    """A list of the plan document as an int32 array of ``ndim`` dimensions, each entry by
+    the rule of :func:`_doc_integer` (in ``[low, 2**31 - 1]``); a string, a ragged or
+    more deeply nested list is refused, not flattened."""
+    if isinstance(value, (str, bytes, dict)) or not isinstance(value, (list, tuple, np.ndarray)):
+        raise PlanError(f"plan document: {name} must be a list, got {value!r}")
+    try:
+        array = np.asarray(value)
+    except ValueError:
+        raise PlanError(f"plan document: {name} is not a rectangular list") from None
+    if array.size == 0 and array.ndim <= ndim:
+        return np.zeros((0,) * ndim if ndim == 1 else (0, 0), dtype=np.int32)
+    if array.dtype == object or array.ndim != ndim:
+        got = "" if array.dtype == object else f", got a {array.ndim}-D list"
+        raise PlanError(f"plan document: {name} must be a {ndim}-D list of integers{got}")
+    if isinstance(value, (list, tuple)) and array.dtype.kind in "iu":
+        # numpy reads [1, True] as [1, 1]: a bool among integers is refused as everywhere else.
+        if any(isinstance(item, bool) for item in np.asarray(value, dtype=object).ravel().tolist()):
+            raise PlanError(f"plan document: {name} holds a bool, not an integer")
+    if array.dtype.kind == "f":
+        if not (np.isfinite(array).all() and (array == np.round(array)).all()):
+            bad = array[~np.isfinite(array) | (array != np.round(array))]
+            raise PlanError(f"plan document: {name} holds {bad.flat[0]!r}, not an integer")
+    elif array.dtype.kind not in "iu":
+        raise PlanError(f"plan document: {name} must hold integers, got {array.dtype.name} values")
+    if array.min() < low or array.max() > _INT32_MAX:
+        bad = array[(array < low) | (array > _INT32_MAX)]
+        raise PlanError(f"plan document: {name} holds {bad.flat[0]:,}, outside [{low}, {_INT32_MAX:,}]")
+    return array.astype(np.int32)
 
 
 _PLAN_KEYS = ("status", "stack_number", "lower_bound", "failed", "lost_shards", "assignment", "order", "moves",

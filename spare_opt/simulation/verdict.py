@@ -34,6 +34,7 @@ from ..guarantees import theory
 from .._core.parallel import run_tasks
 from .._core.results import Result
 from ._runs import FailurePool, check_params, default_layout, run_events, run_synthetic
+from .._core.durations import duration_in
 from .._core.stats import finite_or_none, mean_ci95
 from .._core.errors import ParameterError, TraceError
 from ..planning.plan import check_micro_batches
@@ -202,7 +203,7 @@ class CompareResult(Result):
         lines = [
             f"Verdict: N = {p.groups}, {failures}, {self.semantics} semantics",
             f"T_r = {p.restart_seconds / 60:g} min, T_s = {p.save_seconds:g} s, step {p.layer_compute_seconds:g} s "
-            f"+ all-reduce {p.allreduce_seconds:g} s, {p.steps:,} steps (T0 = {fault_free_seconds(p) / 86400:.2f} days); "
+            f"+ all-reduce {p.allreduce_seconds:g} s, {p.steps:,} steps (T0 = {duration_in(fault_free_seconds(p), 86400, 'days', '.2f')}); "
             f"{self.seeds} seeds (node placements), best checkpoint period per setting",
             "",
             f"{'strategy':<12} {'setting':<13} {'TTT/T0':>7} {'95% CI':>15} {'avail.':>7} {'restarts':>8} "
@@ -335,7 +336,7 @@ def _duration(seconds):
     if not math.isfinite(seconds):
         return "-"
     if seconds >= 86400:
-        return f"{seconds / 86400:.1f} d"
+        return duration_in(seconds, 86400, "d", ".1f")
     if seconds >= 3600:
         return f"{seconds / 3600:.1f} h"
     return f"{seconds / 60:.0f} min"

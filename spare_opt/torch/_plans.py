@@ -90,8 +90,16 @@ class PlanBook:
         Returns
         -------
         spare_opt.Plan
+
+        Raises
+        ------
+        spare_opt.FailureSetError
+            An id is not an integer (a bool, a float such as ``1.7``, a string), is
+            out of range or repeated: the rule of ``ReorderController.set_failed``
+            (:func:`spare_opt.check_failed_set`), so that every
+            rank plans for the failed set it was given or fails.
         """
-        key = frozenset(int(g) for g in failed)
+        key = frozenset(spare_opt.check_failed_set(failed, self.groups).tolist())
         plan = self._cache.get(key)
         if plan is None:
             plan = self._compute(sorted(key))
@@ -113,8 +121,10 @@ class PlanBook:
         if cached is not None:
             return cached
         if hasattr(plan, "work_by_group"):
-            indptr, types, batches = plan.work_by_group()
-            keys = (np.asarray(types, dtype=np.int64) * self.micro_batches + batches).tolist()
+            by_group = plan.work_by_group()
+            indptr = by_group.indptr
+            keys = (np.asarray(by_group.shard_types, dtype=np.int64) * self.micro_batches
+                    + by_group.micro_batches).tolist()
             work = [keys[indptr[g]:indptr[g + 1]] for g in range(self.groups)]
         else:
             split = np.asarray(plan.split).ravel()

@@ -2,11 +2,35 @@
 
 import collections
 
+import numpy as np
 import torch
 
 import spare_opt
 
 __all__ = ["SpareBatchSampler", "global_batch_indices"]
+
+#: The largest sampler seed: ``torch.Generator.manual_seed`` takes ``seed + epoch`` below ``2**64``.
+_MAX_SAMPLER_SEED = 2**63 - 1
+
+
+def _integer(name, value, *, minimum=None, maximum=None):
+    """``value`` as an ``int`` (a Python or numpy integer; not a bool, a float or text) in
+    ``[minimum, maximum]``: the library's rule for integer arguments."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise spare_opt.ParameterTypeError(f"{name} must be an integer, got {value!r} ({type(value).__name__})")
+    value = int(value)
+    if minimum is not None and value < minimum:
+        raise spare_opt.ParameterError(f"{name} must be >= {minimum:,}, got {value:,}")
+    if maximum is not None and value > maximum:
+        raise spare_opt.ParameterError(f"{name} must be <= {maximum:,}, got {value:,}")
+    return value
+
+
+def _flag(name, value):
+    """``value`` as a ``bool`` (``bool`` or ``numpy.bool_`` only: ``1`` or ``"no"`` is not a flag)."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise spare_opt.ParameterTypeError(f"{name} must be True or False, got {value!r} ({type(value).__name__})")
+    return bool(value)
 
 
 def global_batch_indices(dataset_size, global_batch_size, step, *, shuffle=True, seed=0):
@@ -21,8 +45,18 @@ def global_batch_indices(dataset_size, global_batch_size, step, *, shuffle=True,
     Returns
     -------
     torch.Tensor of int64, shape (global_batch_size,)
+
+    Raises
+    ------
+    spare_opt.ParameterTypeError, spare_opt.ParameterError
+        As :class:`SpareBatchSampler` (``step`` an integer >= 0).
     """
-    epoch, position = divmod(int(step), int(dataset_size) // int(global_batch_size))
+    dataset_size = _integer("dataset_size", dataset_size, minimum=1)
+    global_batch_size = _integer("global_batch_size", global_batch_size, minimum=1, maximum=dataset_size)
+    step = _integer("step", step, minimum=0)
+    shuffle = _flag("shuffle", shuffle)
+    seed = _integer("seed", seed, minimum=0, maximum=_MAX_SAMPLER_SEED)
+    epoch, position = divmod(step, dataset_size // global_batch_size)
     if shuffle:
         order = torch.randperm(int(dataset_size), generator=torch.Generator().manual_seed(int(seed) + epoch))
     else:
@@ -61,9 +95,15 @@ class SpareBatchSampler(torch.utils.data.Sampler):
 
     Raises
     ------
+    spare_opt.ParameterTypeError
+        ``dataset_size``, ``global_batch_size``, ``steps`` (unless ``None``), ``seed``
+        or ``start_step`` is not an integer (Python or numpy; a bool, a float or a
+        string is refused), or ``shuffle`` is not a bool.
     spare_opt.ParameterError
         ``global_batch_size`` is not a positive multiple of ``N m`` or exceeds
-        ``dataset_size``.
+        ``dataset_size``; ``dataset_size < 1``, ``steps < 0``, ``start_step < 0``, or
+        ``seed`` outside ``[0, 2**63 - 1]`` (``torch.Generator.manual_seed`` takes
+        ``seed + epoch``).  All are checked here, not when iteration starts.
 
     Notes
     -----
@@ -80,8 +120,9 @@ class SpareBatchSampler(torch.utils.data.Sampler):
         super().__init__()
         book = source.book
         parts = book.groups * book.micro_batches
-        if isinstance(global_batch_size, bool) or not isinstance(global_batch_size, int) or global_batch_size < 1 \
-                or global_batch_size % parts:
+        dataset_size = _integer("dataset_size", dataset_size, minimum=1)
+        global_batch_size = _integer("global_batch_size", global_batch_size)
+        if global_batch_size < 1 or global_batch_size % parts:
             raise spare_opt.ParameterError(
                 f"global_batch_size must be a positive multiple of N m = {parts} (equal micro-batches keep the "
                 f"gradient exact), got {global_batch_size!r}")
@@ -89,13 +130,13 @@ class SpareBatchSampler(torch.utils.data.Sampler):
             raise spare_opt.ParameterError(
                 f"global_batch_size {global_batch_size} exceeds the dataset's {dataset_size} samples")
         self.source = source
-        self.dataset_size = int(dataset_size)
+        self.dataset_size = dataset_size
         self.global_batch_size = global_batch_size
         self.micro_batch_size = global_batch_size // parts
-        self.steps = steps
-        self.shuffle = bool(shuffle)
-        self.seed = int(seed)
-        self.start_step = int(start_step)
+        self.steps = None if steps is None else _integer("steps", steps, minimum=0)
+        self.shuffle = _flag("shuffle", shuffle)
+        self.seed = _integer("seed", seed, minimum=0, maximum=_MAX_SAMPLER_SEED)
+        self.start_step = _integer("start_step", start_step, minimum=0)
         self.steps_per_epoch = self.dataset_size // global_batch_size
         self._keys = collections.deque()
         self._permutation = (None, None)
@@ -119,8 +160,8 @@ class SpareBatchSampler(torch.utils.data.Sampler):
         return self.global_batch(step)[key * size:(key + 1) * size].tolist()
 
     def set_start_step(self, step):
-        """Start the next iteration at ``step`` and forget the recorded keys."""
-        self.start_step = int(step)
+        """Start the next iteration at ``step`` (an integer >= 0) and forget the recorded keys."""
+        self.start_step = _integer("start_step", step, minimum=0)
         self._keys.clear()
 
     def pop_key(self):

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._core import validation as check
+from .._core.durations import huge_duration
 from .._core.results import Result
 from .._core.stats import rng_keyword
 from .._core.errors import ParameterError, TraceError
@@ -663,9 +664,17 @@ def _interarrival(events, window_days, confidence):
     empty = dict(weibull_shape=none, weibull_scale_hours=none, weibull_mean_gap_hours=math.nan,
                  mean_gap_hours=math.nan, likelihood_ratio=math.nan, p_value_shape_below_1=math.nan,
                  bursty=None, lag1_rank_correlation=math.nan, lag1_p_value=math.nan)
-    if gaps_days.size < 2 or np.ptp(np.log(gaps_days)) <= _SAME:
-        result.update(empty, reason=f"the Weibull fit needs at least 2 different gaps between failure events, "
-                                    f"got {gaps_days.size} gap(s)")
+    if gaps_days.size < 2:
+        result.update(empty, reason=f"the Weibull fit needs at least 2 gaps between failure events, "
+                                    f"got {gaps_days.size}")
+        return result
+    if np.ptp(np.log(gaps_days)) <= _SAME:
+        # Equal gaps have no maximum-likelihood Weibull shape: the likelihood grows without
+        # bound as the shape rises (the distribution tends to a point mass at the gap).
+        result.update(empty, reason=f"all {gaps_days.size:,} gaps between failure events are equal "
+                                    f"({_duration(float(gaps_days[0]) * SECONDS_PER_DAY)}, to a relative {_SAME:g}): "
+                                    "the Weibull likelihood has no maximum (it grows without bound as the shape "
+                                    "rises), so the fit needs gaps that differ")
         return result
     gaps, window = gaps_days * 24.0, window_days * 24.0  # hours
     shape, _, scale = stats.weibull_min.fit(gaps, floc=0)
@@ -725,9 +734,13 @@ def _lognormal_fit(done_seconds, open_seconds, resolution_seconds, confidence):
     zeros = int((done_seconds == 0).sum())
     left = np.full(zeros if math.isfinite(resolution_seconds) else 0, resolution_seconds)
     right = open_seconds[open_seconds > 0]  # a fault opened at the window's end says nothing
-    if positive.size < 2 or np.ptp(np.log(positive)) <= _SAME:
-        return (f"the lognormal fit needs at least 2 different positive repair times, got {positive.size} "
-                f"({np.unique(positive).size} different to a relative {_SAME:g})")
+    if positive.size < 2:
+        return f"the lognormal fit needs at least 2 positive repair times, got {positive.size}"
+    if np.ptp(np.log(positive)) <= _SAME:
+        # The maximum-likelihood sigma of equal values is 0: no lognormal (a point mass).
+        return (f"all {positive.size:,} positive repair times are equal ({_duration(float(positive[0]))}, to a "
+                f"relative {_SAME:g}): the lognormal's maximum-likelihood sigma would be 0, so the fit needs "
+                "repair times that differ")
     if left.size == 0 and right.size == 0:
         sigma, _, scale = stats.lognorm.fit(positive, floc=0)
         mu, sigma = math.log(scale), float(sigma)
@@ -928,6 +941,9 @@ def _duration(seconds):
     """A duration in a readable unit: ``"8.64 s"``, ``"12 min"``, ``"14.4 h"``, ``"239 days"``."""
     if not math.isfinite(seconds):
         return "-" if math.isnan(seconds) else "inf"
+    huge = huge_duration(seconds)
+    if huge is not None:
+        return huge
     unit, scale = _unit(seconds)
     return f"{seconds / scale:.3g} {unit}"
 
