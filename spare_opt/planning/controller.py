@@ -35,7 +35,7 @@ from .plan import (
     check_micro_batches,
     lower_bound,
 )
-from ..layouts.layout import check_layout
+from ..layouts.layout import check_layout, recommended_micro_batches
 from .exact import plan_reorder
 
 __all__ = [
@@ -64,9 +64,12 @@ class ReorderController:
     ----------
     layout : Layout
         The stack layout, ``N`` groups with redundancy ``r``.
-    micro_batches : int, default 1
+    micro_batches : int or None, default None
         ``m``, micro-batches per shard type (``docs/planner.md``, "Micro-batches").
         ``m = 1`` is the paper's model and keeps every number of earlier releases.
+        ``None``: the layout's recommended ``m`` (:attr:`Layout.micro_batches`, written
+        by ``spare-opt compare -o``), else 1; a different ``m`` is used with a
+        :class:`~spare_opt.RecommendationWarning`.
 
     Raises
     ------
@@ -175,9 +178,9 @@ class ReorderController:
     (10, 1.25)
     """
 
-    def __init__(self, layout, *, micro_batches=1):
+    def __init__(self, layout, *, micro_batches=None):
         self._layout = check_layout(layout)
-        self._micro_batches = check_micro_batches(micro_batches, layout.groups)
+        self._micro_batches = check_micro_batches(recommended_micro_batches(layout, micro_batches), layout.groups)
         self._tables = None
         self._single = np.zeros(1, dtype=np.int32)
         self._widest_level_fall = WIDEST_LEVEL_FALL
