@@ -186,6 +186,39 @@ class ReorderController:
         self._widest_level_fall = WIDEST_LEVEL_FALL
         self.restart()
 
+    @classmethod
+    def full_redistribution(cls, groups, *, micro_batches=1):
+        """The controller of the ``r = N`` layout (every live group may compute any micro-batch), without it.
+
+        The layout ``stacks[g, l] = (g + l) mod N`` with ``r = N`` takes ``4 N^2`` bytes
+        (40 GB at ``N = 100,000``); its plans need none of it: the least load is
+        always the counting bound ``ceil(m N / (N - k))``, and a wipe-out happens only
+        when every group is down.
+
+        Parameters
+        ----------
+        groups : int
+            ``N``, ``1 <= N <= 2^24``.
+        micro_batches : int, default 1
+            ``m``, with ``N m <= 2^24``.
+
+        Returns
+        -------
+        RedistributionController
+            The same interface (:meth:`fail`, :meth:`recover`, :meth:`set_failed`,
+            :meth:`restart`, ``load``, ``stack_number``...), ``O(N m)`` memory; its plans
+            have the exact planner's ``status`` and ``load`` on the ``r = N`` layout,
+            and ``order = None`` (:mod:`spare_opt.planning.redistribution`).
+
+        Raises
+        ------
+        ParameterTypeError, ParameterError
+            ``groups`` or ``micro_batches`` is not an integer in range.
+        """
+        from .redistribution import RedistributionController
+
+        return RedistributionController(groups, micro_batches=micro_batches)
+
     # ------------------------------------------------------------------ state
     def restart(self):
         """Global restart after a wipe-out: all groups live, ``S = 1`` (``L = m``), layout order.

@@ -1,0 +1,227 @@
+"""Numba kernels of :class:`spare_opt.planning.redistribution.RedistributionController` (private).
+
+The state of a full-redistribution job (every live group may compute any micro-batch):
+``N m`` micro-batches ("units", unit ``u = t m + j`` is micro-batch ``j`` of shard type
+``t``), each on one live group, every live group's load in ``{q, q + 1}`` with
+``q = floor(m N / live)`` and exactly ``m N - q live`` groups at ``q + 1``.  A group's
+units form a singly linked list (``head``, ``next_unit``): a group gives away the unit
+it received last.  ``load_count[v]`` counts the live groups of load ``v`` and
+``distinct_count[d]`` those computing part of ``d`` distinct shard types, so that the
+widest group (the stack number) and the groups to visit are known without a scan.
+
+Nothing is compiled at import time (:mod:`spare_opt._core.jit`).
+"""
+
+import numpy as np
+
+from .._core.jit import kernel
+
+# Entries of ``scalars`` (int64).
+LIVE = 0  # live groups
+LEVEL = 1  # q = floor(m N / live) of the current plan
+WIDEST = 2  # most distinct shard types one live group computes part of
+CURSOR = 3  # where the search for a group at level q starts (rotates, so the search is short)
+POOL_END = 4  # units taken off their groups in this call
+POOL_READ = 5  # units of the pool given to a group in this call
+SCALARS = 6
+
+
+@kernel
+def fault_free(groups, micro_batches, owner, next_unit, head, load, distinct, load_count, distinct_count, scalars):
+    """Every group computes the ``m`` micro-batches of its own shard type (layer 0 of ``(g + l) mod N``)."""
+    for g in range(groups):
+        head[g] = -1
+        for j in range(micro_batches):
+            u = g * micro_batches + j
+            owner[u] = g
+            next_unit[u] = head[g]
+            head[g] = u
+        load[g] = micro_batches
+        distinct[g] = 1
+    load_count[:] = 0
+    distinct_count[:] = 0
+    load_count[micro_batches] = groups
+    distinct_count[1] = groups
+    scalars[LIVE] = groups
+    scalars[LEVEL] = micro_batches
+    scalars[WIDEST] = 1
+    scalars[CURSOR] = 0
+    scalars[POOL_END] = 0
+    scalars[POOL_READ] = 0
+
+
+@kernel
+def _holds_type(g, u, micro_batches, owner):
+    """Whether group ``g`` computes a micro-batch of the shard type of unit ``u``."""
+    base = (u // micro_batches) * micro_batches
+    for i in range(base, base + micro_batches):
+        if owner[i] == g:
+            return True
+    return False
+
+
+@kernel
+def _give(g, micro_batches, owner, next_unit, head, load, distinct, load_count, distinct_count, pool, scalars):
+    """Give group ``g`` the next unit of the pool."""
+    u = pool[scalars[POOL_READ]]
+    scalars[POOL_READ] += 1
+    new_type = not _holds_type(g, u, micro_batches, owner)
+    owner[u] = g
+    next_unit[u] = head[g]
+    head[g] = u
+    load_count[load[g]] -= 1
+    load[g] += 1
+    load_count[load[g]] += 1
+    if new_type:
+        distinct_count[distinct[g]] -= 1
+        distinct[g] += 1
+        distinct_count[distinct[g]] += 1
+        if distinct[g] > scalars[WIDEST]:
+            scalars[WIDEST] = distinct[g]
+
+
+@kernel
+def _take(g, micro_batches, owner, next_unit, head, load, distinct, load_count, distinct_count, pool, pool_from,
+          scalars):
+    """Take the unit group ``g`` received last into the pool."""
+    u = head[g]
+    head[g] = next_unit[u]
+    owner[u] = -1
+    pool[scalars[POOL_END]] = u
+    pool_from[scalars[POOL_END]] = g
+    scalars[POOL_END] += 1
+    load_count[load[g]] -= 1
+    load[g] -= 1
+    load_count[load[g]] += 1
+    if not _holds_type(g, u, micro_batches, owner):
+        distinct_count[distinct[g]] -= 1
+        distinct[g] -= 1
+        distinct_count[distinct[g]] += 1
+
+
+@kernel
+def _balance(groups, micro_batches, alive, owner, next_unit, head, load, distinct, load_count, distinct_count,
+             pool, pool_from, scalars):
+    """Spread the pool so that every live load is ``q`` or ``q + 1``, ``m N - q live`` of them at ``q + 1``.
+
+    Before the call the live loads are in ``{0, q0, q0 + 1}`` (0: groups just back),
+    ``q0`` the previous level.  Groups above ``q + 1`` give their surplus, then groups
+    at ``q + 1`` give one unit each while there are too many of them, then groups below
+    ``q`` are filled to ``q``, then the rest of the pool goes one unit each to groups at
+    ``q``.  The counts ``m N = q live + rem`` make the pool exactly enough.
+    """
+    units = groups * micro_batches
+    live = scalars[LIVE]
+    old = scalars[LEVEL]
+    q = units // live
+    rem = units - q * live
+    above = 0
+    for v in (old, old + 1):
+        if v > q + 1:
+            above += load_count[v]
+    g = 0
+    while above > 0 and g < groups:
+        if alive[g] and load[g] > q + 1:
+            while load[g] > q + 1:
+                _take(g, micro_batches, owner, next_unit, head, load, distinct, load_count, distinct_count, pool,
+                      pool_from, scalars)
+            above -= 1
+        g += 1
+    excess = load_count[q + 1] - rem
+    g = 0
+    while excess > 0 and g < groups:
+        if alive[g] and load[g] == q + 1:
+            _take(g, micro_batches, owner, next_unit, head, load, distinct, load_count, distinct_count, pool,
+                  pool_from, scalars)
+            excess -= 1
+        g += 1
+    below = load_count[0]
+    for v in (old, old + 1):
+        if 0 < v < q:
+            below += load_count[v]
+    g = 0
+    while below > 0 and g < groups:
+        if alive[g] and load[g] < q:
+            while load[g] < q:
+                _give(g, micro_batches, owner, next_unit, head, load, distinct, load_count, distinct_count, pool,
+                      scalars)
+            below -= 1
+        g += 1
+    g = scalars[CURSOR]
+    idle = 0  # groups passed since the last unit given: more than N is a broken state, not a loop
+    while scalars[POOL_READ] < scalars[POOL_END] and idle <= groups:
+        if alive[g] and load[g] == q:
+            _give(g, micro_batches, owner, next_unit, head, load, distinct, load_count, distinct_count, pool, scalars)
+            idle = 0
+        else:
+            idle += 1
+        g += 1
+        if g == groups:
+            g = 0
+    scalars[CURSOR] = g
+    scalars[LEVEL] = q
+    while scalars[WIDEST] > 0 and distinct_count[scalars[WIDEST]] == 0:
+        scalars[WIDEST] -= 1
+
+
+@kernel
+def fail_groups(failing, groups, micro_batches, alive, owner, next_unit, head, load, distinct, load_count,
+                distinct_count, pool, pool_from, scalars):
+    """Fail the live groups ``failing`` and re-spread; return the units freed from them (the pool's first).
+
+    All groups failed: the units stay unplaced (``owner`` -1), ``LIVE`` is 0.
+    """
+    scalars[POOL_END] = 0
+    scalars[POOL_READ] = 0
+    for i in range(failing.shape[0]):
+        g = failing[i]
+        alive[g] = 0
+        load_count[load[g]] -= 1
+        distinct_count[distinct[g]] -= 1
+        u = head[g]
+        while u >= 0:
+            owner[u] = -1
+            pool[scalars[POOL_END]] = u
+            pool_from[scalars[POOL_END]] = g
+            scalars[POOL_END] += 1
+            u = next_unit[u]
+        head[g] = -1
+        load[g] = 0
+        distinct[g] = 0
+    scalars[LIVE] -= failing.shape[0]
+    freed = scalars[POOL_END]
+    while scalars[WIDEST] > 0 and distinct_count[scalars[WIDEST]] == 0:
+        scalars[WIDEST] -= 1
+    if scalars[LIVE] > 0:
+        _balance(groups, micro_batches, alive, owner, next_unit, head, load, distinct, load_count, distinct_count,
+                 pool, pool_from, scalars)
+    return freed
+
+
+@kernel
+def recover_groups(back, groups, micro_batches, alive, owner, next_unit, head, load, distinct, load_count,
+                   distinct_count, pool, pool_from, scalars):
+    """Bring the failed groups ``back`` (no work) and re-spread: they get their even share."""
+    scalars[POOL_END] = 0
+    scalars[POOL_READ] = 0
+    for i in range(back.shape[0]):
+        g = back[i]
+        alive[g] = 1
+        head[g] = -1
+        load[g] = 0
+        distinct[g] = 0
+        load_count[0] += 1
+        distinct_count[0] += 1
+    scalars[LIVE] += back.shape[0]
+    _balance(groups, micro_batches, alive, owner, next_unit, head, load, distinct, load_count, distinct_count,
+             pool, pool_from, scalars)
+
+
+def new_state(groups, micro_batches):
+    """Fresh arrays of the state: ``(alive, owner, next_unit, head, load, distinct, load_count,
+    distinct_count, pool, pool_from, scalars)``, ``O(N m)`` int32 entries."""
+    units = groups * micro_batches
+    return (np.ones(groups, dtype=np.int8), np.empty(units, dtype=np.int32), np.empty(units, dtype=np.int32),
+            np.empty(groups, dtype=np.int32), np.empty(groups, dtype=np.int32), np.empty(groups, dtype=np.int32),
+            np.zeros(units + 2, dtype=np.int64), np.zeros(groups + 2, dtype=np.int64),
+            np.empty(units, dtype=np.int32), np.empty(units, dtype=np.int32), np.zeros(SCALARS, dtype=np.int64))
