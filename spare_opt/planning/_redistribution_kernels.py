@@ -16,6 +16,20 @@ import numpy as np
 
 from .._core.jit import kernel
 
+# Rows of ``units`` (int32, shape (4, N m)).
+OWNER = 0  # the group computing each unit, -1 while in the pool
+NEXT = 1  # the next unit of the same group's list, -1 at its end
+POOL = 2  # the units taken off their groups in this call, in order
+POOL_FROM = 3  # the group each pooled unit was taken from
+UNIT_ROWS = 4
+
+# Rows of ``rows`` (int32, shape (4, N)).
+ALIVE = 0
+HEAD = 1  # the unit the group received last, -1 without any
+LOAD = 2
+DISTINCT = 3  # distinct shard types the group computes part of
+GROUP_ROWS = 4
+
 # Entries of ``scalars`` (int64).
 LIVE = 0  # live groups
 LEVEL = 1  # q = floor(m N / live) of the current plan
@@ -27,8 +41,22 @@ SCALARS = 6
 
 
 @kernel
-def fault_free(groups, micro_batches, owner, next_unit, head, load, distinct, load_count, distinct_count, scalars):
+def _views(units, rows, counts):
+    """The named arrays of the packed state (views, no copy): the kernels take 4 arrays so
+    that numba's dispatch of a call stays short."""
+    groups = rows.shape[1]
+    n_units = units.shape[1]
+    return (rows[ALIVE], units[OWNER], units[NEXT], rows[HEAD], rows[LOAD], rows[DISTINCT], counts[:n_units + 2],
+            counts[n_units + 2:n_units + groups + 4], units[POOL], units[POOL_FROM])
+
+
+@kernel
+def fault_free(micro_batches, units, rows, counts, scalars):
     """Every group computes the ``m`` micro-batches of its own shard type (layer 0 of ``(g + l) mod N``)."""
+    groups = rows.shape[1]
+    alive, owner, next_unit, head, load, distinct, load_count, distinct_count, pool, pool_from = \
+        _views(units, rows, counts)
+    alive[:] = 1
     for g in range(groups):
         head[g] = -1
         for j in range(micro_batches):
@@ -165,12 +193,17 @@ def _balance(groups, micro_batches, alive, owner, next_unit, head, load, distinc
 
 
 @kernel
-def fail_groups(failing, groups, micro_batches, alive, owner, next_unit, head, load, distinct, load_count,
-                distinct_count, pool, pool_from, scalars):
-    """Fail the live groups ``failing`` and re-spread; return the units freed from them (the pool's first).
+def fail_groups(failing, micro_batches, units, rows, counts, scalars):
+    """Fail the live groups ``failing`` and re-spread.
 
-    All groups failed: the units stay unplaced (``owner`` -1), ``LIVE`` is 0.
+    Returns ``(freed, moves, live, widest, placed)``: the units freed from the failed
+    groups (the pool's first), the units given to a group, the live groups, the stack
+    number, and whether the pool was spread whole.  All groups failed: the units stay
+    unplaced (``owner`` -1), ``live`` is 0.
     """
+    groups = rows.shape[1]
+    alive, owner, next_unit, head, load, distinct, load_count, distinct_count, pool, pool_from = \
+        _views(units, rows, counts)
     scalars[POOL_END] = 0
     scalars[POOL_READ] = 0
     for i in range(failing.shape[0]):
@@ -195,13 +228,18 @@ def fail_groups(failing, groups, micro_batches, alive, owner, next_unit, head, l
     if scalars[LIVE] > 0:
         _balance(groups, micro_batches, alive, owner, next_unit, head, load, distinct, load_count, distinct_count,
                  pool, pool_from, scalars)
-    return freed
+    return freed, scalars[POOL_END], scalars[LIVE], scalars[WIDEST], scalars[POOL_READ] == scalars[POOL_END]
 
 
 @kernel
-def recover_groups(back, groups, micro_batches, alive, owner, next_unit, head, load, distinct, load_count,
-                   distinct_count, pool, pool_from, scalars):
-    """Bring the failed groups ``back`` (no work) and re-spread: they get their even share."""
+def recover_groups(back, micro_batches, units, rows, counts, scalars):
+    """Bring the failed groups ``back`` (no work) and re-spread: they get their even share.
+
+    Returns ``(0, moves, live, widest, placed)`` as :func:`fail_groups`.
+    """
+    groups = rows.shape[1]
+    alive, owner, next_unit, head, load, distinct, load_count, distinct_count, pool, pool_from = \
+        _views(units, rows, counts)
     scalars[POOL_END] = 0
     scalars[POOL_READ] = 0
     for i in range(back.shape[0]):
@@ -215,13 +253,12 @@ def recover_groups(back, groups, micro_batches, alive, owner, next_unit, head, l
     scalars[LIVE] += back.shape[0]
     _balance(groups, micro_batches, alive, owner, next_unit, head, load, distinct, load_count, distinct_count,
              pool, pool_from, scalars)
+    return 0, scalars[POOL_END], scalars[LIVE], scalars[WIDEST], scalars[POOL_READ] == scalars[POOL_END]
 
 
 def new_state(groups, micro_batches):
-    """Fresh arrays of the state: ``(alive, owner, next_unit, head, load, distinct, load_count,
-    distinct_count, pool, pool_from, scalars)``, ``O(N m)`` int32 entries."""
-    units = groups * micro_batches
-    return (np.ones(groups, dtype=np.int8), np.empty(units, dtype=np.int32), np.empty(units, dtype=np.int32),
-            np.empty(groups, dtype=np.int32), np.empty(groups, dtype=np.int32), np.empty(groups, dtype=np.int32),
-            np.zeros(units + 2, dtype=np.int64), np.zeros(groups + 2, dtype=np.int64),
-            np.empty(units, dtype=np.int32), np.empty(units, dtype=np.int32), np.zeros(SCALARS, dtype=np.int64))
+    """Fresh arrays of the state ``(units, rows, counts, scalars)``: ``4 N m + 4 N`` int32 and
+    ``N m + N + 4`` int64 entries (``counts``: the load histogram, then the distinct-types one)."""
+    n_units = groups * micro_batches
+    return (np.empty((UNIT_ROWS, n_units), dtype=np.int32), np.empty((GROUP_ROWS, groups), dtype=np.int32),
+            np.zeros(n_units + groups + 4, dtype=np.int64), np.zeros(SCALARS, dtype=np.int64))

@@ -16,6 +16,7 @@ from . import _redistribution_kernels as _r
 from .._core import validation as check
 from .._core.errors import FailureSetError, SpareError
 from .failure_sets import normalise_groups
+from .controller import _LAZY, _LazyPlan, _new_plan
 from .plan import MASKED, WIPE_OUT, MAX_SPLIT_ENTRIES, check_micro_batches, lower_bound
 
 __all__ = ["RedistributionController"]
@@ -99,7 +100,6 @@ class RedistributionController:
     def __init__(self, groups, *, micro_batches=1):
         self._groups = check.integer("groups N", groups, minimum=1, maximum=MAX_SPLIT_ENTRIES)
         self._micro_batches = check_micro_batches(micro_batches, self._groups)
-        self._single = np.zeros(1, dtype=np.int32)
         self.restart()
 
     # ------------------------------------------------------------------ state
@@ -108,11 +108,11 @@ class RedistributionController:
 
         Fresh arrays are allocated, so that plans returned before keep their values.
         """
-        state = _r.new_state(self._groups, self._micro_batches)
-        (self._alive, self._owner, self._next, self._head, self._load, self._distinct, self._load_count,
-         self._distinct_count, self._pool, self._pool_from, self._scalars) = state
-        _r.fault_free(self._groups, self._micro_batches, self._owner, self._next, self._head, self._load,
-                      self._distinct, self._load_count, self._distinct_count, self._scalars)
+        self._units, self._rows, self._counts, self._scalars = _r.new_state(self._groups, self._micro_batches)
+        _r.fault_free(self._micro_batches, self._units, self._rows, self._counts, self._scalars)
+        self._alive = self._rows[_r.ALIVE]
+        self._owner = self._units[_r.OWNER]
+        self._pool = self._units[_r.POOL]
         self._wiped = False
         self._history = _History(self._owner, self._alive)
 
@@ -180,10 +180,10 @@ class RedistributionController:
         if isinstance(groups, (bool, np.bool_)) or isinstance(groups, (float, np.floating)):
             raise FailureSetError(f"groups: {groups!r} is not an integer group id")
         if isinstance(groups, (int, np.integer)):
-            if not 0 <= int(groups) < n:
-                raise FailureSetError(f"groups: group {int(groups)} is out of range [0, {n})")
-            self._single[0] = int(groups)
-            return self._single
+            group = int(groups)
+            if not 0 <= group < n:
+                raise FailureSetError(f"groups: group {group} is out of range [0, {n})")
+            return np.array((group,), dtype=np.int32)  # a new array: the history keeps it
         if isinstance(groups, np.ndarray) and groups.ndim == 0:
             return self._group_ids(groups[()])
         try:
@@ -221,21 +221,20 @@ class RedistributionController:
         """
         if self._wiped:
             raise FailureSetError("every group has failed (a wipe-out): call restart() before failing more groups")
-        mid_step = check.flag("mid_step", mid_step)
+        if mid_step is not False:
+            mid_step = check.flag("mid_step", mid_step)
         failing = self._group_ids(groups)
         dead = failing[self._alive[failing] == 0]
         if dead.size:
-            raise FailureSetError(f"group {int(dead[0])} has failed already (recover() brings it back; restart() "
-                                  "brings every group back)")
-        failing = failing.copy()
-        freed = _r.fail_groups(failing, self._groups, self._micro_batches, self._alive, self._owner, self._next,
-                               self._head, self._load, self._distinct, self._load_count, self._distinct_count,
-                               self._pool, self._pool_from, self._scalars)
-        if self._scalars[_r.LIVE] == 0:
+            raise FailureSetError(f"group {int(dead[0])} has failed already (recover() brings it back; "
+                                  "restart() brings every group back)")
+        freed, moves, live, widest, placed = _r.fail_groups(failing, self._micro_batches, self._units, self._rows,
+                                                            self._counts, self._scalars)
+        if live == 0:
             self._wiped = True
-            event = self._history.record(self._pool[:0], self._pool_from[:0], failing, 1)
-            return _plan(self, WIPE_OUT, 0, {}, event)
-        self._check_spread()
+            event = self._history.record(self._units[_r.POOL:, :0], failing, 1)
+            return _plan(self, WIPE_OUT, 0, {}, event, live, widest)
+        _check_placed(placed)
         patch = {}
         if mid_step and freed:
             units = self._pool[:freed]
@@ -243,9 +242,8 @@ class RedistributionController:
             order = np.lexsort((units, owners))
             for owner, unit in zip(owners[order].tolist(), units[order].tolist()):
                 patch.setdefault(owner, []).append(divmod(unit, self._micro_batches))
-        moves = int(self._scalars[_r.POOL_END])
-        event = self._history.record(self._pool[:moves], self._pool_from[:moves], failing, 1)
-        return _plan(self, MASKED, moves, patch, event)
+        event = self._history.record(self._units[_r.POOL:, :moves], failing, 1)
+        return _plan(self, MASKED, moves, patch, event, live, widest)
 
     def recover(self, groups):
         """Bring failed groups back (repaired), each with its even share of the work.
@@ -273,14 +271,11 @@ class RedistributionController:
         live = back[self._alive[back] != 0]
         if live.size:
             raise FailureSetError(f"group {int(live[0])} has not failed: only failed groups can be recovered")
-        back = back.copy()
-        _r.recover_groups(back, self._groups, self._micro_batches, self._alive, self._owner, self._next, self._head,
-                          self._load, self._distinct, self._load_count, self._distinct_count, self._pool,
-                          self._pool_from, self._scalars)
-        self._check_spread()
-        moves = int(self._scalars[_r.POOL_END])
-        event = self._history.record(self._pool[:moves], self._pool_from[:moves], back, 0)
-        return _plan(self, MASKED, moves, {}, event)
+        _, moves, live, widest, placed = _r.recover_groups(back, self._micro_batches, self._units, self._rows,
+                                                           self._counts, self._scalars)
+        _check_placed(placed)
+        event = self._history.record(self._units[_r.POOL:, :moves], back, 0)
+        return _plan(self, MASKED, moves, {}, event, live, widest)
 
     def set_failed(self, groups):
         """Make ``groups`` the whole failed set: the plan every process agrees on, whatever its history.
@@ -297,9 +292,10 @@ class RedistributionController:
         self.restart()
         return self.fail(failing)
 
-    def _check_spread(self):
-        if self._scalars[_r.POOL_READ] != self._scalars[_r.POOL_END]:  # the counts of the kernel disagree: a bug
-            raise SpareError("internal error: the full-redistribution plan left micro-batches unplaced")
+
+def _check_placed(placed):
+    if not placed:  # the counts of the kernel disagree: a bug, never a silent plan
+        raise SpareError("internal error: the full-redistribution plan left micro-batches unplaced")
 
 
 class _History:
@@ -310,31 +306,29 @@ class _History:
         self.owner, self.alive = owner, alive
         self.events = []
 
-    def record(self, units, previous, groups, was_alive):
-        self.events.append((units.copy(), previous.copy(), groups, was_alive))
+    def record(self, pooled, groups, was_alive):
+        """Journal one call: ``pooled`` the (2, moves) units and their previous groups."""
+        self.events.append((pooled.copy(), groups, was_alive))
         return len(self.events) - 1
 
     def snapshot(self, event):
         """``(split, alive)`` as they were after call ``event``."""
         owner, alive = self.owner.copy(), self.alive.copy()
-        for units, previous, groups, was_alive in reversed(self.events[event + 1:]):
-            owner[units] = previous
+        for pooled, groups, was_alive in reversed(self.events[event + 1:]):
+            owner[pooled[0]] = pooled[1]
             alive[groups] = was_alive
         return owner, alive
 
 
-def _plan(controller, status, moves, patch, event):
+def _plan(controller, status, moves, patch, event, live, widest):
     """The lazy :class:`Plan` of the controller's call ``event`` (as the stack controller's)."""
-    from .controller import _LAZY, _new_plan
-
     n, m = controller._groups, controller._micro_batches
-    failed_count = n - int(controller._scalars[_r.LIVE])
     wiped = status == WIPE_OUT
-    load = None if wiped else lower_bound(n, failed_count, m)
+    load = None if wiped else -(-(m * n) // live)  # lower_bound(n, n - live, m), inlined: the hot path
     plan = _new_plan(_RedistributionPlan)
     plan.__dict__ = {
-        "status": status, "stack_number": None if wiped else int(controller._scalars[_r.WIDEST]),
-        "lower_bound": lower_bound(n, failed_count), "_failed": _LAZY,
+        "status": status, "stack_number": None if wiped else widest,
+        "lower_bound": None if wiped else -(-n // live), "_failed": _LAZY,
         "lost_shards": np.arange(n, dtype=np.int32) if wiped else _EMPTY,
         "_assignment": None if wiped else _LAZY, "_order": None, "moves": moves, "patch": patch,
         "micro_batches": m, "load": load, "step_cost": None if load is None else load / m,
@@ -347,8 +341,6 @@ _EMPTY = np.zeros(0, dtype=np.int32)
 
 
 def _lazy_plan_class():
-    from .controller import _LAZY, _LazyPlan
-
     class _RedistributionPlan(_LazyPlan):
         """A lazy :class:`Plan` of :class:`RedistributionController` (``order`` is ``None``)."""
 
