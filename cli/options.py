@@ -277,7 +277,7 @@ def progress_bar(quiet, label):
 
 
 #: The default of every --micro-batches that reads a layout, as --help shows it.
-LAYOUT_M_DEFAULT = "the layout's recommended m (metadata.micro_batches, written by compare -o), else 1"
+LAYOUT_M_DEFAULT = "the layout's metadata.micro_batches, else 1"
 
 micro_batches_option = click.option(
     "--micro-batches", "micro_batches", type=IntegerRange(min=1), default=None, show_default=LAYOUT_M_DEFAULT,

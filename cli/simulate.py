@@ -79,7 +79,7 @@ SPARE_ONLY = ("controller_seconds", "patch_layers")
 @click.option("--layout", "layout_path", type=click.Path(dir_okay=False), default=None, metavar="FILE",
               help="SPARe layout file (--strategy spare; default: a Sidon layout for N and r).")
 @click.option("--micro-batches", "micro_batches", type=IntegerRange(min=1), default=None,
-              show_default="--layout's recommended m (metadata.micro_batches, written by compare -o), else 1",
+              show_default="the --layout file's metadata.micro_batches, else 1",
               metavar="M", help="SPARe: micro-batches per shard type; a step computes L*/M layers of work "
                                 "(docs/fractional.md).  1 is the paper's model.  An M other than the --layout "
                                 "file's recommended m is used, with a warning.")
