@@ -32,7 +32,7 @@ from .._core.io import (
 from .._core.errors import LayoutError, LayoutFileError, ParameterError, RecommendationWarning
 
 __all__ = ["Layout", "LAYOUT_FORMAT", "LAYOUT_VERSION", "check_size", "check_layout", "layout_file_size",
-           "recommended_micro_batches", "stacks_digest"]
+           "recommended_micro_batches"]
 
 LAYOUT_FORMAT = "spare-layout"
 LAYOUT_VERSION = 1

@@ -16,8 +16,7 @@ from . import _redistribution_kernels as _r
 from .._core import validation as check
 from .._core.errors import FailureSetError, SpareError
 from .failure_sets import normalise_groups
-from .controller import _LAZY, _LazyPlan, _new_plan
-from .plan import MASKED, WIPE_OUT, MAX_SPLIT_ENTRIES, check_micro_batches, lower_bound
+from .plan import MASKED, WIPE_OUT, MAX_SPLIT_ENTRIES, Plan, check_micro_batches, lower_bound
 
 __all__ = ["RedistributionController"]
 
@@ -338,35 +337,60 @@ def _plan(controller, status, moves, patch, event, live, widest):
 
 
 _EMPTY = np.zeros(0, dtype=np.int32)
+_EMPTY.setflags(write=False)
+_LAZY = object()
+_new_plan = object.__new__
 
 
-def _lazy_plan_class():
-    class _RedistributionPlan(_LazyPlan):
-        """A lazy :class:`Plan` of :class:`RedistributionController` (``order`` is ``None``)."""
+class _RedistributionPlan(Plan):
+    """A :class:`Plan` of :class:`RedistributionController` whose ``failed``, ``assignment`` and
+    ``split`` are built on first access (``order`` is ``None``).
 
-        def _materialise_arrays(self):
-            history, event, n, m = self._source
-            owner, alive = history.snapshot(event)
-            split = owner.reshape(n, m)
-            if self._split is _LAZY:
-                self._split = split
-            if self._assignment is _LAZY:
-                self._assignment = np.ascontiguousarray(split[:, 0])
-            if self._failed is _LAZY:
-                self._failed = np.flatnonzero(alive == 0).astype(np.int32)
+    Behaves as a Plan in every respect (``isinstance``, attributes, ``to_dict``, ``==``,
+    ``dataclasses.replace``); the values are those of the call that made it.  Pickling
+    or copying yields a plain, fully materialised :class:`Plan` (as the stack
+    controller's plans).
+    """
 
-        @property
-        def failed(self):
-            if self._failed is _LAZY:
-                self._materialise_arrays()
-            return self._failed
+    def __init__(self, status, stack_number, lower_bound, failed, lost_shards=_EMPTY, assignment=None,
+                 order=None, moves=0, patch=None, micro_batches=1, load=None, step_cost=None, split=None):
+        self.__dict__.update(status=status, stack_number=stack_number, lower_bound=lower_bound, _failed=failed,
+                             lost_shards=lost_shards, _assignment=assignment, _order=order, moves=moves,
+                             patch={} if patch is None else patch, micro_batches=micro_batches, load=load,
+                             step_cost=step_cost, _split=split, _source=None)
+        Plan.__post_init__(self)
 
-        @failed.setter
-        def failed(self, value):
-            self._failed = value
+    def __repr__(self):
+        return "Plan" + Plan.__repr__(self)[len(type(self).__qualname__):]
 
-    _RedistributionPlan.__qualname__ = _RedistributionPlan.__name__ = "_RedistributionPlan"
-    return _RedistributionPlan
+    def __reduce__(self):
+        return (Plan, (self.status, self.stack_number, self.lower_bound, self.failed, self.lost_shards,
+                       self.assignment, self.order, self.moves, self.patch, self.micro_batches, self.load,
+                       self.step_cost, self.split))
 
+    def _materialise(self):
+        history, event, n, m = self._source
+        owner, alive = history.snapshot(event)
+        if self._split is _LAZY:
+            self._split = owner.reshape(n, m)
+        if self._assignment is _LAZY:
+            self._assignment = np.ascontiguousarray(owner.reshape(n, m)[:, 0])
+        if self._failed is _LAZY:
+            self._failed = np.flatnonzero(alive == 0).astype(np.int32)
 
-_RedistributionPlan = _lazy_plan_class()
+    def _lazy(name):
+        def get(self):
+            if self.__dict__[name] is _LAZY:
+                self._materialise()
+            return self.__dict__[name]
+
+        def put(self, value):
+            self.__dict__[name] = value
+
+        return property(get, put)
+
+    failed = _lazy("_failed")
+    assignment = _lazy("_assignment")
+    split = _lazy("_split")
+    order = _lazy("_order")
+    del _lazy
