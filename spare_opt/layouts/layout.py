@@ -154,7 +154,8 @@ def _check_recommendation(layout, source):
     if fingerprint != actual:
         shown = fingerprint[:71] + ("..." if len(fingerprint) > 71 else "")
         raise LayoutFileError(f"{source}: the recommendation's fingerprint {shown!r} is not the layout's "
-                              f"({actual}): the stacks or the fingerprint were changed after the recommendation was written")
+                              f"({actual}): the stacks or the fingerprint were changed after the recommendation "
+                              "was written")
 
 
 def recommended_micro_batches(layout, micro_batches=None):

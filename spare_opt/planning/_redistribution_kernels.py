@@ -37,7 +37,8 @@ WIDEST = 2  # most distinct shard types one live group computes part of
 CURSOR = 3  # where the search for a group at level q starts (rotates, so the search is short)
 POOL_END = 4  # units taken off their groups in this call
 POOL_READ = 5  # units of the pool given to a group in this call
-SCALARS = 6
+TAKE_CURSOR = 6  # where the search for a group at level q + 1 starts (rotates too)
+SCALARS = 7
 
 
 @kernel
@@ -74,6 +75,7 @@ def fault_free(micro_batches, units, rows, counts, scalars):
     scalars[LEVEL] = micro_batches
     scalars[WIDEST] = 1
     scalars[CURSOR] = 0
+    scalars[TAKE_CURSOR] = 0
     scalars[POOL_END] = 0
     scalars[POOL_READ] = 0
 
@@ -128,15 +130,19 @@ def _take(g, micro_batches, owner, next_unit, head, load, distinct, load_count, 
 
 
 @kernel
-def _balance(groups, micro_batches, alive, owner, next_unit, head, load, distinct, load_count, distinct_count,
-             pool, pool_from, scalars):
+def _balance(back, groups, micro_batches, alive, owner, next_unit, head, load, distinct, load_count,
+             distinct_count, pool, pool_from, scalars):
     """Spread the pool so that every live load is ``q`` or ``q + 1``, ``m N - q live`` of them at ``q + 1``.
 
     Before the call the live loads are in ``{0, q0, q0 + 1}`` (0: groups just back),
     ``q0`` the previous level.  Groups above ``q + 1`` give their surplus, then groups
     at ``q + 1`` give one unit each while there are too many of them, then groups below
     ``q`` are filled to ``q``, then the rest of the pool goes one unit each to groups at
-    ``q``.  The counts ``m N = q live + rem`` make the pool exactly enough.
+    ``q``.  The counts ``m N = q live + rem`` make the pool exactly enough.  The groups
+    ``back`` (just repaired, load 0) are filled first without a search; a scan of the
+    groups happens only when the level changes (a group above ``q + 1`` or an old one
+    below ``q``), the searches for groups at ``q + 1`` and ``q`` rotate so that each
+    passes over the groups about once per wrap.
     """
     units = groups * micro_batches
     live = scalars[LIVE]
@@ -156,17 +162,31 @@ def _balance(groups, micro_batches, alive, owner, next_unit, head, load, distinc
             above -= 1
         g += 1
     excess = load_count[q + 1] - rem
-    g = 0
-    while excess > 0 and g < groups:
+    g = scalars[TAKE_CURSOR]
+    idle = 0
+    while excess > 0 and idle <= groups:
         if alive[g] and load[g] == q + 1:
             _take(g, micro_batches, owner, next_unit, head, load, distinct, load_count, distinct_count, pool,
                   pool_from, scalars)
             excess -= 1
+            idle = 0
+        else:
+            idle += 1
         g += 1
+        if g == groups:
+            g = 0
+    scalars[TAKE_CURSOR] = g
     below = load_count[0]
     for v in (old, old + 1):
         if 0 < v < q:
             below += load_count[v]
+    for i in range(back.shape[0]):
+        g = back[i]
+        if load[g] < q:
+            while load[g] < q:
+                _give(g, micro_batches, owner, next_unit, head, load, distinct, load_count, distinct_count, pool,
+                      scalars)
+            below -= 1
     g = 0
     while below > 0 and g < groups:
         if alive[g] and load[g] < q:
@@ -226,8 +246,8 @@ def fail_groups(failing, micro_batches, units, rows, counts, scalars):
     while scalars[WIDEST] > 0 and distinct_count[scalars[WIDEST]] == 0:
         scalars[WIDEST] -= 1
     if scalars[LIVE] > 0:
-        _balance(groups, micro_batches, alive, owner, next_unit, head, load, distinct, load_count, distinct_count,
-                 pool, pool_from, scalars)
+        _balance(failing[:0], groups, micro_batches, alive, owner, next_unit, head, load, distinct, load_count,
+                 distinct_count, pool, pool_from, scalars)
     return freed, scalars[POOL_END], scalars[LIVE], scalars[WIDEST], scalars[POOL_READ] == scalars[POOL_END]
 
 
@@ -251,8 +271,8 @@ def recover_groups(back, micro_batches, units, rows, counts, scalars):
         load_count[0] += 1
         distinct_count[0] += 1
     scalars[LIVE] += back.shape[0]
-    _balance(groups, micro_batches, alive, owner, next_unit, head, load, distinct, load_count, distinct_count,
-             pool, pool_from, scalars)
+    _balance(back, groups, micro_batches, alive, owner, next_unit, head, load, distinct, load_count,
+             distinct_count, pool, pool_from, scalars)
     return 0, scalars[POOL_END], scalars[LIVE], scalars[WIDEST], scalars[POOL_READ] == scalars[POOL_END]
 
 
