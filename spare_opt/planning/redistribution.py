@@ -222,9 +222,13 @@ class RedistributionController:
             raise FailureSetError("every group has failed (a wipe-out): call restart() before failing more groups")
         if mid_step is not False:
             mid_step = check.flag("mid_step", mid_step)
-        failing = self._group_ids(groups)
-        dead = failing[self._alive[failing] == 0]
-        if dead.size:
+        if type(groups) is int and 0 <= groups < self._groups:  # the common single failure: no array work
+            dead = () if self._alive[groups] else (groups,)
+            failing = np.array((groups,), dtype=np.int32)
+        else:
+            failing = self._group_ids(groups)
+            dead = failing[self._alive[failing] == 0]
+        if len(dead):
             raise FailureSetError(f"group {int(dead[0])} has failed already (recover() brings it back; "
                                   "restart() brings every group back)")
         freed, moves, live, widest, placed = _r.fail_groups(failing, self._micro_batches, self._units, self._rows,
