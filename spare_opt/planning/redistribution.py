@@ -270,9 +270,13 @@ class RedistributionController:
         """
         if self._wiped:
             raise FailureSetError("every group has failed (a wipe-out): call restart(), which brings every group back")
-        back = self._group_ids(groups)
-        live = back[self._alive[back] != 0]
-        if live.size:
+        if type(groups) is int and 0 <= groups < self._groups:  # one group: no array work
+            live = (groups,) if self._alive[groups] else ()
+            back = np.array((groups,), dtype=np.int32)
+        else:
+            back = self._group_ids(groups)
+            live = back[self._alive[back] != 0]
+        if len(live):
             raise FailureSetError(f"group {int(live[0])} has not failed: only failed groups can be recovered")
         _, moves, live, widest, placed = _r.recover_groups(back, self._micro_batches, self._units, self._rows,
                                                            self._counts, self._scalars)
