@@ -252,6 +252,7 @@ def test_plan_book_and_torchft_plan_take_the_layouts_m():
         TorchFTPlan(layout)
 
 
+@pytest.mark.slow
 def test_spare_group_and_its_sampler_take_the_layouts_m(tmp_path):
     """One DP group (N = 1) on a real TCPStore and gloo, in a fresh process (it sets up torch.distributed)."""
     pytest.importorskip("torch")
