@@ -21,11 +21,18 @@ with ``M`` micro-batches per shard type: ``ReorderController(layout, micro_batch
 against ``plan_reorder(..., micro_batches=M, split=previous)``, comparing the loads
 ``L*``; the whole-sequence loop is :func:`spare_opt.load_trajectory`.
 
+Full redistribution (``bench_redistribution``): the same failure sequence, then the
+same rejoins, through :class:`spare_opt.RedistributionController` (the ``r = N`` layout
+that every survivor may take any micro-batch from, never built) beside the stacked
+controller, every call timed, with the ratio of their times, their mean step costs
+``L*/m`` over the same failed sets, and their peak traced memory.
+
 Usage::
 
     python benchmarks/bench_controller.py                      # table on stdout
     python benchmarks/bench_controller.py --json               # JSON document on stdout
     python benchmarks/bench_controller.py --micro-batches 16   # the m = 16 rows
+    python benchmarks/bench_controller.py --redistribution-only  # only the r = N fast path beside the stacked one
 """
 
 import argparse
@@ -40,7 +47,7 @@ import tracemalloc
 
 import numpy as np
 
-from spare_opt import Layout, load_trajectory, plan_reorder
+from spare_opt import Layout, RedistributionController, load_trajectory, plan_reorder
 from spare_opt.planning.controller import ReorderController, _trajectory_state, stack_number_trajectory
 
 # Optimal Golomb rulers (all differences distinct); with max offset < N/2 they are also
@@ -225,6 +232,64 @@ def bench_recover(n, r, seed, exact_samples, m=1):
     return row
 
 
+def bench_redistribution(n, r, seed, m=1, max_failures=5000):
+    """The r = N fast path beside the stacked controller: the same failures (to the stacked
+    controller's wipe-out, at most ``max_failures``), then the same rejoins."""
+    layout = sidon_layout(n, r)
+    rng = np.random.default_rng(seed)
+    sequence = rng.permutation(n).tolist()
+    for make in (lambda: ReorderController(layout, micro_batches=m),
+                 lambda: RedistributionController(n, micro_batches=m)):
+        make().fail(sequence[-1])  # warm-up: load the compiled kernels
+    result = {"N": n, "r": r, "micro_batches": m}
+    stacked_loads, back = [], []
+    for name, make in (("stacked", lambda: ReorderController(layout, micro_batches=m)),
+                       ("redistribution", lambda: RedistributionController(n, micro_batches=m))):
+        controller = make()
+        fail_us, loads, moves = [], [], 0
+        # The stacked controller runs to its first wipe-out; the fast path takes the same
+        # failures (it would wipe out only when every group is down).
+        limit = len(stacked_loads) if name == "redistribution" else min(n, max_failures)
+        for group in sequence[:limit]:
+            start = time.perf_counter_ns()
+            plan = controller.fail(group)
+            fail_us.append((time.perf_counter_ns() - start) / 1e3)
+            if plan.status != "masked":
+                fail_us.pop()
+                break
+            loads.append(plan.load)
+            moves += plan.moves
+        if name == "stacked":
+            stacked_loads = loads
+            if controller.wiped_out:  # rejoins need a live state: replay the masked failures
+                controller.restart()
+                controller.fail(sequence[:len(loads)])
+            back = rng.permutation(np.asarray(sequence[:len(loads)])).tolist()  # the same rejoins for both
+        recover_us = []
+        for group in back:
+            start = time.perf_counter_ns()
+            controller.recover(group)
+            recover_us.append((time.perf_counter_ns() - start) / 1e3)
+        # Memory in a second, untimed pass (tracing allocations slows every Python call).
+        tracemalloc.start()
+        traced = make()
+        for group in sequence[:len(loads)]:
+            traced.fail(group)
+        _, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+        del traced
+        result[name] = {"fail": percentiles(fail_us), "recover": percentiles(recover_us), "failures": len(loads),
+                        "rejoins": len(recover_us), "moves": moves,
+                        "mean_step_cost": float(np.mean(loads)) / m if loads else None,
+                        "peak_mib": peak / 2**20}
+    stacked, fast = result["stacked"], result["redistribution"]
+    result["ratio_fail_median"] = fast["fail"]["median_us"] / stacked["fail"]["median_us"]
+    result["ratio_fail_mean"] = fast["fail"]["mean_us"] / stacked["fail"]["mean_us"]
+    result["ratio_recover_median"] = fast["recover"]["median_us"] / stacked["recover"]["median_us"]
+    result["full_layout_mib"] = 4 * n * n / 2**20  # int32 stacks of the r = N layout, never built
+    return result
+
+
 def _slowest(times_us, moves):
     """Share of the controller's total time spent in its slowest 1% and 5% of failures, and
     the mean moves of those failures beside the mean over all (where the mean goes)."""
@@ -397,9 +462,22 @@ def main(argv=None):
     parser.add_argument("--micro-batches", type=int, default=1,
                         help="micro-batches per shard type m (default 1, the paper's model)")
     parser.add_argument("--skip-compile", action="store_true", help="skip the first-call (compile) timings")
+    parser.add_argument("--redistribution-only", action="store_true",
+                        help="only the full-redistribution (r = N) fast path beside the stacked controller")
+    parser.add_argument("--redistribution-failures", type=int, default=5000,
+                        help="failures of the r = N comparison: to the stacked wipe-out, at most this (default 5000)")
     args = parser.parse_args(argv)
     sizes = [tuple(int(v) for v in pair.split(":")) for pair in args.sizes.split(",")]
     m = args.micro_batches
+    command = "python benchmarks/bench_controller.py " + " ".join(argv if argv is not None else sys.argv[1:])
+
+    redistribution = [bench_redistribution(n, r, args.seed, m, args.redistribution_failures) for n, r in sizes]
+    if args.redistribution_only:
+        if args.json:
+            print(json.dumps({"command": command, "machine": machine(), "redistribution": redistribution}, indent=1))
+        else:
+            print_redistribution(redistribution, machine(), m)
+        return
 
     rows, recover_rows = [], []
     for n, r in sizes:
@@ -409,7 +487,7 @@ def main(argv=None):
         print(f"done N={n}", file=sys.stderr)
     largest = max(sizes)
     report = {
-        "command": "python benchmarks/bench_controller.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "command": command,
         "machine": machine(),
         "micro_batches": m,
         "rows": rows,
@@ -419,6 +497,7 @@ def main(argv=None):
                                 r=args.moves_r),
         "call_breakdown": dict(call_breakdown(*min(sizes), args.seed, m), N=min(sizes)[0], r=min(sizes)[1]),
         "compile": {} if args.skip_compile else compile_times(m),
+        "redistribution": redistribution,
     }
     if args.json:
         print(json.dumps(report, indent=1))
@@ -486,6 +565,27 @@ def main(argv=None):
     for label, times in report["compile"].items():
         print(f"first call, {label} numba cache: fail {times['fail_s']:.2f} s, "
               f"trajectory {times['trajectory_s']:.2f} s")
+    print()
+    print_redistribution(redistribution, report["machine"], m)
+
+
+def print_redistribution(rows, machine_info, m):
+    """The table of :func:`bench_redistribution`."""
+    print(f"full redistribution (r = N, never built) beside the stacked controller; {machine_info['cpu']}, "
+          f"m = {m}")
+    print("| N | stacked r | failures (to the stacked wipe-out, at most 5,000) | fail() stacked / r = N, median (mean) us "
+          "| ratio median (mean) | recover() stacked / r = N, median us | ratio | mean step cost stacked / r = N "
+          "| moves stacked / r = N | peak MiB stacked / r = N (r = N layout) |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for row in rows:
+        s, f = row["stacked"], row["redistribution"]
+        print(f"| {row['N']:,} | {row['r']} | {s['failures']:,} "
+              f"| {s['fail']['median_us']:.1f} ({s['fail']['mean_us']:.1f}) / {f['fail']['median_us']:.1f} "
+              f"({f['fail']['mean_us']:.1f}) | {row['ratio_fail_median']:.2f} ({row['ratio_fail_mean']:.2f}) "
+              f"| {s['recover']['median_us']:.1f} / {f['recover']['median_us']:.1f} "
+              f"| {row['ratio_recover_median']:.2f} "
+              f"| {s['mean_step_cost']:.4f} / {f['mean_step_cost']:.4f} | {s['moves']:,} / {f['moves']:,} "
+              f"| {s['peak_mib']:.1f} / {f['peak_mib']:.1f} ({row['full_layout_mib']:,.0f}) |")
 
 
 if __name__ == "__main__":

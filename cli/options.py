@@ -32,6 +32,8 @@ __all__ = [
     "workers_option",
     "scheduler_option",
     "micro_batches_option",
+    "layout_micro_batches",
+    "LAYOUT_M_DEFAULT",
     "micro_batches_list_option",
     "executor_for",
     "INTEGER",
@@ -275,11 +277,37 @@ def progress_bar(quiet, label):
             bar.__exit__(None, None, None)
 
 
+#: The default of every --micro-batches that reads a layout, as --help shows it.
+LAYOUT_M_DEFAULT = "the layout's metadata.micro_batches, else 1"
+
 micro_batches_option = click.option(
-    "--micro-batches", "micro_batches", type=IntegerRange(min=1), default=1, show_default=True, metavar="M",
+    "--micro-batches", "micro_batches", type=IntegerRange(min=1), default=None, show_default=LAYOUT_M_DEFAULT,
+    metavar="M",
     help="Micro-batches per shard type (fractional stacking): the work of a failed group is spread in "
          "units of 1/M of a shard, so the step cost is L*/M instead of a whole number of layers.  1 is the "
-         f"paper's model.  M <= {MAX_MICRO_BATCHES:,} and N M <= {MAX_SPLIT_ENTRIES:,}.")
+         f"paper's model.  M <= {MAX_MICRO_BATCHES:,} and N M <= {MAX_SPLIT_ENTRIES:,}.  An M other than the "
+         "layout's recommended m is used, with a warning.")
+
+
+def layout_micro_batches(layout, micro_batches):
+    """The m a command runs ``layout`` with (:func:`spare_opt.recommended_micro_batches`), its warning on stderr.
+
+    ``--micro-batches`` given and different from the layout's recommended m: the given
+    value, and one "Warning:" line (the library's RecommendationWarning, given once per
+    layout, so the library calls that follow stay silent).
+    """
+    import warnings
+
+    from spare_opt import recommended_micro_batches
+
+    if layout is None:
+        return 1 if micro_batches is None else micro_batches
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        m = recommended_micro_batches(layout, micro_batches)
+    for warning in caught:
+        click.echo(f"Warning: {warning.message}", err=True)
+    return m
 
 
 def _micro_batch_list(ctx, param, value):

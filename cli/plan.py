@@ -9,7 +9,7 @@ from spare_opt.planning.failure_sets import read_failure_set
 from spare_opt.planning.plan import check_micro_batches, lower_bound
 from spare_opt.planning.exact import plan_reorder
 
-from .options import _load_layout, json_option, micro_batches_option, parse_group_list
+from .options import _load_layout, json_option, layout_micro_batches, micro_batches_option, parse_group_list
 
 __all__ = ["command"]
 
@@ -91,8 +91,12 @@ def command(layout, fail_lists, fail_file, micro_batches, as_json):
     change group (moves).  --json then adds the split: for each shard type, the group
     computing each of its micro-batches.
 
+    Without --micro-batches, M is the layout's recommended m (the file that compare -o
+    writes carries one), else 1.
+
     Example: spare-opt plan layout.json --fail 3,17,42 --micro-batches 8
     """
+    micro_batches = layout_micro_batches(layout, micro_batches)
     plan = plan_reorder(layout, list(fail_lists) + list(fail_file), micro_batches=micro_batches)
     if as_json:
         click.echo(dumps_json(plan.to_dict(), flat_lists=True))  # arrays on one line each

@@ -15,7 +15,9 @@ from .options import (
     executor_for,
     given,
     json_option,
+    LAYOUT_M_DEFAULT,
     layout_argument,
+    layout_micro_batches,
     progress_bar,
     quiet_option,
     refuse_unused,
@@ -57,9 +59,11 @@ __all__ = ["command"]
 @click.option("--semantics", type=click.Choice(SEMANTICS), default="paper", show_default=True,
               help="What a fault_end does: paper - nothing before a global restart (the paper's model); "
                    "repair - the node's group comes back and the plan is recomputed (docs/repair.md).")
-@click.option("--micro-batches", "micro_batches", type=IntegerRange(min=1), default=1, show_default=True,
-              metavar="M", help="Micro-batches per shard type (fractional stacking): the summary adds the load L* "
-                                "and the time-weighted step cost L/M.  1 is the paper's model.")
+@click.option("--micro-batches", "micro_batches", type=IntegerRange(min=1), default=None,
+              show_default=LAYOUT_M_DEFAULT, metavar="M",
+              help="Micro-batches per shard type (fractional stacking): the summary adds the load L* "
+                   "and the time-weighted step cost L/M.  1 is the paper's model.  An M other than the layout's "
+                   "recommended m is used, with a warning.")
 @click.option("--rows", "show_rows", is_flag=True, help="Also print one line per trace event.")
 @workers_option
 @scheduler_option
@@ -111,6 +115,7 @@ def command(layout, trace_path, trace_format, time_unit, window, exact, placemen
 
         trace = window_trace(trace, *window)
         click.echo(window_text(trace), err=as_json)
+    micro_batches = layout_micro_batches(layout, micro_batches)
     options = dict(planner="exact" if exact else "controller", semantics=semantics, micro_batches=micro_batches)
     placements = warning = None
     with executor_for(scheduler if random_placements else None, workers) as executor, \

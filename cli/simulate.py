@@ -28,6 +28,7 @@ from .options import (
     executor_for,
     given,
     json_option,
+    layout_micro_batches,
     progress_bar,
     quiet_option,
     refuse_unused,
@@ -79,9 +80,11 @@ SPARE_ONLY = ("controller_seconds", "patch_layers")
                    "use its embedded topology, else the layout's.")
 @click.option("--layout", "layout_path", type=click.Path(dir_okay=False), default=None, metavar="FILE",
               help="SPARe layout file (--strategy spare; default: a Sidon layout for N and r).")
-@click.option("--micro-batches", "micro_batches", type=IntegerRange(min=1), default=1, show_default=True,
+@click.option("--micro-batches", "micro_batches", type=IntegerRange(min=1), default=None,
+              show_default="the --layout file's metadata.micro_batches, else 1",
               metavar="M", help="SPARe: micro-batches per shard type; a step computes L*/M layers of work "
-                                "(docs/fractional.md).  1 is the paper's model.")
+                                "(docs/fractional.md).  1 is the paper's model.  An M other than the --layout "
+                                "file's recommended m is used, with a warning.")
 @global_batch_option
 @micro_batch_overhead_option
 @allreduce_option
@@ -148,6 +151,7 @@ def command(ctx, preset, groups, strategy, redundancy, checkpoint_period_seconds
         overrides.pop("heal_seconds", None)  # a cluster file's heal time: not used without repairs
         heal_seconds = None
     layout = Layout.load(layout_path) if layout_path is not None else None
+    micro_batches = layout_micro_batches(layout, micro_batches)
     if groups is None:
         groups = layout.groups if layout is not None else PRESETS[preset].groups[0]
     if trace_path is not None:

@@ -25,6 +25,7 @@ from .options import (
     force_option,
     json_option,
     layout_argument,
+    layout_micro_batches,
     micro_batches_option,
     progress_bar,
     quiet_option,
@@ -152,6 +153,7 @@ def command(ctx, layout, trials, seed, micro_batches, workers, scheduler, worst_
     n, r = layout.groups, layout.redundancy
     from spare_opt.planning.plan import check_micro_batches
 
+    micro_batches = layout_micro_batches(layout, micro_batches)
     check_micro_batches(micro_batches, n)  # N M beyond memory: refused before any work
     if worst_k is not None and worst_k > n:
         raise click.BadParameter(f"must be at most N = {n}", param_hint="--worst-k")

@@ -37,11 +37,20 @@ __all__ = [
     "PlacementError",
     "FailureModelError",
     "ExecutorError",
+    "RecommendationWarning",
 ]
 
 
 class SpareError(Exception):
     """Base class of every error raised by spare-opt on bad input or failed work."""
+
+
+class RecommendationWarning(UserWarning):
+    """A layout that carries a recommended ``m`` (``metadata.micro_batches``) is run with another ``m``.
+
+    The explicit value is used; the warning is given once per layout object and value
+    (``docs/formats.md``, "Recommendation").
+    """
 
 
 class ParameterTypeError(SpareError, TypeError):

@@ -8,7 +8,8 @@
   at most one holder of each shard type.
 """
 
-from .layout import Layout, LAYOUT_FORMAT, LAYOUT_VERSION, check_size, check_layout, layout_file_size
+from .layout import (Layout, LAYOUT_FORMAT, LAYOUT_VERSION, check_size, check_layout, layout_file_size,
+                     recommended_micro_batches)
 from .generators import consecutive, sidon, block, random_latin, generate, METHODS, DEFAULT_TIME_LIMIT
 from .topology import Topology, TOPOLOGY_FORMAT, TOPOLOGY_VERSION, check_topology
 from .domain_layouts import (
@@ -26,6 +27,7 @@ __all__ = [
     "LAYOUT_VERSION",
     "check_size",
     "check_layout",
+    "recommended_micro_batches",
     "layout_file_size",
     "consecutive",
     "sidon",

@@ -29,12 +29,17 @@ from .._core.io import (
     reading,
     write_document,
 )
-from .._core.errors import LayoutError, LayoutFileError, ParameterError
+from .._core.errors import LayoutError, LayoutFileError, ParameterError, RecommendationWarning
 
-__all__ = ["Layout", "LAYOUT_FORMAT", "LAYOUT_VERSION", "check_size", "check_layout", "layout_file_size"]
+__all__ = ["Layout", "LAYOUT_FORMAT", "LAYOUT_VERSION", "check_size", "check_layout", "layout_file_size",
+           "recommended_micro_batches"]
 
 LAYOUT_FORMAT = "spare-layout"
 LAYOUT_VERSION = 1
+
+#: The largest recommended ``m`` a layout may carry: the planners' limit
+#: (``spare_opt.MAX_MICRO_BATCHES``, a stage above this one; a test checks they agree).
+_MAX_RECOMMENDED_M = 1024
 
 
 def check_size(groups, redundancy, *, max_groups=check.MAX_GROUPS):
@@ -95,7 +100,119 @@ def _check_offsets(offsets, groups):
     return tuple(values)
 
 
-def _unpickle_layout(groups, redundancy, stacks, method, offsets, metadata):
+def _check_recommended_m(value, error, source):
+    """``metadata["micro_batches"]`` of a layout: an ``int`` in ``[1, 1024]``; ``error`` otherwise."""
+    if type(value) is not int or not 1 <= value <= _MAX_RECOMMENDED_M:
+        if type(value) is int:
+            shown = check.int_text(value) if abs(value) < 10**40 else "a huge integer"
+        elif isinstance(value, str):
+            shown = repr(value[:40])
+        elif isinstance(value, (dict, list)):
+            shown = f"a JSON {'object' if isinstance(value, dict) else 'list'}"
+        else:
+            shown = repr(value)
+        raise error(f"{source}: metadata 'micro_batches' (the recommended m) must be an integer in "
+                    f"[1, {_MAX_RECOMMENDED_M}], got {shown}")
+    return value
+
+
+def stacks_digest(groups, redundancy, stacks):
+    """SHA-256 of a layout's stacks, as written in a recommendation's ``fingerprint``.
+
+    Parameters
+    ----------
+    groups, redundancy : int
+        ``N`` and ``r``.
+    stacks : numpy.ndarray of int, shape (N, r)
+
+    Returns
+    -------
+    str
+        ``"sha256:"`` and 64 hex digits, over the text ``"spare-layout N r\\n"`` then the
+        stacks as little-endian int64, row by row (``docs/formats.md``, "Recommendation").
+    """
+    import hashlib
+
+    digest = hashlib.sha256(f"spare-layout {groups} {redundancy}\n".encode())
+    digest.update(np.ascontiguousarray(stacks, dtype="<i8").tobytes())
+    return "sha256:" + digest.hexdigest()
+
+
+def _check_recommendation(layout, source):
+    """Refuse a ``metadata["recommendation"]`` that is not an object or whose fingerprint is not the stacks'."""
+    recommendation = layout.metadata.get("recommendation")
+    if recommendation is None:
+        return
+    if not isinstance(recommendation, dict):
+        raise LayoutFileError(f"{source}: metadata 'recommendation' must be an object, got a JSON "
+                              f"{'list' if isinstance(recommendation, list) else type(recommendation).__name__}")
+    fingerprint = recommendation.get("fingerprint")
+    if not isinstance(fingerprint, str):
+        raise LayoutFileError(f"{source}: the recommendation has no fingerprint of its layout "
+                              "(metadata.recommendation.fingerprint must be a \"sha256:...\" string)")
+    actual = stacks_digest(layout.groups, layout.redundancy, layout.stacks)
+    if fingerprint != actual:
+        shown = fingerprint[:71] + ("..." if len(fingerprint) > 71 else "")
+        raise LayoutFileError(f"{source}: the recommendation's fingerprint {shown!r} is not the layout's "
+                              f"({actual}): the stacks or the fingerprint were changed after the recommendation "
+                              "was written")
+
+
+def recommended_micro_batches(layout, micro_batches=None):
+    """The ``m`` to run ``layout`` with: the one given, else the layout's recommended ``m``, else 1.
+
+    Every reader of a layout (``spare-opt plan``, ``validate``, ``replay``,
+    ``simulate --layout``, :class:`~spare_opt.ReorderController`,
+    :func:`~spare_opt.agreed_plan`, ``SpareGroup``, ``SpareBatchSampler``,
+    ``TorchFTPlan``) takes its ``m`` from here, so a file written by
+    ``spare-opt compare -o`` is deployed without repeating its ``m``.
+
+    Parameters
+    ----------
+    layout : Layout
+    micro_batches : int or None, default None
+        An explicit ``m``, or ``None`` for the layout's.
+
+    Returns
+    -------
+    int or object
+        ``micro_batches`` itself when given (the caller checks its range against
+        ``N``), else :attr:`Layout.micro_batches`, else ``1``.
+
+    Raises
+    ------
+    ParameterTypeError
+        ``layout`` is not a :class:`Layout`.
+
+    Warns
+    -----
+    RecommendationWarning
+        ``micro_batches`` is given and differs from the layout's recommended ``m``:
+        the explicit value is used.  Once per layout object and value (the layout
+        remembers it, also across pickling), so a reader that builds planners in a
+        loop or in worker processes warns once.
+    """
+    check_layout(layout)
+    recommended = layout.micro_batches
+    if micro_batches is None:
+        return 1 if recommended is None else recommended
+    if recommended is not None and micro_batches != recommended and not isinstance(micro_batches, bool):
+        warned = layout.__dict__.setdefault("_warned_m", set())
+        try:
+            key = int(micro_batches)
+        except (TypeError, ValueError, OverflowError):
+            return micro_batches  # not a number: the caller's check names it
+        if key not in warned:
+            warned.add(key)
+            import warnings
+
+            warnings.warn(f"the layout recommends m = {recommended} micro-batches per shard type "
+                          f"(metadata.micro_batches); m = {key} was given and is used",
+                          RecommendationWarning, stacklevel=3)
+    return micro_batches
+
+
+def _unpickle_layout(groups, redundancy, stacks, method, offsets, metadata, warned=()):
     """A :class:`Layout` from what :meth:`Layout.__reduce__` pickled, not validated again.
 
     The layout was validated when it was made; a pickle is trusted input by nature
@@ -112,6 +229,8 @@ def _unpickle_layout(groups, redundancy, stacks, method, offsets, metadata):
     layout.offsets = None if offsets is None else tuple(offsets)
     layout.metadata = dict(metadata)
     layout._holders = None
+    if warned:
+        layout._warned_m = set(warned)
     return layout
 
 
@@ -130,14 +249,17 @@ class Layout:
         Circulant offsets ``0 = o_0 < ... < o_{r-1} < N`` when the layout is circulant,
         ``stacks[g, l] = (g + o_l) mod N``.  Checked against ``stacks``.
     metadata : dict or None
-        Free JSON-serialisable information (solver status, seed, time...).
+        Free JSON-serialisable information (solver status, seed, time...).  Its
+        ``micro_batches``, when not ``None``, is the recommended ``m``
+        (:attr:`micro_batches`): an integer in ``[1, 1024]``.
 
     Raises
     ------
     LayoutError
         ``stacks`` is not a 2-D array of integers (strings, booleans, complex or
         non-integral numbers are refused), breaks an invariant, or ``offsets`` are not
-        integers in ``[0, N)`` that generate ``stacks``; ``metadata`` is not a dict.
+        integers in ``[0, N)`` that generate ``stacks``; ``metadata`` is not a dict,
+        or its ``micro_batches`` is not an integer in ``[1, 1024]``.
         The message names the first violation.
 
     Notes
@@ -200,6 +322,8 @@ class Layout:
         if metadata is not None and not isinstance(metadata, dict):
             raise LayoutError(f"metadata must be a dict or None, got {type(metadata).__name__}")
         self.metadata = dict(metadata or {})
+        if self.metadata.get("micro_batches") is not None:
+            _check_recommended_m(self.metadata["micro_batches"], LayoutError, "layout")
         self._holders = None
         self.validate()
 
@@ -218,6 +342,22 @@ class Layout:
     def redundancy(self):
         """int: the redundancy ``r``, the number of layers in every stack."""
         return self._stacks.shape[1]
+
+    @property
+    def micro_batches(self):
+        """int or None: the recommended ``m`` (``metadata["micro_batches"]``, written by
+        ``spare-opt compare -o``), which every reader takes unless given another
+        (:func:`recommended_micro_batches`); ``None`` when the layout carries none."""
+        value = self.metadata.get("micro_batches")
+        if value is not None:
+            _check_recommended_m(value, LayoutError, "layout")  # metadata is a plain dict: it may have changed
+        return value
+
+    @property
+    def recommendation(self):
+        """dict or None: ``metadata["recommendation"]``, the verdict that chose this layout
+        (``spare-opt compare -o``; ``docs/formats.md``, "Recommendation"), or ``None``."""
+        return self.metadata.get("recommendation")
 
     def __repr__(self):
         return f"Layout(groups={self.groups}, redundancy={self.redundancy}, method={self.method!r})"
@@ -267,7 +407,9 @@ class Layout:
         # stacks are rebuilt in O(N r)), any other as its stacks (4 N r bytes).  The
         # holder index (another 4 N r + 8 N bytes) is rebuilt on first use.
         stacks = None if self.offsets is not None else self._stacks
-        return (_unpickle_layout, (self.groups, self.redundancy, stacks, self.method, self.offsets, self.metadata))
+        warned = tuple(sorted(self.__dict__.get("_warned_m", ())))  # a warning given once stays given in workers
+        return (_unpickle_layout, (self.groups, self.redundancy, stacks, self.method, self.offsets, self.metadata,
+                                   warned))
 
     # ------------------------------------------------------------- invariants
     def validate(self):
@@ -452,7 +594,11 @@ class Layout:
         ------
         LayoutFileError
             Wrong format or version, missing or mistyped keys (``groups`` and
-            ``redundancy`` must be integers, ``method`` a string), sizes that disagree.
+            ``redundancy`` must be integers, ``method`` a string), sizes that disagree;
+            a recommended ``m`` (``metadata.micro_batches``) that is not an integer in
+            ``[1, 1024]``; a ``metadata.recommendation`` that is not an object or whose
+            ``fingerprint`` is not :func:`stacks_digest` of the stacks (the stacks were
+            changed after ``spare-opt compare -o`` wrote the file).
         LayoutError
             The stacks break an invariant.
         """
@@ -490,10 +636,14 @@ class Layout:
         if offsets is not None and (not isinstance(offsets, list) or not all(type(o) is int for o in offsets)):
             raise LayoutFileError(f"{source}: 'offsets' must be a list of integers or null")
         metadata = optional_object(doc, "metadata", source, LayoutFileError)
+        if metadata.get("micro_batches") is not None:
+            _check_recommended_m(metadata["micro_batches"], LayoutFileError, source)
         try:
-            return cls(array, method=method, offsets=offsets, metadata=metadata)
+            layout = cls(array, method=method, offsets=offsets, metadata=metadata)
         except LayoutError as exc:
             raise LayoutError(f"{source}: {exc}") from None
+        _check_recommendation(layout, source)
+        return layout
 
     @classmethod
     def load(cls, path):
@@ -503,7 +653,8 @@ class Layout:
         ------
         LayoutFileError
             ``path`` is not a path or is empty; missing, unreadable or malformed file;
-            wrong format or version.
+            wrong format or version; a recommendation whose fingerprint or ``m`` is
+            wrong (:meth:`from_dict`).
         LayoutError
             The stacks break an invariant.
         """

@@ -33,6 +33,7 @@ from .controller import (
     load_trajectory,
     load_trajectories,
 )
+from .redistribution import RedistributionController
 from .agreement import AGREED_METHODS, agreed_plan, patch_work
 from .samples import micro_batch_size, sample_indices, sample_indices_by_group
 from .precompile import warm_up
@@ -58,6 +59,7 @@ __all__ = [
     "least_load",
     "stack_number_certificate",
     "ReorderController",
+    "RedistributionController",
     "stack_number_trajectory",
     "stack_number_trajectories",
     "load_trajectory",

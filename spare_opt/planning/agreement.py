@@ -18,7 +18,7 @@ import numpy as np
 from .._core import validation as check
 from .._core.errors import ParameterError, PlanError
 from .failure_sets import check_failed_set
-from ..layouts.layout import check_layout
+from ..layouts.layout import check_layout, recommended_micro_batches
 from .plan import Plan, check_micro_batches
 
 __all__ = ["agreed_plan", "patch_work", "AGREED_METHODS"]
@@ -31,7 +31,7 @@ _CACHE = {}  # (id(layout), m) -> (weak reference to the layout, controller)
 _LOCK = threading.Lock()
 
 
-def agreed_plan(layout, failed, *, micro_batches=1, method="controller"):
+def agreed_plan(layout, failed, *, micro_batches=None, method="controller"):
     """The canonical plan of a failed set: the same in every process, whatever its history.
 
     Parameters
@@ -40,8 +40,10 @@ def agreed_plan(layout, failed, *, micro_batches=1, method="controller"):
         The stack layout, ``N`` groups with redundancy ``r``.
     failed : iterable of int
         Every group that is out, ids in ``[0, N)``, each at most once, in any order.
-    micro_batches : int, default 1
-        ``m``, micro-batches per shard type.
+    micro_batches : int or None, default None
+        ``m``, micro-batches per shard type; ``None``: the layout's recommended ``m``
+        (:attr:`Layout.micro_batches`, written by ``spare-opt compare -o``), else 1.  A
+        different ``m`` is used with a :class:`~spare_opt.RecommendationWarning`.
     method : {"controller", "exact"}, default "controller"
         ``"controller"``: the plan of :meth:`ReorderController.set_failed` (a fresh
         controller failing the groups at once in ascending order), microseconds to
@@ -94,7 +96,7 @@ def agreed_plan(layout, failed, *, micro_batches=1, method="controller"):
     (True, True)
     """
     check_layout(layout)
-    m = check_micro_batches(micro_batches, layout.groups)
+    m = check_micro_batches(recommended_micro_batches(layout, micro_batches), layout.groups)
     if method not in AGREED_METHODS:
         raise ParameterError(f"method must be one of {', '.join(map(repr, AGREED_METHODS))}, got {method!r}")
     groups = check_failed_set(failed, layout.groups)

@@ -36,7 +36,7 @@ from .plan import (
     check_micro_batches,
     lower_bound,
 )
-from ..layouts.layout import check_layout
+from ..layouts.layout import check_layout, recommended_micro_batches
 from .exact import plan_reorder
 
 __all__ = [
@@ -65,9 +65,12 @@ class ReorderController:
     ----------
     layout : Layout
         The stack layout, ``N`` groups with redundancy ``r``.
-    micro_batches : int, default 1
+    micro_batches : int or None, default None
         ``m``, micro-batches per shard type (``docs/planner.md``, "Micro-batches").
         ``m = 1`` is the paper's model and keeps every number of earlier releases.
+        ``None``: the layout's recommended ``m`` (:attr:`Layout.micro_batches`, written
+        by ``spare-opt compare -o``), else 1; a different ``m`` is used with a
+        :class:`~spare_opt.RecommendationWarning`.
 
     Raises
     ------
@@ -176,13 +179,46 @@ class ReorderController:
     (10, 1.25)
     """
 
-    def __init__(self, layout, *, micro_batches=1):
+    def __init__(self, layout, *, micro_batches=None):
         self._layout = check_layout(layout)
-        self._micro_batches = check_micro_batches(micro_batches, layout.groups)
+        self._micro_batches = check_micro_batches(recommended_micro_batches(layout, micro_batches), layout.groups)
         self._tables = None
         self._single = np.zeros(1, dtype=np.int32)
         self._widest_level_fall = WIDEST_LEVEL_FALL
         self.restart()
+
+    @classmethod
+    def full_redistribution(cls, groups, *, micro_batches=1):
+        """The controller of the ``r = N`` layout (every live group may compute any micro-batch), without it.
+
+        The layout ``stacks[g, l] = (g + l) mod N`` with ``r = N`` takes ``4 N^2`` bytes
+        (40 GB at ``N = 100,000``); its plans need none of it: the least load is
+        always the counting bound ``ceil(m N / (N - k))``, and a wipe-out happens only
+        when every group is down.
+
+        Parameters
+        ----------
+        groups : int
+            ``N``, ``1 <= N <= 2^24``.
+        micro_batches : int, default 1
+            ``m``, with ``N m <= 2^24``.
+
+        Returns
+        -------
+        RedistributionController
+            The same interface (:meth:`fail`, :meth:`recover`, :meth:`set_failed`,
+            :meth:`restart`, ``load``, ``stack_number``...), ``O(N m)`` memory; its plans
+            have the exact planner's ``status`` and ``load`` on the ``r = N`` layout,
+            and ``order = None`` (:mod:`spare_opt.planning.redistribution`).
+
+        Raises
+        ------
+        ParameterTypeError, ParameterError
+            ``groups`` or ``micro_batches`` is not an integer in range.
+        """
+        from .redistribution import RedistributionController
+
+        return RedistributionController(groups, micro_batches=micro_batches)
 
     # ------------------------------------------------------------------ state
     def restart(self):

@@ -9,12 +9,10 @@ table (one row per strategy) and the layout's fingerprint.  ``metadata["micro_ba
 is the ``m`` the layout is meant to run with.
 """
 
-import hashlib
-
 from .._core import validation as check
 from .._core.errors import ParameterError
 from .._core.stats import finite_or_none
-from ..layouts.layout import Layout
+from ..layouts.layout import Layout, stacks_digest
 
 __all__ = ["RECOMMENDATION_VERSION", "layout_fingerprint", "recommendation_layout", "write_recommendation"]
 
@@ -40,12 +38,8 @@ def layout_fingerprint(layout):
     ParameterTypeError
         ``layout`` is not a :class:`Layout`.
     """
-    import numpy as np
-
     check.instance("layout", layout, Layout)
-    digest = hashlib.sha256(f"spare-layout {layout.groups} {layout.redundancy}\n".encode())
-    digest.update(np.ascontiguousarray(layout.stacks, dtype="<i8").tobytes())
-    return "sha256:" + digest.hexdigest()
+    return stacks_digest(layout.groups, layout.redundancy, layout.stacks)  # what Layout.load checks
 
 
 def recommendation_layout(result):

@@ -64,8 +64,10 @@ class PlanBook:
     ----------
     layout : spare_opt.Layout
         The same layout on every rank (compare :attr:`fingerprint` across ranks).
-    micro_batches : int, default 1
-        ``m``, micro-batches per shard type.
+    micro_batches : int or None, default None
+        ``m``, micro-batches per shard type; ``None``: the layout's recommended ``m``
+        (:attr:`Layout.micro_batches`, written by ``spare-opt compare -o``), else 1.  A
+        different ``m`` is used with a :class:`~spare_opt.RecommendationWarning`.
 
     Notes
     -----
@@ -75,11 +77,12 @@ class PlanBook:
     time a set occurs the plan costs a dictionary lookup.
     """
 
-    def __init__(self, layout, micro_batches=1):
+    def __init__(self, layout, micro_batches=None):
         spare_opt.check_layout(layout)
         self.layout = layout
         self.groups = int(layout.stacks.shape[0])
-        self.micro_batches = spare_opt.check_micro_batches(micro_batches, self.groups)
+        self.micro_batches = spare_opt.check_micro_batches(
+            spare_opt.recommended_micro_batches(layout, micro_batches), self.groups)
         self.fingerprint = layout_fingerprint(layout)
         self._controller = spare_opt.ReorderController(layout, micro_batches=self.micro_batches)
         self._cache = {}

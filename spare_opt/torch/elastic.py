@@ -117,8 +117,10 @@ class SpareGroup:
     store : torch.distributed.Store
         A client of a store that outlives every rank (hosted by the launcher, as
         ``torchrun`` does; a store hosted by rank 0 dies with it).
-    micro_batches : int, default 1
-        ``m``, micro-batches per shard type.
+    micro_batches : int or None, default None
+        ``m``, micro-batches per shard type; ``None``: the layout's recommended ``m``
+        (:attr:`Layout.micro_batches`, written by ``spare-opt compare -o``), else 1.  A
+        different ``m`` is used with a :class:`~spare_opt.RecommendationWarning`.
     heartbeat_interval : float, default 0.05
         Seconds between heartbeats (and between checks of the abort flag, the peers'
         heartbeats, death notices and rejoin requests).
@@ -161,7 +163,7 @@ class SpareGroup:
         group was not admitted within ``timeout``.
     """
 
-    def __init__(self, layout, group, store, *, micro_batches=1, heartbeat_interval=0.05, heartbeat_timeout=2.0,
+    def __init__(self, layout, group, store, *, micro_batches=None, heartbeat_interval=0.05, heartbeat_timeout=2.0,
                  timeout=60.0, rejoin=False, backend="gloo"):
         self.book = PlanBook(layout, micro_batches)
         n = self.book.groups

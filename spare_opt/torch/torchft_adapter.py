@@ -109,8 +109,10 @@ class TorchFTPlan:
         in every replica).  Layout group ``g`` is the TorchFT replica group whose
         ``replica_id`` ends with the digits of ``g`` (``"spare_2"`` is group 2), the
         convention TorchFT itself uses to number global ranks.
-    micro_batches : int, default 1
-        ``m``, micro-batches per shard type.
+    micro_batches : int or None, default None
+        ``m``, micro-batches per shard type; ``None``: the layout's recommended ``m``
+        (:attr:`Layout.micro_batches`, written by ``spare-opt compare -o``), else 1.  A
+        different ``m`` is used with a :class:`~spare_opt.RecommendationWarning`.
     process_group : torchft.process_group.ProcessGroup, optional
         The reconfigurable process group to wrap (default: a new
         ``torchft.process_group.ProcessGroupGloo(timeout=timeout)``).
@@ -191,7 +193,7 @@ class TorchFTPlan:
     TorchFT: https://github.com/pytorch/torchft (``Manager``, ``ProcessGroupWrapper``).
     """
 
-    def __init__(self, layout, *, micro_batches=1, process_group=None, timeout=datetime.timedelta(seconds=60)):
+    def __init__(self, layout, *, micro_batches=None, process_group=None, timeout=datetime.timedelta(seconds=60)):
         _, ProcessGroupGloo, _ = _torchft()
         if not isinstance(timeout, datetime.timedelta):
             if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
