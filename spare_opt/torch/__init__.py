@@ -35,11 +35,12 @@ from .elastic import Evicted, SpareGroup, WipeOut
 from .sampler import SpareBatchSampler, global_batch_indices
 from .step import SpareStep
 from .launch import EVICTED_EXIT, WIPE_OUT_EXIT, Supervisor, WorkerContext
-from .torchft_adapter import TorchFTMissingError, TorchFTPlan
+from .torchft_adapter import NoQuorumError, TorchFTMissingError, TorchFTPlan, TorchFTStepError
 
 __all__ = [
     "EVICTED_EXIT",
     "Evicted",
+    "NoQuorumError",
     "PlanBook",
     "SpareBatchSampler",
     "SpareGroup",
@@ -47,6 +48,7 @@ __all__ = [
     "Supervisor",
     "TorchFTMissingError",
     "TorchFTPlan",
+    "TorchFTStepError",
     "WIPE_OUT_EXIT",
     "WipeOut",
     "WorkerContext",
