@@ -62,6 +62,8 @@ TORCHFT_DEFAULTS = {
     "replica_ids": "all",
     # The replica groups that run; the others end at once (as if the job had ended for them).
     "run_groups": None,
+    # Report an error to the manager in every step (a step that can never commit).
+    "inject_error": False,
 }
 
 
@@ -194,6 +196,8 @@ def torchft_worker(context, config):
                     loss_fn(model, (x[micro.samples], y[micro.samples])).backward()
                 if dying:
                     _die()
+                if config["inject_error"]:
+                    manager.report_error(RuntimeError(f"an error injected in step {step}"))
                 spare.reduce_gradients(manager, model.parameters())
                 members = list(spare.members)
             else:
