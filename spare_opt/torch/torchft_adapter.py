@@ -186,9 +186,16 @@ def _wrapper_class():
                 super().set_rank_info(replica_id, group_rank, group_world_size, global_rank)
 
             def reconfigure(self, opts):
-                from torchft.process_group import _rendezvous
+                try:  # TorchFT's own reading of the handles (the rank, world size and global ranks it uses)
+                    from torchft.process_group import _rendezvous
 
-                rendezvous = _rendezvous(opts, self._handle_id())
+                    rendezvous = _rendezvous(opts, self._handle_id())
+                except Exception as exc:
+                    error = TorchFTMissingError(
+                        f"this torchft's reconfigure handles cannot be read ({type(exc).__name__}: {exc}): "
+                        "TorchFTPlan is tested with torchft 0.2.0 and torchft-nightly 2026.10.26")
+                    self._adapter._refuse(error)
+                    raise error from exc
                 replica_id, group_rank, group_world_size = self._rank_info
                 self._adapter._on_quorum(replica_id, rendezvous.world_size, opts.uuid, group_world_size,
                                          rendezvous.global_ranks, rank=rendezvous.rank, group_rank=group_rank,
@@ -405,8 +412,7 @@ class TorchFTPlan:
                     f"numbers its replica group {group} (from the id of the group's rank 0): give every rank of a "
                     "replica group the same replica_id")
         except spare_opt.SpareError as exc:
-            with self._lock:
-                self._error = exc
+            self._refuse(exc)
             raise
         with self._lock:
             self._error = None
@@ -417,6 +423,11 @@ class TorchFTPlan:
             self.failed = frozenset(range(n)) - frozenset(members)
             self.quorum_id = quorum_id
             self.quorums.append((time.time(), quorum_id, sorted(members)))
+
+    def _refuse(self, error):
+        """Keep ``error`` (from the quorum thread) for the training loop: :attr:`plan` raises it."""
+        with self._lock:
+            self._error = error
 
     @property
     def plan(self):
