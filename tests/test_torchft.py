@@ -219,8 +219,9 @@ def test_rank_without_replica_id_ends_exact_or_raises():
 
     torchft 0.2 numbers the quorum's global ranks from rank 0's ids: the job is exact.
     Under the reconfigure API rank 1's global rank is then its group rank alone, so
-    every rank 1 refuses with a ParameterError in its training loop; its group ends.
-    Either way no rank finishes with a wrong model.
+    every rank 1 refuses with a ParameterError in its training loop, and rank 0 of its
+    group too (the group agrees on the verdict over its own process group).  Either way
+    no rank finishes with a wrong model.
     """
     api = torchft_api()
     from spare_opt.torch._torchft_job import run_torchft_job
@@ -231,9 +232,11 @@ def test_rank_without_replica_id_ends_exact_or_raises():
     assert all(d <= TOLERANCE["float64"] for d in differences.values()), differences
     if api == "configure":
         assert sorted(job["ranks"]) == list(range(6)), (job["codes"], job["errors"])
-    else:
-        assert sorted(job["errors"]) == [1, 3, 5], (job["codes"], job["errors"])
-        assert all(e["type"] == "ParameterError" and "no replica_id" in e["message"] for e in job["errors"].values())
+    else:  # every rank refuses: rank 1 for want of an id, rank 0 from the group's agreement
+        assert sorted(job["errors"]) == list(range(6)), (job["codes"], job["errors"])
+        assert all(e["type"] == "ParameterError" for e in job["errors"].values()), job["errors"]
+        assert all("no replica_id" in job["errors"][p]["message"] for p in (1, 3, 5)), job["errors"]
+        assert all("another rank of this replica group refused" in job["errors"][p]["message"] for p in (0, 2, 4))
         assert all(code != 0 for code in job["codes"].values()), job["codes"]
 
 

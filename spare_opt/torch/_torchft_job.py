@@ -144,7 +144,8 @@ def torchft_worker(context, config):
     timeout = datetime.timedelta(seconds=config["timeout"])
     spare = None
     if config["mode"] == "spare":
-        spare = TorchFTPlan(config["layout"], micro_batches=config["micro_batches"], timeout=timeout)
+        spare = TorchFTPlan(config["layout"], micro_batches=config["micro_batches"], timeout=timeout,
+                            group_process_group=dist.group.WORLD if k > 1 else None)
         pg = spare.process_group
     else:
         pg = ProcessGroupGloo(timeout=timeout)

@@ -249,6 +249,14 @@ class TorchFTPlan:
         in a row before :meth:`all_reduce` raises :class:`TorchFTStepError`.  A death
         costs one to three failed attempts; a step that fails more often will never
         commit (an error that repeats), and TorchFT alone would repeat it forever.
+    group_process_group : torch.distributed.ProcessGroup, optional
+        The replica group's own process group (its ranks only, e.g. the default group
+        of a torchrun per replica group, FSDP's).  When given, the first :meth:`work`
+        (:meth:`micro_batches`, :meth:`local_batches`) after each new quorum agrees over
+        it, in one small all-reduce, that no rank of the group refused the quorum: a
+        refusal on one rank then raises a ``ParameterError`` on every rank of the group,
+        instead of leaving the others to fail in their next collective with it.  Every
+        rank of the group must then call :meth:`work` once per attempt of a step.
 
     Attributes
     ----------
@@ -343,7 +351,7 @@ class TorchFTPlan:
     """
 
     def __init__(self, layout, *, micro_batches=1, process_group=None, timeout=datetime.timedelta(seconds=60),
-                 max_attempts=10):
+                 max_attempts=10, group_process_group=None):
         _, ProcessGroupGloo, _ = _torchft()
         self.api = torchft_api()
         timeout = _check_timeout(timeout)
@@ -366,6 +374,9 @@ class TorchFTPlan:
         self._attempt_step = None  # the step of the last all-reduce, and its attempts in a row
         self._attempts = 0
         self._new_attempt = True  # set by work(): the next all-reduce starts an attempt
+        self._group_pg = group_process_group
+        self._quorum_events = 0  # quorums seen (accepted or refused), and the last agreed on in the group
+        self._agreed_events = 0
 
     # ------------------------------------------------------------- quorum
     def _on_quorum(self, replica_id, world_size, quorum_id, group_world_size, global_ranks, rank=None,
@@ -416,6 +427,7 @@ class TorchFTPlan:
             raise
         with self._lock:
             self._error = None
+            self._quorum_events += 1
             self.group = group
             self.group_rank = group_rank
             self.group_world_size = size
@@ -428,6 +440,28 @@ class TorchFTPlan:
         """Keep ``error`` (from the quorum thread) for the training loop: :attr:`plan` raises it."""
         with self._lock:
             self._error = error
+            self._quorum_events += 1
+
+    def _agree_in_group(self):
+        """After a new quorum, the replica group's ranks agree (one MIN all-reduce) that none refused it."""
+        if self._group_pg is None:
+            return
+        with self._lock:
+            events, error = self._quorum_events, self._error
+        if events == self._agreed_events:
+            return
+        import torch
+        import torch.distributed as dist
+
+        verdict = torch.tensor([0 if error is not None else 1], dtype=torch.int32)
+        dist.all_reduce(verdict, op=dist.ReduceOp.MIN, group=self._group_pg)
+        self._agreed_events = events
+        if error is None and int(verdict.item()) == 0:
+            self._refuse(spare_opt.ParameterError(
+                "another rank of this replica group refused the quorum (its ParameterError says why, e.g. a rank "
+                "without Manager(replica_id=...)): the group cannot compute its micro-batches"))
+            with self._lock:
+                self._agreed_events = self._quorum_events
 
     @property
     def plan(self):
@@ -470,6 +504,7 @@ class TorchFTPlan:
         spare_opt.ParameterError, NoQuorumError, WipeOut
             As :attr:`plan`; ``ParameterError`` also before the first quorum.
         """
+        self._agree_in_group()
         plan = self.plan
         if self.group is None:
             raise spare_opt.ParameterError("no quorum yet: call manager.start_quorum() (optimizer.zero_grad()) first")
