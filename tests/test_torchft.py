@@ -29,6 +29,9 @@ from spare_opt.torch import NoQuorumError, TorchFTPlan, WipeOut
 from spare_opt.torch.demo import reference_run
 
 TOLERANCE = {"float64": 1e-12, "float32": 1e-6}
+#: The lighthouse's heartbeat timeout in the jobs (s): a live replica whose heartbeats stall
+#: longer (a loaded 2-core machine) would get a quorum of its own, a split of the job.
+HEARTBEAT_TIMEOUT = 3.0
 
 
 def circulant(groups, offsets, method="consecutive"):
@@ -182,7 +185,7 @@ def fsdp_config(**extra):
     """N = 3 replica groups of 2 ranks (FSDP2 inside), consecutive r = 2, m = 2, float64."""
     return {"layout": circulant(3, [0, 1]), "micro_batches": 2, "steps": 8, "global_batch_size": 24,
             "dataset_size": 240, "dtype": "float64", "ranks_per_group": 2, "fsdp": True, "timeout": 15.0,
-            "join_timeout": 2.0, **extra}
+            "join_timeout": 2.0, "heartbeat_timeout": HEARTBEAT_TIMEOUT, **extra}
 
 
 def test_fsdp_replica_groups_exact_when_a_whole_group_dies_in_the_all_reduce():
@@ -272,7 +275,7 @@ def test_torchft_adapter_exact_after_a_random_kill_and_a_repair():
 
     config = {"layout": circulant(4, [0, 1]), "micro_batches": 1, "steps": 12,
               "global_batch_size": 32, "dataset_size": 320, "dtype": "float32", "mode": "spare",
-              "step_sleep": 0.01, "timeout": 10.0}
+              "step_sleep": 0.01, "timeout": 10.0, "heartbeat_timeout": HEARTBEAT_TIMEOUT}
     job = run_torchft_job(config, [("kill", 1, 3), ("repair", 1, 5)], seed=7)
     assert sorted(job["results"]) == [0, 1, 2, 3], (job["codes"], job["errors"])
     assert job["results"][1]["repaired"]
