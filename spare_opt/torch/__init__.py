@@ -35,11 +35,13 @@ from .elastic import Evicted, SpareGroup, WipeOut
 from .sampler import SpareBatchSampler, global_batch_indices
 from .step import SpareStep
 from .launch import EVICTED_EXIT, WIPE_OUT_EXIT, Supervisor, WorkerContext
-from .torchft_adapter import NoQuorumError, TorchFTMissingError, TorchFTPlan, TorchFTStepError
+from .torchft_adapter import (LocalMicroBatch, NoQuorumError, TorchFTMissingError, TorchFTPlan, TorchFTStepError,
+                              torchft_api)
 
 __all__ = [
     "EVICTED_EXIT",
     "Evicted",
+    "LocalMicroBatch",
     "NoQuorumError",
     "PlanBook",
     "SpareBatchSampler",
@@ -55,4 +57,5 @@ __all__ = [
     "global_batch_indices",
     "layout_fingerprint",
     "plan_fingerprint",
+    "torchft_api",
 ]
