@@ -557,10 +557,10 @@ class TorchFTPlan:
             ranks = int(self.group_world_size or 1)
         size = len(global_batch)
         if size < 1 or size % (parts * ranks):
+            among = " split equally among the group's ranks" if split_by_rank else ""
             raise spare_opt.ParameterError(
                 f"the global batch must have a positive multiple of N m{' k' if split_by_rank else ''} = "
-                f"{parts * ranks} samples (equal micro-batches{' split equally among the group ranks' if split_by_rank else ''} "
-                f"keep the gradient exact), got {size}")
+                f"{parts * ranks} samples (equal micro-batches{among} keep the gradient exact), got {size}")
         b = size // parts
         share = b // ranks
         offset = share * (int(self.group_rank or 0) if split_by_rank else 0)
