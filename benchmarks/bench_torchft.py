@@ -18,6 +18,11 @@ fault-free run (relative to the parameter scale), and the recovery (seconds from
 kill to the survivors' first commit of a step without the dead replica, median over
 the survivors).
 
+With ``--ranks-per-group 2`` each replica group is two processes with FSDP2 inside
+(``fully_shard`` over the group, micro-batches split by samples between the ranks,
+local gradient shards reduced over the quorum); a kill SIGKILLs every rank of the group.
+The header names the torchft installed and its process-group API.
+
 Usage::
 
     python benchmarks/bench_torchft.py              # table on stdout
@@ -76,7 +81,7 @@ def run(args):
     groups = 4
     base = {"layout": _layout(groups), "micro_batches": args.micro_batches, "steps": args.steps,
             "global_batch_size": 8 * groups * args.micro_batches, "dataset_size": 40 * groups * args.micro_batches,
-            "dtype": args.dtype}
+            "dtype": args.dtype, "ranks_per_group": args.ranks_per_group, "fsdp": args.ranks_per_group > 1}
     reference = reference_run(base)
     scale = max(float(p.abs().max()) for p in reference)
     rng = random.Random(args.seed)
@@ -97,6 +102,26 @@ def run(args):
     return rows
 
 
+def _torchft_version():
+    """The installed torchft distribution, its version and process-group API."""
+    import importlib.metadata
+
+    from spare_opt.torch.torchft_adapter import torchft_api
+
+    import torchft
+
+    for name in ("torchft-nightly", "torchft"):
+        try:
+            dist = importlib.metadata.distribution(name)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+        # The distribution whose files include the torchft package actually imported.
+        if any(os.path.abspath(str(dist.locate_file(f))) == os.path.abspath(torchft.__file__)
+               for f in dist.files or ()):
+            return {"distribution": name, "version": dist.version, "api": torchft_api()}
+    return {"distribution": "torchft", "version": "unknown", "api": torchft_api()}
+
+
 def _summary(rows, mode):
     killed = [r for r in rows if r["mode"] == mode and r["scenario"] != "fault-free"]
     differences = [r["relative_difference"] for r in killed]
@@ -112,19 +137,24 @@ def main(argv=None):
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--micro-batches", type=int, default=2)
     parser.add_argument("--dtype", choices=["float32", "float64"], default="float32")
+    parser.add_argument("--ranks-per-group", type=int, choices=[1, 2, 4, 8], default=1,
+                        help="processes per replica group, FSDP2 inside when more than 1 (default 1)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", action="store_true", help="print a JSON document instead of the table")
     args = parser.parse_args(argv)
     began = time.time()
     rows = run(args)
     summaries = [_summary(rows, mode) for mode in ("spare", "plain")]
-    document = {"machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
+    torchft = _torchft_version()
+    document = {"machine": {"python": platform.python_version(), "cpus": os.cpu_count()}, "torchft": torchft,
                 "settings": vars(args), "runs": rows, "summary": summaries, "seconds": time.time() - began}
     if args.json:
         json.dump(document, sys.stdout, indent=2)
         print()
         return
-    print(f"N = 4, consecutive r = 2, m = {args.micro_batches}, {args.steps} steps, {args.dtype}; "
+    print(f"{torchft['distribution']} {torchft['version']} ({torchft['api']} API); N = 4, consecutive r = 2, "
+          f"m = {args.micro_batches}, {args.ranks_per_group} rank(s) per group"
+          f"{' (FSDP2)' if args.ranks_per_group > 1 else ''}, {args.steps} steps, {args.dtype}; "
           "difference = max |p - p_fault_free| / max |p_fault_free| over the survivors")
     print(f"{'mode':6} {'scenario':36} {'survivors':12} {'difference':>11} {'recovery s':>11} {'step ms':>8} "
           f"{'failed':>6}")

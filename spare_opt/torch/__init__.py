@@ -39,13 +39,16 @@ from .randomness import RandomState, micro_batch_generator, micro_batch_rng, mic
 from .sampler import SpareBatchSampler, global_batch_indices
 from .step import SpareStep
 from .launch import EVICTED_EXIT, LAYOUT_EXIT, WIPE_OUT_EXIT, Supervisor, WorkerContext
-from .torchft_adapter import TorchFTMissingError, TorchFTPlan
+from .torchft_adapter import (LocalMicroBatch, NoQuorumError, TorchFTMissingError, TorchFTPlan, TorchFTStepError,
+                              torchft_api)
 
 __all__ = [
     "EVICTED_EXIT",
     "Evicted",
     "GroupTimeout",
     "LAYOUT_EXIT",
+    "LocalMicroBatch",
+    "NoQuorumError",
     "PlanBook",
     "RandomState",
     "ReplicaDivergence",
@@ -55,6 +58,7 @@ __all__ = [
     "Supervisor",
     "TorchFTMissingError",
     "TorchFTPlan",
+    "TorchFTStepError",
     "WIPE_OUT_EXIT",
     "WipeOut",
     "WorkerContext",
@@ -64,4 +68,5 @@ __all__ = [
     "micro_batch_rng",
     "micro_batch_seed",
     "plan_fingerprint",
+    "torchft_api",
 ]
