@@ -196,25 +196,36 @@ def command(ctx, trace_path, trace_format, time_unit, window, model_path, preset
             allreduce_latency_seconds, nodes_per_group, failures_per_1000_node_days, node_mtbf_hours, job_mttf_hours,
             job_nodes, repair_hours, no_elastic, no_redistribution, no_sensitivity, seeds,
             cycles, settings, workers, scheduler, plot_path, quick, output_path, verbose, as_json, force, quiet):
-    """The verdict: checkpointing alone, replication, SPARe and elastic on the same failures.
+    """The verdict: checkpointing alone, replication, SPARe, redistribution and elastic on the same failures.
 
     Runs checkpointing alone, replication with r in --rep-r, SPARe over the grid
-    --spare-r x --micro-batches (m = 1 always, m bounded by --global-batch) and the
-    elastic rule of TorchFT (with a trace or a failure model) on the failures of --trace (replayed --cycles times end
-    to end, so every strategy meets the trace's failure rate for its whole run), of
-    --failure-model, or of --preset (Weibull, paper semantics only), each setting with its own tuned checkpoint period (the Young/Daly T_c* of
-    its measured wipe-out rate, times 0.5 .. 2), over --seeds placements of the traced
-    nodes on the groups.  Prints one row per strategy at its best setting (and SPARe's
-    m = 1 beside its best): TTT/T0 with a 95% interval, availability, restarts, mean
-    step cost, the setting, its checkpoint period and its price (step cost, missing
-    batch for elastic, restarts for checkpointing), then every (r, m) tried (a table per
-    strategy) and the verdict line: the best exact strategy (the fault-free gradient)
-    and the best overall.  A strategy's best setting is the smallest r (then m) whose
-    mean lies in the 95% interval of the least TTT/T0.  At an N other than the trace's cluster size
-    the trace is fitted and scaled per node (the header says so).  -o FILE writes the
-    recommendation, a layout file (docs/cluster.md).  --json prints the rows as "strategies" (keys strategy,
-    redundancy, micro_batches, ttt_ratio, ttt_ci, availability, restarts,
-    mean_step_cost...) and every setting tried as "settings".  See docs/repair.md.
+    --spare-r x --micro-batches (m = 1 always; with --global-batch, the largest m it
+    allows and the powers of two below it), redistribution (SPARe with every survivor
+    allowed to take any micro-batch, r = N) and the elastic rule of TorchFT (these two
+    with a trace, a failure model or a failure rate) on the failures of --trace
+    (replayed --cycles times end to end), of --failure-model, of a rate
+    (--failures-per-1000-node-days, --node-mtbf-hours, --job-mttf-hours with
+    --job-nodes), or of --preset (Weibull, paper semantics only), each setting with its
+    own tuned checkpoint period (the Young/Daly T_c* of its measured wipe-out rate,
+    times 0.5 .. 2), over --seeds placements of the traced nodes on the groups.
+
+    Prints one row per strategy at its best setting (and SPARe's m = 1 beside its
+    best): TTT/T0 with a 95% interval and its parts, which add up to it (steps at their
+    step cost, patch compute, work lost, restarts, saves), restarts, the step cost, the
+    checkpoint period and the price (step cost; more steps for the same samples for
+    elastic; restarts for checkpointing), the input each group reads per step (r shard
+    types against all N), every (r, m) tried and the verdict line: the best exact
+    strategy (the fault-free gradient) and the best overall, then whether the verdict
+    changes at half and double the all-reduce time.  The header says where the
+    all-reduce came from: --allreduce-seconds, the ring model (--gradient-bytes,
+    --bandwidth-bytes-per-second), or the paper's line, which is not extrapolated past
+    N = 1000.  A strategy's best setting is the smallest r (then m) whose mean lies in
+    the 95% interval of the least TTT/T0.  At an N other than the trace's cluster size,
+    or with --nodes-per-group, the trace is fitted and scaled per node (the header says
+    so).  -o FILE writes the recommendation, a layout file of the best exact SPARe
+    setting whose metadata names the strategy chosen and everything the run used
+    (docs/cluster.md).  --json prints the rows as "strategies" and every setting tried
+    as "settings".  See docs/repair.md.
     """
     rates = {name: value for name, value in (("failures_per_1000_node_days", failures_per_1000_node_days),
                                              ("node_mtbf_hours", node_mtbf_hours),

@@ -251,9 +251,12 @@ class CompareResult(Result):
     Every row (and setting) also has ``exact`` (the gradient equals the fault-free
     one: every strategy but elastic) and ``price``: what the strategy pays, as
     ``{"kind": ..., "value": ...}``: the mean step cost for SPARe and replication,
-    the restarts for checkpointing alone, the missing share of the global batch for
-    elastic (with ``short_batch_share``, the share of steps with a short batch; the
-    elastic row also has ``mean_batch_fraction`` and ``short_batch_share``).  A
+    the restarts for checkpointing alone, and for elastic ``"steps for the same
+    samples"``: ``steps_per_sample``, ``1 / mean_batch_fraction`` (a step takes a
+    fault-free step's time but trains a short batch, so the same samples take more
+    steps), with ``missing_batch`` and ``short_batch_share`` (the share of steps with
+    a short batch; the elastic row also has ``mean_batch_fraction``,
+    ``short_batch_share`` and ``steps_per_sample``).  A
     SPARe row with ``paper_row`` true is the best ``m = 1`` setting, shown beside the
     best when that has a larger ``m``.
     scaling : str or None
@@ -554,7 +557,7 @@ def _name(row):
 
 
 def _price_text(row):
-    """The price column: step cost (SPARe, Rep), missing batch (elastic), restarts (checkpointing)."""
+    """The price column: step cost (SPARe, Rep, redistribution), steps for the same samples (elastic), restarts."""
     price = row.get("price")
     if price is None:
         return "-"
@@ -988,7 +991,7 @@ def compare(params, *, trace=None, semantics="repair", rep_redundancies=DEFAULT_
         groups out is the counting bound ``ceil(m N / (N - k)) / m`` (closed form, no
         layout is built), no wipe-out until every group is down; under the paper's
         semantics a restart is taken at :func:`redistribution_restart_threshold`
-        groups out.  With a trace or a fault model only.
+        groups out.  With a trace or a fault model and SPARe settings only.
     nodes_per_group : int, default 1
         Nodes of one DP group: a group fails when any of its nodes fails and its
         repair ends when that node's does (:func:`per_group_model`); a trace is then
@@ -1081,13 +1084,13 @@ def compare(params, *, trace=None, semantics="repair", rep_redundancies=DEFAULT_
     seeds = check.count("seeds", seeds)
     include_ckpt = check.flag("include_ckpt", include_ckpt)
     include_elastic = check.flag("include_elastic", include_elastic)
-    include_redistribution = check.flag("include_redistribution", include_redistribution) and n >= 2
+    # beside the stacked settings: without SPARe settings there is nothing to set it against
+    include_redistribution = check.flag("include_redistribution", include_redistribution) and n >= 2 and \
+        bool(spare_redundancies)
     allreduce_sensitivity = check.flag("allreduce_sensitivity", allreduce_sensitivity)
     semantics = check.choice("semantics", semantics, SEMANTICS)
     overhead = check.number("micro_batch_overhead_seconds", micro_batch_overhead_seconds, minimum=0.0)
     nodes_per_group = check.count("nodes_per_group", nodes_per_group)
-    params, allreduce = _allreduce_source(params, allreduce_seconds, gradient_bytes, bandwidth_bytes_per_second,
-                                          allreduce_latency_seconds)
     if trace is None and trace_nodes is not None:
         raise ParameterError("trace_nodes is the size of a trace's cluster: give the trace too")
     if trace is not None and trace_nodes is not None:  # against the whole file: a window names fewer nodes
@@ -1105,6 +1108,8 @@ def compare(params, *, trace=None, semantics="repair", rep_redundancies=DEFAULT_
     ms = [check_micro_batches(m, params.groups) for m in ms]  # N m bounded before any work
     if grid_note:
         notes.append(grid_note)
+    params, allreduce = _allreduce_source(params, allreduce_seconds, gradient_bytes, bandwidth_bytes_per_second,
+                                          allreduce_latency_seconds)
     cycles = check.count("cycles", cycles, maximum=MAX_CYCLES)
     params = replace(params, max_wall_factor=float(cycles))
     scaling = None
