@@ -219,7 +219,7 @@ def test_nodes_per_group_2_doubles_the_group_failure_rate_of_a_scaled_trace(smal
     assert two.system_mtbf_seconds == pytest.approx(one.system_mtbf_seconds / 2)
     assert "each group of 2 nodes" in text
     # the groups' failures as the simulation draws them (checkpointing alone: every failure counted, paper semantics)
-    counts = [model_events(model, 48, "ckpt", 1, horizon_seconds=200 * 86400.0, seed=5).counts["used"]
+    counts = [model_events(model, 48, "ckpt", 1, horizon_seconds=120 * 86400.0, seed=5).counts["used"]
               for model in (one, two)]
     ratio, sigma = counts[1] / counts[0], 2.0 * math.sqrt(1 / counts[0] + 1 / counts[1])
     assert abs(ratio - 2.0) < 3 * sigma  # Poisson counts: within three standard errors

@@ -386,14 +386,18 @@ class CompareResult(Result):
             failures = f"trace {self.source} ({rate}, replayed {self.cycles}x end to end)"
         elif kind == "failure model":
             model = self.failures["model"]
-            repairs = model["repairs"]
+            repairs = model.get("repairs")
             per = "" if self.failures["nodes_per_group"] == 1 else \
                 f", {self.failures['nodes_per_group']} nodes per group (node MTBF " \
                 f"{self.failures['node_mtbf_seconds'] / 86400:.3g} days)"
-            failures = (f"failures and repairs drawn from the {self.source} (group MTBF "
+            what = "failures and repairs" if repairs else "failures"
+            origin = f"the {self.source}" if self.failures.get("path") else self.failures.get("description") or \
+                self.source
+            fixed = "" if not repairs else \
+                f", repairs {repairs['distribution']}, median {repairs['median_seconds'] / 3600:.3g} h"
+            failures = (f"{what} drawn from {origin} (group MTBF "
                         f"{self.failures['group_mtbf_seconds'] / 86400:.3g} days{per}, Weibull k = "
-                        f"{model['weibull_shape']:g}, repairs {repairs['distribution']}, median "
-                        f"{repairs['median_seconds'] / 3600:.3g} h)")
+                        f"{model['weibull_shape']:g}{fixed})")
         elif self.source != "preset":
             failures = f"failures and repairs drawn from the {self.source}"
         else:
@@ -1294,7 +1298,7 @@ def compare(params, *, trace=None, semantics="repair", rep_redundancies=DEFAULT_
         f"failure model {failures_path}" if failures_path is not None else
         f"failure model {fault_model.source or ''}".strip())
     failures = _failure_record(params, trace, fault_model, fitted_from, failures_path, nodes_per_group,
-                               group_mtbf, cycles)
+                               group_mtbf, cycles, semantics)
     grid = {"rep_redundancies": list(reps), "spare_redundancies": list(spares), "micro_batches": list(ms),
             "period_factors": list(factors), "seeds": seeds, "cycles": cycles, "include_ckpt": include_ckpt,
             "include_elastic": include_elastic,
@@ -1392,7 +1396,8 @@ def _model_record(model):
                         "sigma": model.repair_sigma, "mean_seconds": model.repair_mean_seconds}}
 
 
-def _failure_record(params, trace, fault_model, fitted_from, failures_path, nodes_per_group, group_mtbf, cycles):
+def _failure_record(params, trace, fault_model, fitted_from, failures_path, nodes_per_group, group_mtbf, cycles,
+                    semantics):
     """What the verdict's failures were, as the recommendation records them (only what was used)."""
     if trace is not None:
         path = trace.source
@@ -1414,8 +1419,11 @@ def _failure_record(params, trace, fault_model, fitted_from, failures_path, node
         record = {"kind": "failure model", "path": None if failures_path is None else str(failures_path),
                   "fingerprint": _file_fingerprint(failures_path, lambda: _model_bytes(fault_model)),
                   "description": fault_model.source}
+    model = _model_record(fault_model)
+    if semantics == "paper":  # no group rejoins: the model's repairs are not used
+        del model["repairs"]
     record.update(nodes_per_group=nodes_per_group, group_mtbf_seconds=group_mtbf,
-                  node_mtbf_seconds=group_mtbf * nodes_per_group, model=_model_record(fault_model))
+                  node_mtbf_seconds=group_mtbf * nodes_per_group, model=model)
     return record
 
 

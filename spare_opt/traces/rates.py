@@ -107,7 +107,7 @@ def failure_model_from_rates(groups, *, node_mtbf_seconds=None, failures_per_100
                                       failures_per_1000_node_days=failures_per_1000_node_days,
                                       job_mttf_seconds=job_mttf_seconds, job_nodes=job_nodes)
     if repair_median_seconds is None:
-        repair, text = mtbf, text + ", no repair time (paper semantics)"
+        repair = mtbf  # a placeholder: without a repair time the model is for the paper's semantics
     else:
         repair = check.number("repair_median_seconds", repair_median_seconds, above=0.0)
         text += f", repairs median {repair / 3600:.3g} h"
