@@ -274,6 +274,21 @@ def test_redistribution_load_is_the_counting_bound_never_above_a_stacked_layout(
         assert set(spread.step_costs.tolist()) <= bounds | {1.0}
 
 
+def test_the_closed_form_equals_the_exact_planner_on_the_full_layout():
+    from itertools import combinations
+
+    from spare_opt.layouts.generators import consecutive
+    from spare_opt.planning.exact import plan_reorder
+
+    n = 6
+    full = consecutive(n, n)  # every group holds every shard type: r = N
+    for m in (1, 2, 3):
+        for k in range(n):
+            for failed in combinations(range(n), k):
+                plan = plan_reorder(full, list(failed), micro_batches=m)
+                assert plan.masked and plan.load == -(-m * n // (n - k))
+
+
 def test_the_redistribution_row_is_never_worse_than_a_stacked_rows_step_cost():
     # A sparse trace: the stacked layout never wipes out, so both see the same groups out at every instant (a
     # wipe-out restarts every group, repairs included, which can lower a stacked row's mean step cost).

@@ -233,8 +233,9 @@ class _Outcomes:
 
     def _redistribute_outcome(self):
         """Redistribution (``r = N``): the counting bound ``ceil(m N / (N - k)) / m`` layers, ``k`` groups out."""
-        live = self.groups - self.out
-        return 1, -(-self.m * self.groups // live) / self.m
+        from ..planning.plan import lower_bound
+
+        return 1, lower_bound(self.groups, self.out, self.m) / self.m
 
     def fail(self, groups):
         if self.strategy == "ckpt":
