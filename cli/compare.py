@@ -316,10 +316,8 @@ def command(ctx, trace_path, trace_format, time_unit, window, model_path, preset
     elif gradient_bytes is not None:  # the ring model's time counts the steps too (compare records the model)
         from spare_opt.simulation.parameters import ring_allreduce_seconds
 
-        groups_for_ring = groups if groups is not None else None
-        if groups_for_ring is not None:
-            overrides["allreduce_seconds"] = ring_allreduce_seconds(groups_for_ring, gradient_bytes,
-                                                                    bandwidth_bytes_per_second,
+        if groups is not None:  # else N comes from the trace: set below, once it is known
+            overrides["allreduce_seconds"] = ring_allreduce_seconds(groups, gradient_bytes, bandwidth_bytes_per_second,
                                                                     allreduce_latency_seconds or 0.0)
     given_allreduce = overrides.get("allreduce_seconds") if gradient_bytes is None else None
     rate_shape = overrides.pop("weibull_shape", None) if rates else None
@@ -331,13 +329,15 @@ def command(ctx, trace_path, trace_format, time_unit, window, model_path, preset
     params = compare_parameters(
         preset, groups, trace=trace, trace_nodes=traced, restart_seconds=restart_seconds,
         save_seconds=save_seconds, step_seconds=step_seconds, time_scale=time_scale, steps=steps, **overrides)
-    if gradient_bytes is not None and groups is None:  # N came from the trace: the ring at that N
-        from dataclasses import replace as _replace
-
+    if gradient_bytes is not None and groups is None:  # N came from the trace: the ring at that N counts the steps
         from spare_opt.simulation.parameters import ring_allreduce_seconds
 
-        params = _replace(params, allreduce_seconds=ring_allreduce_seconds(
-            params.groups, gradient_bytes, bandwidth_bytes_per_second, allreduce_latency_seconds or 0.0))
+        overrides["allreduce_seconds"] = ring_allreduce_seconds(params.groups, gradient_bytes,
+                                                                bandwidth_bytes_per_second,
+                                                                allreduce_latency_seconds or 0.0)
+        params = compare_parameters(
+            preset, groups, trace=trace, trace_nodes=traced, restart_seconds=restart_seconds,
+            save_seconds=save_seconds, step_seconds=step_seconds, time_scale=time_scale, steps=steps, **overrides)
     if rates:
         from spare_opt.traces.rates import failure_model_from_rates
 

@@ -80,7 +80,8 @@ DEFAULT_COMPARE_FACTORS = (0.5, 0.7, 1.0, 1.4, 2.0)
 DEFAULT_CYCLES = 2
 #: Most copies of the trace: beyond it a run is far past any useful TTT/T0 and the walks grow without bound.
 MAX_CYCLES = 100
-#: The grid of ``compare --quick``: a first look (fewer settings, seeds and periods).
+#: The grid of ``compare --quick``: a first look (fewer settings, seeds and periods); its ``micro_batches``
+#: apply without a global batch only (with one, the m of :func:`micro_batch_grid`, as without ``--quick``).
 QUICK_COMPARE = {"rep_redundancies": (2,), "spare_redundancies": (3, 5), "micro_batches": (1, 16), "seeds": 2,
                  "period_factors": (0.7, 1.0, 1.4)}
 #: Names of the strategies in tables and figures.
@@ -1078,9 +1079,6 @@ def compare(params, *, trace=None, semantics="repair", rep_redundancies=DEFAULT_
     check_params(params)
     n = params.groups
     notes = []
-    inputs = {"params": params, "trace": trace, "fault_model": fault_model, "window": window,
-              "trace_nodes": trace_nodes, "trace_scaling": trace_scaling, "micro_batches": micro_batches,
-              "global_batch": global_batch, "period_factors": period_factors}
     reps = check.integers("rep redundancies", rep_redundancies, minimum=1, maximum=n) if rep_redundancies else []
     spares = check.integers("spare redundancies", spare_redundancies, minimum=2, maximum=n) \
         if spare_redundancies else []
