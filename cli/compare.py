@@ -125,14 +125,45 @@ def _shown(values):
               show_default=True, metavar="R,R", help="Replication degrees (empty list: none).")
 @click.option("--spare-r", "spare_redundancies", callback=_integer_list, default=_shown(DEFAULT_COMPARE_SPARE),
               show_default=True, metavar="R,R", help="SPARe redundancies of the grid.")
-@click.option("--micro-batches", "micro_batches", callback=_integer_list,
-              default=_shown(DEFAULT_COMPARE_MICRO_BATCHES), show_default=True, metavar="M,M",
-              help="SPARe micro-batches per shard type of the grid (1: the paper's whole shards).")
+@click.option("--micro-batches", "micro_batches", callback=_integer_list, default=None, metavar="M,M",
+              help="SPARe micro-batches per shard type of the grid (1: the paper's whole shards).  Default: with "
+                   "--global-batch, the largest m it allows, floor(B / N), and the powers of two below it; without, "
+                   f"{_shown(DEFAULT_COMPARE_MICRO_BATCHES)}.  A list given gets 1 and floor(B / N) added; the notes "
+                   "say which m were tried and why.")
 @global_batch_option
 @micro_batch_overhead_option
 @allreduce_option
+@click.option("--gradient-bytes", "gradient_bytes", type=FloatRange(min=0, min_open=True), default=None,
+              metavar="BYTES", help="Gradient bytes each group all-reduces per step: with "
+                                    "--bandwidth-bytes-per-second, the all-reduce is the ring model "
+                                    "2 (N-1)/N x BYTES / BANDWIDTH + --allreduce-latency-seconds.")
+@click.option("--bandwidth-bytes-per-second", "bandwidth_bytes_per_second", type=FloatRange(min=0, min_open=True),
+              default=None, metavar="B/S", help="Bus bandwidth of one ring link, bytes per second (with "
+                                                "--gradient-bytes).")
+@click.option("--allreduce-latency-seconds", "allreduce_latency_seconds", type=FloatRange(min=0), default=None,
+              metavar="SEC", help="Fixed latency of the ring model's all-reduce (default: 0).")
+@click.option("--nodes-per-group", "nodes_per_group", type=IntegerRange(min=1), default=None, metavar="G",
+              help="Nodes of one DP group (default: 1): a group fails when any of its nodes fails, its repair ends "
+                   "when that node's does; a --trace is then fitted and scaled.")
+@click.option("--failures-per-1000-node-days", "failures_per_1000_node_days",
+              type=FloatRange(min=0, min_open=True), default=None, metavar="RATE",
+              help="Failures as a rate: failures per 1,000 node-days (Meta's RSC-1: 6.50), instead of --trace or "
+                   "--failure-model (docs/cluster.md).")
+@click.option("--node-mtbf-hours", "node_mtbf_hours", type=FloatRange(min=0, min_open=True), default=None,
+              metavar="H", help="Failures as a rate: one node's MTBF, hours.")
+@click.option("--job-mttf-hours", "job_mttf_hours", type=FloatRange(min=0, min_open=True), default=None,
+              metavar="H", help="Failures as a rate: a job's mean time to failure, hours, on --job-nodes nodes.")
+@click.option("--job-nodes", "job_nodes", type=IntegerRange(min=1), default=None, metavar="NODES",
+              help="The nodes of the job whose MTTF --job-mttf-hours gives.")
+@click.option("--repair-hours", "repair_hours", type=FloatRange(min=0, min_open=True), default=None, metavar="H",
+              help="With a failure rate: the median repair time, hours (repair semantics; without it, paper "
+                   "semantics).  The rate's Weibull shape is --set weibull_shape=K (default 1, exponential).")
 @click.option("--no-elastic", "no_elastic", is_flag=True, default=False,
               help="Leave out the elastic strategy (TorchFT / FT-HSDP: live replicas go on with a smaller batch).")
+@click.option("--no-redistribution", "no_redistribution", is_flag=True, default=False,
+              help="Leave out redistribution (SPARe r = N: every survivor may take any micro-batch).")
+@click.option("--no-sensitivity", "no_sensitivity", is_flag=True, default=False,
+              help="Skip the runs at half and double the all-reduce time (the sensitivity line).")
 @click.option("--seeds", type=IntegerRange(min=1), default=3, show_default=True,
               help="Seeds per setting: placements of the traced nodes on the groups, and the jitter.")
 @click.option("--cycles", type=IntegerRange(min=1, max=MAX_CYCLES), default=DEFAULT_CYCLES, show_default=True,
@@ -145,8 +176,8 @@ def _shown(values):
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None, metavar="FILE.png",
               help="Write the figure: TTT/T0 of every setting tried (needs matplotlib).")
 @click.option("--quick", is_flag=True,
-              help="A first look: a small grid (--rep-r 2, --spare-r 3,5, --micro-batches 1,16), 2 seeds and "
-                   "3 checkpoint periods; options given explicitly still win.")
+              help="A first look: a small grid (--rep-r 2, --spare-r 3,5, the m of --global-batch or else "
+                   "--micro-batches 1,16), 2 seeds and 3 checkpoint periods; options given explicitly still win.")
 @click.option("--output", "-o", "output_path", type=click.Path(dir_okay=False), default=None, metavar="FILE",
               help="Write the recommendation: a layout file of SPARe's chosen setting (plan and validate read "
                    "it) whose metadata holds m, the checkpoint period, the chosen strategy, the inputs assumed, "
@@ -162,31 +193,66 @@ def _shown(values):
 @deprecated_alias("--ckpt-save-seconds", "--save-seconds", "save_seconds", type=FloatRange(min=0, min_open=True))
 def command(ctx, trace_path, trace_format, time_unit, window, model_path, preset, groups, nodes, restart_seconds, save_seconds,
             heal_seconds, step_seconds, time_scale, steps, semantics, rep_redundancies, spare_redundancies, micro_batches,
-            global_batch, micro_batch_overhead_seconds, allreduce_seconds, no_elastic, seeds,
+            global_batch, micro_batch_overhead_seconds, allreduce_seconds, gradient_bytes, bandwidth_bytes_per_second,
+            allreduce_latency_seconds, nodes_per_group, failures_per_1000_node_days, node_mtbf_hours, job_mttf_hours,
+            job_nodes, repair_hours, no_elastic, no_redistribution, no_sensitivity, seeds,
             cycles, settings, workers, scheduler, plot_path, quick, output_path, verbose, as_json, force, quiet):
-    """The verdict: checkpointing alone, replication, SPARe and elastic on the same failures.
+    """The verdict: checkpointing alone, replication, SPARe, redistribution and elastic on the same failures.
 
     Runs checkpointing alone, replication with r in --rep-r, SPARe over the grid
-    --spare-r x --micro-batches (m = 1 always, m bounded by --global-batch) and the
-    elastic rule of TorchFT (with a trace or a failure model) on the failures of --trace (replayed --cycles times end
-    to end, so every strategy meets the trace's failure rate for its whole run), of
-    --failure-model, or of --preset (Weibull, paper semantics only), each setting with its own tuned checkpoint period (the Young/Daly T_c* of
-    its measured wipe-out rate, times 0.5 .. 2), over --seeds placements of the traced
-    nodes on the groups.  Prints one row per strategy at its best setting (and SPARe's
-    m = 1 beside its best): TTT/T0 with a 95% interval, availability, restarts, mean
-    step cost, the setting, its checkpoint period and its price (step cost, missing
-    batch for elastic, restarts for checkpointing), then every (r, m) tried (a table per
-    strategy) and the verdict line: the best exact strategy (the fault-free gradient)
-    and the best overall.  A strategy's best setting is the smallest r (then m) whose
-    mean lies in the 95% interval of the least TTT/T0.  At an N other than the trace's cluster size
-    the trace is fitted and scaled per node (the header says so).  -o FILE writes the
-    recommendation, a layout file (docs/cluster.md).  --json prints the rows as "strategies" (keys strategy,
-    redundancy, micro_batches, ttt_ratio, ttt_ci, availability, restarts,
-    mean_step_cost...) and every setting tried as "settings".  See docs/repair.md.
+    --spare-r x --micro-batches (m = 1 always; with --global-batch, the largest m it
+    allows and the powers of two below it), redistribution (SPARe with every survivor
+    allowed to take any micro-batch, r = N) and the elastic rule of TorchFT (these two
+    with a trace, a failure model or a failure rate) on the failures of --trace
+    (replayed --cycles times end to end), of --failure-model, of a rate
+    (--failures-per-1000-node-days, --node-mtbf-hours, --job-mttf-hours with
+    --job-nodes), or of --preset (Weibull, paper semantics only), each setting with its
+    own tuned checkpoint period (the Young/Daly T_c* of its measured wipe-out rate,
+    times 0.5 .. 2), over --seeds placements of the traced nodes on the groups.
+
+    Prints one row per strategy at its best setting (and SPARe's m = 1 beside its
+    best): TTT/T0 with a 95% interval and its parts, which add up to it (steps at their
+    step cost, patch compute, work lost, restarts, saves), restarts, the step cost, the
+    checkpoint period and the price (step cost; more steps for the same samples for
+    elastic; restarts for checkpointing), the input each group reads per step (r shard
+    types against all N), every (r, m) tried and the verdict line: the best exact
+    strategy (the fault-free gradient) and the best overall, then whether the verdict
+    changes at half and double the all-reduce time.  The header says where the
+    all-reduce came from: --allreduce-seconds, the ring model (--gradient-bytes,
+    --bandwidth-bytes-per-second), or the paper's line, which is not extrapolated past
+    N = 1000.  A strategy's best setting is the smallest r (then m) whose mean lies in
+    the 95% interval of the least TTT/T0.  At an N other than the trace's cluster size,
+    or with --nodes-per-group, the trace is fitted and scaled per node (the header says
+    so).  -o FILE writes the recommendation, a layout file of the best exact SPARe
+    setting whose metadata names the strategy chosen and everything the run used
+    (docs/cluster.md).  --json prints the rows as "strategies" and every setting tried
+    as "settings".  See docs/repair.md.
     """
     trace_path, model_path, trace_format, time_unit, time_scale, window, nodes = cluster_failure_sources(
         ctx, trace_path=trace_path, model_path=model_path, trace_format=trace_format, time_unit=time_unit,
         time_scale=time_scale, window=window, nodes=nodes)
+    rates = {name: value for name, value in (("failures_per_1000_node_days", failures_per_1000_node_days),
+                                             ("node_mtbf_hours", node_mtbf_hours),
+                                             ("job_mttf_hours", job_mttf_hours)) if value is not None}
+    if len(rates) > 1:
+        refuse_unused("--" + sorted(rates)[1].replace("_", "-"), "and --" + sorted(rates)[0].replace("_", "-") +
+                      " are two failure rates: give one")
+    if rates and (trace_path is not None or model_path is not None):
+        refuse_unused("--" + next(iter(rates)).replace("_", "-"),
+                      "is a source of failures, as --trace and --failure-model are: give one")
+    if (job_nodes is None) != (job_mttf_hours is None):
+        refuse_unused("--job-nodes" if job_mttf_hours is None else "--job-mttf-hours",
+                      "needs --job-mttf-hours" if job_mttf_hours is None else "needs --job-nodes")
+    if repair_hours is not None and not rates:
+        refuse_unused("--repair-hours", "goes with a failure rate (--failures-per-1000-node-days, --node-mtbf-hours, "
+                      "--job-mttf-hours); a trace or a failure model has its own repairs")
+    if (gradient_bytes is None) != (bandwidth_bytes_per_second is None):
+        refuse_unused("--gradient-bytes" if bandwidth_bytes_per_second is None else "--bandwidth-bytes-per-second",
+                      "needs --bandwidth-bytes-per-second" if bandwidth_bytes_per_second is None
+                      else "needs --gradient-bytes")
+    if allreduce_latency_seconds is not None and gradient_bytes is None:
+        refuse_unused("--allreduce-latency-seconds", "is part of the ring model: give --gradient-bytes and "
+                      "--bandwidth-bytes-per-second")
     if trace_path is None:
         for name, option in (("trace_format", "--format"), ("time_unit", "--time-unit"),
                              ("time_scale", "--time-scale"), ("window", "--window"), ("nodes", "--nodes")):
@@ -206,6 +272,8 @@ def command(ctx, trace_path, trace_format, time_unit, window, model_path, preset
         for name in ("rep_redundancies", "spare_redundancies", "micro_batches", "seeds"):
             if not given(ctx, name):
                 grid[name] = QUICK_COMPARE[name]
+        if global_batch is not None and not given(ctx, "micro_batches"):
+            grid["micro_batches"] = None  # the m the batch allows, as without --quick
         grid["period_factors"] = QUICK_COMPARE["period_factors"]
     rep_redundancies = grid.get("rep_redundancies", rep_redundancies)
     spare_redundancies = grid.get("spare_redundancies", spare_redundancies)
@@ -235,17 +303,28 @@ def command(ctx, trace_path, trace_format, time_unit, window, model_path, preset
 
         fault_model = FailureModel.load(model_path)
     if preset is None:
-        preset = "trace-400" if trace is not None or fault_model is not None else "paper-600k"
+        preset = "trace-400" if trace is not None or fault_model is not None or rates else "paper-600k"
     if semantics is None:
-        semantics = "repair" if trace is not None or fault_model is not None else "paper"
-    elif semantics == "repair" and trace is None and fault_model is None:
+        semantics = "repair" if trace is not None or fault_model is not None or repair_hours is not None \
+            else "paper"
+    if rates and semantics == "repair" and repair_hours is None:
+        refuse_unused("--semantics repair", "with a failure rate needs --repair-hours")
+    elif semantics == "repair" and trace is None and fault_model is None and not rates:
         refuse_unused("--semantics repair", "needs the repair times of a --trace or a --failure-model")
     if semantics == "paper" and given(ctx, "heal_seconds"):
         refuse_unused("--heal-seconds", "applies to --semantics repair only (paper semantics has no rejoin)")
-    if no_elastic and trace is None and fault_model is None:
+    if no_elastic and trace is None and fault_model is None and not rates:
         refuse_unused("--no-elastic", "does nothing without --trace or --failure-model (elastic needs them)")
     if allreduce_seconds is not None:  # before the steps of one trace span are counted
         overrides["allreduce_seconds"] = allreduce_seconds
+    elif gradient_bytes is not None:  # the ring model's time counts the steps too (compare records the model)
+        from spare_opt.simulation.parameters import ring_allreduce_seconds
+
+        if groups is not None:  # else N comes from the trace: set below, once it is known
+            overrides["allreduce_seconds"] = ring_allreduce_seconds(groups, gradient_bytes, bandwidth_bytes_per_second,
+                                                                    allreduce_latency_seconds or 0.0)
+    given_allreduce = overrides.get("allreduce_seconds") if gradient_bytes is None else None
+    rate_shape = overrides.pop("weibull_shape", None) if rates else None
     if nodes is not None and trace is None:  # from a --cluster file (on the command line it needs --trace)
         click.echo("Warning: --cluster: [failures] nodes is the size of a trace's cluster and there is no trace "
                    "(ignored)", err=True)
@@ -254,6 +333,24 @@ def command(ctx, trace_path, trace_format, time_unit, window, model_path, preset
     params = compare_parameters(
         preset, groups, trace=trace, trace_nodes=traced, restart_seconds=restart_seconds,
         save_seconds=save_seconds, step_seconds=step_seconds, time_scale=time_scale, steps=steps, **overrides)
+    if gradient_bytes is not None and groups is None:  # N came from the trace: the ring at that N counts the steps
+        from spare_opt.simulation.parameters import ring_allreduce_seconds
+
+        overrides["allreduce_seconds"] = ring_allreduce_seconds(params.groups, gradient_bytes,
+                                                                bandwidth_bytes_per_second,
+                                                                allreduce_latency_seconds or 0.0)
+        params = compare_parameters(
+            preset, groups, trace=trace, trace_nodes=traced, restart_seconds=restart_seconds,
+            save_seconds=save_seconds, step_seconds=step_seconds, time_scale=time_scale, steps=steps, **overrides)
+    if rates:
+        from spare_opt.traces.rates import failure_model_from_rates
+
+        fault_model = failure_model_from_rates(
+            params.groups, failures_per_1000_node_days=failures_per_1000_node_days,
+            node_mtbf_seconds=None if node_mtbf_hours is None else node_mtbf_hours * 3600.0,
+            job_mttf_seconds=None if job_mttf_hours is None else job_mttf_hours * 3600.0, job_nodes=job_nodes,
+            weibull_shape=1.0 if rate_shape is None else rate_shape,
+            repair_median_seconds=None if repair_hours is None else repair_hours * 3600.0)
     # The default (or --quick) grids were chosen for large N: leave out what this N cannot hold, and say so;
     # values given on the command line are the user's, and the library refuses those above N.
     if not given(ctx, "rep_redundancies"):
@@ -268,8 +365,13 @@ def command(ctx, trace_path, trace_format, time_unit, window, model_path, preset
                          cycles=cycles, workers=workers, executor=executor, progress=progress,
                          include_elastic=not no_elastic, global_batch=global_batch,
                          micro_batch_overhead_seconds=micro_batch_overhead_seconds,
-                         on_setting=_announce if verbose else None,
+                         on_setting=_announce if verbose else None, allreduce_seconds=given_allreduce,
+                         gradient_bytes=gradient_bytes, bandwidth_bytes_per_second=bandwidth_bytes_per_second,
+                         allreduce_latency_seconds=allreduce_latency_seconds or 0.0,
+                         include_redistribution=not no_redistribution, allreduce_sensitivity=not no_sensitivity,
+                         nodes_per_group=nodes_per_group or 1, failures_path=model_path,
                          **({"period_factors": grid["period_factors"]} if quick else {}))
+    result.grid["quick"] = bool(quick)
     if trace is not None and nodes is None and not trace.cluster_nodes:
         # The verdict's own notes say what it did; what the command line assumed is said here.
         result.notes.append(f"the trace's cluster is taken as {traced:,} nodes: the file gives no cluster size and "
@@ -288,8 +390,16 @@ def command(ctx, trace_path, trace_format, time_unit, window, model_path, preset
     if written is not None:
         click.echo(f"figure written to {written}", err=as_json)
     if recommended is not None:
-        click.echo(f"recommendation written to {recommended} (a layout file: plan and validate read it)",
-                   err=as_json)
+        spare = result.best("spare")
+        setting = f"r = {spare['redundancy']}, m = {spare['micro_batches']}"
+        held = result.held_line()
+        if held is None:
+            click.echo(f"recommendation written to {recommended}: SPARe {setting}, the verdict's choice (a layout "
+                       "file: plan and validate read it)", err=as_json)
+        else:
+            click.echo(f"recommendation written to {recommended}: SPARe was NOT chosen; the file holds the best "
+                       f"exact SPARe setting, {setting}, for a job that deploys SPARe (recommendation.chosen_strategy "
+                       "names the verdict's choice)", err=as_json)
 
 
 def _within_groups(values, groups, option):

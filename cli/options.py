@@ -399,8 +399,9 @@ micro_batch_overhead_option = click.option(
          "type; 0 keeps the figures without it.")
 allreduce_option = click.option(
     "--allreduce-seconds", "allreduce_seconds", type=FloatRange(min=0), default=None, metavar="SEC",
-    help="All-reduce time per step (default: the paper's line in N, fitted on N = 200-1000; a note names the "
-         "value when it is extrapolated).")
+    help="All-reduce time per step (default: the paper's line in N, fitted on N = 200-1000; past N = 1000 "
+         "simulate and tune note the extrapolated value, compare refuses it and asks for a measured time or "
+         "the ring model's --gradient-bytes and --bandwidth-bytes-per-second).")
 window_option = click.option(
     "--window", "window", nargs=2, type=str, default=None, metavar="START END",
     help="Observation window of the trace: days from its origin, or ISO-8601 dates (a CSV log with timestamps).  "

@@ -439,9 +439,11 @@ def _verdict_digest(verdict):
 _VERDICT_LEGEND = (
     "The verdicts below bring repaired groups back (repair semantics), unlike the replay above (the paper's\n"
     "semantics: a failed group stays out until a global restart), so they see far fewer wipe-outs.\n"
-    "TTT/T0: wall-clock time to train over the fault-free time (1 is no loss); availability: the share of\n"
-    "wall time that makes progress which is kept; restarts: global restarts per run; step cost: layers of\n"
-    "work per step (1 fault-free; SPARe pays S with whole shards, L*/m with m micro-batches)."
+    "TTT/T0: wall-clock time to train over the fault-free time (1 is no loss), the sum of its parts: steps\n"
+    "(committed steps at their step cost; elastic: more steps for the same samples), patch (patch compute,\n"
+    "shrink, controller), lost (work redone after wipe-outs), restart and saves, each over T0; restarts:\n"
+    "global restarts per run; step cost: layers of work per step (1 fault-free; SPARe pays S with whole\n"
+    "shards, L*/m with m micro-batches; redistribution, r = N, the counting bound ceil(m N / (N - k)) / m)."
 )
 
 
@@ -458,13 +460,16 @@ def _verdict_lines(verdict):
              f"Rep r in {reps}, SPARe r in {rs}, m in {ms}; spare-opt compare runs the full one):"]
     # the rows hold SPARe's m = 1 (the paper's) beside its best m, and elastic with its price
     for row in verdict.strategies:
-        setting = "" if row["strategy"] in ("ckpt", "elastic") else f" r={row['redundancy']}" + (
-            f" m={row['micro_batches']}" if row["strategy"] == "spare" else "")
+        setting = "" if row["strategy"] in ("ckpt", "elastic") else (
+            " r=N" if row["strategy"] == "redistribute" else f" r={row['redundancy']}") + (
+            f" m={row['micro_batches']}" if row["strategy"] in ("spare", "redistribute") else "")
         ratio = _ratio(row["ttt_ratio"], verdict.params)
-        price = (f"batch -{1 - row['mean_batch_fraction']:.2%}" if row["strategy"] == "elastic"
-                 else f"step cost {row['mean_step_cost']:.3f}")
-        lines.append(f"  {STRATEGY_LABELS[row['strategy']] + setting:<24} TTT/T0 {ratio:>7}  availability "
-                     f"{row['availability']:.2%}  restarts {row['restarts']:.0f}  {price}")
+        price = (f"x{row['steps_per_sample']:.3f} steps for the same samples (batch -{1 - row['mean_batch_fraction']:.2%})"
+                 if row["strategy"] == "elastic" else f"step cost {row['mean_step_cost']:.3f}")
+        parts = row["ttt_parts"]
+        lines.append(f"  {STRATEGY_LABELS[row['strategy']] + setting:<24} TTT/T0 {ratio:>7} = steps "
+                     f"{parts['steps']:.3f} + patch {parts['patch']:.3f} + lost {parts['lost']:.3f} + restart "
+                     f"{parts['restart']:.3f} + saves {parts['saves']:.3f}  restarts {row['restarts']:.0f}  {price}")
     lines.append("  " + verdict.conclusion())
     return "\n".join(lines)
 

@@ -2,6 +2,7 @@
 
 import dataclasses
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -125,10 +126,16 @@ def test_demo_replays_the_packaged_real_trace_by_default(tmp_path, no_spare_trac
     assert text[2].startswith(" with the trace compressed 100x")
     for part in text[1:]:
         lines = part.strip().splitlines()
-        assert len(lines) == 7 and "CKPT only" in lines[1] and "Rep+CKPT r=2" in lines[2]
+        assert len(lines) == 8 and "CKPT only" in lines[1] and "Rep+CKPT r=2" in lines[2]
         assert "SPARe+CKPT r=9 m=16" in lines[3] and "SPARe+CKPT r=9 m=1 " in lines[4]  # m = 1 beside m = 16
-        assert "Elastic+CKPT" in lines[5] and "batch -" in lines[5]
-        assert lines[6].strip().startswith(("Best exact:", "No strategy finished"))
+        assert "Redistribute r=N m=" in lines[5]  # every survivor may take any micro-batch
+        assert "Elastic+CKPT" in lines[6] and "steps for the same samples" in lines[6]
+        assert lines[7].strip().startswith(("Best exact:", "No strategy finished"))
+        for line in lines[1:7]:  # the parts add up to TTT/T0 (to the rounding of the digits shown)
+            total = re.search(r"TTT/T0\s+(.+?) = steps", line).group(1)
+            parts = [float(x) for x in re.findall(r"(?:steps|patch|lost|restart|saves) (\d+\.\d{3})", line)]
+            if total[0].isdigit():
+                assert abs(sum(parts) - float(total)) <= 0.003
     assert "With repairs (a fault_end brings its group back), same layout: m = 1:" in result.stdout
     assert "; m = 16: mean step cost" in result.stdout
     assert "start-while-down" in result.stdout and (out / "replay-N400-r9.json").is_file()

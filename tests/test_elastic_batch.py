@@ -139,11 +139,13 @@ def test_a_global_batch_bounds_m_and_the_verdict_shows_elastic_with_its_price():
     assert sorted(row["micro_batches"] for row in spare) == [1, 2, 3]  # m = 1 added, m > 3 left out
     assert any("m = 4, 16 left out" in note for note in result.notes)
     assert [row["strategy"] for row in result.strategies if not row.get("paper_row")] == \
-        ["ckpt", "rep", "spare", "elastic"]
+        ["ckpt", "rep", "spare", "redistribute", "elastic"]
     assert result.best("spare")["micro_batches"] <= 3
     elastic = result.best("elastic")
     assert 0.0 < elastic["mean_batch_fraction"] < 1.0 and 0.0 < elastic["short_batch_share"] < 1.0
-    assert elastic["price"] == {"kind": "missing batch", "value": 1.0 - elastic["mean_batch_fraction"],
+    # an elastic step takes a fault-free step's time: its price is more steps for the same samples
+    assert elastic["price"] == {"kind": "steps for the same samples", "value": elastic["steps_per_sample"],
+                                "missing_batch": 1.0 - elastic["mean_batch_fraction"],
                                 "short_batch_share": elastic["short_batch_share"]}
     assert result.best("ckpt")["price"]["kind"] == "restarts"
     assert result.best("rep")["price"] == {"kind": "step cost", "value": result.best("rep")["mean_step_cost"]}

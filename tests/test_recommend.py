@@ -68,7 +68,7 @@ def test_the_text_shows_every_setting_tried_and_progress_counts_work(small):
                 and (not row.get("paper_row") or s["micro_batches"] == 1)]
         chosen = best_setting(mine)
         assert (row["redundancy"], row["micro_batches"]) == (chosen["redundancy"], chosen["micro_batches"])
-    assert grid.count("*") - 1 == sum(row["strategy"] in ("rep", "spare") and not row.get("paper_row")
+    assert grid.count("*") - 1 == sum(row["strategy"] in ("rep", "spare", "redistribute") and not row.get("paper_row")
                                       for row in result.strategies)  # 1: the legend
     # progress: monotone, in work units that weigh each setting's cost, ending at the total
     dones = [done for done, _ in calls]
@@ -91,7 +91,8 @@ def test_recommendation_round_trips_and_plan_and_validate_accept_it(small, tmp_p
     doc = json.loads(result.stdout)
     assert {(s["strategy"], s["redundancy"], s["micro_batches"]) for s in doc["settings"]} == \
         {("ckpt", 1, 1), ("elastic", 1, 1)} | {("rep", r, 1) for r in QUICK_COMPARE["rep_redundancies"]} | \
-        {("spare", r, m) for r in QUICK_COMPARE["spare_redundancies"] for m in QUICK_COMPARE["micro_batches"]}
+        {("spare", r, m) for r in QUICK_COMPARE["spare_redundancies"] for m in QUICK_COMPARE["micro_batches"]} | \
+        {("redistribute", 24, m) for m in QUICK_COMPARE["micro_batches"]}
     assert doc["seeds"] == QUICK_COMPARE["seeds"] and len(doc["settings"][0]["periods"]) == 3
     assert result.stderr.count("done: ") == len(doc["settings"])
     layout = Layout.load(out)

@@ -619,7 +619,7 @@ def patch_layers(params, strategy, redundancy, micro_batches=1):
     holders, ``ceil(m / (r - 1))`` micro-batches each (``docs/fractional.md``).  Other
     strategies have no patch (the kernel reads this for SPARe only).
     """
-    if strategy != "spare":
+    if strategy not in ("spare", "redistribute"):
         return params.patch_layers
     return params.patch_layers * (math.ceil(micro_batches / (redundancy - 1)) / micro_batches)
 
@@ -651,7 +651,7 @@ def _pack(params, strategy, redundancy, period, seed, trace_mode, micro_batches=
     # elastic runs on given events only, where the kernel reads the strategy for the base
     # step cost (1, as for checkpointing) and for SPARe's controller and patch costs (none)
     i[K.I_STRATEGY] = {"ckpt": K.STRATEGY_CKPT, "rep": K.STRATEGY_REP, "spare": K.STRATEGY_SPARE,
-                       "elastic": K.STRATEGY_CKPT}[strategy]
+                       "elastic": K.STRATEGY_CKPT, "redistribute": K.STRATEGY_SPARE}[strategy]
     i[K.I_RATE_FOLLOWS_LIVE] = 1 if params.rate_follows_live else 0
     i[K.I_CARRY] = 1 if (params.restart_failures == "carry" or trace_mode) else 0
     i[K.I_SEED] = int(np.random.SeedSequence([int(seed), 2]).generate_state(1)[0])

@@ -16,7 +16,9 @@ line overrides the file.  Example::
     global_batch = 4096
 
     [failures]
-    failure_model = "model.json"   # or trace = "fault_trace.json", or preset = "trace-400"
+    failure_model = "model.json"   # or trace = "fault_trace.json", or preset = "trace-400",
+                                   # or a rate: failures_per_1000_node_days = 6.5 (node_mtbf_hours,
+                                   # job_mttf_hours with job_nodes), with repair_hours
 
 Relative paths in ``[failures]`` are read from the cluster file's folder.  An unknown
 key, or a value of the wrong type or out of range, is refused with the key named.
@@ -45,6 +47,10 @@ CLUSTER_KEYS = {
     "global_batch": ("count", "sequences per global batch"),
     "micro_batch_overhead_seconds": ("seconds", "fixed cost of one micro-batch, seconds"),
     "steps": ("count", "training steps"),
+    "nodes_per_group": ("count", "nodes of one DP group: a group fails when any of its nodes fails"),
+    "gradient_bytes": ("positive", "gradient bytes each group all-reduces per step (ring all-reduce model)"),
+    "bandwidth_bytes_per_second": ("positive", "bus bandwidth of one ring link, bytes per second (ring model)"),
+    "allreduce_latency_seconds": ("seconds", "fixed latency of the ring model's all-reduce, seconds"),
 }
 #: Keys of the ``[failures]`` table: ``key -> (kind, meaning)``; ``"path"`` values are
 #: read relative to the cluster file's folder.
@@ -57,6 +63,11 @@ FAILURE_KEYS = {
     "time_unit": ("text", "unit of a CSV fault log's numeric times"),
     "time_scale": ("positive", "multiply trace times by this factor"),
     "nodes": ("count", "size of the cluster the trace was recorded on (a CSV log names only the nodes that failed)"),
+    "failures_per_1000_node_days": ("positive", "failures as a rate: failures per 1,000 node-days"),
+    "node_mtbf_hours": ("positive", "failures as a rate: one node's MTBF, hours"),
+    "job_mttf_hours": ("positive", "failures as a rate: a job's mean time to failure, hours (with job_nodes)"),
+    "job_nodes": ("count", "the nodes of the job whose MTTF job_mttf_hours gives"),
+    "repair_hours": ("positive", "with a failure rate: the median repair time, hours"),
 }
 #: The failure sources of ``[failures]``: at most one may be given.
 _SOURCES = ("trace", "failure_model", "preset")

@@ -213,7 +213,11 @@ class _Outcomes:
             self.set_of = (np.arange(groups) % n_sets).tolist()
             self.set_size = np.bincount(self.set_of, minlength=n_sets).tolist()
             self.lost = [0] * n_sets
-        self.out = 0  # elastic: groups out of the all-reduce
+        self.out = 0  # elastic, redistribute: groups out
+        # redistribute: ``layout`` is the number of groups out at which a restart is taken
+        # (the restart rule of the paper's semantics, ``redistribution_restart_threshold``);
+        # None: only when every group is down
+        self.restart_at = groups if strategy != "redistribute" or layout is None else int(layout)
 
     @property
     def base(self):
@@ -227,9 +231,20 @@ class _Outcomes:
         """Elastic: the step's time per unit of progress, ``N / (N - k)`` with ``k`` groups out."""
         return 1, self.groups / (self.groups - self.out)
 
+    def _redistribute_outcome(self):
+        """Redistribution (``r = N``): the counting bound ``ceil(m N / (N - k)) / m`` layers, ``k`` groups out."""
+        from ..planning.plan import lower_bound
+
+        return 1, lower_bound(self.groups, self.out, self.m) / self.m
+
     def fail(self, groups):
         if self.strategy == "ckpt":
             return (True,) + self.base
+        if self.strategy == "redistribute":
+            self.out += len(groups)
+            if self.out >= self.restart_at:  # every group down, or the restart rule
+                return (True,) + self.base
+            return (False,) + self._redistribute_outcome()
         if self.strategy == "elastic":
             self.out += len(groups)
             if self.out >= self.groups:  # every replica is gone: a global restart
@@ -253,6 +268,9 @@ class _Outcomes:
         if self.strategy == "elastic":
             self.out -= len(groups)
             return self._elastic_outcome()
+        if self.strategy == "redistribute":
+            self.out -= len(groups)
+            return self._redistribute_outcome()
         if self.strategy == "rep":
             lost, set_of = self.lost, self.set_of
             for group in groups:
@@ -407,11 +425,15 @@ def _check_common(groups, strategy, redundancy, semantics, layout, micro_batches
     groups, _ = check_size(groups, 1)
     if strategy == "elastic":  # every group is its own replica: no redundancy to give
         redundancy = 1
+    elif strategy == "redistribute":  # every survivor may take any micro-batch: r = N
+        redundancy = groups
     else:
         redundancy = check_strategy(strategy, redundancy, groups)
     micro_batches = check_micro_batches(micro_batches, groups)
     if strategy == "spare":
         layout = check_run_layout(layout, groups, redundancy)
+    elif strategy == "redistribute" and layout is not None:  # the restart threshold, not a layout
+        layout = check.integer("restart threshold", layout, minimum=1, maximum=groups)
     heal_seconds = check.number("heal_seconds", heal_seconds, minimum=0.0)
     return groups, redundancy, layout, micro_batches, heal_seconds
 

@@ -43,6 +43,8 @@ __all__ = [
     "parse_overrides",
     "allreduce_seconds",
     "allreduce_extrapolation",
+    "ring_allreduce_seconds",
+    "ALLREDUCE_FITTED_GROUPS",
     "micro_batch_capacity",
     "fault_free_seconds",
     "steps_in",
@@ -288,6 +290,52 @@ def allreduce_seconds(groups):
     (low_groups, low_seconds), (high_groups, high_seconds) = PAPER["allreduce_low"], PAPER["allreduce_high"]
     slope = (high_seconds - low_seconds) / (high_groups - low_groups)
     return max(low_seconds, low_seconds + slope * (groups - low_groups))
+
+
+#: The range of ``N`` the paper's all-reduce line was fitted on (its two anchor points).
+ALLREDUCE_FITTED_GROUPS = (PAPER["allreduce_low"][0], PAPER["allreduce_high"][0])
+
+
+def ring_allreduce_seconds(groups, gradient_bytes, bandwidth_bytes_per_second, latency_seconds=0.0):
+    """All-reduce time of a ring all-reduce: ``2 (N - 1) / N * gradient_bytes / bandwidth + latency``.
+
+    The bandwidth term of the ring algorithm (reduce-scatter then all-gather, each
+    moving ``(N - 1) / N`` of the gradient through every link) with one fixed latency
+    term added; a model the operator can check against a measurement, used by
+    :func:`spare_opt.compare` past the range of the paper's line.
+
+    Parameters
+    ----------
+    groups : int
+        DP groups ``N`` (the ring's members).
+    gradient_bytes : float
+        Bytes of gradient each group all-reduces per step (``> 0``).
+    bandwidth_bytes_per_second : float
+        Bus bandwidth of one ring link, bytes per second (``> 0``).
+    latency_seconds : float, default 0.0
+        Fixed latency of one all-reduce (``>= 0``).
+
+    Returns
+    -------
+    float
+        Seconds.
+
+    Raises
+    ------
+    ParameterError
+        A value out of range.
+
+    References
+    ----------
+    P. Patarasuk and X. Yuan, "Bandwidth optimal all-reduce algorithms for clusters of
+    workstations", J. Parallel Distrib. Comput. 69(2), 2009; NCCL's ``busbw``
+    (nccl-tests, ``doc/PERFORMANCE.md``).
+    """
+    groups, _ = check_size(groups, 1)
+    gradient_bytes = check.number("gradient_bytes", gradient_bytes, above=0.0)
+    bandwidth = check.number("bandwidth_bytes_per_second", bandwidth_bytes_per_second, above=0.0)
+    latency = check.number("allreduce_latency_seconds", latency_seconds, minimum=0.0)
+    return 2.0 * (groups - 1) / groups * gradient_bytes / bandwidth + latency
 
 
 def micro_batch_capacity(global_batch, groups):

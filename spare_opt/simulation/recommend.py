@@ -9,6 +9,9 @@ table (one row per strategy) and the layout's fingerprint.  ``metadata["micro_ba
 is the ``m`` the layout is meant to run with.
 """
 
+import hashlib
+import math
+
 from .._core import validation as check
 from .._core.errors import ParameterError
 from .._core.stats import finite_or_none
@@ -54,12 +57,18 @@ def recommendation_layout(result):
     -------
     Layout
         The layout the SPARe row ran (``result.layouts``), its metadata holding
-        ``micro_batches`` and ``recommendation``: ``version``, ``chosen`` (strategy,
-        redundancy, micro_batches, checkpoint_period_seconds, ttt_ratio, ttt_ci of
-        the verdict's best strategy), ``spare`` (the same for the layout's setting),
-        ``rule`` (how the setting was chosen), ``assumptions`` (source, scaling,
-        semantics, seeds, cycles, parameters), ``verdict`` (one row per strategy)
-        and ``fingerprint`` (:func:`layout_fingerprint`).
+        ``micro_batches`` (the ``m`` of the SPARe setting held) and ``recommendation``:
+        ``version``, ``chosen_strategy`` (the verdict's best overall: ``"spare"``,
+        ``"ckpt"``, ``"rep"``, ``"elastic"`` or ``"redistribute"``),
+        ``best_exact_strategy``, ``spare_chosen`` (bool), ``layout_held`` (``"the
+        verdict's choice"`` or ``"the best exact SPARe setting"`` when another strategy
+        won), ``chosen`` (strategy, redundancy, micro_batches,
+        checkpoint_period_seconds, ttt_ratio, ttt_ci of the verdict's best strategy),
+        ``spare`` (the same for the layout's setting), ``rule`` (how the setting was
+        chosen), ``assumptions`` (:meth:`CompareResult.assumptions`: failures with the
+        file's fingerprint, the timings used, all-reduce source, global batch, grid,
+        notes, the verdict line; plus source, seeds, cycles), ``verdict`` (one row
+        per strategy) and ``fingerprint`` (:func:`layout_fingerprint`).
 
     Raises
     ------
@@ -76,8 +85,11 @@ def recommendation_layout(result):
     except KeyError:
         raise ParameterError("the verdict ran no SPARe setting: there is no layout to recommend") from None
     stacks = result.layouts[spare["redundancy"]]
-    finished = [row for row in result.strategies if row["ttt_ratio"] == row["ttt_ratio"]]
+    rows = [row for row in result.strategies if not row.get("paper_row")]
+    finished = [row for row in rows if math.isfinite(row["ttt_ratio"])]
     chosen = min(finished, key=lambda row: row["ttt_ratio"]) if finished else spare
+    exact = [row for row in finished if row.get("exact", True)]
+    best_exact = min(exact, key=lambda row: row["ttt_ratio"]) if exact else None
 
     def setting(row):
         return {"strategy": row["strategy"], "label": STRATEGY_LABELS[row["strategy"]],
@@ -85,14 +97,18 @@ def recommendation_layout(result):
                 "checkpoint_period_seconds": row["checkpoint_period_seconds"], "ttt_ratio": row["ttt_ratio"],
                 "ttt_ci": row["ttt_ci"]}
 
+    spare_chosen = chosen is spare
     recommendation = {
         "version": RECOMMENDATION_VERSION,
+        "chosen_strategy": chosen["strategy"],
+        "best_exact_strategy": None if best_exact is None else best_exact["strategy"],
+        "spare_chosen": spare_chosen,
+        "layout_held": "the verdict's choice" if spare_chosen else "the best exact SPARe setting",
         "chosen": setting(chosen),
         "spare": setting(spare),
         "rule": "per strategy, the smallest r (then m) whose mean lies in the 95% interval of the least mean TTT/T0; "
                 "the chosen strategy has the least TTT/T0 of those rows",
-        "assumptions": {"source": result.source, "scaling": result.scaling, "semantics": result.semantics,
-                        "seeds": result.seeds, "cycles": result.cycles, "parameters": result.params.to_dict()},
+        "assumptions": dict(result.assumptions(), source=result.source, seeds=result.seeds, cycles=result.cycles),
         "verdict": result.strategies,
         "conclusion": result.conclusion(),
         "fingerprint": layout_fingerprint(stacks),

@@ -64,6 +64,9 @@ __all__ = [
     "best_setting",
     "task_weight",
     "QUICK_COMPARE",
+    "micro_batch_grid",
+    "per_group_model",
+    "redistribution_restart_threshold",
 ]
 
 #: Replication degrees of the verdict.
@@ -78,11 +81,129 @@ DEFAULT_COMPARE_FACTORS = (0.5, 0.7, 1.0, 1.4, 2.0)
 DEFAULT_CYCLES = 2
 #: Most copies of the trace: beyond it a run is far past any useful TTT/T0 and the walks grow without bound.
 MAX_CYCLES = 100
-#: The grid of ``compare --quick``: a first look (fewer settings, seeds and periods).
+#: The grid of ``compare --quick``: a first look (fewer settings, seeds and periods); its ``micro_batches``
+#: apply without a global batch only (with one, the m of :func:`micro_batch_grid`, as without ``--quick``).
 QUICK_COMPARE = {"rep_redundancies": (2,), "spare_redundancies": (3, 5), "micro_batches": (1, 16), "seeds": 2,
                  "period_factors": (0.7, 1.0, 1.4)}
 #: Names of the strategies in tables and figures.
-STRATEGY_LABELS = {"ckpt": "CKPT only", "rep": "Rep+CKPT", "spare": "SPARe+CKPT", "elastic": "Elastic+CKPT"}
+STRATEGY_LABELS = {"ckpt": "CKPT only", "rep": "Rep+CKPT", "spare": "SPARe+CKPT", "elastic": "Elastic+CKPT",
+                   "redistribute": "Redistribute"}
+
+
+def micro_batch_grid(global_batch, groups, micro_batches=None, *, default=DEFAULT_COMPARE_MICRO_BATCHES):
+    """The ``m`` that :func:`compare` tries, and why, in words.
+
+    With a global batch of ``B`` sequences a group's shard type holds ``floor(B / N)``
+    sequences, so ``m <= floor(B / N)`` (:func:`micro_batch_capacity`).  The grid:
+
+    * no ``micro_batches`` given and a global batch: the largest ``m`` the batch
+      allows and every power of two below it (``1, 2, 4, ..., floor(B / N)``);
+    * ``micro_batches`` given: those the batch allows, with ``1`` (the paper's whole
+      shards, shown beside the best) and the largest ``m`` the batch allows added;
+    * no global batch: ``micro_batches`` or ``default`` (nothing bounds ``m``), with ``1``.
+
+    Parameters
+    ----------
+    global_batch : int or None
+        ``B``, sequences per global batch.
+    groups : int
+        ``N``.
+    micro_batches : sequence of int, optional
+        The operator's grid.
+    default : sequence of int
+        The grid without a global batch.
+
+    Returns
+    -------
+    ms : list of int
+        Sorted, distinct, each ``>= 1``.
+    note : str
+        Which ``m`` are tried and why (the verdict's notes).
+
+    Raises
+    ------
+    ParameterTypeError, ParameterError
+        A bad ``m`` or global batch (fewer sequences than groups).
+    """
+    given = None if micro_batches is None else check.integers("micro_batches", micro_batches, minimum=1)
+    if global_batch is None:
+        ms = sorted({1, *(default if given is None else given)})
+        why = ("the default grid" if given is None else "the grid given") + \
+            ("; no global batch given, so nothing bounds m (give global_batch for the largest m it allows)")
+        return ms, f"m tried: {', '.join(map(str, ms))} ({why})"
+    cap = micro_batch_capacity(global_batch, groups)
+    largest = f"{cap}, the largest a global batch of {global_batch:,} sequences allows on {groups:,} groups " \
+              f"(floor(B / N))"
+    if given is None:
+        ms = sorted({2 ** k for k in range(cap.bit_length()) if 2 ** k < cap} | {cap})
+        return ms, f"m tried: {', '.join(map(str, ms))} ({largest}, and the powers of two below it)"
+    left_out = sorted(m for m in set(given) if m > cap)
+    ms = sorted({m for m in given if m <= cap} | {1, cap})
+    text = f"m tried: {', '.join(map(str, ms))} (the grid given, with 1 and {largest})"
+    if left_out:
+        text += f"; m = {', '.join(map(str, left_out))} left out: above {cap}"
+    return ms, text
+
+
+def redistribution_restart_threshold(params, micro_batches, group_mtbf_seconds, micro_batch_overhead_seconds=0.0):
+    """When redistribution without repairs should restart: the number of groups out that maximises progress.
+
+    Under the paper's semantics a failed group stays out until a global restart, so
+    with every survivor allowed to take any micro-batch (``r = N``) the step cost
+    ``ceil(m N / (N - k)) / m`` only grows with the ``k`` groups out and no wipe-out
+    comes before every group is down.  The rule: restart when ``K`` groups are out,
+    with ``K`` the threshold of greatest long-run progress per second.  A cycle from
+    one restart to the next spends ``tau_k = G / (N - k)`` seconds with ``k`` groups
+    out (``G`` the group MTBF, failures taken as exponential), making ``tau_k / (c_k t
+    + a)`` steps (``c_k`` the step cost, ``t`` the compute of one layer, ``a`` the
+    all-reduce); it ends with a restart ``T_r`` and loses on average half a
+    checkpoint period ``T_c*`` (Young/Daly at ``T_f = sum tau_k``), and saves take
+    ``T_s / T_c*`` of the time.  The progress rate ``sum_k tau_k / (c_k t + a) * (1 -
+    T_s / T_c*) / (sum_k tau_k + T_r + T_c* / 2)`` is maximised over ``K = 1 .. N``:
+    restart as soon as a restart is cheaper than going on.
+
+    Parameters
+    ----------
+    params : SimulationParameters
+        ``N``, the step's compute and all-reduce, ``T_r`` and ``T_s``.
+    micro_batches : int
+        ``m``.
+    group_mtbf_seconds : float
+        Mean time between failures of one group (``> 0``).
+    micro_batch_overhead_seconds : float, default 0.0
+        As :func:`compare`.
+
+    Returns
+    -------
+    int
+        ``K`` in ``1 .. N``: restart when ``K`` groups are out (``N``: only when every
+        group is down).
+
+    Raises
+    ------
+    ParameterError
+        A value out of range.
+
+    References
+    ----------
+    Renewal-reward theorem (S. Ross, "Stochastic Processes", 2nd ed., 1996, Sec. 3.6);
+    Young (1974), Daly (2006) for ``T_c*``.
+    """
+    check.instance("params", params, SimulationParameters)
+    n = params.groups
+    m = check.count("micro_batches", micro_batches)
+    mtbf = check.number("group_mtbf_seconds", group_mtbf_seconds, above=0.0)
+    k = np.arange(n, dtype=np.float64)
+    live = n - k
+    cost = np.ceil(m * n / live) / m
+    compute = params.layer_compute_seconds + (m - 1) * micro_batch_overhead_seconds
+    tau = mtbf / live
+    span = np.cumsum(tau)
+    steps = np.cumsum(tau / (cost * compute + params.allreduce_seconds))
+    t_s, t_r = params.save_seconds, params.restart_seconds
+    period = t_s + np.sqrt(t_s * t_s + 2.0 * t_s * (span + t_r))
+    rate = steps * np.clip(1.0 - t_s / period, 0.0, None) / (span + t_r + period / 2.0)
+    return int(np.argmax(rate)) + 1
 
 
 # ----------------------------------------------------------------------------- result
@@ -132,9 +253,12 @@ class CompareResult(Result):
     Every row (and setting) also has ``exact`` (the gradient equals the fault-free
     one: every strategy but elastic) and ``price``: what the strategy pays, as
     ``{"kind": ..., "value": ...}``: the mean step cost for SPARe and replication,
-    the restarts for checkpointing alone, the missing share of the global batch for
-    elastic (with ``short_batch_share``, the share of steps with a short batch; the
-    elastic row also has ``mean_batch_fraction`` and ``short_batch_share``).  A
+    the restarts for checkpointing alone, and for elastic ``"steps for the same
+    samples"``: ``steps_per_sample``, ``1 / mean_batch_fraction`` (a step takes a
+    fault-free step's time but trains a short batch, so the same samples take more
+    steps), with ``missing_batch`` and ``short_batch_share`` (the share of steps with
+    a short batch; the elastic row also has ``mean_batch_fraction``,
+    ``short_batch_share`` and ``steps_per_sample``).  A
     SPARe row with ``paper_row`` true is the best ``m = 1`` setting, shown beside the
     best when that has a larger ``m``.
     scaling : str or None
@@ -144,6 +268,31 @@ class CompareResult(Result):
     layouts : dict
         The SPARe layout each ``r`` ran, ``{r: Layout}`` (not in :meth:`to_dict`;
         :func:`spare_opt.write_recommendation` writes the chosen one).
+    allreduce : dict
+        The all-reduce time used (``seconds``) and where it came from (``source``:
+        ``"given"``, ``"ring model"`` with its inputs and ``formula``, or ``"paper
+        line"`` within its fitted range), ``text`` for the header.
+    failures : dict
+        The failures used: ``kind`` (``"trace"``, ``"trace fitted and scaled"``,
+        ``"failure model"``, ``"preset"``), the file's ``path`` and ``fingerprint``
+        (``sha256:`` of its bytes), ``nodes_per_group``, the per-group and per-node
+        MTBF, the Weibull shape and the repairs (``model``) where they apply.
+    grid : dict
+        The settings tried: ``rep_redundancies``, ``spare_redundancies``,
+        ``micro_batches``, ``period_factors``, ``seeds``, ``cycles``, the strategies
+        included and ``redistribution_restart_at`` (``{m: K}``, paper semantics); the
+        command line adds ``quick``.
+    sensitivity : dict or None
+        With ``allreduce_sensitivity``: the best exact and best overall strategy at
+        half and at double the all-reduce (``runs``) and whether either differs
+        (``changes``).
+
+    Every row also has the parts of its ``TTT/T0``, means over the seeds that add up
+    to it (``ttt_parts``: ``steps``, the time in committed steps at their step cost,
+    over ``T0``; ``patch``, masking: patch compute, shrink, controller, a redone
+    all-reduce; ``lost``, work lost to wipe-outs; ``restart``; ``saves``).  The
+    elastic row's ``steps`` is more steps for the same samples (its step takes a
+    fault-free step's time: ``mean_step_cost`` 1, ``steps_per_sample`` the ratio).
     """
 
     params: SimulationParameters
@@ -160,6 +309,10 @@ class CompareResult(Result):
     micro_batch_overhead_seconds: float = 0.0
     scaling: str | None = None
     layouts: dict = field(default_factory=dict, compare=False, repr=False)
+    allreduce: dict = field(default_factory=dict)
+    failures: dict = field(default_factory=dict)
+    grid: dict = field(default_factory=dict)
+    sensitivity: dict | None = None
 
     def best(self, strategy):
         """dict: the best row of ``strategy`` (``"ckpt"``, ``"rep"``, ``"spare"``, ``"elastic"``) in :attr:`strategies`."""
@@ -184,45 +337,153 @@ class CompareResult(Result):
             "global_batch": self.global_batch,
             "micro_batch_overhead_seconds": self.micro_batch_overhead_seconds,
             "notes": list(self.notes),
+            "allreduce": self.allreduce,
+            "failures": self.failures,
+            "grid": self.grid,
+            "sensitivity": self.sensitivity,
+            "conclusion": self.conclusion(),
             "elapsed_seconds": self.elapsed_seconds,
         })
 
+    def assumptions(self):
+        """dict: what the verdict used, and only that: failures, timings, batch, grid, semantics, notes.
+
+        The timings leave out what the failures made unused (a preset's
+        ``system_mtbf_seconds``, ``weibull_shape``, ``failure_model``,
+        ``rate_follows_live`` and ``restart_failures`` with a trace or a failure model;
+        ``heal_seconds`` under the paper's semantics; ``trace_time_scale`` but with a
+        replayed trace, where ``failures`` holds it).
+        """
+        p = self.params.to_dict()
+        unused = {"max_wall_factor"}
+        if self.failures.get("kind") != "preset":
+            unused |= {"system_mtbf_seconds", "weibull_shape", "failure_model", "rate_follows_live",
+                       "restart_failures"}
+        if self.failures.get("kind") != "trace":
+            unused.add("trace_time_scale")
+        if self.semantics == "paper":
+            unused.add("heal_seconds")
+        timings = {key: value for key, value in p.items() if key not in unused}
+        timings["micro_batch_overhead_seconds"] = self.micro_batch_overhead_seconds
+        return finite_or_none({
+            "failures": self.failures, "scaling": self.scaling, "semantics": self.semantics,
+            "parameters": timings, "allreduce": self.allreduce, "global_batch": self.global_batch,
+            "grid": self.grid, "notes": list(self.notes), "conclusion": self.conclusion(),
+            "sensitivity": self.sensitivity,
+        })
+
     def format_text(self):
-        """The verdict as a table, one row per strategy, and a one-line conclusion."""
+        """The verdict as a table, one row per strategy, and a one-line conclusion.
+
+        The columns ``steps``, ``patch``, ``lost``, ``restart`` and ``saves`` add up to
+        ``TTT/T0`` (to the rounding of the digits shown) for a finished row.
+        """
         p = self.params
+        kind = self.failures.get("kind")
         if self.scaling is not None:
             failures = self.scaling
         elif self.trace_info is not None:
             scale = p.trace_time_scale
             rate = "real rate" if scale == 1.0 else f"compressed {1 / scale:g}x" if scale < 1 else f"stretched {scale:g}x"
             failures = f"trace {self.source} ({rate}, replayed {self.cycles}x end to end)"
+        elif kind == "failure model":
+            model = self.failures["model"]
+            repairs = model.get("repairs")
+            per = "" if self.failures["nodes_per_group"] == 1 else \
+                f", {self.failures['nodes_per_group']} nodes per group (node MTBF " \
+                f"{self.failures['node_mtbf_seconds'] / 86400:.3g} days)"
+            what = "failures and repairs" if repairs else "failures"
+            origin = f"the {self.source}" if self.failures.get("path") else self.failures.get("description") or \
+                self.source
+            fixed = "" if not repairs else \
+                f", repairs {repairs['distribution']}, median {repairs['median_seconds'] / 3600:.3g} h"
+            failures = (f"{what} drawn from {origin} (group MTBF "
+                        f"{self.failures['group_mtbf_seconds'] / 86400:.3g} days{per}, Weibull k = "
+                        f"{model['weibull_shape']:g}{fixed})")
         elif self.source != "preset":
             failures = f"failures and repairs drawn from the {self.source}"
         else:
             failures = f"{p.failure_model} failures, system MTBF {p.system_mtbf_seconds / 60:g} min"
+        allreduce = self.allreduce.get("text") or f"all-reduce {p.allreduce_seconds:g} s"
         lines = [
-            f"Verdict: N = {p.groups}, {failures}, {self.semantics} semantics",
+            f"Verdict: N = {p.groups:,}, {failures}, {self.semantics} semantics",
             f"T_r = {p.restart_seconds / 60:g} min, T_s = {p.save_seconds:g} s, step {p.layer_compute_seconds:g} s "
-            f"+ all-reduce {p.allreduce_seconds:g} s, {p.steps:,} steps (T0 = {duration_in(fault_free_seconds(p), 86400, 'days', '.2f')}); "
+            f"+ {allreduce}, {p.steps:,} steps (T0 = {duration_in(fault_free_seconds(p), 86400, 'days', '.2f')}); "
             f"{self.seeds} seeds (node placements), best checkpoint period per setting",
             "",
-            f"{'strategy':<12} {'setting':<13} {'TTT/T0':>7} {'95% CI':>15} {'avail.':>7} {'restarts':>8} "
-            f"{'step cost':>9} {'T_c':>8}  price",
+            f"{'strategy':<12} {'setting':<13} {'TTT/T0':>7} {'95% CI':>15} {'= steps':>7} {'+ patch':>7} "
+            f"{'+ lost':>7} {'+ restart':>9} {'+ saves':>7} {'restarts':>8} {'step cost':>9} {'T_c':>8}  price",
         ]
         for row in self.strategies:
+            parts = row.get("ttt_parts") or {}
             lines.append(
-                f"{STRATEGY_LABELS[row['strategy']]:<12} {_setting(row):<13} {_ratio(row['ttt_ratio'], p):>7} "
-                f"{_interval(row['ttt_ci']):>15} {row['availability']:>7.2%} {row['restarts']:>8.1f} "
-                f"{row['mean_step_cost']:>9.3f} {_duration(row['checkpoint_period_seconds']):>8}  "
-                f"{_price_text(row)}"
+                f"{STRATEGY_LABELS[row['strategy']]:<12} {_setting(row, p.groups):<13} "
+                f"{_ratio(row['ttt_ratio'], p):>7} {_interval(row['ttt_ci']):>15} "
+                + " ".join(f"{_part(parts.get(key)):>{width}}" for key, width in _PART_WIDTHS)
+                + f" {row['restarts']:>8.1f} {row['mean_step_cost']:>9.3f} "
+                f"{_duration(row['checkpoint_period_seconds']):>8}  {_price_text(row)}"
             )
+        lines.append("TTT/T0 = steps (committed steps at their step cost; elastic: more steps for the same "
+                     "samples) + patch (patch compute, shrink, controller) + lost (work redone after wipe-outs) "
+                     "+ restart + saves, each over T0; step cost: compute of a step in layers (elastic: 1, a "
+                     "step takes a fault-free step's time)")
+        inputs = self.input_line()
+        if inputs:
+            lines.append(inputs)
         grid = self.format_grid()
         if len(grid) > 1:  # a strategy with a grid ran (not checkpointing alone only)
             lines += [""] + grid
         lines.append("")
         lines.append(self.conclusion())
+        held = self.held_line()
+        if held:
+            lines.append(held)
+        if self.sensitivity is not None and self.sensitivity.get("runs"):
+            lines.append(self.sensitivity_line())
         lines += [f"Note: {note}" for note in self.notes]
         return "\n".join(lines)
+
+    def input_line(self):
+        """str or None: the input each group must read per step, stacked SPARe against redistribution."""
+        n = self.params.groups
+        rows = [row for row in self.strategies if row["strategy"] in ("spare", "redistribute")
+                and not row.get("paper_row")]
+        if not rows:
+            return None
+        batch = self.global_batch
+        parts = []
+        for row in rows:
+            r = row["redundancy"]
+            share = f"{r:,} of {n:,} shard types" if r < n else f"all {n:,} shard types"
+            if batch is not None:
+                share += f", {r * (batch // n):,} of {batch:,} sequences"
+            label = f"SPARe r = {r}" if row["strategy"] == "spare" else "redistribution (r = N)"
+            parts.append(f"{label}: {share}")
+        return "Input each group reads per step (the data it keeps at hand to take a failed group's " \
+               "micro-batches): " + "; ".join(parts)
+
+    def held_line(self):
+        """str or None: when the best strategy is not SPARe, what a recommendation file holds instead."""
+        best = _verdict_key(self)
+        try:
+            spare = self.best("spare")
+        except KeyError:
+            return None
+        if best is None or best == _name(spare):
+            return None
+        return (f"SPARe is not the verdict's choice ({best} is); a recommendation file (-o) holds the best exact "
+                f"SPARe setting, {_name(spare)} (TTT/T0 {_ratio(spare['ttt_ratio'], self.params)}), for a job "
+                "that deploys SPARe")
+
+    def sensitivity_line(self):
+        """str: whether the verdict changes at half and at double the all-reduce time."""
+        runs = self.sensitivity["runs"]
+        parts = [f"{run['allreduce_seconds']:.3g} s: best exact {run['best_exact'] or 'none finished'}"
+                 + ("" if run["best_overall"] == run["best_exact"] else f", best overall {run['best_overall']}")
+                 for run in runs]
+        verdict = "the verdict changes" if self.sensitivity["changes"] else "the verdict holds"
+        return (f"Sensitivity to the all-reduce ({self.params.allreduce_seconds:.3g} s): at half and double, "
+                f"{'; '.join(parts)}: {verdict}.")
 
     def format_grid(self):
         """list of str: every setting tried, one small table per strategy (``*``: the setting chosen)."""
@@ -241,6 +502,10 @@ class CompareResult(Result):
         if rep:
             lines.append(f"  {STRATEGY_LABELS['rep']:<11} " + "   ".join(
                 f"r = {row['redundancy']}: {cell(row)}" for row in rep))
+        spread = [row for row in self.settings if row["strategy"] == "redistribute"]
+        if spread:
+            lines.append(f"  {STRATEGY_LABELS['redistribute']:<11} " + "   ".join(
+                f"r = N, m = {row['micro_batches']}: {cell(row)}" for row in spread))
         spare = [row for row in self.settings if row["strategy"] == "spare"]
         if spare:
             ms = sorted({row["micro_batches"] for row in spare})
@@ -298,24 +563,35 @@ def _name(row):
 
 
 def _price_text(row):
-    """The price column: step cost (SPARe, Rep), missing batch (elastic), restarts (checkpointing)."""
+    """The price column: step cost (SPARe, Rep, redistribution), steps for the same samples (elastic), restarts."""
     price = row.get("price")
     if price is None:
         return "-"
-    if price["kind"] == "missing batch":
-        return f"batch -{price['value']:.2%} on {price['short_batch_share']:.1%} of steps"
+    if price["kind"] == "steps for the same samples":
+        return (f"x{price['value']:.3f} steps for the same samples (batch -{price['missing_batch']:.2%}, short "
+                f"on {price['short_batch_share']:.1%} of steps)")
     if price["kind"] == "restarts":
         return f"{price['value']:.1f} restarts"
     extra = " (paper's m = 1)" if row.get("paper_row") else ""
     return f"step cost x{price['value']:.3f}{extra}"
 
 
-def _setting(row):
+def _setting(row, groups=None):
     if row["strategy"] in ("ckpt", "elastic"):
         return "-"
     if row["strategy"] == "rep":
         return f"r = {row['redundancy']}"
+    if row["strategy"] == "redistribute":
+        return f"r = N, m = {row['micro_batches']}"
     return f"r = {row['redundancy']}, m = {row['micro_batches']}"
+
+
+#: The parts of TTT/T0 in the verdict's table, and their widths.
+_PART_WIDTHS = (("steps", 7), ("patch", 7), ("lost", 7), ("restart", 9), ("saves", 7))
+
+
+def _part(value):
+    return "-" if value is None or not math.isfinite(value) else f"{value:.3f}"
 
 
 def _ratio(value, params):
@@ -574,16 +850,23 @@ def _digest(run, elastic_rows=None):
     With ``elastic_rows`` (the events of an elastic run, cost ``N / (N - k)``) also the
     batch the run trained with: its mean fraction and the share of time it was short.
     """
+    t0 = run.fault_free_seconds
     digest = {
         "ttt_ratio": run.ttt_ratio,
         "availability": run.availability,
         "restarts": run.restarts,
         "mean_step_cost": run.mean_step_cost,
         "finished": run.finished,
+        # the parts of the wall time, over T0: they add up to TTT/T0 (the kernel's sums)
+        "ttt_parts": {"steps": run.useful_seconds / t0, "patch": run.overhead_seconds / t0,
+                      "lost": run.rework_seconds / t0, "restart": run.restart_seconds / t0,
+                      "saves": run.checkpoint_seconds / t0},
     }
     if elastic_rows is not None:
-        digest.update(zip(("mean_batch_fraction", "short_batch_share"),
-                          batch_figures(elastic_rows, run.wall_seconds)))
+        fraction, short = batch_figures(elastic_rows, run.wall_seconds)
+        # an elastic step takes a fault-free step's time; the short batches cost more steps instead
+        digest.update(mean_batch_fraction=fraction, short_batch_share=short, mean_step_cost=1.0,
+                      steps_per_sample=1.0 / fraction if fraction > 0 else math.inf)
     return digest
 
 
@@ -622,11 +905,13 @@ def batch_figures(rows, wall_seconds):
 
 
 def compare(params, *, trace=None, semantics="repair", rep_redundancies=DEFAULT_COMPARE_REP,
-            spare_redundancies=DEFAULT_COMPARE_SPARE, micro_batches=DEFAULT_COMPARE_MICRO_BATCHES,
+            spare_redundancies=DEFAULT_COMPARE_SPARE, micro_batches=None,
             period_factors=DEFAULT_COMPARE_FACTORS, seeds=3, cycles=DEFAULT_CYCLES, include_ckpt=True,
             include_elastic=True, fault_model=None, workers=1, executor=None, progress=None,
             layout_time_limit=2.0, global_batch=None, micro_batch_overhead_seconds=0.0, allreduce_seconds=None,
-            window=None, trace_nodes=None, trace_scaling="auto", on_setting=None):
+            window=None, trace_nodes=None, trace_scaling="auto", on_setting=None, include_redistribution=True,
+            gradient_bytes=None, bandwidth_bytes_per_second=None, allreduce_latency_seconds=0.0,
+            allreduce_sensitivity=False, nodes_per_group=1, failures_path=None):
     """Checkpointing alone, replication and SPARe on the same failures, each at its best setting.
 
     Parameters
@@ -644,8 +929,12 @@ def compare(params, *, trace=None, semantics="repair", rep_redundancies=DEFAULT_
         Replication degrees (``1 <= r <= N``).
     spare_redundancies : sequence of int, default (2, 3, 5, 9)
         SPARe redundancies (``2 <= r <= N``); each gets a Sidon layout.
-    micro_batches : sequence of int, default (1, 4, 16)
-        SPARe micro-batches per shard type ``m`` (1: the paper's whole shards).
+    micro_batches : sequence of int, optional
+        SPARe micro-batches per shard type ``m`` (1: the paper's whole shards).  The
+        grid is :func:`micro_batch_grid`: with ``global_batch`` and no
+        ``micro_batches``, the largest ``m`` the batch allows (``floor(B / N)``) and the
+        powers of two below it; without a global batch, ``micro_batches`` or
+        :data:`DEFAULT_COMPARE_MICRO_BATCHES`.  A note says which ``m`` were tried and why.
     period_factors : sequence of float, default (0.5, 0.7, 1.0, 1.4, 2.0)
         Checkpoint periods tried, as multiples of each setting's Young/Daly ``T_c*``.
     seeds : int, default 3
@@ -687,9 +976,35 @@ def compare(params, *, trace=None, semantics="repair", rep_redundancies=DEFAULT_
         the first of a shard type (:func:`spare_opt.simulation._runs.run_events`); 0
         gives the figures without it to the digit.
     allreduce_seconds : float, optional
-        All-reduce time per step, replacing ``params.allreduce_seconds``.  Without it,
-        when ``params`` holds the paper's line (:func:`spare_opt.simulation.parameters.allreduce_seconds`)
-        extrapolated past ``N = 1000``, a note names the value.
+        All-reduce time per step, replacing ``params.allreduce_seconds``.  Without it
+        (nor a ring model), ``params.allreduce_seconds`` when it is not the paper's
+        line (:func:`spare_opt.simulation.parameters.allreduce_seconds`), else the
+        paper's line, only within the range it was fitted on (``N <= 1000``; clipped at
+        2 s below ``N = 200``): past it the verdict is refused rather than extrapolated.
+        :attr:`CompareResult.allreduce` says which was used.
+    gradient_bytes, bandwidth_bytes_per_second : float, optional
+        Together: the all-reduce from the ring model
+        :func:`spare_opt.simulation.parameters.ring_allreduce_seconds`, ``2 (N - 1) /
+        N * gradient_bytes / bandwidth + allreduce_latency_seconds``.
+    allreduce_latency_seconds : float, default 0.0
+        The ring model's fixed latency.
+    allreduce_sensitivity : bool, default False
+        Also run each strategy's best setting at half and at double the all-reduce
+        time and say whether the verdict changes (:attr:`CompareResult.sensitivity`).
+    include_redistribution : bool, default True
+        Also run redistribution, SPARe with every survivor allowed to take any
+        micro-batch (``r = N``, the row ``"redistribute"``): the step cost with ``k``
+        groups out is the counting bound ``ceil(m N / (N - k)) / m`` (closed form, no
+        layout is built), no wipe-out until every group is down; under the paper's
+        semantics a restart is taken at :func:`redistribution_restart_threshold`
+        groups out.  With a trace or a fault model and SPARe settings only.
+    nodes_per_group : int, default 1
+        Nodes of one DP group: a group fails when any of its nodes fails and its
+        repair ends when that node's does (:func:`per_group_model`); a trace is then
+        fitted and scaled (not replayed).
+    failures_path : str, optional
+        The file ``fault_model`` was read from: named in the header and fingerprinted
+        in :attr:`CompareResult.failures`.
     window : tuple, optional
         ``(start, end)`` of the trace to replay (:func:`spare_opt.window_trace`).
     trace_nodes : int, optional
@@ -768,20 +1083,17 @@ def compare(params, *, trace=None, semantics="repair", rep_redundancies=DEFAULT_
     reps = check.integers("rep redundancies", rep_redundancies, minimum=1, maximum=n) if rep_redundancies else []
     spares = check.integers("spare redundancies", spare_redundancies, minimum=2, maximum=n) \
         if spare_redundancies else []
-    ms = check.integers("micro_batches", micro_batches, minimum=1) if spares else [1]
     factors = check.numbers_("period factors", period_factors, above=0.0)
     seeds = check.count("seeds", seeds)
     include_ckpt = check.flag("include_ckpt", include_ckpt)
     include_elastic = check.flag("include_elastic", include_elastic)
+    # beside the stacked settings: without SPARe settings there is nothing to set it against
+    include_redistribution = check.flag("include_redistribution", include_redistribution) and n >= 2 and \
+        bool(spare_redundancies)
+    allreduce_sensitivity = check.flag("allreduce_sensitivity", allreduce_sensitivity)
     semantics = check.choice("semantics", semantics, SEMANTICS)
     overhead = check.number("micro_batch_overhead_seconds", micro_batch_overhead_seconds, minimum=0.0)
-    if allreduce_seconds is not None:
-        params = replace(params, allreduce_seconds=check.number("allreduce_seconds", allreduce_seconds,
-                                                                minimum=0.0))
-    elif params.allreduce_seconds == allreduce_model(n):
-        note = allreduce_extrapolation(n)
-        if note:
-            notes.append(note)
+    nodes_per_group = check.count("nodes_per_group", nodes_per_group)
     if trace is None and trace_nodes is not None:
         raise ParameterError("trace_nodes is the size of a trace's cluster: give the trace too")
     if trace is not None and trace_nodes is not None:  # against the whole file: a window names fewer nodes
@@ -792,21 +1104,19 @@ def compare(params, *, trace=None, semantics="repair", rep_redundancies=DEFAULT_
         trace = window_trace(trace, *_window_bounds(window))
     elif window is not None:
         raise ParameterError("a window cuts a trace: give the trace too")
-    if not (include_ckpt or reps or spares or include_elastic):
+    if not (include_ckpt or reps or spares or include_elastic or include_redistribution):
         raise ParameterError("nothing to compare: no strategy to run")
-    if spares and 1 not in ms:
-        ms = [1] + list(ms)  # the paper's whole shards, shown beside the best
+    ms, grid_note = micro_batch_grid(global_batch, n, micro_batches) if (spares or include_redistribution) \
+        else ([1], None)
     ms = [check_micro_batches(m, params.groups) for m in ms]  # N m bounded before any work
-    if global_batch is not None:
-        per_group = micro_batch_capacity(global_batch, n)
-        left_out = [m for m in ms if m > per_group]
-        ms = [m for m in ms if m <= per_group]
-        if left_out and spares:
-            notes.append(f"m = {', '.join(map(str, left_out))} left out: a global batch of {global_batch:,} "
-                         f"sequences holds {per_group} per group (m <= {per_group})")
+    if grid_note:
+        notes.append(grid_note)
+    params, allreduce = _allreduce_source(params, allreduce_seconds, gradient_bytes, bandwidth_bytes_per_second,
+                                          allreduce_latency_seconds)
     cycles = check.count("cycles", cycles, maximum=MAX_CYCLES)
     params = replace(params, max_wall_factor=float(cycles))
     scaling = None
+    fitted_from = None  # the trace a model was fitted on, when the verdict fitted it
     windowed = trace if getattr(trace, "window", None) is not None else None  # its note, even once fitted
     trace_scaling = check.choice("trace_scaling", trace_scaling, ("auto", "fit", "replay"))
     if trace is not None:
@@ -817,11 +1127,19 @@ def compare(params, *, trace=None, semantics="repair", rep_redundancies=DEFAULT_
         if trace.cluster_nodes is not None and nodes != trace.cluster_nodes:
             notes.append(f"the trace's cluster is taken as {nodes:,} nodes, as given; the file says "
                          f"{trace.cluster_nodes:,}")
-        if trace_scaling == "fit" or (trace_scaling == "auto" and nodes is not None and nodes != params.groups
-                                      and params.groups >= trace.n_nodes):
-            fault_model, scaling = scaled_trace_model(trace, nodes, params.groups, params.trace_time_scale)
+        if nodes_per_group > 1 and trace_scaling == "replay":
+            raise ParameterError("nodes_per_group > 1 needs the trace fitted (trace_scaling 'fit' or 'auto'): a "
+                                 "replay places one traced node on each group")
+        if trace_scaling == "fit" or nodes_per_group > 1 or (
+                trace_scaling == "auto" and nodes is not None and nodes != params.groups
+                and params.groups >= trace.n_nodes):
+            fitted_from = trace
+            fault_model, scaling = scaled_trace_model(trace, nodes, params.groups, params.trace_time_scale,
+                                                      nodes_per_group=nodes_per_group)
             params = replace(params, trace_time_scale=1.0)
             trace = None
+    elif fault_model is not None and nodes_per_group > 1:
+        fault_model = per_group_model(fault_model, nodes_per_group)
     if trace is not None:
         if params.groups < trace.n_nodes:
             raise ParameterError(f"N = {params.groups} groups is fewer than the {trace.n_nodes} nodes the trace "
@@ -857,6 +1175,30 @@ def compare(params, *, trace=None, semantics="repair", rep_redundancies=DEFAULT_
         configs += [("spare", r, m, layout) for m in ms]
     if include_elastic:
         configs.append(("elastic", 1, 1, None))
+    group_mtbf = None
+    if trace is not None:
+        from .time_to_train import trace_system_mtbf_seconds
+
+        group_mtbf = trace_system_mtbf_seconds(trace, params.trace_time_scale) * n
+    elif fault_model is not None:
+        group_mtbf = fault_model.node_mtbf_seconds  # each group fails like one node of the model
+    restart_rule = None
+    if include_redistribution and group_mtbf is None:
+        notes.append("redistribution (r = N) left out: it runs on a trace or a failure model, not on the preset's "
+                     "Weibull failures")
+    elif include_redistribution:
+        for m in ms:
+            # Without repairs the group count only falls: restart when a restart is cheaper than going on.
+            threshold = redistribution_restart_threshold(params, m, group_mtbf, overhead) \
+                if semantics == "paper" else None
+            configs.append(("redistribute", n, m, threshold))
+        if semantics == "paper":
+            restart_rule = {str(m): int(layout) for strategy, _, m, layout in configs if strategy == "redistribute"}
+            notes.append("redistribution without repairs: a global restart when K groups are out, K = " + ", ".join(
+                f"{k:,} at m = {m}" for m, k in restart_rule.items()) + " (the K of greatest progress per "
+                "second: restart when a restart is cheaper than going on; redistribution_restart_threshold)")
+    if not configs:
+        raise ParameterError("nothing to compare: no strategy to run")
 
     # Progress in work units: a task weighs what its setting costs (task_weight), so the
     # estimate of the time left holds while cheap and dear settings finish in any order.
@@ -914,7 +1256,11 @@ def compare(params, *, trace=None, semantics="repair", rep_redundancies=DEFAULT_
 
         periods, run_tasks_list, centres = [], [], {}
         for strategy, r, m, layout in configs:
-            if (strategy, r) not in centres:  # T_c* of simulate(): the wipe-out rate does not depend on m
+            if strategy == "redistribute":  # a restart after K failures (every group without the rule)
+                mtbf = fault_model.node_mtbf_seconds / n
+                centres[strategy, r] = theory.checkpoint_period(params.save_seconds, params.restart_seconds,
+                                                                (layout or n) * mtbf)
+            elif (strategy, r) not in centres:  # T_c* of simulate(): the wipe-out rate does not depend on m
                 if strategy == "elastic":  # every group lost (N failures) under the paper's semantics
                     mtbf = fault_model.system_mtbf_seconds * fault_model.cluster_nodes / n
                     centres[strategy, r] = theory.checkpoint_period(params.save_seconds, params.restart_seconds,
@@ -933,7 +1279,7 @@ def compare(params, *, trace=None, semantics="repair", rep_redundancies=DEFAULT_
         row["exact"] = row["strategy"] != "elastic"  # the gradient equals the fault-free one
         row["price"] = _price(row)
     strategies = []
-    for strategy in ("ckpt", "rep", "spare", "elastic"):
+    for strategy in ("ckpt", "rep", "spare", "redistribute", "elastic"):
         mine = [row for row in settings if row["strategy"] == strategy]
         if mine:
             best = best_setting(mine)
@@ -947,13 +1293,214 @@ def compare(params, *, trace=None, semantics="repair", rep_redundancies=DEFAULT_
 
         notes.append(window_text(windowed))
     source = trace.source if trace is not None else (
-        "preset" if fault_model is None else f"failure model {fault_model.source or ''}".strip())
-    return CompareResult(params=params, source=source,
-                         semantics=semantics, seeds=seeds, cycles=cycles, strategies=strategies,
-                         settings=settings, trace_info=trace_info,
-                         elapsed_seconds=time.perf_counter() - started, notes=notes,
-                         global_batch=global_batch, micro_batch_overhead_seconds=overhead, scaling=scaling,
-                         layouts=layouts)
+        "preset" if fault_model is None else
+        f"failure model {failures_path}" if failures_path is not None else
+        f"failure model {fault_model.source or ''}".strip())
+    failures = _failure_record(params, trace, fault_model, fitted_from, failures_path, nodes_per_group,
+                               group_mtbf, cycles, semantics)
+    grid = {"rep_redundancies": list(reps), "spare_redundancies": list(spares), "micro_batches": list(ms),
+            "period_factors": list(factors), "seeds": seeds, "cycles": cycles, "include_ckpt": include_ckpt,
+            "include_elastic": include_elastic,
+            "include_redistribution": any(config[0] == "redistribute" for config in configs),
+            "redistribution_restart_at": restart_rule}
+    result = CompareResult(params=params, source=source,
+                           semantics=semantics, seeds=seeds, cycles=cycles, strategies=strategies,
+                           settings=settings, trace_info=trace_info,
+                           elapsed_seconds=time.perf_counter() - started, notes=notes,
+                           global_batch=global_batch, micro_batch_overhead_seconds=overhead, scaling=scaling,
+                           layouts=layouts, allreduce=allreduce, failures=failures, grid=grid)
+    if allreduce_sensitivity:
+        result.sensitivity = _sensitivity(result, trace, fault_model, workers, executor, layout_time_limit,
+                                          include_ckpt, include_elastic)
+        result.elapsed_seconds = time.perf_counter() - started
+    return result
+
+
+def _allreduce_source(params, allreduce_seconds, gradient_bytes, bandwidth, latency):
+    """``params`` with the all-reduce time of the verdict, and where it came from (a dict).
+
+    The operator's time first, then the ring model from ``gradient_bytes`` and
+    ``bandwidth``, then the paper's line inside the range it was fitted on (clipped
+    at 2 s below it); past that range the line is not extrapolated: an error asks for
+    either.
+    """
+    from .parameters import ALLREDUCE_FITTED_GROUPS, ring_allreduce_seconds
+
+    n = params.groups
+    low, high = ALLREDUCE_FITTED_GROUPS
+    latency = check.number("allreduce_latency_seconds", latency, minimum=0.0)
+    ring = gradient_bytes is not None or bandwidth is not None
+    if ring and (gradient_bytes is None or bandwidth is None):
+        raise ParameterError("the ring all-reduce model needs both gradient_bytes and bandwidth_bytes_per_second")
+    if allreduce_seconds is not None:
+        if ring:
+            raise ParameterError("give the all-reduce once: allreduce_seconds or gradient_bytes and "
+                                 "bandwidth_bytes_per_second (the ring model), not both")
+        seconds = check.number("allreduce_seconds", allreduce_seconds, minimum=0.0)
+        return replace(params, allreduce_seconds=seconds), {"seconds": seconds, "source": "given",
+                                                            "text": f"all-reduce {seconds:g} s (given)"}
+    if ring:
+        seconds = ring_allreduce_seconds(n, gradient_bytes, bandwidth, latency)
+        text = (f"all-reduce {seconds:.3g} s (ring model: 2 (N-1)/N x {gradient_bytes:.4g} B / "
+                f"{bandwidth:.4g} B/s + {latency:g} s)")
+        return replace(params, allreduce_seconds=seconds), {
+            "seconds": seconds, "source": "ring model", "gradient_bytes": float(gradient_bytes),
+            "bandwidth_bytes_per_second": float(bandwidth), "allreduce_latency_seconds": latency,
+            "formula": "2 (N - 1) / N * gradient_bytes / bandwidth_bytes_per_second + allreduce_latency_seconds",
+            "text": text}
+    seconds = params.allreduce_seconds
+    if seconds != allreduce_model(n):  # set in the parameters: the operator's
+        return params, {"seconds": seconds, "source": "given", "text": f"all-reduce {seconds:g} s (given)"}
+    if n > high:
+        raise ParameterError(
+            f"N = {n:,} is past the range the paper's all-reduce line was fitted on (N = {low}-{high}): give the "
+            "measured all-reduce time (allreduce_seconds, --allreduce-seconds) or the gradient's size and the "
+            "link bandwidth for the ring model (gradient_bytes and bandwidth_bytes_per_second)")
+    where = f"the paper's line at N = {n:,}, fitted on N = {low}-{high}" if n >= low else \
+        f"the paper's line clipped at its least value, N = {n:,} below the N = {low}-{high} it was fitted on"
+    return params, {"seconds": seconds, "source": "paper line", "text": f"all-reduce {seconds:.3g} s ({where})"}
+
+
+def _file_fingerprint(path, fallback):
+    """``sha256:`` of a file's bytes (what ``sha256sum`` prints), or of ``fallback()`` bytes without a file."""
+    import hashlib
+    import os
+
+    if path is not None and os.path.isfile(path):
+        digest = hashlib.sha256()
+        with open(path, "rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+        return "sha256:" + digest.hexdigest()
+    return "sha256:" + hashlib.sha256(fallback()).hexdigest()
+
+
+def _trace_bytes(trace):
+    return b"".join(np.ascontiguousarray(array).tobytes() for array in (
+        trace.times_days.astype("<f8"), trace.node.astype("<i8"), trace.is_start.astype("u1")))
+
+
+def _model_bytes(model):
+    import json
+
+    doc = {key: value for key, value in model.to_dict().items() if key not in ("derived", "source")}
+    return json.dumps(doc, sort_keys=True).encode()
+
+
+def _model_record(model):
+    return {"cluster_nodes": model.cluster_nodes, "event_mtbf_seconds": model.event_mtbf_seconds,
+            "node_mtbf_seconds": model.node_mtbf_seconds, "weibull_shape": model.weibull_shape,
+            "event_size_probabilities": list(model.event_size_probabilities),
+            "repairs": {"distribution": model.repair_distribution, "median_seconds": model.repair_median_seconds,
+                        "sigma": model.repair_sigma, "mean_seconds": model.repair_mean_seconds}}
+
+
+def _failure_record(params, trace, fault_model, fitted_from, failures_path, nodes_per_group, group_mtbf, cycles,
+                    semantics):
+    """What the verdict's failures were, as the recommendation records them (only what was used)."""
+    if trace is not None:
+        path = trace.source
+        return {"kind": "trace", "path": path, "fingerprint": _file_fingerprint(path, lambda: _trace_bytes(trace)),
+                "cluster_nodes": trace.cluster_nodes, "nodes_named": trace.n_nodes, "nodes_per_group": 1,
+                "time_scale": params.trace_time_scale, "cycles": cycles,
+                "window": None if trace.window is None else dict(trace.window),
+                "group_mtbf_seconds": group_mtbf, "repairs": "as traced"}
+    if fault_model is None:
+        return {"kind": "preset", "system_mtbf_seconds": params.system_mtbf_seconds,
+                "group_mtbf_seconds": params.system_mtbf_seconds * params.groups,
+                "weibull_shape": params.weibull_shape, "failure_model": params.failure_model,
+                "rate_follows_live": params.rate_follows_live, "restart_failures": params.restart_failures}
+    if fitted_from is not None:
+        path = fitted_from.source
+        record = {"kind": "trace fitted and scaled", "path": path,
+                  "fingerprint": _file_fingerprint(path, lambda: _trace_bytes(fitted_from))}
+    else:
+        record = {"kind": "failure model", "path": None if failures_path is None else str(failures_path),
+                  "fingerprint": _file_fingerprint(failures_path, lambda: _model_bytes(fault_model)),
+                  "description": fault_model.source}
+    model = _model_record(fault_model)
+    if semantics == "paper":  # no group rejoins: the model's repairs are not used
+        del model["repairs"]
+    record.update(nodes_per_group=nodes_per_group, group_mtbf_seconds=group_mtbf,
+                  node_mtbf_seconds=group_mtbf * nodes_per_group, model=model)
+    return record
+
+
+def per_group_model(model, nodes_per_group):
+    """A node's failure model made a DP group's: the group fails when any of its ``g`` nodes fails.
+
+    Failure events come ``g`` times as often (event MTBF and window divided by ``g``),
+    each group taking the place of one node of the model; a group's repair ends when
+    its failed node's does, so repairs are unchanged.
+
+    Parameters
+    ----------
+    model : FailureModel
+        Per node.
+    nodes_per_group : int
+        ``g >= 1``.
+
+    Returns
+    -------
+    FailureModel
+        ``model`` itself for ``g = 1``.
+
+    Raises
+    ------
+    ParameterTypeError, ParameterError
+        ``g`` is not an integer ``>= 1``.
+
+    Notes
+    -----
+    The minimum of ``g`` independent exponential lifetimes of rate ``lambda`` is
+    exponential of rate ``g lambda``; for a Weibull shape other than 1 the group's
+    gaps keep the node's shape with a ``g`` times smaller mean (an approximation).
+    """
+    from ..traces.failure_model import FailureModel
+
+    check.instance("model", model, FailureModel, " (spare_opt.FailureModel.load)")
+    g = check.count("nodes_per_group", nodes_per_group)
+    if g == 1:
+        return model
+    return replace(model, event_mtbf_seconds=model.event_mtbf_seconds / g, window_seconds=model.window_seconds / g)
+
+
+def _sensitivity(result, trace, fault_model, workers, executor, layout_time_limit, include_ckpt, include_elastic):
+    """The verdict at half and at double the all-reduce time: each strategy's best setting run again."""
+    base = result.params.allreduce_seconds
+    rows = [row for row in result.strategies if not row.get("paper_row")]
+    reps = [row["redundancy"] for row in rows if row["strategy"] == "rep"]
+    spares = [row for row in rows if row["strategy"] == "spare"]
+    redistribute = [row for row in rows if row["strategy"] == "redistribute"]
+    ms = sorted({row["micro_batches"] for row in spares + redistribute})
+    out = {"allreduce_seconds": base, "runs": []}
+    if base <= 0:
+        return out
+    for factor in (0.5, 2.0):
+        other = compare(replace(result.params, max_wall_factor=float(result.cycles)), trace=trace,
+                        fault_model=fault_model, semantics=result.semantics, rep_redundancies=reps,
+                        spare_redundancies=[row["redundancy"] for row in spares], micro_batches=ms or None,
+                        period_factors=result.grid["period_factors"], seeds=result.seeds, cycles=result.cycles,
+                        include_ckpt=include_ckpt, include_elastic=include_elastic,
+                        include_redistribution=bool(redistribute), workers=workers, executor=executor,
+                        layout_time_limit=layout_time_limit, micro_batch_overhead_seconds=
+                        result.micro_batch_overhead_seconds, allreduce_seconds=base * factor,
+                        trace_scaling="replay" if trace is not None else "auto")
+        out["runs"].append({"factor": factor, "allreduce_seconds": base * factor,
+                            "best_exact": _verdict_key(other, exact=True), "best_overall": _verdict_key(other),
+                            "conclusion": other.conclusion()})
+    here = (_verdict_key(result, exact=True), _verdict_key(result))
+    out["changes"] = any((run["best_exact"], run["best_overall"]) != here for run in out["runs"])
+    return out
+
+
+def _verdict_key(result, exact=False):
+    """The verdict's best (exact) strategy and setting, as a name (``None`` when none finished)."""
+    rows = [row for row in result.strategies if math.isfinite(row["ttt_ratio"]) and not row.get("paper_row")
+            and (row.get("exact", True) or not exact)]
+    if not rows:
+        return None
+    return _name(min(rows, key=lambda row: row["ttt_ratio"]))
 
 
 def _row(setting):
@@ -963,15 +1510,15 @@ def _row(setting):
 
 def _price(row):
     """What a strategy pays for its fault tolerance, in the unit that fits it (one column of the verdict)."""
-    if row["strategy"] == "elastic":
-        return {"kind": "missing batch", "value": 1.0 - row["mean_batch_fraction"],
-                "short_batch_share": row["short_batch_share"]}
+    if row["strategy"] == "elastic":  # a step takes a fault-free step's time: more steps for the same samples
+        return {"kind": "steps for the same samples", "value": row["steps_per_sample"],
+                "missing_batch": 1.0 - row["mean_batch_fraction"], "short_batch_share": row["short_batch_share"]}
     if row["strategy"] == "ckpt":
         return {"kind": "restarts", "value": row["restarts"]}
     return {"kind": "step cost", "value": row["mean_step_cost"]}
 
 
-def scaled_trace_model(trace, nodes, groups, time_scale=1.0):
+def scaled_trace_model(trace, nodes, groups, time_scale=1.0, *, nodes_per_group=1):
     """A trace's fitted failure model for ``groups`` DP groups, and what was done in words.
 
     Parameters
@@ -986,6 +1533,10 @@ def scaled_trace_model(trace, nodes, groups, time_scale=1.0):
     time_scale : float, default 1.0
         Multiplies every time of the model (event gaps, window, repairs), as a trace
         replay multiplies the trace's times.
+    nodes_per_group : int, default 1
+        Nodes of one DP group: a group fails when any of its nodes fails (``g``
+        times a traced node's rate, :func:`per_group_model`), its repair ends when
+        that node's does.
 
     Returns
     -------
@@ -1013,11 +1564,17 @@ def scaled_trace_model(trace, nodes, groups, time_scale=1.0):
                         repair_empirical_seconds=tuple(x * time_scale for x in model.repair_empirical_seconds),
                         window_seconds=model.window_seconds * time_scale)
     per_node = model.node_mtbf_seconds / 86400.0
+    g = check.count("nodes_per_group", nodes_per_group)
     rate = "" if time_scale == 1.0 else f", times x {time_scale:g}"
+    if g == 1:
+        each = f"each group fails like one traced node, MTBF {per_node:.3g} days{rate}"
+    else:
+        each = (f"each group of {g} nodes fails when any of its nodes fails, group MTBF {per_node / g:.3g} days "
+                f"(node {per_node:.3g} days{rate})")
     scaling = (f"trace {trace.source} fitted on its {model.cluster_nodes:,} nodes and scaled per node to "
-               f"{groups:,} groups (each group fails like one traced node, MTBF {per_node:.3g} days{rate}: the "
-               f"cluster fails {groups / model.cluster_nodes:.3g}x as often as the traced one)")
-    return model, scaling
+               f"{groups:,} groups ({each}: the cluster fails {g * groups / model.cluster_nodes:.3g}x as often "
+               "as the traced one)")
+    return per_group_model(model, g), scaling
 
 
 def _heavy_first(function, tasks, weights, *, workers, executor, progress, on_result):
@@ -1147,8 +1704,10 @@ def _summary(digests):
         "mean_step_cost": float(np.mean([d["mean_step_cost"] for d in digests])),
         "unfinished": int(sum(not d["finished"] for d in digests)),
     }
+    summary["ttt_parts"] = {key: float(np.mean([d["ttt_parts"][key] for d in digests]))
+                            for key in digests[0]["ttt_parts"]}
     if "mean_batch_fraction" in digests[0]:
-        for key in ("mean_batch_fraction", "short_batch_share"):
+        for key in ("mean_batch_fraction", "short_batch_share", "steps_per_sample"):
             summary[key] = float(np.mean([d[key] for d in digests]))
     return summary
 

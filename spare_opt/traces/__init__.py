@@ -40,6 +40,7 @@ from .failure_model import (
     FailureModel,
 )
 from .window import OPEN_AT_START_CLASS, window_day, window_text, window_trace
+from .rates import failure_model_from_rates, node_mtbf_from_rates
 from .fit import DEFAULT_RESAMPLES, DEFAULT_WINDOW_MINUTES, MAX_RESAMPLES, FitResult, fit_trace
 
 __all__ = [
@@ -70,6 +71,8 @@ __all__ = [
     "REPAIR_DISTRIBUTIONS",
     "Estimate",
     "FailureModel",
+    "failure_model_from_rates",
+    "node_mtbf_from_rates",
     "DEFAULT_RESAMPLES",
     "DEFAULT_WINDOW_MINUTES",
     "MAX_RESAMPLES",
