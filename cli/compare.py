@@ -228,9 +228,12 @@ def command(ctx, trace_path, trace_format, time_unit, window, model_path, preset
     (docs/cluster.md).  --json prints the rows as "strategies" and every setting tried
     as "settings".  See docs/repair.md.
     """
-    trace_path, model_path, trace_format, time_unit, time_scale, window, nodes = cluster_failure_sources(
+    (trace_path, model_path, trace_format, time_unit, time_scale, window, nodes, failures_per_1000_node_days,
+     node_mtbf_hours, job_mttf_hours, job_nodes, repair_hours) = cluster_failure_sources(
         ctx, trace_path=trace_path, model_path=model_path, trace_format=trace_format, time_unit=time_unit,
-        time_scale=time_scale, window=window, nodes=nodes)
+        time_scale=time_scale, window=window, nodes=nodes, failures_per_1000_node_days=failures_per_1000_node_days,
+        node_mtbf_hours=node_mtbf_hours, job_mttf_hours=job_mttf_hours, job_nodes=job_nodes,
+        repair_hours=repair_hours)
     rates = {name: value for name, value in (("failures_per_1000_node_days", failures_per_1000_node_days),
                                              ("node_mtbf_hours", node_mtbf_hours),
                                              ("job_mttf_hours", job_mttf_hours)) if value is not None}

@@ -472,6 +472,13 @@ cluster_option = click.option(
 
 #: ``[failures]`` keys that describe the file's own trace (they go with it when it gives way).
 _FILE_TRACE_KEYS = ("format", "time_unit", "time_scale", "window", "nodes")
+#: A cluster file's failure sources (``[failures]`` keys), and the keys that only describe
+#: a rate (a job MTTF's node count, the repairs of a rate): they give way with their source.
+_FILE_SOURCE_KEYS = ("trace", "failure_model", "failures_per_1000_node_days", "node_mtbf_hours", "job_mttf_hours")
+_FILE_RATE_KEYS = ("job_nodes", "repair_hours")
+#: The parameters through which the command line gives a failure source.
+_SOURCE_PARAMS = ("trace_path", "model_path", "fault_model_path", "failures_per_1000_node_days", "node_mtbf_hours",
+                  "job_mttf_hours")
 
 
 def cluster_failure_sources(ctx, **values):
@@ -479,10 +486,11 @@ def cluster_failure_sources(ctx, **values):
 
     ``values`` maps the command's parameter names to their values (``trace_path``, the
     failure model's parameter, and the trace options such as ``trace_format``).  When the
-    command line gives a failure source (``--trace`` or ``--failure-model``), the file's
-    ``[failures]`` source gives way, with the keys that describe its trace (``format``,
-    ``time_unit``, ``time_scale``, ``window``, ``nodes``): they take their options'
-    defaults, and a warning on stderr names them.  Returns the values as a tuple, in
+    command line gives a failure source (``--trace``, ``--failure-model`` or a failure
+    rate such as ``--node-mtbf-hours``), the file's ``[failures]`` source gives way, with
+    the keys that describe it (a trace's ``format``, ``time_unit``, ``time_scale``,
+    ``window``, ``nodes``; a rate's ``job_nodes`` and ``repair_hours``): they take their
+    options' defaults, and a warning on stderr names them.  Returns the values as a tuple, in
     the order given (unchanged without a cluster file or when no source meets another).
     """
     path, from_file = ctx.meta.get("cluster_file", (None, {}))
@@ -490,11 +498,10 @@ def cluster_failure_sources(ctx, **values):
         return tuple(values.values())
     file_params = {name for name in values if name in from_file
                    and ctx.get_parameter_source(name) == ParameterSource.DEFAULT_MAP}
-    sources = [name for name in values if from_file.get(name) in ("trace", "failure_model")
-               or name in ("trace_path", "model_path", "fault_model_path")]
+    sources = [name for name in values if from_file.get(name) in _FILE_SOURCE_KEYS or name in _SOURCE_PARAMS]
     on_command_line = [name for name in sources if values[name] is not None and name not in file_params]
     dropped = [name for name in values if name in file_params
-               and (from_file[name] in ("trace", "failure_model") or from_file[name] in _FILE_TRACE_KEYS)]
+               and from_file[name] in _FILE_SOURCE_KEYS + _FILE_TRACE_KEYS + _FILE_RATE_KEYS]
     if not on_command_line or not dropped:
         return tuple(values.values())
     params = {param.name: param for param in ctx.command.params}
