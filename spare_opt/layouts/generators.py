@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import _exhaustive
 from ._constructions import candidate_sets, canonical_offsets, modular_lambda
 from .._core import validation as check
 from .._core.parallel import resolve_workers
@@ -41,6 +42,17 @@ MAX_RANDOM_WORK = 5_000_000_000
 # Largest number of ordered differences r(r-1) given to CP-SAT; beyond it only
 # constructions and the greedy heuristic run (the model would take seconds to build).
 MAX_MODEL_DIFFERENCES = 20_000
+# Largest N for the exhaustive search (its arrays are O(r N); the Sidon search finds a
+# set in milliseconds at large N when the lexicographically first one fits).
+MAX_EXHAUSTIVE_GROUPS = 20_000
+# Largest number of marks for which the lambda minimisation runs the exhaustive search
+# (beyond it the tree is hopeless and CP-SAT makes better use of the time).
+MAX_EXHAUSTIVE_MARKS = 16
+# Share of the time limit the exhaustive Sidon search may use; CP-SAT then searches up
+# to SIDON_SHARE_AFTER_EXHAUSTIVE of it, and the lambda minimisation gets the rest.  In
+# the lambda minimisation, the exhaustive search gets this share of what is left.
+EXHAUSTIVE_SHARE = 0.8
+SIDON_SHARE_AFTER_EXHAUSTIVE = 0.9
 # Largest N * r^2 for the greedy heuristic (numpy work per call).
 _MAX_GREEDY_WORK = 200_000_000
 # Random partners tried per conflicting row, and repair rounds, in random_latin.
@@ -412,18 +424,36 @@ def sidon(groups, redundancy, *, time_limit=DEFAULT_TIME_LIMIT, seed=0, workers=
         hints.append((overlap, description, candidate))
     hints.sort(key=lambda item: item[0])
 
-    # 2. CP-SAT search for a Sidon set, hinted with the best construction.  The time
-    # limit is search time: the one-off import of the solver is not charged to it, or
-    # the first call in a process would search less than the next ones.
+    # 2. Exhaustive search: finds a Sidon set or proves there is none.  The time limit
+    # is search time: the one-off import of the solver and the compilation (or cache
+    # load) of the search kernel are not charged to it, or the first call in a process
+    # would search less than the next ones.
     budget_start = start + _cp_sat_import_seconds()
+    if groups <= MAX_EXHAUSTIVE_GROUPS:
+        budget_start += _exhaustive.warm_up()
+        search = _exhaustive.exhaustive_search(groups, redundancy, 1,
+                                               deadline=budget_start + EXHAUSTIVE_SHARE * time_limit)
+        metadata["exhaustive_search"] = f"{search.status} ({search.nodes} nodes, {search.seconds:.2f} s)"
+        if search.status == _exhaustive.FOUND:
+            metadata.update(solver_status=STATUS_OPTIMAL, reason="the exhaustive search found a Sidon set")
+            return _finish(groups, search.offsets, modular_lambda(search.offsets, groups), lower_bound, True,
+                           start, metadata)
+        if search.status == _exhaustive.NONE:
+            metadata.update(solver_status=STATUS_FALLBACK,
+                            reason=f"the exhaustive search proved that no Sidon set of {redundancy} residues "
+                                   f"mod {groups} exists")
+            return _fallback(groups, redundancy, hints, max(lower_bound, 2), start, budget_start + time_limit,
+                             metadata)
+
+    # 3. CP-SAT search for a Sidon set, hinted with the best construction.
     if pairs > MAX_MODEL_DIFFERENCES:
         metadata.update(solver_status=STATUS_FEASIBLE,
                         reason=f"r(r-1) = {pairs} differences is beyond the CP-SAT model limit "
                                f"({MAX_MODEL_DIFFERENCES}) and no known construction applies")
         return _fallback(groups, redundancy, hints, lower_bound, start, budget_start + time_limit, metadata)
     hint = canonical_offsets(hints[0][2], groups) if hints else None
-    search = _solve_difference_model(groups, redundancy, budget_start + time_limit / 2, seed, workers,
-                                     sidon_only=True, hint=hint)
+    sidon_deadline = budget_start + (SIDON_SHARE_AFTER_EXHAUSTIVE if groups <= MAX_EXHAUSTIVE_GROUPS else 0.5) * time_limit
+    search = _solve_difference_model(groups, redundancy, sidon_deadline, seed, workers, sidon_only=True, hint=hint)
     metadata["cp_sat_status"] = search.status
     if search.offsets is not None:
         metadata.update(solver_status=STATUS_OPTIMAL, reason="CP-SAT found a modular Golomb ruler")
@@ -476,7 +506,7 @@ def _fallback(groups, redundancy, hints, lower_bound, start, deadline, metadata)
     proved = best_overlap + shift <= lower_bound or marks <= 1
 
     # Local search: lower the target one step at a time while it succeeds; it may use
-    # half of the remaining time, the rest is for CP-SAT.
+    # half of the remaining time, the rest is for the exhaustive search and CP-SAT.
     if not proved and marks * (marks - 1) <= MAX_MODEL_DIFFERENCES:
         search_deadline = time.perf_counter() + (deadline - time.perf_counter()) / 2
         while best_overlap + shift > lower_bound and time.perf_counter() < search_deadline:
@@ -486,6 +516,21 @@ def _fallback(groups, redundancy, hints, lower_bound, start, deadline, metadata)
             best, best_overlap = canonical_offsets(found, groups), modular_lambda(found, groups)
         steps.append(f"local search {best_overlap + shift}")
         proved = best_overlap + shift <= lower_bound
+
+    # Exhaustive search for a set with lambda one lower: found, try lower still; none
+    # exists, the lambda at hand is proved minimal.  CP-SAT keeps the rest of the time.
+    if not proved and marks <= MAX_EXHAUSTIVE_MARKS and groups <= MAX_EXHAUSTIVE_GROUPS:
+        exhaustive_deadline = time.perf_counter() + EXHAUSTIVE_SHARE * (deadline - time.perf_counter())
+        while not proved and time.perf_counter() < exhaustive_deadline:
+            search = _exhaustive.exhaustive_search(groups, marks, best_overlap - 1, deadline=exhaustive_deadline)
+            if search.status == _exhaustive.FOUND:
+                best = canonical_offsets(search.offsets, groups)
+                best_overlap = modular_lambda(best, groups)
+                proved = best_overlap + shift <= lower_bound
+            else:
+                proved = search.status == _exhaustive.NONE
+                break
+        steps.append(f"exhaustive search {best_overlap + shift}{' proved' if proved else ''}")
 
     remaining = deadline - time.perf_counter()
     if not proved and marks * (marks - 1) <= MAX_MODEL_DIFFERENCES and remaining > 0.05:
