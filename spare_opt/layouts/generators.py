@@ -53,6 +53,8 @@ MAX_EXHAUSTIVE_MARKS = 16
 # the lambda minimisation, the exhaustive search gets this share of what is left.
 EXHAUSTIVE_SHARE = 0.8
 SIDON_SHARE_AFTER_EXHAUSTIVE = 0.9
+# Share of its time the lambda minimisation gives the exhaustive search before the local search.
+EXHAUSTIVE_FIRST_SHARE = 0.25
 # Largest N * r^2 for the greedy heuristic (numpy work per call).
 _MAX_GREEDY_WORK = 200_000_000
 # Random partners tried per conflicting row, and repair rounds, in random_latin.
@@ -504,6 +506,28 @@ def _fallback(groups, redundancy, hints, lower_bound, start, deadline, metadata)
                 metadata["construction"] = f"{description} (lambda {overlap} mod N, used as a start)"
                 steps.append(f"construction {overlap}")
     proved = best_overlap + shift <= lower_bound or marks <= 1
+    exhaustive = marks <= MAX_EXHAUSTIVE_MARKS and groups <= MAX_EXHAUSTIVE_GROUPS
+
+    def lower_exhaustively(share):
+        """Exhaustive search for a set with lambda one lower: found, try lower still; none
+        exists, the lambda at hand is proved minimal.  Uses ``share`` of the time left."""
+        nonlocal best, best_overlap
+        search_deadline = time.perf_counter() + share * (deadline - time.perf_counter())
+        while time.perf_counter() < search_deadline:
+            search = _exhaustive.exhaustive_search(groups, marks, best_overlap - 1, deadline=search_deadline)
+            if search.status != _exhaustive.FOUND:
+                return search.status == _exhaustive.NONE
+            best = canonical_offsets(search.offsets, groups)
+            best_overlap = modular_lambda(best, groups)
+            if best_overlap + shift <= lower_bound:
+                return True
+        return False
+
+    # Small cases: a short exhaustive search first often settles them at once (the
+    # local search spends its whole iteration budget on a target that does not exist).
+    if not proved and exhaustive:
+        proved = lower_exhaustively(EXHAUSTIVE_FIRST_SHARE)
+        steps.append(f"exhaustive search {best_overlap + shift}{' proved' if proved else ''}")
 
     # Local search: lower the target one step at a time while it succeeds; it may use
     # half of the remaining time, the rest is for the exhaustive search and CP-SAT.
@@ -517,19 +541,9 @@ def _fallback(groups, redundancy, hints, lower_bound, start, deadline, metadata)
         steps.append(f"local search {best_overlap + shift}")
         proved = best_overlap + shift <= lower_bound
 
-    # Exhaustive search for a set with lambda one lower: found, try lower still; none
-    # exists, the lambda at hand is proved minimal.  CP-SAT keeps the rest of the time.
-    if not proved and marks <= MAX_EXHAUSTIVE_MARKS and groups <= MAX_EXHAUSTIVE_GROUPS:
-        exhaustive_deadline = time.perf_counter() + EXHAUSTIVE_SHARE * (deadline - time.perf_counter())
-        while not proved and time.perf_counter() < exhaustive_deadline:
-            search = _exhaustive.exhaustive_search(groups, marks, best_overlap - 1, deadline=exhaustive_deadline)
-            if search.status == _exhaustive.FOUND:
-                best = canonical_offsets(search.offsets, groups)
-                best_overlap = modular_lambda(best, groups)
-                proved = best_overlap + shift <= lower_bound
-            else:
-                proved = search.status == _exhaustive.NONE
-                break
+    # Then the exhaustive search again, with most of what is left; CP-SAT keeps the rest.
+    if not proved and exhaustive:
+        proved = lower_exhaustively(EXHAUSTIVE_SHARE)
         steps.append(f"exhaustive search {best_overlap + shift}{' proved' if proved else ''}")
 
     remaining = deadline - time.perf_counter()
