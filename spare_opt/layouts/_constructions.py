@@ -1,7 +1,7 @@
 """Known Sidon-set constructions used to seed or replace the CP-SAT search.
 
 A set ``A`` of residues mod ``N`` is a *Sidon set* (a modular Golomb ruler) when all
-differences ``a - b`` (``a != b`` in ``A``) are distinct mod ``N``.  Three classic
+differences ``a - b`` (``a != b`` in ``A``) are distinct mod ``N``.  Four classic
 sources are used here, each only where it is mathematically valid:
 
 * **Optimal Golomb rulers** (integers, all differences distinct): a ruler of length
@@ -431,7 +431,7 @@ def _bose_practical(q):
 def candidate_sets(groups, marks):
     """Yield ``(description, offsets)`` candidates that may be Sidon sets of ``marks`` residues mod ``groups``.
 
-    Exact modular constructions first (Singer, Bose), then rulers.  Every candidate
+    Exact modular constructions first (Singer, Bose, Ruzsa), then rulers.  Every candidate
     is Sidon mod ``groups`` when its description's condition holds (a Golomb ruler of
     length ``L`` needs ``2 L < N``), but callers must still verify it with
     :func:`modular_lambda` (a candidate that fails is still a good solver hint).

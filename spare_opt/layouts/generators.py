@@ -7,8 +7,8 @@ permutation of ``0..N-1`` (a Latin rectangle), so every shard type has ``r`` hol
 
 * :func:`sidon` - circulant layout whose offsets are a Sidon set mod ``N`` (two groups
   share at most one shard type: the paper's independence condition), found from known
-  constructions or by CP-SAT; when none exists or none is found, the overlap
-  ``lambda`` is minimised instead;
+  constructions, by an exhaustive search (which also proves when none exists) or by
+  CP-SAT; when none exists or none is found, the overlap ``lambda`` is minimised instead;
 * :func:`consecutive` - offsets ``0..r-1`` (cyclic rotation);
 * :func:`block` - blocks of ``r`` groups holding the same ``r`` shard types
   (fractional repetition, Tandon et al., ICML 2017);
@@ -300,11 +300,14 @@ def sidon(groups, redundancy, *, time_limit=DEFAULT_TIME_LIMIT, seed=0, workers=
 
     Finds offsets ``0 = o_0 < ... < o_{r-1} < N`` with all differences ``o_i - o_j``
     (``i != j``) distinct mod ``N``; then any two groups share at most one shard type
-    (``lambda <= 1``).  Known constructions are tried first (Singer and Bose sets mod a
-    divisor of ``N``, optimal Golomb rulers, rulers cut from Singer sets), then a CP-SAT
-    search.  When no Sidon set exists (``r (r-1) > N - 1``), CP-SAT proves there is
-    none, or none is found in time, the largest difference multiplicity ``lambda`` is
-    minimised instead: greedy start, tabu local search, then CP-SAT.
+    (``lambda <= 1``).  Known constructions are tried first (Singer, Bose and Ruzsa
+    sets mod a divisor of ``N``, optimal Golomb rulers, rulers cut from Singer sets),
+    then an exhaustive search that finds a Sidon set or proves there is none
+    (:mod:`spare_opt.layouts._exhaustive`), then, if that was cut short, a CP-SAT
+    search.  When no Sidon set exists (``r (r-1) > N - 1``, or a search proves it) or
+    none is found in time, the largest difference multiplicity ``lambda`` is
+    minimised instead: greedy start, exhaustive search, tabu local search, exhaustive
+    search again, then CP-SAT.
 
     Parameters
     ----------
@@ -315,9 +318,13 @@ def sidon(groups, redundancy, *, time_limit=DEFAULT_TIME_LIMIT, seed=0, workers=
     time_limit : float, default 10.0
         Wall-clock budget in seconds for the searches (constructions take
         milliseconds and are not limited).  When a Sidon set may exist and no
-        construction gives one, the CP-SAT Sidon search gets half of it; the lambda
-        minimisation gets the rest (local search at most half of what is left, then
-        CP-SAT).  Model building can overrun the budget by a fraction of a second.
+        construction gives one, the exhaustive search may use 80% of it and CP-SAT
+        (only if the exhaustive search was cut short) up to 90% (half when ``N >
+        20,000``: no exhaustive search); the lambda minimisation gets the rest
+        (exhaustive search a quarter of what is left, local search at most half,
+        exhaustive search 80%, then CP-SAT).  The one-off import of CP-SAT and the
+        compilation (or cache load) of the search kernel are not charged to it.
+        Model building can overrun the budget by a fraction of a second.
     seed : int, default 0
         Non-negative.  CP-SAT ``random_seed`` (taken mod ``2^31``) and seed of the
         greedy heuristic and the local search.
@@ -335,16 +342,18 @@ def sidon(groups, redundancy, *, time_limit=DEFAULT_TIME_LIMIT, seed=0, workers=
             ``"optimal"``: a Sidon set, ``lambda <= 1`` (the least possible);
             ``"feasible"``: a Sidon set may exist but none was found in the time
             limit, the layout has the smallest ``lambda`` found;
-            ``"fallback"``: no Sidon set exists (counting bound or CP-SAT proof),
-            ``lambda`` was minimised.
+            ``"fallback"``: no Sidon set exists (counting bound, exhaustive search
+            or CP-SAT proof), ``lambda`` was minimised.
         ``lambda``, ``lambda_lower_bound``, ``lambda_proved_optimal``
             The overlap (checked equal to :meth:`~spare_opt.layouts.layout.Layout.overlap`), a proven lower
             bound (``ceil(r(r-1)/(N-1))``, 2 when no Sidon set exists), and whether
             ``lambda`` is proved minimal over all circulant layouts with these ``N``
             and ``r`` (the bound then equals ``lambda``).
-        ``reason``, ``construction``, ``search``
+        ``reason``, ``construction``, ``search``, ``exhaustive_search``
             Why this status; the known construction used (or ``None``); for the
-            lambda minimisation, lambda after each stage.
+            lambda minimisation, lambda after each stage; the outcome of the
+            exhaustive Sidon search (``found``, ``none`` or ``unknown``, nodes,
+            seconds) when it ran.
         ``solve_seconds``, ``cp_sat_status``, ``seed``, ``time_limit``, ``workers``.
 
     Raises
@@ -380,10 +389,17 @@ def sidon(groups, redundancy, *, time_limit=DEFAULT_TIME_LIMIT, seed=0, workers=
     Runs that end before the limit (constructions, proofs, bound reached) are
     reproducible for a given ``seed`` and ``workers``.
 
+    The exhaustive search (numba) enumerates the lexicographically least tuple of each
+    orbit under ``x -> u x + c`` with forward checking (``docs/layouts.md``); it
+    settles every ``r <= 10``, ``N <= 3 r(r-1)`` in about a second, ``r = 11`` in
+    seconds (measured figures in ``docs/layouts.md``).
+
     References
     ----------
-    J. Singer (1938); R. C. Bose (1942); see :mod:`spare_opt.layouts._constructions`.
-    CSPLib problem 006 (Golomb rulers).  Lee et al., ICML 2026, Sec. 3.
+    J. Singer (1938); R. C. Bose (1942); I. Z. Ruzsa (1993); see
+    :mod:`spare_opt.layouts._constructions`.  P. Kaski and P. R. J. Östergård,
+    *Classification Algorithms for Codes and Designs* (2006), Ch. 4 (isomorph
+    rejection).  CSPLib problem 006 (Golomb rulers).  Lee et al., ICML 2026, Sec. 3.
 
     Examples
     --------
