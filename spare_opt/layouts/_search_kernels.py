@@ -27,6 +27,8 @@ import numpy as np
 
 from .._core.jit import kernel
 
+#: Prefixes up to this many elements get the coverage bound of :func:`_uncoverable`.
+COVERAGE_DEPTH = 8
 #: Return codes of :func:`difference_search`.
 BUDGET = 0
 FOUND = 1
@@ -166,6 +168,46 @@ def _filter(groups, bound, elements, level, counts, candidates, candidate_count,
 
 
 @kernel
+def _uncoverable(groups, marks, elements, size, counts, candidates, n, marked, stamp):
+    """Whether more residues must stay non-differences than a Sidon set of ``r`` marks leaves (``bound = 1``).
+
+    A Sidon set of ``r`` residues mod ``N`` leaves exactly ``N - 1 - r(r-1)`` nonzero
+    residues that are no difference.  A residue unused by the prefix ``a_0..a_{size-1}``
+    can still become a difference only between a candidate and the prefix, or between
+    two candidates (``candidates[size, :n]``); the others stay unused.  More of those
+    than the slack: no completion.
+    """
+    slack = groups - 1 - marks * (marks - 1)
+    # Differences with the prefix first (cheap); the pairs of candidates only when those
+    # leave more than the slack unused.
+    for p in range(n):
+        x = candidates[size, p]
+        for i in range(size):
+            d = x - elements[i]
+            marked[d] = stamp
+            marked[groups - d] = stamp
+    lost = 0
+    for d in range(1, groups):
+        if counts[d] == 0 and marked[d] != stamp:
+            lost += 1
+    if lost <= slack:
+        return False
+    for p in range(n):
+        x = candidates[size, p]
+        for q in range(p + 1, n):
+            d = candidates[size, q] - x
+            marked[d] = stamp
+            marked[groups - d] = stamp
+    lost = 0
+    for d in range(1, groups):
+        if counts[d] == 0 and marked[d] != stamp:
+            lost += 1
+            if lost > slack:
+                return True
+    return False
+
+
+@kernel
 def _change(groups, elements, level, value, step, counts):
     """Add ``step`` (+1 or -1) to the multiplicities of the differences of ``value`` with ``a_0..a_{level-1}``."""
     for i in range(level):
@@ -185,7 +227,7 @@ def _fits(groups, bound, elements, level, value, counts):
 
 
 @kernel
-def _lexicographically_least(groups, elements, size, newest_only, is_unit, inverse, image):
+def _lexicographically_least(groups, elements, size, is_unit, inverse, image):
     """False when an affine image ``x -> u (x - a_i)`` of the prefix, sorted, is lexicographically smaller.
 
     Only the maps sending an ordered pair ``(a_i, a_j)`` with a unit difference to
@@ -196,7 +238,7 @@ def _lexicographically_least(groups, elements, size, newest_only, is_unit, inver
     """
     for i in range(size):
         for j in range(size):
-            if i == j or (newest_only and i != size - 1 and j != size - 1):
+            if i == j:
                 continue
             d = elements[j] - elements[i]
             if d < 0:
@@ -248,7 +290,7 @@ def difference_search(groups, marks, bound, first_is_one, canonical_depth, last_
         that is a unit mod ``N`` (the caller decides).
     canonical_depth : int
         Prefixes of at most this many elements are compared with their images under
-        every pair map; longer ones only under the maps of pairs with the newest element.
+        every pair map (and get the second-order rule of :func:`_filter`).
     last_place : (r,) int64
         Largest value ``a_l`` may take (candidates beyond it end the level).
     is_unit, inverse : (N,) arrays
@@ -297,8 +339,8 @@ def difference_search(groups, marks, bound, first_is_one, canonical_depth, last_
             if level == marks - 1:
                 state[0] = level
                 return FOUND
-            if level + 1 <= canonical_depth and not _lexicographically_least(groups, elements, level + 1, False,
-                                                                              is_unit, inverse, image):
+            if level + 1 <= canonical_depth and not _lexicographically_least(groups, elements, level + 1, is_unit,
+                                                                              inverse, image):
                 _change(groups, elements, level, value, -1, counts)
                 continue
             following = level + 1
@@ -308,6 +350,11 @@ def difference_search(groups, marks, bound, first_is_one, canonical_depth, last_
             if n < marks - following:
                 _change(groups, elements, level, value, -1, counts)
                 continue
+            if bound == 1 and following <= COVERAGE_DEPTH:
+                state[2] += 1
+                if _uncoverable(groups, marks, elements, following, counts, candidates, n, marked, state[2]):
+                    _change(groups, elements, level, value, -1, counts)
+                    continue
             candidate_count[following] = n
             position[following] = 0
             level = following

@@ -51,8 +51,8 @@ MAX_EXHAUSTIVE_MARKS = 16
 # Share of the time limit the exhaustive Sidon search may use; CP-SAT then searches up
 # to SIDON_SHARE_AFTER_EXHAUSTIVE of it, and the lambda minimisation gets the rest.  In
 # the lambda minimisation, the exhaustive search gets this share of what is left.
-EXHAUSTIVE_SHARE = 0.8
-SIDON_SHARE_AFTER_EXHAUSTIVE = 0.9
+EXHAUSTIVE_SHARE = 0.9
+SIDON_SHARE_AFTER_EXHAUSTIVE = 0.95
 # Share of its time the lambda minimisation gives the exhaustive search before the local search.
 EXHAUSTIVE_FIRST_SHARE = 0.25
 # Largest N * r^2 for the greedy heuristic (numpy work per call).
