@@ -21,7 +21,11 @@ each orbit of the affine group ``x -> u x + c``:
   the number of non-units in ``[1, N-1]``.
 
 Forward checking: at each level the residues that still fit with the prefix are listed,
-and a prefix is abandoned when fewer remain than marks are missing.
+and a prefix is abandoned when fewer remain than marks are missing.  For Sidon sets two
+bounds more: the marks from ``a_l`` on, with ``N``, form an integer Golomb ruler
+(``N - a_l >= G(r - l + 1)``), and a Sidon set leaves exactly ``N - 1 - r(r-1)``
+residues that are no difference, so a prefix that can no longer reach more of the
+unused residues is abandoned.
 
 The kernel (:mod:`._search_kernels`, numba) runs in slices of nodes so that a
 wall-clock deadline is checked between slices; the result says ``"unknown"`` when the

@@ -318,11 +318,11 @@ def sidon(groups, redundancy, *, time_limit=DEFAULT_TIME_LIMIT, seed=0, workers=
     time_limit : float, default 10.0
         Wall-clock budget in seconds for the searches (constructions take
         milliseconds and are not limited).  When a Sidon set may exist and no
-        construction gives one, the exhaustive search may use 80% of it and CP-SAT
-        (only if the exhaustive search was cut short) up to 90% (half when ``N >
+        construction gives one, the exhaustive search may use 90% of it and CP-SAT
+        (only if the exhaustive search was cut short) up to 95% (half when ``N >
         20,000``: no exhaustive search); the lambda minimisation gets the rest
         (exhaustive search a quarter of what is left, local search at most half,
-        exhaustive search 80%, then CP-SAT).  The one-off import of CP-SAT and the
+        exhaustive search 90%, then CP-SAT).  The one-off import of CP-SAT and the
         compilation (or cache load) of the search kernel are not charged to it.
         Model building can overrun the budget by a fraction of a second.
     seed : int, default 0
