@@ -46,7 +46,7 @@ def _offsets_text(offsets):
                    "consecutive offsets 0..r-1, blocks of r groups (r must divide N), or random Latin layers.")
 @seed_option
 @click.option("--time-limit", type=FloatRange(min=0, min_open=True), default=DEFAULT_TIME_LIMIT,
-              show_default=True, metavar="SEC", help="CP-SAT time budget in seconds (sidon only).")
+              show_default=True, metavar="SEC", help="Search time budget in seconds (sidon only): exhaustive search and CP-SAT.")
 @topology_option("Make the layout domain-safe for this topology file (spare-opt topology): in every domain the "
                   "groups hold pairwise disjoint shard types.  Needs --method sidon.")
 @click.option("--domain-level", "domain_levels", multiple=True, metavar="LEVEL",
@@ -68,10 +68,11 @@ def command(ctx, groups, redundancy, method, seed, time_limit, topology, domain_
     """Generate a stack layout of N DP groups with redundancy R and write it to FILE.
 
     Prints the method, N, r, the overlap lambda (the most shard types two groups
-    share), the solver status and the time.  Sidon layouts come from known
-    constructions (Singer, Bose, optimal Golomb rulers) or CP-SAT; see
-    docs/layouts.md.  Results are reproducible for a given --seed (CP-SAT runs that
-    stop at --time-limit excepted).
+    share), its proven lower bound, the solver status and the time.  Sidon layouts
+    come from known constructions (Singer, Bose, Ruzsa, optimal Golomb rulers), an
+    exhaustive search that also proves when no Sidon set exists, or CP-SAT; see
+    docs/layouts.md.  Results are reproducible for a given --seed (runs that stop at
+    --time-limit excepted).
 
     With --topology the layout is domain-safe when possible (docs/domains.md): one
     domain failure (a rack, a switch) then removes at most one holder of each shard
@@ -136,6 +137,9 @@ def command(ctx, groups, redundancy, method, seed, time_limit, topology, domain_
     click.echo(f"redundancy r:  {layout.redundancy}")
     click.echo(f"lambda:        {overlap} (most shard types two groups share)")
     click.echo(f"solver status: {status}")
+    if metadata.get("lambda_lower_bound") is not None:
+        proof = "proved least" if metadata.get("lambda_proved_optimal") else "not proved least"
+        click.echo(f"lambda bound:  >= {metadata['lambda_lower_bound']} (lambda {proof})")
     if metadata.get("reason"):
         click.echo(f"reason:        {metadata['reason']}")
     if seconds is not None:

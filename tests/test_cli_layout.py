@@ -46,6 +46,19 @@ def test_default_method_is_sidon_and_reports_the_construction(tmp_path):
     assert Layout.load(path).overlap() == 1
 
 
+def test_a_proved_non_existence_prints_and_records_the_proven_bound(tmp_path):
+    # No Sidon set of 8 residues mod 59 exists (the exhaustive search proves it), though
+    # the counting bound allows one: lambda 2 is then proved least.
+    path = tmp_path / "l.json"
+    result = run("-N", 59, "-r", 8, "--time-limit", 60, "-o", path)
+    assert result.exit_code == 0, result.output
+    assert "solver status: fallback" in result.output
+    assert "lambda bound:  >= 2 (lambda proved least)" in result.output
+    assert "no Sidon set of 8 residues mod 59 exists" in result.output
+    metadata = Layout.load(path).metadata
+    assert metadata["lambda"] == metadata["lambda_lower_bound"] == 2 and metadata["lambda_proved_optimal"]
+
+
 def test_json_output(tmp_path):
     path = tmp_path / "l.npz"
     result = run("-N", 60, "-r", 20, "--time-limit", 0.5, "-o", path, "--json")

@@ -22,6 +22,7 @@ from spare_opt.layouts._constructions import (
     modular_lambda,
     singer_set,
 )
+from spare_opt.layouts import generators
 from spare_opt.layouts.generators import METHODS, block, consecutive, generate, random_latin, sidon
 
 # Optimal Golomb ruler lengths, OEIS A003022 (independent of the table's last marks).
@@ -210,7 +211,20 @@ def test_fallback_lambda_is_least_on_small_cases(n, r):
         assert meta["lambda"] == least == meta["lambda_lower_bound"]
 
 
-def test_cp_sat_proves_lambda_above_the_counting_bound():
+def test_exhaustive_search_proves_lambda_above_the_counting_bound():
+    meta = sidon(16, 6, time_limit=5).metadata
+    assert "exhaustive search 3 proved" in meta["search"] and meta["lambda_proved_optimal"]
+    assert meta["lambda"] == 3 == meta["lambda_lower_bound"] == brute_min_lambda(16, 6) > math.ceil(6 * 5 / 15)
+
+
+def _without_exhaustive_search(monkeypatch):
+    """Send sidon down its CP-SAT path (the one large N and r take)."""
+    monkeypatch.setattr(generators, "MAX_EXHAUSTIVE_GROUPS", 0)
+    monkeypatch.setattr(generators, "MAX_EXHAUSTIVE_MARKS", 0)
+
+
+def test_cp_sat_proves_lambda_above_the_counting_bound(monkeypatch):
+    _without_exhaustive_search(monkeypatch)
     meta = sidon(16, 6, time_limit=5).metadata
     assert meta["cp_sat_status"] == "OPTIMAL" and meta["lambda_proved_optimal"]
     assert meta["lambda"] == 3 == brute_min_lambda(16, 6) > math.ceil(6 * 5 / 15)
@@ -234,8 +248,10 @@ def test_sidon_is_deterministic_for_a_seed():
         assert first.offsets == second.offsets and strip(first) == strip(second)
 
 
-def test_sidon_with_several_workers_is_deterministic():
-    # (16, 6) needs CP-SAT (interleaved search with 2 workers) to prove lambda = 3.
+def test_sidon_with_several_workers_is_deterministic(monkeypatch):
+    # Without the exhaustive search, (16, 6) needs CP-SAT (interleaved search with 2
+    # workers) to prove lambda = 3.
+    _without_exhaustive_search(monkeypatch)
     first, second = sidon(16, 6, time_limit=5, workers=2), sidon(16, 6, time_limit=5, workers=2)
     assert first.metadata["workers"] == 2 and first.metadata["cp_sat_status"] == "OPTIMAL"
     assert first.overlap() == first.metadata["lambda"] == 3
@@ -374,6 +390,7 @@ def test_a_sidon_set_found_by_local_search_is_reported_optimal(monkeypatch):
         return real(groups, marks, deadline, seed, workers, sidon_only, **kwargs)
 
     monkeypatch.setattr(generators, "_solve_difference_model", cut_short)
+    _without_exhaustive_search(monkeypatch)  # it would find the set first
     layout = sidon(86, 9, time_limit=30)
     meta = layout.metadata
     assert meta["search"] == "greedy 2, local search 1" and "local search then found a Sidon set" in meta["reason"]

@@ -1,7 +1,7 @@
 """Stack layouts: which ``r`` shard types each DP group holds.
 
 * :mod:`.layout` - :class:`Layout`, the layout model and its files;
-* :mod:`.generators` - :func:`sidon` (known constructions, then CP-SAT), :func:`consecutive`,
+* :mod:`.generators` - :func:`sidon` (known constructions, exhaustive search, CP-SAT), :func:`consecutive`,
   :func:`block`, :func:`random_latin`, :func:`generate`;
 * :mod:`.topology` - :class:`Topology`, failure domains (racks, switches, power feeds);
 * :mod:`.domain_safe` - :func:`domain_safe` layouts, in which one domain failure removes

@@ -1,7 +1,7 @@
 """Known Sidon-set constructions used to seed or replace the CP-SAT search.
 
 A set ``A`` of residues mod ``N`` is a *Sidon set* (a modular Golomb ruler) when all
-differences ``a - b`` (``a != b`` in ``A``) are distinct mod ``N``.  Three classic
+differences ``a - b`` (``a != b`` in ``A``) are distinct mod ``N``.  Four classic
 sources are used here, each only where it is mathematically valid:
 
 * **Optimal Golomb rulers** (integers, all differences distinct): a ruler of length
@@ -16,6 +16,9 @@ sources are used here, each only where it is mathematically valid:
 * **Bose sets** (Bose 1942): for a prime power ``q`` the ``q`` exponents ``i`` in
   ``[0, q^2 - 1)`` with ``alpha^i - alpha`` in ``GF(q)`` (``alpha`` primitive in
   ``GF(q^2)``) form a Sidon set mod ``q^2 - 1``.
+* **Ruzsa sets** (Ruzsa 1993): for a prime ``p`` and a primitive root ``g`` mod ``p``,
+  ``{p i + (p - 1) g^i mod p (p - 1) : i = 1..p-1}`` is a Sidon set of ``p - 1``
+  residues mod ``p (p - 1)``.
 
 Valid transfers (and only these) are used: a subset of a Sidon set is a Sidon set; a
 translate or a unit multiple of a Sidon set mod ``M`` is a Sidon set mod ``M``; a Sidon
@@ -30,6 +33,7 @@ References
 J. Singer, "A theorem in finite projective geometry and some applications to number
 theory", Trans. AMS 43 (1938) 377-385.
 R. C. Bose, "An affine analogue of Singer's theorem", J. Indian Math. Soc. 6 (1942) 1-15.
+I. Z. Ruzsa, "Solving a linear equation in a set of integers I", Acta Arith. 65 (1993) 259-282.
 K. O'Bryant, "A complete annotated bibliography of work related to Sidon sequences",
 Electron. J. Combin. DS11 (2004).
 """
@@ -44,6 +48,7 @@ __all__ = [
     "canonical_offsets",
     "singer_set",
     "bose_set",
+    "ruzsa_set",
     "candidate_sets",
 ]
 
@@ -313,6 +318,58 @@ def singer_set(q):
     return tuple(members)
 
 
+def _primitive_root(p):
+    """The least primitive root mod the prime ``p``."""
+    if p == 2:
+        return 1
+    cofactors = [(p - 1) // factor for factor in _prime_factors(p - 1)]
+    for g in range(2, p):
+        if all(pow(g, c, p) != 1 for c in cofactors):
+            return g
+    raise ArithmeticError(f"no primitive root mod {p}")  # pragma: no cover
+
+
+def ruzsa_set(p):
+    """Ruzsa Sidon set for a prime ``p``: ``p - 1`` residues mod ``p (p - 1)``, sorted.
+
+    Returns
+    -------
+    tuple of int
+        ``{ p i + (p - 1) g^i mod p (p - 1) : i = 1..p-1 }`` with ``g`` the least
+        primitive root mod ``p``.
+
+    Raises
+    ------
+    ValueError
+        ``p`` is not a prime.
+
+    Notes
+    -----
+    By the Chinese remainder theorem the element ``x_i`` is the residue with
+    ``x_i = i mod (p - 1)`` and ``x_i = g^i mod p``.  If ``x_i - x_j = x_k - x_l`` then
+    ``i - j = k - l mod (p - 1)`` and ``g^i - g^j = g^k - g^l mod p``; writing
+    ``g^i = g^j a``, ``g^k = g^l a`` with ``a = g^(i-j)`` gives ``g^j (a - 1) = g^l (a - 1)``,
+    so ``j = l`` (and ``i = k``) unless ``a = 1``, i.e. ``i = j``.  ``O(p)`` work.
+
+    References
+    ----------
+    I. Z. Ruzsa, "Solving a linear equation in a set of integers I", Acta Arith. 65
+    (1993) 259-282; J. Cilleruelo, "Combinatorial problems in finite fields and Sidon
+    sets", Combinatorica 32 (2012) 497-511.
+    """
+    if not _is_prime(p):
+        raise ValueError(f"Ruzsa sets need a prime p, got {p}")
+    modulus = p * (p - 1)
+    if p == 2:
+        return (0,)
+    g = _primitive_root(p)
+    members, power = [], 1
+    for i in range(1, p):
+        power = power * g % p
+        members.append((p * i + (p - 1) * power) % modulus)
+    return tuple(sorted(members))
+
+
 def bose_set(q):
     """Bose Sidon set for a prime power ``q``: ``q`` residues mod ``q^2 - 1``, sorted.
 
@@ -374,7 +431,7 @@ def _bose_practical(q):
 def candidate_sets(groups, marks):
     """Yield ``(description, offsets)`` candidates that may be Sidon sets of ``marks`` residues mod ``groups``.
 
-    Exact modular constructions first (Singer, Bose), then rulers.  Every candidate
+    Exact modular constructions first (Singer, Bose, Ruzsa), then rulers.  Every candidate
     is Sidon mod ``groups`` when its description's condition holds (a Golomb ruler of
     length ``L`` needs ``2 L < N``), but callers must still verify it with
     :func:`modular_lambda` (a candidate that fails is still a good solver hint).
@@ -400,6 +457,11 @@ def candidate_sets(groups, marks):
             window, _ = _shortest_window(bose_set(q), modulus, marks)
             where = "N" if modulus == groups else f"{modulus}, a divisor of N"
             yield f"Bose set, q = {q}, mod {where}", window
+        p = (1 + math.isqrt(4 * modulus + 1)) // 2
+        if p * (p - 1) == modulus and p - 1 >= marks and _is_prime(p):
+            window, _ = _shortest_window(ruzsa_set(p), modulus, marks)
+            where = "N" if modulus == groups else f"{modulus}, a divisor of N"
+            yield f"Ruzsa set, p = {p}, mod {where}", window
     if marks in GOLOMB_RULERS:
         ruler = GOLOMB_RULERS[marks]
         # Sidon mod N whenever 2 L < N; sometimes also for smaller N (verified by the caller).

@@ -7,8 +7,8 @@ permutation of ``0..N-1`` (a Latin rectangle), so every shard type has ``r`` hol
 
 * :func:`sidon` - circulant layout whose offsets are a Sidon set mod ``N`` (two groups
   share at most one shard type: the paper's independence condition), found from known
-  constructions or by CP-SAT; when none exists or none is found, the overlap
-  ``lambda`` is minimised instead;
+  constructions, by an exhaustive search (which also proves when none exists) or by
+  CP-SAT; when none exists or none is found, the overlap ``lambda`` is minimised instead;
 * :func:`consecutive` - offsets ``0..r-1`` (cyclic rotation);
 * :func:`block` - blocks of ``r`` groups holding the same ``r`` shard types
   (fractional repetition, Tandon et al., ICML 2017);
@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import _exhaustive
 from ._constructions import candidate_sets, canonical_offsets, modular_lambda
 from .._core import validation as check
 from .._core.parallel import resolve_workers
@@ -41,6 +42,19 @@ MAX_RANDOM_WORK = 5_000_000_000
 # Largest number of ordered differences r(r-1) given to CP-SAT; beyond it only
 # constructions and the greedy heuristic run (the model would take seconds to build).
 MAX_MODEL_DIFFERENCES = 20_000
+# Largest N for the exhaustive search (its arrays are O(r N); the Sidon search finds a
+# set in milliseconds at large N when the lexicographically first one fits).
+MAX_EXHAUSTIVE_GROUPS = 20_000
+# Largest number of marks for which the lambda minimisation runs the exhaustive search
+# (beyond it the tree is hopeless and CP-SAT makes better use of the time).
+MAX_EXHAUSTIVE_MARKS = 16
+# Share of the time limit the exhaustive Sidon search may use; CP-SAT then searches up
+# to SIDON_SHARE_AFTER_EXHAUSTIVE of it, and the lambda minimisation gets the rest.  In
+# the lambda minimisation, the exhaustive search gets this share of what is left.
+EXHAUSTIVE_SHARE = 0.9
+SIDON_SHARE_AFTER_EXHAUSTIVE = 0.95
+# Share of its time the lambda minimisation gives the exhaustive search before the local search.
+EXHAUSTIVE_FIRST_SHARE = 0.25
 # Largest N * r^2 for the greedy heuristic (numpy work per call).
 _MAX_GREEDY_WORK = 200_000_000
 # Random partners tried per conflicting row, and repair rounds, in random_latin.
@@ -286,11 +300,14 @@ def sidon(groups, redundancy, *, time_limit=DEFAULT_TIME_LIMIT, seed=0, workers=
 
     Finds offsets ``0 = o_0 < ... < o_{r-1} < N`` with all differences ``o_i - o_j``
     (``i != j``) distinct mod ``N``; then any two groups share at most one shard type
-    (``lambda <= 1``).  Known constructions are tried first (Singer and Bose sets mod a
-    divisor of ``N``, optimal Golomb rulers, rulers cut from Singer sets), then a CP-SAT
-    search.  When no Sidon set exists (``r (r-1) > N - 1``), CP-SAT proves there is
-    none, or none is found in time, the largest difference multiplicity ``lambda`` is
-    minimised instead: greedy start, tabu local search, then CP-SAT.
+    (``lambda <= 1``).  Known constructions are tried first (Singer, Bose and Ruzsa
+    sets mod a divisor of ``N``, optimal Golomb rulers, rulers cut from Singer sets),
+    then an exhaustive search that finds a Sidon set or proves there is none
+    (:mod:`spare_opt.layouts._exhaustive`), then, if that was cut short, a CP-SAT
+    search.  When no Sidon set exists (``r (r-1) > N - 1``, or a search proves it) or
+    none is found in time, the largest difference multiplicity ``lambda`` is
+    minimised instead: greedy start, exhaustive search, tabu local search, exhaustive
+    search again, then CP-SAT.
 
     Parameters
     ----------
@@ -301,9 +318,13 @@ def sidon(groups, redundancy, *, time_limit=DEFAULT_TIME_LIMIT, seed=0, workers=
     time_limit : float, default 10.0
         Wall-clock budget in seconds for the searches (constructions take
         milliseconds and are not limited).  When a Sidon set may exist and no
-        construction gives one, the CP-SAT Sidon search gets half of it; the lambda
-        minimisation gets the rest (local search at most half of what is left, then
-        CP-SAT).  Model building can overrun the budget by a fraction of a second.
+        construction gives one, the exhaustive search may use 90% of it and CP-SAT
+        (only if the exhaustive search was cut short) up to 95% (half when ``N >
+        20,000``: no exhaustive search); the lambda minimisation gets the rest
+        (exhaustive search a quarter of what is left, local search at most half,
+        exhaustive search 90%, then CP-SAT).  The one-off import of CP-SAT and the
+        compilation (or cache load) of the search kernel are not charged to it.
+        Model building can overrun the budget by a fraction of a second.
     seed : int, default 0
         Non-negative.  CP-SAT ``random_seed`` (taken mod ``2^31``) and seed of the
         greedy heuristic and the local search.
@@ -321,16 +342,18 @@ def sidon(groups, redundancy, *, time_limit=DEFAULT_TIME_LIMIT, seed=0, workers=
             ``"optimal"``: a Sidon set, ``lambda <= 1`` (the least possible);
             ``"feasible"``: a Sidon set may exist but none was found in the time
             limit, the layout has the smallest ``lambda`` found;
-            ``"fallback"``: no Sidon set exists (counting bound or CP-SAT proof),
-            ``lambda`` was minimised.
+            ``"fallback"``: no Sidon set exists (counting bound, exhaustive search
+            or CP-SAT proof), ``lambda`` was minimised.
         ``lambda``, ``lambda_lower_bound``, ``lambda_proved_optimal``
             The overlap (checked equal to :meth:`~spare_opt.layouts.layout.Layout.overlap`), a proven lower
             bound (``ceil(r(r-1)/(N-1))``, 2 when no Sidon set exists), and whether
             ``lambda`` is proved minimal over all circulant layouts with these ``N``
             and ``r`` (the bound then equals ``lambda``).
-        ``reason``, ``construction``, ``search``
+        ``reason``, ``construction``, ``search``, ``exhaustive_search``
             Why this status; the known construction used (or ``None``); for the
-            lambda minimisation, lambda after each stage.
+            lambda minimisation, lambda after each stage; the outcome of the
+            exhaustive Sidon search (``found``, ``none`` or ``unknown``, nodes,
+            seconds) when it ran.
         ``solve_seconds``, ``cp_sat_status``, ``seed``, ``time_limit``, ``workers``.
 
     Raises
@@ -366,10 +389,17 @@ def sidon(groups, redundancy, *, time_limit=DEFAULT_TIME_LIMIT, seed=0, workers=
     Runs that end before the limit (constructions, proofs, bound reached) are
     reproducible for a given ``seed`` and ``workers``.
 
+    The exhaustive search (numba) enumerates the lexicographically least tuple of each
+    orbit under ``x -> u x + c`` with forward checking (``docs/layouts.md``); it
+    settles every ``r <= 10``, ``N <= 3 r(r-1)`` in about a second, ``r = 11`` in
+    seconds (measured figures in ``docs/layouts.md``).
+
     References
     ----------
-    J. Singer (1938); R. C. Bose (1942); see :mod:`spare_opt.layouts._constructions`.
-    CSPLib problem 006 (Golomb rulers).  Lee et al., ICML 2026, Sec. 3.
+    J. Singer (1938); R. C. Bose (1942); I. Z. Ruzsa (1993); see
+    :mod:`spare_opt.layouts._constructions`.  P. Kaski and P. R. J. Östergård,
+    *Classification Algorithms for Codes and Designs* (2006), Ch. 4 (isomorph
+    rejection).  CSPLib problem 006 (Golomb rulers).  Lee et al., ICML 2026, Sec. 3.
 
     Examples
     --------
@@ -412,18 +442,36 @@ def sidon(groups, redundancy, *, time_limit=DEFAULT_TIME_LIMIT, seed=0, workers=
         hints.append((overlap, description, candidate))
     hints.sort(key=lambda item: item[0])
 
-    # 2. CP-SAT search for a Sidon set, hinted with the best construction.  The time
-    # limit is search time: the one-off import of the solver is not charged to it, or
-    # the first call in a process would search less than the next ones.
+    # 2. Exhaustive search: finds a Sidon set or proves there is none.  The time limit
+    # is search time: the one-off import of the solver and the compilation (or cache
+    # load) of the search kernel are not charged to it, or the first call in a process
+    # would search less than the next ones.
     budget_start = start + _cp_sat_import_seconds()
+    if groups <= MAX_EXHAUSTIVE_GROUPS:
+        budget_start += _exhaustive.warm_up()
+        search = _exhaustive.exhaustive_search(groups, redundancy, 1,
+                                               deadline=budget_start + EXHAUSTIVE_SHARE * time_limit)
+        metadata["exhaustive_search"] = f"{search.status} ({search.nodes} nodes, {search.seconds:.2f} s)"
+        if search.status == _exhaustive.FOUND:
+            metadata.update(solver_status=STATUS_OPTIMAL, reason="the exhaustive search found a Sidon set")
+            return _finish(groups, search.offsets, modular_lambda(search.offsets, groups), lower_bound, True,
+                           start, metadata)
+        if search.status == _exhaustive.NONE:
+            metadata.update(solver_status=STATUS_FALLBACK,
+                            reason=f"the exhaustive search proved that no Sidon set of {redundancy} residues "
+                                   f"mod {groups} exists")
+            return _fallback(groups, redundancy, hints, max(lower_bound, 2), start, budget_start + time_limit,
+                             metadata)
+
+    # 3. CP-SAT search for a Sidon set, hinted with the best construction.
     if pairs > MAX_MODEL_DIFFERENCES:
         metadata.update(solver_status=STATUS_FEASIBLE,
                         reason=f"r(r-1) = {pairs} differences is beyond the CP-SAT model limit "
                                f"({MAX_MODEL_DIFFERENCES}) and no known construction applies")
         return _fallback(groups, redundancy, hints, lower_bound, start, budget_start + time_limit, metadata)
     hint = canonical_offsets(hints[0][2], groups) if hints else None
-    search = _solve_difference_model(groups, redundancy, budget_start + time_limit / 2, seed, workers,
-                                     sidon_only=True, hint=hint)
+    sidon_deadline = budget_start + (SIDON_SHARE_AFTER_EXHAUSTIVE if groups <= MAX_EXHAUSTIVE_GROUPS else 0.5) * time_limit
+    search = _solve_difference_model(groups, redundancy, sidon_deadline, seed, workers, sidon_only=True, hint=hint)
     metadata["cp_sat_status"] = search.status
     if search.offsets is not None:
         metadata.update(solver_status=STATUS_OPTIMAL, reason="CP-SAT found a modular Golomb ruler")
@@ -474,9 +522,31 @@ def _fallback(groups, redundancy, hints, lower_bound, start, deadline, metadata)
                 metadata["construction"] = f"{description} (lambda {overlap} mod N, used as a start)"
                 steps.append(f"construction {overlap}")
     proved = best_overlap + shift <= lower_bound or marks <= 1
+    exhaustive = marks <= MAX_EXHAUSTIVE_MARKS and groups <= MAX_EXHAUSTIVE_GROUPS
+
+    def lower_exhaustively(share):
+        """Exhaustive search for a set with lambda one lower: found, try lower still; none
+        exists, the lambda at hand is proved minimal.  Uses ``share`` of the time left."""
+        nonlocal best, best_overlap
+        search_deadline = time.perf_counter() + share * (deadline - time.perf_counter())
+        while time.perf_counter() < search_deadline:
+            search = _exhaustive.exhaustive_search(groups, marks, best_overlap - 1, deadline=search_deadline)
+            if search.status != _exhaustive.FOUND:
+                return search.status == _exhaustive.NONE
+            best = canonical_offsets(search.offsets, groups)
+            best_overlap = modular_lambda(best, groups)
+            if best_overlap + shift <= lower_bound:
+                return True
+        return False
+
+    # Small cases: a short exhaustive search first often settles them at once (the
+    # local search spends its whole iteration budget on a target that does not exist).
+    if not proved and exhaustive:
+        proved = lower_exhaustively(EXHAUSTIVE_FIRST_SHARE)
+        steps.append(f"exhaustive search {best_overlap + shift}{' proved' if proved else ''}")
 
     # Local search: lower the target one step at a time while it succeeds; it may use
-    # half of the remaining time, the rest is for CP-SAT.
+    # half of the remaining time, the rest is for the exhaustive search and CP-SAT.
     if not proved and marks * (marks - 1) <= MAX_MODEL_DIFFERENCES:
         search_deadline = time.perf_counter() + (deadline - time.perf_counter()) / 2
         while best_overlap + shift > lower_bound and time.perf_counter() < search_deadline:
@@ -486,6 +556,11 @@ def _fallback(groups, redundancy, hints, lower_bound, start, deadline, metadata)
             best, best_overlap = canonical_offsets(found, groups), modular_lambda(found, groups)
         steps.append(f"local search {best_overlap + shift}")
         proved = best_overlap + shift <= lower_bound
+
+    # Then the exhaustive search again, with most of what is left; CP-SAT keeps the rest.
+    if not proved and exhaustive:
+        proved = lower_exhaustively(EXHAUSTIVE_SHARE)
+        steps.append(f"exhaustive search {best_overlap + shift}{' proved' if proved else ''}")
 
     remaining = deadline - time.perf_counter()
     if not proved and marks * (marks - 1) <= MAX_MODEL_DIFFERENCES and remaining > 0.05:
