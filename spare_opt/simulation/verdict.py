@@ -591,7 +591,11 @@ _PART_WIDTHS = (("steps", 7), ("patch", 7), ("lost", 7), ("restart", 9), ("saves
 
 
 def _part(value):
-    return "-" if value is None or not math.isfinite(value) else f"{value:.3f}"
+    """One ``TTT/T0`` column: three decimals, or three digits of scientific notation from
+    10^5 on (a restart of 10^300 s is 10^302 T0, not a line of 300 digits)."""
+    if value is None or not math.isfinite(value):
+        return "-"
+    return f"{value:.3f}" if abs(value) < 1e5 else f"{value:.3g}"
 
 
 def _ratio(value, params):
