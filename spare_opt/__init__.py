@@ -282,7 +282,7 @@ from .demo import (
     default_trace_document,
 )
 
-__version__ = "0.4.1"
+__version__ = "0.5.0"
 
 __all__ = [
     "theory",
