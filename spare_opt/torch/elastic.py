@@ -18,7 +18,10 @@ generation):
 * ``ready/{e}/{g}``, ``built/{e}``, ``pg/{e}/...``: the barrier before, the verdict
   (``go`` or ``abort``, the first one written) and the store of the process group of
   epoch ``e``;
-* ``rejoin/{g}``, ``pending_rejoins``: a repaired group's request to rejoin.
+* ``rejoin/{g}``, ``pending_rejoins``: a repaired group's request to rejoin;
+* ``ended``: the job of this generation is over (``"done"``: it finished; ``"restart"``:
+  a wipe-out moved the job to a new generation); a repaired group still waiting for
+  admission leaves with :class:`JobEnded`.
 """
 
 import datetime
@@ -34,7 +37,7 @@ import spare_opt
 
 from ._plans import PlanBook
 
-__all__ = ["SpareGroup", "WipeOut", "Evicted"]
+__all__ = ["SpareGroup", "WipeOut", "Evicted", "JobEnded"]
 
 
 class WipeOut(RuntimeError):
@@ -57,6 +60,22 @@ class Evicted(RuntimeError):
 
     A supervisor may start it again as a repaired group (``rejoin=True``).
     """
+
+
+class JobEnded(RuntimeError):
+    """A repaired group was not admitted: the job ended, restarted, or the admission timed out.
+
+    Attributes
+    ----------
+    restart : bool
+        ``True`` when the job moved to a new generation (a wipe-out): start again, as a
+        fresh group of the new generation; ``False`` when it finished or the admission
+        timed out: nothing is left to do.
+    """
+
+    def __init__(self, message, restart=False):
+        self.restart = bool(restart)
+        super().__init__(message)
 
 
 class SpareGroup:
@@ -88,7 +107,12 @@ class SpareGroup:
         then fails and the members agree again).
     rejoin : bool, default False
         This process is a repaired group: it asks to rejoin and waits until the live
-        groups admit it at a step boundary.
+        groups admit it at a step boundary.  When the live groups have not yet agreed
+        that this group failed (nobody posted its death: a launcher restarted it), it
+        posts its predecessor's death notice itself first.
+    admission_timeout : float or None, default None
+        Seconds a repaired group waits for admission before it gives up with
+        :class:`JobEnded` (``None``: until the job ends, which the ``ended`` key says).
     backend : str, default "gloo"
 
     Attributes
@@ -110,11 +134,18 @@ class SpareGroup:
     ------
     spare_opt.LayoutError
         This rank's layout differs from the one the first rank registered.
+    JobEnded
+        A repaired group was not admitted (the job ended or restarted, or
+        ``admission_timeout`` passed).
     """
 
     def __init__(self, layout, group, store, *, micro_batches=1, heartbeat_interval=0.05, heartbeat_timeout=2.0,
-                 timeout=60.0, rejoin=False, backend="gloo"):
+                 timeout=60.0, rejoin=False, admission_timeout=None, backend="gloo"):
         self.book = PlanBook(layout, micro_batches)
+        # The first plan of a process compiles (or loads) the planner's kernels: seconds
+        # on a busy machine.  Done before this group's first heartbeat, not between its
+        # heartbeat key and its heartbeat thread, where it made the group look dead.
+        self.book.plan(frozenset())
         n = self.book.groups
         if isinstance(group, bool) or not isinstance(group, int) or not 0 <= group < n:
             raise spare_opt.ParameterError(f"group must be an integer in [0, {n}), got {group!r}")
@@ -136,13 +167,11 @@ class SpareGroup:
         self._stop = threading.Event()
         self._last_seen = {}
         self._token = f"{os.getpid()}-{time.time_ns()}"
+        self.admission_timeout = None if admission_timeout is None else float(admission_timeout)
         registered = _text(store.compare_set("layout", "", self.book.fingerprint))
         if registered != self.book.fingerprint:
             raise spare_opt.LayoutError(f"group {group}'s layout (fingerprint {self.book.fingerprint}) differs from "
                                         f"the job's ({registered}): every rank must build the same layout")
-        if rejoin:
-            store.delete_key(f"dead/{group}")
-        store.set(f"hb/{group}", "0")
         if rejoin:
             epoch, record = self._await_admission()
         else:
@@ -150,6 +179,10 @@ class SpareGroup:
             record = json.loads(_text(store.compare_set("epoch/0", "", json.dumps({"failed": [], "joiners": {}}))))
             store.compare_set("epoch", "", "0")
         self._enter(epoch, record)
+        # Written when the heartbeat starts, not before: the first plan may take seconds
+        # in a cold process (kernel compilation), and a repaired group's rewrite while it
+        # waits for admission would look like a beat of its dead predecessor.
+        store.set(f"hb/{group}", "0")
         self._hb_store = store.clone() if hasattr(store, "clone") else store
         self._thread = threading.Thread(target=self._heartbeat, name=f"spare-heartbeat-{group}", daemon=True)
         self._thread.start()
@@ -396,9 +429,43 @@ class SpareGroup:
 
     def _await_admission(self):
         store = self.store
+        deadline = None if self.admission_timeout is None else time.monotonic() + self.admission_timeout
+
+        def check_end():
+            ended = _peek(store, "ended")
+            if ended is not None:
+                restart = ended == "restart"
+                raise JobEnded(f"group {self.group} was not admitted: the job "
+                               f"{'restarted in a new generation' if restart else 'has ended'}", restart=restart)
+            if deadline is not None and time.monotonic() > deadline:
+                raise JobEnded(f"group {self.group} was not admitted within {self.admission_timeout:g} s")
+
+        # Its death must be agreed before it may ask: the live groups admit only failed
+        # groups, and its death notice must be gone before it is a member again.  A
+        # launcher that restarts it (torchrun --max-restarts) posts no notice: post it.
+        while True:
+            check_end()
+            epoch = _peek(store, "epoch")
+            if epoch is not None:
+                record = json.loads(_text(store.get(f"epoch/{epoch}")))
+                if self.group in record["failed"]:
+                    break
+                if _peek(store, f"dead/{self.group}") is None:
+                    post_death(store, self.group, "restarted")
+            time.sleep(self.interval / 5)
+        store.delete_key(f"dead/{self.group}")
         store.set(f"rejoin/{self.group}", self._token)
         store.add("pending_rejoins", 1)
         epoch = int(_text(store.get("epoch")))
+        try:
+            return self._await_decision(epoch, check_end)
+        except JobEnded:
+            store.delete_key(f"rejoin/{self.group}")
+            store.add("pending_rejoins", -1)
+            raise
+
+    def _await_decision(self, epoch, check_end):
+        store = self.store
         while True:
             key = f"epoch/{epoch + 1}"
             if store.check([key]):
@@ -412,6 +479,7 @@ class SpareGroup:
                     self._event("admitted", epoch=epoch)
                     return epoch, record
             else:
+                check_end()
                 time.sleep(self.interval / 5)
 
     def _rebuild(self):
@@ -458,6 +526,33 @@ class SpareGroup:
 
     def __exit__(self, *exc):
         self.close()
+
+
+def post_death(store, group, reason="died"):
+    """Tell the live groups that group ``group``'s process died: they need not wait for its heartbeat.
+
+    What a launcher or a node agent calls when it sees a rank's process end with a
+    failure (the :class:`~spare_opt.torch.Supervisor` does so).  Without it the live
+    groups notice the death when its heartbeat is ``heartbeat_timeout`` old.
+
+    Parameters
+    ----------
+    store : torch.distributed.Store
+        The job's store of the current generation (the same prefix the workers use).
+    group : int
+        The DP group whose process died.
+    reason : str, default "died"
+        Stored as the notice's value (for people reading the store).
+
+    Notes
+    -----
+    Writes ``dead/{group}`` and bumps the ``deaths`` counter, which every live group's
+    heartbeat thread reads each beat.  A notice for a group that is already agreed
+    failed does nothing; a repaired group deletes its own notice before it asks to
+    rejoin.
+    """
+    store.set(f"dead/{int(group)}", str(reason))
+    store.add("deaths", 1)
 
 
 def _text(value):
