@@ -12,9 +12,16 @@ CPU build of PyTorch first, then the extra::
   rank's micro-batches of every step under the current plan;
 * :class:`SpareStep` - the step helper: accumulates this rank's micro-batch gradients,
   all-reduces a SUM over the live ranks and divides by ``N m``; on a failure it computes
-  only the patch micro-batches;
+  only the patch micro-batches; a ``before_step`` hook sees the global gradient, extra
+  ``state`` (schedulers, :class:`RandomState`) heals and checkpoints with the model, a
+  consistency check raises :class:`ReplicaDivergence`, and every micro-batch draws its
+  random numbers from its own stream (:func:`micro_batch_rng`);
 * :class:`Supervisor` - spawns the ranks, hosts the store, reports deaths, restarts
   after a wipe-out (what ``torchrun``'s agent does, for tests and examples);
+* :mod:`spare_opt.torch.launchers` and ``python -m spare_opt.torch.store`` - one
+  ``torchrun``, ``srun`` step or pod per DP group: the worker's configuration from the
+  environment, :func:`post_death`, exit codes, the end-of-job marker and the wipe-out
+  restart (see ``docs/launch.md``);
 * :class:`TorchFTPlan` - the plan of each TorchFT quorum, so a dead replica group no
   longer shrinks the batch (needs ``torchft``; see ``docs/torchft.md``).
 
@@ -31,16 +38,22 @@ except ImportError as exc:  # pragma: no cover - exercised without torch only
     ) from exc
 
 from ._plans import PlanBook, layout_fingerprint, plan_fingerprint
-from .elastic import Evicted, SpareGroup, WipeOut
+from .elastic import Evicted, GroupTimeout, JobEnded, ReplicaDivergence, SpareGroup, WipeOut, post_death
+from .randomness import RandomState, micro_batch_generator, micro_batch_rng, micro_batch_seed
 from .sampler import SpareBatchSampler, global_batch_indices
 from .step import SpareStep
-from .launch import EVICTED_EXIT, WIPE_OUT_EXIT, Supervisor, WorkerContext
+from .launch import EVICTED_EXIT, LAYOUT_EXIT, WIPE_OUT_EXIT, Supervisor, WorkerContext
 from .torchft_adapter import TorchFTMissingError, TorchFTPlan
 
 __all__ = [
     "EVICTED_EXIT",
     "Evicted",
+    "GroupTimeout",
+    "JobEnded",
+    "LAYOUT_EXIT",
     "PlanBook",
+    "RandomState",
+    "ReplicaDivergence",
     "SpareBatchSampler",
     "SpareGroup",
     "SpareStep",
@@ -52,5 +65,9 @@ __all__ = [
     "WorkerContext",
     "global_batch_indices",
     "layout_fingerprint",
+    "micro_batch_generator",
+    "micro_batch_rng",
+    "micro_batch_seed",
     "plan_fingerprint",
+    "post_death",
 ]

@@ -158,8 +158,8 @@ def _arm(group, die, current_step):
     group.on_event = on_event
 
 
-def run_job(config, actions=(), *, seed=0, timeout=180.0, out=None):
-    """Run :func:`train_worker` on ``N`` processes under a :class:`Supervisor` with scripted faults.
+def run_job(config, actions=(), *, seed=0, timeout=180.0, out=None, worker=None):
+    """Run :func:`train_worker` (or ``worker``) on ``N`` processes under a :class:`Supervisor` with scripted faults.
 
     Parameters
     ----------
@@ -176,6 +176,11 @@ def run_job(config, actions=(), *, seed=0, timeout=180.0, out=None):
     timeout : float, default 180.0
     out : str, optional
         Folder of the result files (default: a fresh temporary folder).
+    worker : callable, optional
+        A module-level ``worker(context, config)`` in place of :func:`train_worker`; it
+        must keep :func:`train_worker`'s protocol (wait for ``connected`` to reach
+        ``repairs`` before a step, the lowest member sets ``progress``, the result in
+        ``g{group}.pt`` under ``config["out"]``).
 
     Returns
     -------
@@ -186,7 +191,7 @@ def run_job(config, actions=(), *, seed=0, timeout=180.0, out=None):
     out = out or tempfile.mkdtemp(prefix="spare-torch-")
     groups = config["layout"].stacks.shape[0]
     config = {**config, "out": out}
-    supervisor = Supervisor(train_worker, groups, args=(config,))
+    supervisor = Supervisor(worker or train_worker, groups, args=(config,))
     rng = random.Random(seed)
     pending = list(actions)
     waiting = []  # repaired groups not connected yet (the live groups wait for them)

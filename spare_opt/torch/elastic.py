@@ -7,7 +7,8 @@ Store keys (under the store the caller passes, usually a ``PrefixStore`` per job
 generation):
 
 * ``layout``: the layout fingerprint, written once (``compare_set``); a rank whose layout
-  differs refuses to start;
+  differs refuses to start and writes ``layout_mismatch`` (its message, the first one
+  wins), and every other rank of the job stops with the same ``LayoutError``;
 * ``hb/{g}``: group ``g``'s heartbeat counter, bumped every ``heartbeat_interval``;
 * ``dead/{g}``: written by a supervisor that saw ``g``'s process die (optional: a stale
   heartbeat is evidence enough);
@@ -37,7 +38,7 @@ import spare_opt
 
 from ._plans import PlanBook
 
-__all__ = ["SpareGroup", "WipeOut", "Evicted", "JobEnded"]
+__all__ = ["SpareGroup", "WipeOut", "Evicted", "GroupTimeout", "ReplicaDivergence", "JobEnded", "post_death"]
 
 
 class WipeOut(RuntimeError):
@@ -62,15 +63,57 @@ class Evicted(RuntimeError):
     """
 
 
+class GroupTimeout(spare_opt.SpareError, TimeoutError):
+    """A wait of :class:`SpareGroup` outlasted its ``timeout``: a peer never registered, or no member admitted this one.
+
+    Attributes
+    ----------
+    groups : list of int
+        The groups waited for (empty when unknown).
+    """
+
+    def __init__(self, message, groups=()):
+        self.groups = sorted(groups)
+        super().__init__(message)
+
+
+class ReplicaDivergence(spare_opt.SpareError, RuntimeError):
+    """The replica-consistency check found DP groups whose state differs from the others'.
+
+    Raised on every rank alike, before the step is applied.
+
+    Attributes
+    ----------
+    step : int
+        The step whose start state was compared.
+    groups : list of int
+        The groups that differ from the largest agreeing set.
+    agreeing : list of int
+        The largest set of groups that agree.
+    parts : list of str
+        What differs: ``"parameters"``, ``"optimizer state"``, ``"optimizer hyper-parameters"``.
+    """
+
+    def __init__(self, step, groups, agreeing, parts):
+        self.step = int(step)
+        self.groups = sorted(groups)
+        self.agreeing = sorted(agreeing)
+        self.parts = list(parts)
+        super().__init__(
+            f"replica divergence at step {self.step}: groups {self.groups} differ from groups {self.agreeing} in "
+            f"their {' and '.join(self.parts)} (a state that was not healed, a rank-dependent update, or a "
+            f"non-deterministic optimizer); stop and restart from a checkpoint")
+
+
 class JobEnded(RuntimeError):
-    """A repaired group was not admitted: the job ended, restarted, or the admission timed out.
+    """A repaired group was not admitted: the job ended (``ended`` marker) or restarted in a new generation.
 
     Attributes
     ----------
     restart : bool
         ``True`` when the job moved to a new generation (a wipe-out): start again, as a
-        fresh group of the new generation; ``False`` when it finished or the admission
-        timed out: nothing is left to do.
+        fresh group of the new generation; ``False`` when it finished: nothing is left
+        to do.
     """
 
     def __init__(self, message, restart=False):
@@ -101,18 +144,17 @@ class SpareGroup:
     heartbeat_timeout : float, default 2.0
         Seconds without a peer's heartbeat after which it counts as failed.
     timeout : float, default 60.0
-        Timeout of the gloo process groups (seconds).  Survivors never wait it out for
-        a dead peer (the abort flag wakes them); it bounds only a death in the few
-        milliseconds between the rebuild barrier and the group's connection (the epoch
-        then fails and the members agree again).
+        Seconds that bound every wait: the registration of every group at start (else
+        :class:`GroupTimeout` on every rank that waits), the barrier before a rebuild
+        and the agreement (a member that has not answered by then, though its heartbeat
+        goes on, is declared failed), a repaired group's admission (else
+        :class:`GroupTimeout`), and the gloo process groups' timeout.  Survivors never
+        wait it out for a dead peer (the abort flag and death notices wake them).
     rejoin : bool, default False
         This process is a repaired group: it asks to rejoin and waits until the live
         groups admit it at a step boundary.  When the live groups have not yet agreed
         that this group failed (nobody posted its death: a launcher restarted it), it
         posts its predecessor's death notice itself first.
-    admission_timeout : float or None, default None
-        Seconds a repaired group waits for admission before it gives up with
-        :class:`JobEnded` (``None``: until the job ends, which the ``ended`` key says).
     backend : str, default "gloo"
 
     Attributes
@@ -133,14 +175,18 @@ class SpareGroup:
     Raises
     ------
     spare_opt.LayoutError
-        This rank's layout differs from the one the first rank registered.
+        This rank's layout differs from the one the first rank registered, or another
+        rank's does (every rank of the job stops, whichever registered first).
+    GroupTimeout
+        Some group did not register within ``timeout`` (at start), or this repaired
+        group was not admitted within ``timeout``.
     JobEnded
-        A repaired group was not admitted (the job ended or restarted, or
-        ``admission_timeout`` passed).
+        A repaired group was not admitted because the job ended or restarted (the
+        ``ended`` marker).
     """
 
     def __init__(self, layout, group, store, *, micro_batches=1, heartbeat_interval=0.05, heartbeat_timeout=2.0,
-                 timeout=60.0, rejoin=False, admission_timeout=None, backend="gloo"):
+                 timeout=60.0, rejoin=False, backend="gloo"):
         self.book = PlanBook(layout, micro_batches)
         # The first plan of a process compiles (or loads) the planner's kernels: seconds
         # on a busy machine.  Done before this group's first heartbeat, not between its
@@ -156,6 +202,9 @@ class SpareGroup:
         self.interval = float(heartbeat_interval)
         self.heartbeat_timeout = float(heartbeat_timeout)
         self.timeout = datetime.timedelta(seconds=float(timeout))
+        self.timeout_seconds = float(timeout)
+        self._fatal = None
+        self._fatal_polled = 0.0
         self.backend = backend
         self.timeline = []
         self.joined_late = bool(rejoin)
@@ -167,22 +216,27 @@ class SpareGroup:
         self._stop = threading.Event()
         self._last_seen = {}
         self._token = f"{os.getpid()}-{time.time_ns()}"
-        self.admission_timeout = None if admission_timeout is None else float(admission_timeout)
         registered = _text(store.compare_set("layout", "", self.book.fingerprint))
         if registered != self.book.fingerprint:
-            raise spare_opt.LayoutError(f"group {group}'s layout (fingerprint {self.book.fingerprint}) differs from "
-                                        f"the job's ({registered}): every rank must build the same layout")
+            message = (f"group {group}'s layout (fingerprint {self.book.fingerprint}) differs from the job's "
+                       f"({registered}): every rank must build the same layout")
+            store.compare_set("layout_mismatch", "", message)
+            store.add("deaths", 1)  # the running ranks' heartbeats read the notice
+            raise spare_opt.LayoutError(message)
+        self._poll_fatal(force=True)
         if rejoin:
             epoch, record = self._await_admission()
         else:
+            store.set(f"hb/{group}", "0")
+            self._await_registration()
             epoch = 0
             record = json.loads(_text(store.compare_set("epoch/0", "", json.dumps({"failed": [], "joiners": {}}))))
             store.compare_set("epoch", "", "0")
         self._enter(epoch, record)
-        # Written when the heartbeat starts, not before: the first plan may take seconds
-        # in a cold process (kernel compilation), and a repaired group's rewrite while it
-        # waits for admission would look like a beat of its dead predecessor.
-        store.set(f"hb/{group}", "0")
+        if rejoin:
+            # Written once admitted, not before: a rewrite while it waits for admission
+            # would look like a beat of its dead predecessor.
+            store.set(f"hb/{group}", "0")
         self._hb_store = store.clone() if hasattr(store, "clone") else store
         self._thread = threading.Thread(target=self._heartbeat, name=f"spare-heartbeat-{group}", daemon=True)
         self._thread.start()
@@ -190,6 +244,35 @@ class SpareGroup:
             self.recover({"step": -1, "phase": "boundary"}, _rebuild_first=False)
             if self._pg_ready:
                 break
+
+    # ------------------------------------------------------------ fatal errors
+    def _poll_fatal(self, force=False):
+        """Raise the job's fatal error (another rank's layout differs) if there is one; reads the store at most every 0.1 s."""
+        if self._fatal is None and (force or time.monotonic() - self._fatal_polled >= 0.1):
+            self._fatal_polled = time.monotonic()
+            message = _peek(self.store, "layout_mismatch")
+            if message is not None:
+                self._fatal = spare_opt.LayoutError(f"the job stops: {message}")
+        if self._fatal is not None:
+            raise self._fatal
+
+    def _await_registration(self):
+        """Wait until every other group registered (or has a death notice); at most ``timeout`` seconds."""
+        store = self.store
+        others = [g for g in range(self.groups) if g != self.group]
+        deadline = time.monotonic() + self.timeout_seconds
+        while True:
+            self._poll_fatal()
+            if store.check([f"hb/{g}" for g in others]):
+                return
+            missing = [g for g in others if not store.check([f"hb/{g}"]) and not store.check([f"dead/{g}"])]
+            if not missing:
+                return
+            if time.monotonic() > deadline:
+                self._poll_fatal(force=True)
+                raise GroupTimeout(f"groups {missing} did not register within {self.timeout_seconds:g} s (timeout=): "
+                                   "a rank that never started, or crashed before joining", missing)
+            time.sleep(min(self.interval, 0.05))
 
     # ---------------------------------------------------------------- state
     def _enter(self, epoch, record):
@@ -258,12 +341,17 @@ class SpareGroup:
                 for g, value in enumerate(values):
                     if self._last_seen.get(g, (None, 0))[0] != value:
                         self._last_seen[g] = (value, now)
+                seen = int(store.add("deaths", 0))
+                if seen != deaths and self._fatal is None:
+                    message = _peek(store, "layout_mismatch")
+                    if message is not None:
+                        self._fatal = spare_opt.LayoutError(f"the job stops: {message}")
+                        self._abort(self.epoch, "layout mismatch")
                 if epoch > self._aborted_epoch:
                     reason = None
                     if store.check([f"abort/{epoch}"]):
                         reason = "abort flag"
                     else:
-                        seen = int(store.add("deaths", 0))
                         if seen != deaths:
                             deaths = seen
                             if any(store.check([f"dead/{g}"]) for g in self.members if g != self.group):
@@ -333,6 +421,8 @@ class SpareGroup:
             while not (work.is_completed() or self.aborted()):
                 wake.wait(self.interval)
                 wake.clear()
+            if self._fatal is not None:
+                raise self._fatal
             if self.aborted() and not work.is_completed():
                 return False
             try:
@@ -373,6 +463,7 @@ class SpareGroup:
         """
         passed = []
         while True:
+            self._poll_fatal(force=True)
             epoch = self.epoch + 1
             agreed = self._agree(epoch, record)
             passed.append(agreed)
@@ -384,10 +475,14 @@ class SpareGroup:
         previous = list(self.members)
         store.set(f"join/{epoch}/{self.group}", json.dumps(record))
         key = f"epoch/{epoch}"
+        deadline = time.monotonic() + self.timeout_seconds
         while not store.check([key]):
+            self._poll_fatal()
             present = [g for g in previous if store.check([f"join/{epoch}/{g}"])]
             missing = [g for g in previous if g not in present]
             dead = [g for g in missing if self._stale(g) or store.check([f"dead/{g}"])]
+            if len(dead) < len(missing) and time.monotonic() > deadline:
+                dead = missing  # alive (a heartbeat) but silent for the whole timeout: a hung rank
             if len(dead) == len(missing):
                 failed = set(self.failed) | set(dead)
                 joiners = {}
@@ -429,7 +524,7 @@ class SpareGroup:
 
     def _await_admission(self):
         store = self.store
-        deadline = None if self.admission_timeout is None else time.monotonic() + self.admission_timeout
+        deadline = time.monotonic() + self.timeout_seconds
 
         def check_end():
             ended = _peek(store, "ended")
@@ -437,8 +532,9 @@ class SpareGroup:
                 restart = ended == "restart"
                 raise JobEnded(f"group {self.group} was not admitted: the job "
                                f"{'restarted in a new generation' if restart else 'has ended'}", restart=restart)
-            if deadline is not None and time.monotonic() > deadline:
-                raise JobEnded(f"group {self.group} was not admitted within {self.admission_timeout:g} s")
+            if time.monotonic() > deadline:
+                raise GroupTimeout(f"group {self.group}'s death was not agreed within {self.timeout_seconds:g} s "
+                                   "(timeout=): no live member answered")
 
         # Its death must be agreed before it may ask: the live groups admit only failed
         # groups, and its death notice must be gone before it is a member again.  A
@@ -457,16 +553,9 @@ class SpareGroup:
         store.set(f"rejoin/{self.group}", self._token)
         store.add("pending_rejoins", 1)
         epoch = int(_text(store.get("epoch")))
-        try:
-            return self._await_decision(epoch, check_end)
-        except JobEnded:
-            store.delete_key(f"rejoin/{self.group}")
-            store.add("pending_rejoins", -1)
-            raise
-
-    def _await_decision(self, epoch, check_end):
-        store = self.store
+        deadline = time.monotonic() + self.timeout_seconds
         while True:
+            self._poll_fatal()
             key = f"epoch/{epoch + 1}"
             if store.check([key]):
                 epoch += 1
@@ -478,6 +567,20 @@ class SpareGroup:
                     store.add("pending_rejoins", -1)
                     self._event("admitted", epoch=epoch)
                     return epoch, record
+            elif time.monotonic() > deadline or _peek(store, "ended") is not None:
+                ended = _peek(store, "ended")
+                if ended is not None:
+                    if _peek(store, f"rejoin/{self.group}") == self._token:
+                        store.delete_key(f"rejoin/{self.group}")
+                        store.add("pending_rejoins", -1)
+                    check_end()
+                # Withdrawn (a member that admits it in the instant between leaves it a
+                # joiner that never connects: the rebuild barrier's timeout ends that).
+                if _peek(store, f"rejoin/{self.group}") == self._token:
+                    store.delete_key(f"rejoin/{self.group}")
+                    store.add("pending_rejoins", -1)
+                raise GroupTimeout(f"group {self.group} was not admitted within {self.timeout_seconds:g} s "
+                                   "(timeout=): no live member reached a step boundary")
             else:
                 check_end()
                 time.sleep(self.interval / 5)
@@ -490,15 +593,18 @@ class SpareGroup:
             dist.destroy_process_group()
         store.set(f"ready/{epoch}/{self.group}", "1")
         others = [g for g in self.members if g != self.group]
+        deadline = time.monotonic() + self.timeout_seconds
         # Every member takes the same branch, the first verdict written: a member that
         # connects while another gives up waits out the gloo timeout in
         # init_process_group (the barrier can complete just after a member saw an abort).
         while True:
+            self._poll_fatal()
             if store.check([f"ready/{epoch}/{g}" for g in others]):
                 verdict = store.compare_set(f"built/{epoch}", "", "go")
                 break
-            if self.aborted() or any(self._stale(g) or store.check([f"dead/{g}"]) for g in others
-                                     if not store.check([f"ready/{epoch}/{g}"])):
+            if self.aborted() or time.monotonic() > deadline or \
+                    any(self._stale(g) or store.check([f"dead/{g}"]) for g in others
+                        if not store.check([f"ready/{epoch}/{g}"])):
                 verdict = store.compare_set(f"built/{epoch}", "", "abort")
                 break
             time.sleep(0.001)

@@ -15,14 +15,20 @@ import time
 
 import torch.distributed as dist
 
-from .elastic import Evicted, WipeOut
+import spare_opt
 
-__all__ = ["Supervisor", "WorkerContext", "WIPE_OUT_EXIT", "EVICTED_EXIT"]
+from .elastic import Evicted, WipeOut, _peek
+
+__all__ = ["Supervisor", "WorkerContext", "WIPE_OUT_EXIT", "EVICTED_EXIT", "LAYOUT_EXIT"]
 
 #: Exit code of a rank that saw a wipe-out (the supervisor restarts every group).
 WIPE_OUT_EXIT = 75
 #: Exit code of a rank that the others declared failed.
 EVICTED_EXIT = 76
+#: Exit code of a rank that stopped because some rank's layout differs (the job fails).
+LAYOUT_EXIT = 77
+#: Seconds the other ranks get to stop by themselves after a layout mismatch.
+_LAYOUT_GRACE = 30.0
 
 WorkerContext = collections.namedtuple("WorkerContext", "group groups host port generation rejoin")
 WorkerContext.__doc__ = """What a worker needs to join the job: its group, ``N``, the store's address, the
@@ -47,6 +53,11 @@ def _entry(target, context, args):
     except Evicted:
         sys.stdout.flush()
         os._exit(EVICTED_EXIT)
+    except spare_opt.LayoutError as exc:
+        print(f"group {context.group}: {exc}", file=sys.stderr)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(LAYOUT_EXIT)
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)
@@ -88,7 +99,9 @@ class Supervisor:
     generation (a new key prefix); the step helper restores the last checkpoint.  A
     repaired process that is still waiting for admission when no member is left to admit
     it (the job ended, or every member saw a wipe-out) is killed (a ``"stranded"``
-    event), so that the job ends or restarts.
+    event), so that the job ends or restarts.  A rank whose layout differs from the
+    job's is not a failed group: every rank stops with ``LayoutError`` (exit code
+    :data:`LAYOUT_EXIT`) and :meth:`run` raises it.
     """
 
     def __init__(self, target, groups, *, args=(), host="127.0.0.1", max_restarts=2, preload=None):
@@ -169,7 +182,7 @@ class Supervisor:
             self._reaped.add(group)
             code = process.exitcode
             self.exit_codes[group] = code
-            if code not in (0, WIPE_OUT_EXIT):
+            if code not in (0, WIPE_OUT_EXIT, LAYOUT_EXIT):
                 store = self.generation_store()
                 store.set(f"dead/{group}", str(code))
                 store.add("deaths", 1)
@@ -201,16 +214,33 @@ class Supervisor:
         -------
         dict of int to int
             The last exit code of every group.
+
+        Raises
+        ------
+        spare_opt.LayoutError
+            Some rank's layout differs from the job's: every rank stopped (those that
+            did not within 30 s are killed).
+        TimeoutError
+            The job did not end within ``timeout``.
         """
         deadline = time.monotonic() + timeout
         while True:
+            mismatch = False
             while self.poll(0.005):
                 if on_poll is not None:
                     on_poll(self)
                 self._end_stranded()
+                if LAYOUT_EXIT in self.exit_codes.values() and not mismatch:
+                    mismatch = True
+                    deadline = min(deadline, time.monotonic() + _LAYOUT_GRACE)
                 if time.monotonic() > deadline:
                     self.terminate()
+                    if mismatch:
+                        break
                     raise TimeoutError(f"the job did not end within {timeout} s")
+            if LAYOUT_EXIT in self.exit_codes.values():
+                message = _peek(self.generation_store(), "layout_mismatch") or "some rank's layout differs"
+                raise spare_opt.LayoutError(f"the job stopped: {message} (exit codes {dict(sorted(self.exit_codes.items()))})")
             if WIPE_OUT_EXIT in self.exit_codes.values() and self.generation < self.max_restarts:
                 self.generation += 1
                 self.exit_codes = {}

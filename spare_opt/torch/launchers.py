@@ -42,11 +42,11 @@ import torch.distributed as dist
 
 import spare_opt
 
-from .elastic import Evicted, JobEnded, WipeOut, post_death, _peek, _text
-from .launch import EVICTED_EXIT, WIPE_OUT_EXIT
+from .elastic import Evicted, GroupTimeout, JobEnded, WipeOut, post_death, _peek, _text
+from .launch import EVICTED_EXIT, LAYOUT_EXIT, WIPE_OUT_EXIT
 
 __all__ = ["Job", "join_job", "post_death", "run_worker", "end_job", "new_generation", "connect_store",
-           "generation_store", "EVICTED_EXIT", "WIPE_OUT_EXIT"]
+           "generation_store", "current_generation", "EVICTED_EXIT", "LAYOUT_EXIT", "WIPE_OUT_EXIT"]
 
 Job = collections.namedtuple("Job", "group rejoin generation store root restart_count")
 Job.__doc__ = """A worker's place in the job (what :func:`join_job` returns).
@@ -205,6 +205,10 @@ def run_worker(main, *args, **kwargs):
       failed; a restart rejoins as a repaired group;
     * :class:`JobEnded`: a message on stderr; exit 0 when the job has ended (nothing
       to do), exit 75 when it restarted in a new generation (restart to take part);
+    * ``spare_opt.LayoutError`` (this or another rank's layout differs): a message,
+      exit 77 (``LAYOUT_EXIT``): the job cannot run, do not restart;
+    * :class:`GroupTimeout` (a wait outlasted ``timeout``: a group that never
+      registered, a repaired group that was never admitted): a message, exit 1;
     * any other exception: its traceback, exit 1.
     """
     code = 0
@@ -223,6 +227,12 @@ def run_worker(main, *args, **kwargs):
     except JobEnded as exc:
         print(f"spare-opt: {exc}; exiting", file=sys.stderr)
         code = WIPE_OUT_EXIT if exc.restart else 0
+    except spare_opt.LayoutError as exc:
+        print(f"spare-opt: {exc}", file=sys.stderr)
+        code = LAYOUT_EXIT
+    except GroupTimeout as exc:
+        print(f"spare-opt: {exc}", file=sys.stderr)
+        code = 1
     sys.stdout.flush()
     sys.stderr.flush()
     # os._exit: the gloo and store threads must not keep a finished worker alive.

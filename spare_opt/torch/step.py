@@ -1,6 +1,7 @@
 """The step helper: this rank's micro-batches, one all-reduce, exact under failures."""
 
 import collections
+import inspect
 import os
 
 import torch
@@ -9,9 +10,23 @@ from torch.utils.data import default_collate
 
 import spare_opt
 
-from .elastic import WipeOut
+from .elastic import ReplicaDivergence, WipeOut
+from .randomness import micro_batch_rng
 
 __all__ = ["SpareStep"]
+
+#: Numbers per group in the consistency check: parameters (sum, sum of |x|), optimizer
+#: state tensors (sum, sum of |x|), the optimizer's numeric hyper-parameters (learning
+#: rates included); then a flag (1: this group sent a checksum).
+_DIGEST = 5
+_PARTS = ("parameters", "parameters", "optimizer state", "optimizer state", "optimizer hyper-parameters")
+#: The checksums travel as their bytes (one buffer entry each, exact in any floating dtype
+#: of at least 8 significant bits, and summed with zeros only), then the flag.
+_BYTES = 8 * _DIGEST
+_SLOT = _BYTES + 1
+#: Relative tolerance of the check: the sums of identical tensors may differ in the last
+#: bits when two ranks reduce them with different thread counts.
+_CHECK_RTOL = 1e-9
 
 
 class SpareStep:
@@ -19,11 +34,11 @@ class SpareStep:
 
     Each call computes this rank's micro-batches of the step (the plan's ``work``),
     accumulates their gradients, all-reduces a SUM over the live groups, divides by
-    ``N m`` and steps the optimizer.  When a group fails during the step (before or
-    during the all-reduce), the survivors agree on the failed set, rebuild the process
-    group, compute only the patch micro-batches (those that only the failed groups had
-    computed) on top of what they have already computed, and all-reduce again: every
-    micro-batch of the global batch is counted exactly once.
+    ``N m``, calls ``before_step`` and steps the optimizer.  When a group fails during
+    the step (before or during the all-reduce), the survivors agree on the failed set,
+    rebuild the process group, compute only the patch micro-batches (those that only the
+    failed groups had computed) on top of what they have already computed, and
+    all-reduce again: every micro-batch of the global batch is counted exactly once.
 
     Parameters
     ----------
@@ -34,6 +49,9 @@ class SpareStep:
     optimizer : torch.optim.Optimizer
     loss_fn : callable
         ``loss_fn(model, batch) -> torch.Tensor``, the *mean* loss over the micro-batch.
+        With three parameters it is called as ``loss_fn(model, batch, step)``, ``step``
+        being this helper (``step.current`` is ``(step, shard type, micro-batch)`` of the
+        micro-batch being computed).
     sampler : SpareBatchSampler
         Built on ``group``.
     dataset : torch.utils.data.Dataset
@@ -44,29 +62,87 @@ class SpareStep:
         prefetching if wanted; without it every micro-batch is read directly.
     collate_fn : callable, default ``torch.utils.data.default_collate``
     checkpoint : str or os.PathLike, optional
-        File of the last checkpoint (``torch.save``, written atomically by the lowest
-        live group every ``checkpoint_every`` steps); loaded at start when it exists.
-        The job restarts from it after a wipe-out.
+        File of the last checkpoint (``torch.save`` of :meth:`state_dict`, written
+        atomically by the lowest live group when a step that is a multiple of
+        ``checkpoint_every`` begins); loaded at start when it exists.  The job restarts
+        from it after a wipe-out.
     checkpoint_every : int, default 0
         Steps between checkpoints (0: never).
+    before_step : callable, optional
+        ``before_step(step) -> bool or None``, called on every rank once the step's
+        gradient is reduced: every parameter's ``.grad`` holds the *global* gradient (the
+        mean over the whole global batch), ``step.step`` is the step being applied and
+        ``step.loss`` its mean loss; then ``optimizer.step()``.  The place for clipping by
+        global norm, unscaling (``GradScaler``), a NaN check, logging the gradient norm.
+        Returning ``False`` leaves ``optimizer.step()`` out (a skipped step, or one the
+        hook made itself, as ``GradScaler.step`` does).  The gradient is bitwise the same
+        on every rank, so a decision taken from it is taken alike everywhere; the hook
+        must not use collectives nor anything that differs between ranks.
+    state : dict of str to object, optional
+        Further stateful objects (an LR scheduler, :class:`~spare_opt.torch.RandomState`,
+        a ``GradScaler``, a data or curriculum state: anything with ``state_dict()`` and
+        ``load_state_dict()``).  They travel with the model and the optimizer: in the
+        heal of a repaired group, in checkpoints, and in the restart after a wipe-out.
+    check_every : int, default 10
+        Steps between two replica-consistency checks of the model and the optimizer
+        (0: never).  A check also runs at
+        the first step of every process (start, restart, repaired group) and right
+        after every heal.  See Notes.
+    seed : int, optional
+        Seed of the per-micro-batch random streams (default: ``sampler.seed``).
+    micro_batch_rng : bool, default True
+        Run every micro-batch's forward and backward under
+        :func:`~spare_opt.torch.micro_batch_rng` seeded with ``(seed, step, shard type,
+        micro-batch)``: dropout draws the same masks whoever computes the micro-batch.
 
     Attributes
     ----------
     step : int
-        The next step to compute.
+        The next step to compute (in ``before_step``: the step being applied).
+    loss : float
+        The mean loss of the last reduced step.
+    losses : list of float
+        The mean loss of every step applied by this process.
+    parameters : list of torch.nn.Parameter
+        The trainable parameters (for ``clip_grad_norm_`` in ``before_step``).
+    current : tuple of int or None
+        ``(step, shard type, micro-batch)`` while ``loss_fn`` runs.
+
+    Raises
+    ------
+    ReplicaDivergence
+        (from a call) The consistency check found groups whose parameters, optimizer
+        state or hyper-parameters (learning rates) differ from the others'.
 
     Notes
     -----
+    The state of a step boundary (:meth:`state_dict`) is taken when the next step
+    begins, so whatever the loop does between two calls (``scheduler.step()``,
+    ``RandomState`` draws, a curriculum update) is in the checkpoint and in the heal;
+    repaired groups are admitted at that moment too.
+
+    The consistency check: each live group puts five float64 sums of its state (its
+    parameters, sum and sum of magnitudes; its optimizer's state tensors, the same; the
+    optimizer's numeric hyper-parameters, so the learning rate a scheduler set), as
+    their 40 bytes, into its own slot of the step's gradient all-reduce (``41 N`` more
+    numbers in that buffer, no extra collective; the other groups' slots hold zeros,
+    so the sum carries every slot exactly); after the reduction every rank
+    compares the slots alike, with a relative tolerance of ``1e-9`` (sums of identical
+    tensors may differ in the last bits between thread counts).  Groups that differ
+    from the largest agreeing set raise :class:`ReplicaDivergence` on every rank,
+    before the step is applied.
+
     The step helper adds to ``group.timeline``: ``patch-plan`` (the patch micro-batches
     of this rank planned, ``keys`` of them), ``patch`` (computed), ``caught-up`` (the
     step's result received from a member that had applied it), ``recovered`` (the step
     during which a failure happened applied), ``healed`` and ``restored`` (state from a
-    peer, or from the checkpoint).  ``spare_opt.torch.demo.recovery_timeline`` turns them
-    into the phases of a recovery.
+    peer, or from the checkpoint) and ``checked`` (a consistency check passed).
+    ``spare_opt.torch.demo.recovery_timeline`` turns them into the phases of a recovery.
     """
 
     def __init__(self, group, model, optimizer, loss_fn, sampler, dataset, *, loader=None,
-                 collate_fn=default_collate, checkpoint=None, checkpoint_every=0):
+                 collate_fn=default_collate, checkpoint=None, checkpoint_every=0, before_step=None, state=None,
+                 check_every=10, seed=None, micro_batch_rng=True):
         self.group = group
         self.model = model
         self.optimizer = optimizer
@@ -77,33 +153,83 @@ class SpareStep:
         self.collate_fn = collate_fn
         self.checkpoint = None if checkpoint is None else os.fspath(checkpoint)
         self.checkpoint_every = int(checkpoint_every)
+        if before_step is not None and not callable(before_step):
+            raise spare_opt.ParameterTypeError(f"before_step must be callable, got {type(before_step).__name__}")
+        self.before_step = before_step
+        self.extra_state = dict(state or {})
+        for name, value in self.extra_state.items():
+            if not isinstance(name, str) or not (hasattr(value, "state_dict") and hasattr(value, "load_state_dict")):
+                raise spare_opt.ParameterTypeError(
+                    f"state must map names to objects with state_dict() and load_state_dict(); {name!r} is a "
+                    f"{type(value).__name__}")
+        if isinstance(check_every, bool) or not isinstance(check_every, int) or check_every < 0:
+            raise spare_opt.ParameterError(f"check_every must be a non-negative integer, got {check_every!r}")
+        self.check_every = check_every
+        self.seed = int(getattr(sampler, "seed", 0) if seed is None else seed)
+        self.micro_batch_rng = bool(micro_batch_rng)
+        self._loss_takes_step = _takes_three(loss_fn)
         self.step = 0
+        self.loss = float("nan")
         self.losses = []
+        self.current = None
         self._params = [p for p in model.parameters() if p.requires_grad]
+        self.parameters = self._params
         dtype = self._params[0].dtype if self._params else torch.float32
         size = sum(p.numel() for p in self._params)
         self._size = size
-        self._buffers = [torch.zeros(size + 2, dtype=dtype) for _ in range(2)]
+        self._digest_at = size + 2
+        self._buffers = [torch.zeros(size + 2 + _SLOT * group.groups, dtype=dtype) for _ in range(2)]
         self._views = [self._split(b) for b in self._buffers]
         self._last = None  # (step, buffer) of the last committed step
         self._iterator = None
         self._cache = {}
+        self._admit_due = False  # a repaired group asked to rejoin: admit it when the next step begins
+        self._check_due = True  # the first step of every process is checked
+        self._saved_step = None
         if group.joined_late:
             self._heal()
         elif self.checkpoint is not None and os.path.exists(self.checkpoint):
             self.load_state_dict(torch.load(self.checkpoint, weights_only=False))
+            self._saved_step = self.step
             group._event("restored", step=self.step)
         sampler.set_start_step(self.step)
 
     # ------------------------------------------------------------- state
     def state_dict(self):
-        """``{"model", "optimizer", "step"}``: what a repaired group heals from, and what checkpoints hold."""
-        return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(), "step": self.step}
+        """``{"model", "optimizer", "step", "state"}``: what a repaired group heals from, and what checkpoints hold.
+
+        ``"state"`` maps every name of the ``state`` argument to its object's ``state_dict()``.
+        """
+        return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(), "step": self.step,
+                "state": {name: value.state_dict() for name, value in self.extra_state.items()}}
 
     def load_state_dict(self, state):
+        """Restore :meth:`state_dict`'s result.
+
+        Raises
+        ------
+        spare_opt.ParameterError
+            ``state`` lacks an object registered with the ``state`` argument.
+        """
+        extra = state.get("state", {})
+        missing = sorted(set(self.extra_state) - set(extra))
+        if missing:
+            raise spare_opt.ParameterError(f"the saved state has no {', '.join(map(repr, missing))} (registered "
+                                           f"with state=): it was written by a job that did not register them")
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
+        for name, value in self.extra_state.items():
+            value.load_state_dict(extra[name])
         self.step = int(state["step"])
+
+    def save_checkpoint(self, path=None):
+        """Write :meth:`state_dict` to ``path`` (default: ``checkpoint``) atomically (a temporary file, then ``os.replace``)."""
+        path = self.checkpoint if path is None else os.fspath(path)
+        if path is None:
+            raise spare_opt.ParameterError("no checkpoint path: pass one, or checkpoint= to SpareStep")
+        temporary = f"{path}.tmp{os.getpid()}"
+        torch.save(self.state_dict(), temporary)
+        os.replace(temporary, path)
 
     def _split(self, buffer):
         views, offset = [], 0
@@ -147,12 +273,17 @@ class SpareStep:
             from the last checkpoint.
         Evicted
             The others declared this group failed.
+        ReplicaDivergence
+            The consistency check found groups whose state differs (on every rank alike).
         """
+        self._begin()
         group = self.group
         book = group.book
         me = group.group
         step = self.step
         self._drop_stale(step)
+        check = self.check_every > 0 and (self._check_due or step % self.check_every == 0)
+        digest = self._digest() if check else None
         fresh = True
         recovering = False  # a recovery happened during this step (the timeline's "recovered" event)
         while True:
@@ -170,24 +301,24 @@ class SpareStep:
                 fresh = False
             while pending and not group.aborted():
                 key = pending.popleft()
-                loss = self.loss_fn(self.model, self._batch(step, key))
-                loss.backward()
-                loss_sum += float(loss.detach())
+                loss_sum += self._micro_batch(step, key)
             if not pending and not group.aborted():
                 if patching:
                     group._event("patch", step=step)
                 buffer = self._buffers[step % 2]
                 for view, p in zip(self._views[step % 2], self._params):
                     view.copy_(p.grad)
-                buffer[-2] = loss_sum
-                buffer[-1] = 1.0 if group.rejoin_pending() else 0.0
+                buffer[self._size] = loss_sum
+                buffer[self._size + 1] = 1.0 if group.rejoin_pending() else 0.0
+                buffer[self._digest_at:] = 0.0
+                if digest is not None:
+                    at = self._digest_at + _SLOT * me
+                    buffer[at:at + _BYTES] = digest.view(torch.uint8).to(buffer.dtype)
+                    buffer[at + _BYTES] = 1.0
                 if group.all_reduce(buffer):
-                    rejoin = float(buffer[-1]) > 0
                     loss = self._commit(step, buffer)
                     if recovering:
                         group._event("recovered", step=step)
-                    if rejoin:
-                        self._boundary()
                     return loss
             # A member failed: agree, rebuild, then patch (or catch up).
             passed = group.recover({"step": step, "phase": "step"})
@@ -215,25 +346,104 @@ class SpareStep:
             patching = True
             group._event("patch-plan", step=step, keys=len(pending))
 
+    def _micro_batch(self, step, key):
+        """Forward and backward of micro-batch ``key`` of ``step`` (under its own random stream); its loss."""
+        m = self.group.micro_batches
+        self.current = (step, key // m, key % m)
+        batch = self._batch(step, key)
+        try:
+            if self.micro_batch_rng:
+                with micro_batch_rng(self.seed, step, key // m, key % m):
+                    loss = self._loss(batch)
+                    loss.backward()
+            else:
+                loss = self._loss(batch)
+                loss.backward()
+        finally:
+            self.current = None
+        return float(loss.detach())
+
+    def _loss(self, batch):
+        if self._loss_takes_step:
+            return self.loss_fn(self.model, batch, self)
+        return self.loss_fn(self.model, batch)
+
+    def _begin(self):
+        """The step boundary: admit a repaired group, write the checkpoint that is due."""
+        if self._admit_due:
+            self._admit_due = False
+            self._boundary()
+        if self.checkpoint is not None and self.checkpoint_every and self.step % self.checkpoint_every == 0 \
+                and self.step > 0 and self._saved_step != self.step:
+            self._saved_step = self.step
+            if self.group.group == self.group.members[0]:
+                self.save_checkpoint()
+
     def _commit(self, step, buffer, divided=False):
         total = self.group.book.groups * self.group.book.micro_batches
         views = self._views[step % 2] if buffer is self._buffers[step % 2] else self._split(buffer)
         if not divided:
-            buffer.div_(total)
-        loss = float(buffer[-2])
+            buffer[:self._size + 1].div_(total)
+        self._check(step, buffer)
+        loss = float(buffer[self._size])
+        self._admit_due = float(buffer[self._size + 1]) > 0
         for view, p in zip(views, self._params):
             p.grad.copy_(view)
-        self.optimizer.step()
+        self.loss = loss
+        self.step = step
+        apply = True
+        if self.before_step is not None:
+            apply = self.before_step(self) is not False
+        if apply:
+            self.optimizer.step()
         self._last = (step, buffer)
         self.step = step + 1
         self.losses.append(loss)
-        if self.checkpoint is not None and self.checkpoint_every and self.step % self.checkpoint_every == 0 \
-                and self.group.group == self.group.members[0]:
-            temporary = f"{self.checkpoint}.tmp{os.getpid()}"
-            torch.save(self.state_dict(), temporary)
-            os.replace(temporary, self.checkpoint)
         return loss
 
+    # ------------------------------------------------------------- consistency
+    def _digest(self):
+        """Five float64 sums of this group's state (see the class's Notes)."""
+        def tensor_sums(tensors):
+            total = torch.zeros((), dtype=torch.float64)
+            magnitude = torch.zeros((), dtype=torch.float64)
+            for t in tensors:
+                t = t.detach()
+                if t.is_complex():
+                    t = torch.view_as_real(t)
+                total += t.sum(dtype=torch.float64).cpu()
+                magnitude += t.abs().sum(dtype=torch.float64).cpu()
+            return float(total), float(magnitude)
+
+        params = tensor_sums(self.model.parameters())
+        optimizer_tensors = []
+        for per_param in self.optimizer.state.values():
+            optimizer_tensors += [v for v in per_param.values() if torch.is_tensor(v)]
+        moments = tensor_sums(optimizer_tensors)
+        hyper = _number_sum([{k: v for k, v in g.items() if k != "params"} for g in self.optimizer.param_groups])
+        return torch.tensor([params[0], params[1], moments[0], moments[1], hyper], dtype=torch.float64)
+
+    def _check(self, step, buffer):
+        """Compare the groups' checksums in the reduced buffer alike on every rank; raise on a difference."""
+        n = self.group.groups
+        slots = buffer[self._digest_at:].view(n, _SLOT)
+        sent = [g for g in range(n) if float(slots[g, _BYTES]) > 0]
+        if not sent:
+            return
+        self._check_due = False
+        digests = {g: slots[g, :_BYTES].round().to(torch.uint8).view(torch.float64) for g in sent}
+        matches = {g: [h for h in sent if bool(_close(digests[g], digests[h]).all())] for g in sent}
+        reference = max(sent, key=lambda g: (len(matches[g]), -g))
+        odd = [g for g in sent if g not in matches[reference]]
+        if odd:
+            differ = set()
+            for g in odd:
+                close = _close(digests[g], digests[reference])
+                differ |= {_PARTS[i] for i in range(_DIGEST) if not bool(close[i])}
+            raise ReplicaDivergence(step, odd, matches[reference], sorted(differ))
+        self.group._event("checked", step=step, groups=sent)
+
+    # ------------------------------------------------------------- recovery
     def _catch_up(self, step, low, high):
         """Some members committed step ``low`` before its all-reduce failed elsewhere: they send its result."""
         group = self.group
@@ -270,6 +480,7 @@ class SpareStep:
         source = min(g for g in group.members if g not in group.joiners)
         objects = [self.state_dict() if group.group == source else None]
         dist.broadcast_object_list(objects, src=group.members.index(source))
+        self._check_due = True
         group._event("healed", step=self.step, joiners=list(group.joiners))
 
     def _heal(self):
@@ -278,4 +489,40 @@ class SpareStep:
         objects = [None]
         dist.broadcast_object_list(objects, src=group.members.index(source))
         self.load_state_dict(objects[0])
+        self._check_due = True
         group._event("healed", step=self.step)
+
+
+def _close(a, b):
+    """Component-wise agreement of two checksums (float64 tensors of ``_DIGEST``) within ``_CHECK_RTOL``."""
+    scale = torch.maximum(a.abs(), b.abs())
+    # A sum is compared relative to the sum of magnitudes it came from.
+    scale[0] = scale[1] = max(float(a[1]), float(b[1]))
+    scale[2] = scale[3] = max(float(a[3]), float(b[3]))
+    return (a - b).abs() <= _CHECK_RTOL * scale
+
+
+def _number_sum(value):
+    """The sum of every number (bools and NaNs excluded) and real tensor entry in a nested state, as a float."""
+    if isinstance(value, bool) or value is None:
+        return 0.0
+    if isinstance(value, (int, float)):
+        return float(value) if value == value else 0.0
+    if torch.is_tensor(value):
+        if value.is_complex() or not value.numel():
+            return 0.0
+        return float(value.detach().to(torch.float64).nan_to_num().sum())
+    if isinstance(value, dict):
+        return sum(_number_sum(v) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return sum(_number_sum(v) for v in value)
+    return 0.0
+
+
+def _takes_three(function):
+    try:
+        parameters = inspect.signature(function).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    positional = [p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return len(positional) >= 3 or any(p.kind == p.VAR_POSITIONAL for p in parameters)
