@@ -22,6 +22,7 @@ Usage::
     python benchmarks/bench_control_plane.py --groups 64 --notices
     python benchmarks/bench_control_plane.py --groups 64,256,1024 --notices --json
     python benchmarks/bench_control_plane.py --groups 1024 --interval 0.25 --timeout 2
+    python benchmarks/bench_control_plane.py --groups 64 --watch all     # every group reads every heartbeat
 """
 
 import argparse
@@ -125,13 +126,17 @@ def _victim(port, group, layout_args, options):
         time.sleep(1)
 
 
+def _log(message):
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
 def _cpu_seconds(pid):
     with open(f"/proc/{pid}/stat") as handle:
         fields = handle.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def measure(groups, *, notices, interval, timeout, hosts, redundancy=2, quiet=3.0, seed=0, deadline=300.0):
+def measure(groups, *, notices, interval, timeout, hosts, watch=8, redundancy=2, quiet=3.0, seed=0, deadline=600.0):
     """One run at ``groups`` emulated groups: a SIGKILL of one, the survivors' detection and agreement.
 
     Returns
@@ -149,7 +154,9 @@ def measure(groups, *, notices, interval, timeout, hosts, redundancy=2, quiet=3.
 
     rng = np.random.default_rng(seed)
     victim = int(rng.integers(groups))
-    options = {"interval": interval, "timeout": timeout}
+    options = {"interval": interval, "timeout": timeout, "extra": {"timeout": deadline}}
+    if watch != "default":
+        options["extra"]["watch"] = watch
     layout_args = (groups, redundancy)
     store_process = subprocess.Popen([sys.executable, "-m", "spare_opt.torch.store", "--host", "127.0.0.1",
                                       "--port", "0"], stdout=subprocess.PIPE, text=True)
@@ -170,6 +177,7 @@ def measure(groups, *, notices, interval, timeout, hosts, redundancy=2, quiet=3.
         victim_process = context.Process(target=_victim, args=(port, victim, layout_args, options), daemon=True)
         victim_process.start()
         start = time.monotonic()
+        _log(f"N = {groups}: starting {hosts} host processes and the victim ({victim})")
         while int(client.add("gen/0/up", 0)) < groups:
             if time.monotonic() - start > deadline:
                 raise TimeoutError(f"only {int(client.add('gen/0/up', 0))} of {groups} groups started")
@@ -184,6 +192,7 @@ def measure(groups, *, notices, interval, timeout, hosts, redundancy=2, quiet=3.
         cpu1, t1 = _cpu_seconds(store_process.pid), time.monotonic()
         beats = (sum(after) - sum(before)) / (t1 - t0)
         store_cpu = (cpu1 - cpu0) / (t1 - t0)
+        _log(f"N = {groups}: every group up; {beats:.0f} beats/s; killing group {victim}")
         moment = time.time()
         os.kill(victim_process.pid, signal.SIGKILL)
         victim_process.join()
@@ -227,6 +236,7 @@ def measure(groups, *, notices, interval, timeout, hosts, redundancy=2, quiet=3.
     plan_compute = (time.perf_counter() - t) * 1e3
     return {
         "groups": groups, "notices": bool(notices), "interval": interval, "timeout": timeout, "hosts": hosts,
+        "watch": watch,
         "victim": victim, "survivors": len(records), "agreed": failed_sets == {json.dumps([victim])},
         "failed_sets": sorted(failed_sets), "errors": errors[:3], "detect_sources": sources,
         "detect_ms": stats("detect"), "agree_ms": stats("agree"), "plan_ms": stats("plan"),
@@ -241,6 +251,9 @@ def parse(argv):
     parser.add_argument("--notices", action="store_true", help="post the death notice when the victim dies")
     parser.add_argument("--interval", type=float, default=0.05, help="heartbeat interval in seconds (default 0.05)")
     parser.add_argument("--timeout", type=float, default=2.0, help="heartbeat timeout in seconds (default 2.0)")
+    parser.add_argument("--watch", default="8",
+                        help="heartbeats each group reads (SpareGroup's watch): an integer, 'all', or 'default' "
+                             "(pass nothing: the installed version's default)")
     parser.add_argument("--hosts", type=int, default=4, help="host processes of the emulated groups (default 4)")
     parser.add_argument("--seed", type=int, default=0, help="chooses the victim")
     parser.add_argument("--json", action="store_true", help="print one JSON document")
@@ -253,6 +266,15 @@ def parse(argv):
         parser.error("--groups values must be at least 4")
     if args.interval <= 0 or args.timeout <= args.interval:
         parser.error("need 0 < --interval < --timeout")
+    if args.watch not in ("all", "default"):
+        try:
+            args.watch = int(args.watch)
+        except ValueError:
+            parser.error(f"--watch must be an integer, 'all' or 'default', got {args.watch!r}")
+        if args.watch < 1:
+            parser.error("--watch must be at least 1")
+    elif args.watch == "all":
+        args.watch = None
     if args.hosts < 1:
         parser.error("--hosts must be at least 1")
     return args
@@ -261,18 +283,22 @@ def parse(argv):
 def main(argv=None):
     args = parse(argv)
     rows = [measure(n, notices=args.notices, interval=args.interval, timeout=args.timeout, hosts=args.hosts,
-                    seed=args.seed) for n in args.groups]
+                    watch=args.watch, seed=args.seed) for n in args.groups]
     machine = {"cpus": os.cpu_count(), "python": platform.python_version()}
     if args.json:
         print(json.dumps({"machine": machine, "rows": rows}, indent=2))
     else:
-        print(f"{'N':>6} {'notices':>7} {'beat s':>6} {'agreed':>6} {'detect med/max ms':>18} "
+        print(f"{'N':>6} {'watch':>5} {'notices':>7} {'beat s':>6} {'agreed':>6} {'detect med/max ms':>18} "
               f"{'agree med/max ms':>17} {'plan max ms':>11} {'store cpu':>9} {'beats/s (nominal)':>18}")
         for r in rows:
-            print(f"{r['groups']:>6} {str(r['notices']):>7} {r['interval']:>6.3f} {str(r['agreed']):>6} "
+            print(f"{r['groups']:>6} {str(r['watch']):>5} {str(r['notices']):>7} {r['interval']:>6.3f} {str(r['agreed']):>6} "
                   f"{r['detect_ms']['median']:>8.0f}/{r['detect_ms']['max']:<8.0f} "
                   f"{r['agree_ms']['median']:>8.0f}/{r['agree_ms']['max']:<8.0f} {r['plan_ms']['max']:>11.0f} "
                   f"{r['store_cpu']:>9.2f} {r['beats_per_s']:>8.0f} ({r['nominal_beats_per_s']:.0f})")
+    for r in rows:
+        if not r["agreed"]:
+            print(f"N = {r['groups']}: the survivors did not all agree on [{r['victim']}]: failed sets "
+                  f"{r['failed_sets']}, errors {r['errors']}", file=sys.stderr)
     return 0 if all(r["agreed"] for r in rows) else 1
 
 
