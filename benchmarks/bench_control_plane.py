@@ -64,6 +64,21 @@ def _emulated_group_class():
     return EmulatedGroup
 
 
+class _LockedBook:
+    """One PlanBook shared by the threads of a host process (it is not thread-safe): each plan computed once."""
+
+    def __init__(self, book):
+        self._book = book
+        self._lock = threading.Lock()
+
+    def plan(self, failed):
+        with self._lock:
+            return self._book.plan(failed)
+
+    def __getattr__(self, name):
+        return getattr(self._book, name)
+
+
 def _host(port, groups, layout_args, options, out, ready):
     """Run the emulated groups ``groups`` as threads of this process; write their timelines to ``out``."""
     import torch.distributed as dist
@@ -73,7 +88,7 @@ def _host(port, groups, layout_args, options, out, ready):
 
     EmulatedGroup = _emulated_group_class()
     layout = spare_opt.consecutive(*layout_args)
-    book = PlanBook(layout, 1)
+    book = _LockedBook(PlanBook(layout, 1))
     book.plan(frozenset())
     results = {}
     lock = threading.Lock()
@@ -108,8 +123,11 @@ def _host(port, groups, layout_args, options, out, ready):
     ready.set() if ready is not None else None
     for thread in threads:
         thread.join()
-    with open(out, "w") as handle:
+    with open(out + ".tmp", "w") as handle:
         json.dump(results, handle)
+    os.replace(out + ".tmp", out)
+    sys.stdout.flush()
+    os._exit(0)  # daemon heartbeat threads blocked in the store's C++ client must not run at exit
 
 
 def _victim(port, group, layout_args, options):
@@ -162,6 +180,7 @@ def measure(groups, *, notices, interval, timeout, hosts, watch=8, redundancy=2,
                                       "--port", "0"], stdout=subprocess.PIPE, text=True)
     port = int(store_process.stdout.readline().rsplit(":", 1)[1])
     client = _client(port)
+    os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")  # a warning per client connection otherwise
     context = multiprocessing.get_context("spawn")
     outs = []
     processes = []
@@ -196,8 +215,10 @@ def measure(groups, *, notices, interval, timeout, hosts, watch=8, redundancy=2,
         moment = time.time()
         os.kill(victim_process.pid, signal.SIGKILL)
         victim_process.join()
+        posted = None
         if notices:
             post_death(__import__("torch").distributed.PrefixStore("gen/0", client), victim, "killed")
+            posted = (time.time() - moment) * 1e3
         for process in processes:
             process.join(deadline)
             if process.is_alive():
@@ -229,6 +250,10 @@ def measure(groups, *, notices, interval, timeout, hosts, watch=8, redundancy=2,
 
     sources = sorted({extra.get("source", "") for r in records.values() for event, when, extra in r["timeline"]
                       if event == "detect" and when >= moment})
+    # Aborts before the kill: a group's heartbeat thread starved past the timeout (a
+    # loaded machine); the survivors were then already agreeing when the victim died.
+    early = sorted({extra.get("source", "") for r in records.values() for event, when, extra in r["timeline"]
+                    if event == "detect" and when < moment})
     book = PlanBook(spare_opt.consecutive(groups, redundancy), 1)
     book.plan(frozenset())
     t = time.perf_counter()
@@ -239,8 +264,9 @@ def measure(groups, *, notices, interval, timeout, hosts, watch=8, redundancy=2,
         "watch": watch,
         "victim": victim, "survivors": len(records), "agreed": failed_sets == {json.dumps([victim])},
         "failed_sets": sorted(failed_sets), "errors": errors[:3], "detect_sources": sources,
+        "aborts_before_kill": early,
         "detect_ms": stats("detect"), "agree_ms": stats("agree"), "plan_ms": stats("plan"),
-        "plan_compute_ms": plan_compute, "store_cpu": store_cpu, "beats_per_s": beats,
+        "plan_compute_ms": plan_compute, "notice_posted_ms": posted, "store_cpu": store_cpu, "beats_per_s": beats,
         "nominal_beats_per_s": groups / interval,
     }
 
