@@ -51,10 +51,12 @@ def read(client, key):
     return client.get(key).decode() if client.check([key]) else None
 
 
-def wait_for(condition, what, timeout=TIMEOUT):
+def wait_for(condition, what, processes, out, timeout=TIMEOUT):
     deadline = time.monotonic() + timeout
     while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        assert time.monotonic() < deadline, f"timed out waiting for {what}\n{logs(out)}"
+        ended = {g: p.returncode for g, p in processes.items() if p.poll() is not None}
+        assert not ended, f"torchrun ended before {what}: {ended}\n{logs(out)}"
         time.sleep(0.05)
 
 
@@ -109,7 +111,7 @@ def test_torchrun_per_group_kill_rejoin_and_a_late_joiner(tmp_path):
     processes = {}
     try:
         processes = {g: torchrun(port, g, args, out, restarts=1) for g in range(4)}
-        wait_for(lambda: int(read(client, "gen/0/progress") or 0) >= 4, "four steps")
+        wait_for(lambda: int(read(client, "gen/0/progress") or 0) >= 4, "four steps", processes, out)
         os.kill(worker_pid(client, 0, 1), signal.SIGKILL)
         codes = finish(processes)
         assert codes == {g: 0 for g in range(4)}, logs(out)
@@ -138,7 +140,7 @@ def test_torchrun_per_group_wipe_out_restarts_in_a_new_generation(tmp_path):
     processes = {}
     try:
         processes = {g: torchrun(port, g, args, out, restarts=3) for g in range(4)}
-        wait_for(lambda: int(read(client, "gen/0/progress") or 0) >= 6, "six steps")
+        wait_for(lambda: int(read(client, "gen/0/progress") or 0) >= 6, "six steps", processes, out)
         victims = [worker_pid(client, 0, 1), worker_pid(client, 0, 2)]
         for pid in victims:
             os.kill(pid, signal.SIGKILL)

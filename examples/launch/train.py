@@ -42,7 +42,8 @@ def parse(argv):
     parser.add_argument("--checkpoint-every", type=int, default=0, help="steps between checkpoints (0: none)")
     parser.add_argument("--step-sleep", type=float, default=0.0, help="seconds of sleep after each step")
     parser.add_argument("--heartbeat-timeout", type=float, default=2.0)
-    parser.add_argument("--admission-timeout", type=float, default=300.0)
+    parser.add_argument("--timeout", type=float, default=120.0,
+                        help="seconds that bound SpareGroup's waits (registration, agreement, admission)")
     parser.add_argument("--await-repairs", type=float, default=0.0,
                         help="before the last step, wait up to this many seconds until every group is live "
                              "or a repaired one asked to rejoin (so that a restarted group takes part)")
@@ -64,7 +65,7 @@ def train(args):
     model, optimizer = make_model(config)
     group = SpareGroup(config["layout"], job.group, job.store, micro_batches=args.micro_batches,
                        heartbeat_timeout=args.heartbeat_timeout, rejoin=job.rejoin,
-                       admission_timeout=args.admission_timeout)
+                       timeout=args.timeout)
     sampler = SpareBatchSampler(group, len(dataset), config["global_batch_size"], steps=args.steps, seed=args.seed)
     checkpoint = os.path.join(args.out, "checkpoint.pt") if args.checkpoint_every else None
     step = SpareStep(group, model, optimizer, loss_fn, sampler, dataset, checkpoint=checkpoint,
