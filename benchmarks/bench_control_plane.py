@@ -102,7 +102,7 @@ def _host(port, groups, layout_args, options, out, ready):
         wake = threading.Event()
         group._waiter = wake
         while not group.aborted() and not store.check(["stop"]):
-            wake.wait(0.2)
+            wake.wait(1.0)  # set by the abort at once; the timeout only looks for "stop"
             wake.clear()
         record = {"timeline": [], "failed": None}
         if group.aborted():

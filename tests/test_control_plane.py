@@ -4,8 +4,9 @@ Real store clients (one TCPStore server process), emulated DP groups as threads 
 host processes, a real SIGKILL of the victim's process; no timing is asserted.
 """
 
-import importlib.util
+import importlib
 import math
+import sys
 
 import pytest
 
@@ -15,11 +16,10 @@ pytest.importorskip("torch")
 
 
 def _bench():
-    spec = importlib.util.spec_from_file_location("bench_control_plane",
-                                                  REPO / "benchmarks" / "bench_control_plane.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    # Imported by name (the host processes are spawned and unpickle its functions by module name).
+    if str(REPO / "benchmarks") not in sys.path:
+        sys.path.insert(0, str(REPO / "benchmarks"))
+    return importlib.import_module("bench_control_plane")
 
 
 @pytest.mark.slow

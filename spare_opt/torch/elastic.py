@@ -291,7 +291,8 @@ class SpareGroup:
                 self._poll_fatal(force=True)
                 raise GroupTimeout(f"groups {missing} did not register within {self.timeout_seconds:g} s (timeout=): "
                                    "a rank that never started, or crashed before joining", missing)
-            time.sleep(min(self.interval, 0.05))
+            # Every group looks: at large N a look every 50 ms from each is a load of its own.
+            time.sleep(min(self.interval, 0.05) * max(1.0, self.groups / 64))
 
     # ---------------------------------------------------------------- state
     def _enter(self, epoch, record):
