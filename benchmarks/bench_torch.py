@@ -33,11 +33,22 @@
    step of Python overhead only: the worst case for a fixed per-step cost) and a
    256-1024-1 perceptron (float32, 64 samples per micro-batch).
 
+3. **Replica-consistency check.**  What ``SpareStep`` adds on a checked step (every
+   ``check_every`` steps): the three float64 checksums of the parameters, the optimizer's
+   state tensors and hyper-parameters (``SpareStep._digest``), timed in one process
+   beside the optimizer's own ``step()`` and one micro-batch's forward and backward of
+   the same model (AdamW with its moments filled; medians of ``--check-reps``), for the
+   example's GPT-style model (float64), a 256-1024-1 perceptron and a 2048-4096-2048
+   MLP (float32).  The check's checksums travel in the step's gradient all-reduce
+   (``25 N`` more entries, no collective of its own); their share of that buffer is
+   given for ``N = 4``.
+
 Usage::
 
     python benchmarks/bench_torch.py                 # both parts, table on stdout
     python benchmarks/bench_torch.py --json
     python benchmarks/bench_torch.py --kills 12 --blocks 20 --block 10
+    python benchmarks/bench_torch.py --skip-recovery --skip-overhead    # the check's cost alone
 """
 
 import argparse
@@ -250,6 +261,61 @@ def overhead_rows(models, micro_batches, block, blocks, warm_steps, seed, profil
     return rows
 
 
+def check_cost_rows(reps=50, seed=0):
+    """Seconds of one consistency checksum against one optimizer step and one micro-batch, per model."""
+    from types import SimpleNamespace
+
+    from spare_opt.torch.demo import DEFAULTS, TinyGPT, lm_loss_fn
+    from spare_opt.torch.step import _SLOT
+
+    torch.set_num_threads(1)
+    torch.manual_seed(seed)
+
+    def mlp(widths, dtype):
+        layers = []
+        for a, b in zip(widths, widths[1:]):
+            layers += [torch.nn.Linear(a, b), torch.nn.Tanh()]
+        return torch.nn.Sequential(*layers[:-1]).to(dtype)
+
+    gpt = TinyGPT(DEFAULTS["width"], context=DEFAULTS["context"]).to(torch.float64)
+    tokens = torch.randint(0, 256, (4, DEFAULTS["context"]))
+    cases = [
+        ("example GPT (float64)", gpt, lambda m: lm_loss_fn(m, (tokens, tokens))),
+        ("256-1024-1 MLP (float32)", mlp([256, 1024, 1], torch.float32),
+         lambda m: m(torch.randn(64, 256)).square().mean()),
+        ("2048-4096-2048 MLP (float32)", mlp([2048, 4096, 2048], torch.float32),
+         lambda m: m(torch.randn(64, 2048)).square().mean()),
+    ]
+
+    def median_seconds(function):
+        durations = []
+        for _ in range(reps):
+            start = time.perf_counter()
+            function()
+            durations.append(time.perf_counter() - start)
+        return statistics.median(durations)
+
+    rows = []
+    for name, model, loss in cases:
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.1)
+        loss(model).backward()
+        optimizer.step()  # the moments exist
+        helper = SimpleNamespace(model=model, optimizer=optimizer)
+        digest = median_seconds(lambda: SpareStep._digest(helper))
+        step = median_seconds(optimizer.step)
+
+        def micro_batch():
+            optimizer.zero_grad(set_to_none=False)
+            loss(model).backward()
+        compute = median_seconds(micro_batch)
+        params = sum(p.numel() for p in model.parameters())
+        rows.append({"model": name, "parameters": params, "checksum_ms": 1e3 * digest,
+                     "optimizer_step_ms": 1e3 * step, "micro_batch_ms": 1e3 * compute,
+                     "checksum_over_step": digest / step, "checksum_over_micro_batch": digest / compute,
+                     "buffer_share_n4": _SLOT * GROUPS / (params + 2 + _SLOT * GROUPS)})
+    return rows
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kills", type=int, default=12)
@@ -262,6 +328,8 @@ def main(argv=None):
     parser.add_argument("--skip-overhead", action="store_true")
     parser.add_argument("--profile", action="store_true",
                         help="profile rank 0's two loops (cProfile) and print their top functions on stderr")
+    parser.add_argument("--skip-check", action="store_true", help="skip the consistency check's cost")
+    parser.add_argument("--check-reps", type=int, default=20, help="timed repetitions of each operation (part 3)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     report = {"python": platform.python_version(), "torch": torch.__version__, "cpus": os.cpu_count(),
@@ -274,6 +342,8 @@ def main(argv=None):
         report["overhead"] = overhead_rows(MODELS, args.micro_batches, args.block, args.blocks, args.warm_steps,
                                            args.seed, profile=args.profile)
         report["heartbeat_seconds"] = heartbeat_cost()
+    if not args.skip_check:
+        report["check"] = check_cost_rows(args.check_reps, args.seed)
     report["load_average_after"] = os.getloadavg()
     if args.json:
         print(json.dumps(report, indent=2))
@@ -309,6 +379,16 @@ def main(argv=None):
         beat = report["heartbeat_seconds"]
         print(f"heartbeat thread (in both loops above): {1e3 * beat:.3f} ms of store round trips every "
               f"{1e3 * HEARTBEAT_INTERVAL:.0f} ms = {100 * beat / HEARTBEAT_INTERVAL:.2f}% of the step time at most")
+    if "check" in report:
+        print(f"\nReplica-consistency check, one process, 1 thread (medians of {args.check_reps}): the checksum "
+              "against AdamW's step and one micro-batch's forward + backward")
+        print(f"{'model':<30}{'params':>11}{'checksum ms':>13}{'AdamW step ms':>15}{'micro-batch ms':>16}"
+              f"{'/ step':>8}{'/ micro-batch':>15}{'buffer share N=4':>18}")
+        for row in report["check"]:
+            print(f"{row['model']:<30}{row['parameters']:>11}{row['checksum_ms']:>13.3f}"
+                  f"{row['optimizer_step_ms']:>15.3f}{row['micro_batch_ms']:>16.3f}"
+                  f"{row['checksum_over_step']:>8.2f}{row['checksum_over_micro_batch']:>15.3f}"
+                  f"{100 * row['buffer_share_n4']:>17.3f}%")
     return 0
 
 

@@ -27,6 +27,8 @@ def test_train_with_spare_survives_a_kill_exactly(capsys):
     assert report["survivors"] == [g for g in range(4) if g != killed]
     assert len(report["plan_fingerprints"]) == 1
     assert report["max_difference"] <= 1e-12 * report["parameter_scale"]
+    assert report["model"] == "gpt" and len(report["learning_rates"]) == 1  # the scheduler agrees everywhere
+    assert all(count >= 1 for count in report["consistency_checks"].values())
     [row] = report["timeline"]
     assert row["group"] == killed
     phases = [row[phase] for phase in ("detection", "agreement", "plan", "rebuild", "patch")]

@@ -1,11 +1,19 @@
 """A small training job for the example, the tests and the benchmark: CPU, gloo, one process per group.
 
-:func:`train_worker` is a :class:`Supervisor` target that trains a two-layer
-perceptron on a fixed random regression data set with :class:`SpareStep`;
-:func:`reference_run` trains the same model in one process on the whole global batch
-of every step, the fault-free reference that the distributed run must equal.
+:func:`train_worker` is a :class:`Supervisor` target that trains, with :class:`SpareStep`,
+either a two-layer perceptron on a fixed random regression data set (``model="mlp"``)
+or a small GPT-style causal language model on byte tokens of the standard library's
+source (``model="gpt"``: 2 pre-LN blocks, causal self-attention, a tied head, dropout,
+AdamW with weight decay, clipping by global norm in the ``before_step`` hook, a warmup +
+cosine ``LambdaLR`` registered as state).  :func:`reference_run` trains the same model in
+one process, the fault-free reference that the distributed run must equal: on the whole
+global batch of every step (the perceptron), or micro-batch by micro-batch, each under
+its own random stream (the GPT model, whose dropout makes a whole-batch forward draw
+other masks).
 """
 
+import inspect
+import math
 import os
 import random
 import signal
@@ -13,15 +21,17 @@ import tempfile
 import time
 
 import torch
+import torch.nn.functional as F
 
 from .elastic import SpareGroup
 from ._plans import plan_fingerprint
 from .launch import Supervisor, connect
+from .randomness import RandomState, micro_batch_rng
 from .sampler import SpareBatchSampler, global_batch_indices
 from .step import SpareStep
 
-__all__ = ["DEFAULTS", "PHASES", "make_dataset", "make_model", "max_difference", "recovery_timeline", "reference_run",
-           "run_job", "train_worker"]
+__all__ = ["DEFAULTS", "PHASES", "TinyGPT", "clip_hook", "lm_loss_fn", "make_dataset", "make_model",
+           "make_scheduler", "max_difference", "recovery_timeline", "reference_run", "run_job", "train_worker"]
 
 #: The job's settings (override any key).
 DEFAULTS = {
@@ -41,6 +51,15 @@ DEFAULTS = {
     "timeout": 30.0,
     "step_sleep": 0.0,
     "checkpoint_every": 0,
+    # "mlp" (the perceptron, SGD) or "gpt" (the causal LM; then "lr" is AdamW's peak rate).
+    "model": "mlp",
+    "width": 16,
+    "context": 8,
+    "dropout": 0.1,
+    "weight_decay": 0.1,
+    "max_norm": 1.0,
+    "warmup": 3,
+    "check_every": 10,
     # {"group": g, "event": name, "epoch": e}: SIGKILL itself at that timeline event of epoch >= e;
     # {"group": g, "event": "all-reduce", "step": s}: SIGKILL itself inside the all-reduce of step s.
     "die": None,
@@ -54,7 +73,21 @@ def _dtype(config):
 
 
 def make_dataset(config):
-    """A ``TensorDataset`` of ``dataset_size`` regression samples, a pure function of ``seed``."""
+    """A ``TensorDataset`` of ``dataset_size`` samples: regression data from ``seed``, or byte windows of text.
+
+    For ``model="gpt"``: windows of ``context + 1`` bytes (stride 3) of ``json.decoder``'s
+    source, inputs and next-byte targets (``int64``, shape ``(dataset_size, context)``).
+    """
+    if config["model"] == "gpt":
+        import json.decoder
+
+        text = inspect.getsource(json.decoder).encode()
+        data = torch.tensor(list(text), dtype=torch.int64)
+        windows = data.unfold(0, config["context"] + 1, 3)
+        if len(windows) < config["dataset_size"]:
+            raise ValueError(f"the text has {len(windows)} windows, fewer than dataset_size {config['dataset_size']}")
+        windows = windows[:config["dataset_size"]]
+        return torch.utils.data.TensorDataset(windows[:, :-1].contiguous(), windows[:, 1:].contiguous())
     generator = torch.Generator().manual_seed(1000 + config["seed"])
     x = torch.randn(config["dataset_size"], config["features"], generator=generator, dtype=_dtype(config))
     w = torch.randn(config["features"], 1, generator=generator, dtype=_dtype(config))
@@ -62,9 +95,64 @@ def make_dataset(config):
     return torch.utils.data.TensorDataset(x, y)
 
 
+class _Block(torch.nn.Module):
+    """A pre-LN transformer block: causal self-attention and an MLP, dropout on the attention and both residuals."""
+
+    def __init__(self, width, heads, dropout):
+        super().__init__()
+        self.heads = heads
+        self.dropout = dropout
+        self.ln1 = torch.nn.LayerNorm(width)
+        self.qkv = torch.nn.Linear(width, 3 * width)
+        self.proj = torch.nn.Linear(width, width)
+        self.ln2 = torch.nn.LayerNorm(width)
+        self.mlp = torch.nn.Sequential(torch.nn.Linear(width, 4 * width), torch.nn.GELU(),
+                                       torch.nn.Linear(4 * width, width))
+
+    def forward(self, x):
+        batch, length, width = x.shape
+        q, k, v = self.qkv(self.ln1(x)).split(width, dim=2)
+        q, k, v = (t.view(batch, length, self.heads, width // self.heads).transpose(1, 2) for t in (q, k, v))
+        scores = (q @ k.transpose(-2, -1)) / math.sqrt(width // self.heads)
+        causal = torch.ones(length, length, dtype=torch.bool, device=x.device).tril()
+        weights = F.dropout(scores.masked_fill(~causal, float("-inf")).softmax(-1), self.dropout, self.training)
+        x = x + F.dropout(self.proj((weights @ v).transpose(1, 2).reshape(batch, length, width)), self.dropout,
+                          self.training)
+        return x + F.dropout(self.mlp(self.ln2(x)), self.dropout, self.training)
+
+
+class TinyGPT(torch.nn.Module):
+    """A GPT-style causal LM on bytes: token and position embeddings, pre-LN blocks, the head tied to the embedding.
+
+    ``forward(tokens)``: ``int64 (batch, length)`` to logits ``(batch, length, 256)``.
+    """
+
+    def __init__(self, width=16, heads=2, layers=2, context=8, dropout=0.1):
+        super().__init__()
+        self.tokens = torch.nn.Embedding(256, width)
+        self.positions = torch.nn.Embedding(context, width)
+        self.blocks = torch.nn.ModuleList(_Block(width, heads, dropout) for _ in range(layers))
+        self.ln = torch.nn.LayerNorm(width)
+        self.dropout = dropout
+
+    def forward(self, tokens):
+        x = self.tokens(tokens) + self.positions(torch.arange(tokens.shape[1], device=tokens.device))
+        x = F.dropout(x, self.dropout, self.training)
+        for block in self.blocks:
+            x = block(x)
+        return self.ln(x) @ self.tokens.weight.T
+
+
 def make_model(config):
-    """The model and its optimizer (SGD with momentum), initialised from ``seed`` alike on every rank."""
+    """The model and its optimizer, initialised from ``seed`` alike on every rank.
+
+    The perceptron with SGD (momentum), or :class:`TinyGPT` with AdamW (weight decay).
+    """
     torch.manual_seed(config["seed"])
+    if config["model"] == "gpt":
+        model = TinyGPT(config["width"], context=config["context"], dropout=config["dropout"]).to(_dtype(config))
+        optimizer = torch.optim.AdamW(model.parameters(), lr=config["lr"], weight_decay=config["weight_decay"])
+        return model, optimizer
     model = torch.nn.Sequential(torch.nn.Linear(config["features"], config["hidden"]), torch.nn.Tanh(),
                                 torch.nn.Linear(config["hidden"], 1)).to(_dtype(config))
     optimizer = torch.optim.SGD(model.parameters(), lr=config["lr"], momentum=config["momentum"])
@@ -77,17 +165,86 @@ def loss_fn(model, batch):
     return torch.nn.functional.mse_loss(model(x), y)
 
 
+def lm_loss_fn(model, batch):
+    """Mean next-byte cross-entropy of a micro-batch ``(tokens, targets)``."""
+    x, y = batch
+    return F.cross_entropy(model(x).reshape(-1, 256), y.reshape(-1))
+
+
+def make_scheduler(optimizer, config):
+    """Warmup + cosine ``LambdaLR``: linear over ``warmup`` steps, then cosine down to 0.1 of the peak at ``steps``."""
+    warmup, steps = config["warmup"], config["steps"]
+
+    def factor(step):
+        if step < warmup:
+            return (step + 1) / warmup
+        return 0.1 + 0.45 * (1.0 + math.cos(math.pi * min(step - warmup, steps - warmup) / max(1, steps - warmup)))
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+
+
+def clip_hook(max_norm, norms=None):
+    """A ``before_step`` hook: clip the global gradient to ``max_norm``; skip the step when it is not finite.
+
+    ``norms`` (a dict), when given, gets each step's gradient norm before clipping.
+    """
+    def before_step(step):
+        norm = torch.nn.utils.clip_grad_norm_(step.parameters, max_norm)
+        if norms is not None:
+            norms[step.step] = float(norm)
+        return bool(torch.isfinite(norm))
+    return before_step
+
+
 def reference_run(config):
-    """Train in one process on every step's whole global batch; return the final parameters (a list of tensors)."""
+    """Train in one process, fault-free; return the final parameters (a list of tensors).
+
+    The perceptron: on every step's whole global batch.  The GPT model: micro-batch by
+    micro-batch in key order, each under :func:`~spare_opt.torch.micro_batch_rng` of
+    ``(seed, step, shard type, micro-batch)``, the gradients summed and divided by
+    ``N m``, then the clipping hook, AdamW and the scheduler, as the distributed run.
+    """
     config = {**DEFAULTS, **config}
     dataset = make_dataset(config)
     model, optimizer = make_model(config)
+    if config["model"] == "gpt":
+        return _reference_gpt(config, dataset, model, optimizer)
     x, y = dataset.tensors
     for step in range(config["steps"]):
         index = global_batch_indices(len(dataset), config["global_batch_size"], step, seed=config["seed"])
         optimizer.zero_grad()
         loss_fn(model, (x[index], y[index])).backward()
         optimizer.step()
+    return [p.detach().clone() for p in model.parameters()]
+
+
+class _Helper:
+    def __init__(self, parameters):
+        self.parameters = parameters
+        self.step = 0
+
+
+def _reference_gpt(config, dataset, model, optimizer):
+    torch.set_num_threads(1)
+    scheduler = make_scheduler(optimizer, config)
+    hook = clip_hook(config["max_norm"])
+    groups = config["layout"].stacks.shape[0]
+    m = config["micro_batches"]
+    size = config["global_batch_size"] // (groups * m)
+    helper = _Helper([p for p in model.parameters() if p.requires_grad])
+    for step in range(config["steps"]):
+        index = global_batch_indices(len(dataset), config["global_batch_size"], step, seed=config["seed"]).tolist()
+        for p in helper.parameters:
+            p.grad = torch.zeros_like(p)
+        for key in range(groups * m):
+            batch = torch.utils.data.default_collate([dataset[i] for i in index[key * size:(key + 1) * size]])
+            with micro_batch_rng(config["seed"], step, key // m, key % m):
+                lm_loss_fn(model, batch).backward()
+        for p in helper.parameters:
+            p.grad.div_(groups * m)
+        helper.step = step
+        if hook(helper) is not False:
+            optimizer.step()
+        scheduler.step()
     return [p.detach().clone() for p in model.parameters()]
 
 
@@ -116,14 +273,23 @@ def train_worker(context, config):
                                 seed=config["seed"])
     loader = torch.utils.data.DataLoader(dataset, batch_sampler=sampler, num_workers=config["loader_workers"])
     checkpoint = os.path.join(config["out"], "checkpoint.pt") if config["checkpoint_every"] else None
-    step = SpareStep(group, model, optimizer, loss_fn, sampler, dataset, loader=loader, checkpoint=checkpoint,
-                     checkpoint_every=config["checkpoint_every"])
+    scheduler = None
+    if config["model"] == "gpt":
+        scheduler = make_scheduler(optimizer, config)
+        step = SpareStep(group, model, optimizer, lm_loss_fn, sampler, dataset, loader=loader, checkpoint=checkpoint,
+                         checkpoint_every=config["checkpoint_every"], before_step=clip_hook(config["max_norm"]),
+                         state={"scheduler": scheduler, "rng": RandomState()}, check_every=config["check_every"])
+    else:
+        step = SpareStep(group, model, optimizer, loss_fn, sampler, dataset, loader=loader, checkpoint=checkpoint,
+                         checkpoint_every=config["checkpoint_every"], check_every=config["check_every"])
     while step.step < config["steps"]:
         # A repaired group is on its way: wait until it connected (the supervisor counts
         # it), else the job may end before its process starts on a loaded machine.
         while int(store.add("connected", 0)) < int(store.add("repairs", 0)):
             time.sleep(0.005)
         step()
+        if scheduler is not None:
+            scheduler.step()  # after the step: part of the next step boundary's state
         if group.group == group.members[0]:
             store.set("progress", str(step.step))
         if config["step_sleep"]:
@@ -131,7 +297,9 @@ def train_worker(context, config):
     result = {"params": [p.detach().clone() for p in model.parameters()], "timeline": group.timeline,
               "losses": step.losses, "members": group.members, "epoch": group.epoch,
               "plan_seconds": group.plan_seconds, "generation": context.generation,
-              "fingerprint": plan_fingerprint(group.plan), "rejoined": context.rejoin}
+              "fingerprint": plan_fingerprint(group.plan), "rejoined": context.rejoin,
+              "lr": None if scheduler is None else scheduler.get_last_lr(),
+              "checks": sum(1 for name, _, _ in group.timeline if name == "checked")}
     path = os.path.join(config["out"], f"g{context.group}.pt")
     torch.save(result, path + ".tmp")
     os.replace(path + ".tmp", path)

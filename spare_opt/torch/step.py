@@ -15,18 +15,17 @@ from .randomness import micro_batch_rng
 
 __all__ = ["SpareStep"]
 
-#: Numbers per group in the consistency check: parameters (sum, sum of |x|), optimizer
-#: state tensors (sum, sum of |x|), the optimizer's numeric hyper-parameters (learning
-#: rates included); then a flag (1: this group sent a checksum).
-_DIGEST = 5
-_PARTS = ("parameters", "parameters", "optimizer state", "optimizer state", "optimizer hyper-parameters")
+#: Numbers per group in the consistency check: the sums of the parameters, of the
+#: optimizer's state tensors and of its numeric hyper-parameters (learning rates
+#: included); then a flag (1: this group sent a checksum).
+_DIGEST = 3
+_PARTS = ("parameters", "optimizer state", "optimizer hyper-parameters")
+#: Entries per row of a checksum's partial sums.
+_CHUNK = 4096
 #: The checksums travel as their bytes (one buffer entry each, exact in any floating dtype
 #: of at least 8 significant bits, and summed with zeros only), then the flag.
 _BYTES = 8 * _DIGEST
 _SLOT = _BYTES + 1
-#: Relative tolerance of the check: the sums of identical tensors may differ in the last
-#: bits when two ranks reduce them with different thread counts.
-_CHECK_RTOL = 1e-9
 
 
 class SpareStep:
@@ -121,16 +120,18 @@ class SpareStep:
     ``RandomState`` draws, a curriculum update) is in the checkpoint and in the heal;
     repaired groups are admitted at that moment too.
 
-    The consistency check: each live group puts five float64 sums of its state (its
-    parameters, sum and sum of magnitudes; its optimizer's state tensors, the same; the
-    optimizer's numeric hyper-parameters, so the learning rate a scheduler set), as
-    their 40 bytes, into its own slot of the step's gradient all-reduce (``41 N`` more
-    numbers in that buffer, no extra collective; the other groups' slots hold zeros,
-    so the sum carries every slot exactly); after the reduction every rank
-    compares the slots alike, with a relative tolerance of ``1e-9`` (sums of identical
-    tensors may differ in the last bits between thread counts).  Groups that differ
-    from the largest agreeing set raise :class:`ReplicaDivergence` on every rank,
-    before the step is applied.
+    The consistency check: each live group puts three float64 checksums of its state
+    (the sum of its parameters, of its optimizer's state tensors, of the optimizer's
+    numeric hyper-parameters, so the learning rate a scheduler set), as their 24 bytes,
+    into its own slot of the step's gradient all-reduce (``25 N`` more numbers in that
+    buffer, no extra collective; the other groups' slots hold zeros, so the sum
+    carries every slot exactly); after the reduction every rank compares the slots
+    alike, bit for bit: replicas that apply the same reduced gradient with the same
+    optimizer on the same kind of device are bitwise equal, and the sums are taken in
+    an order that does not depend on the number of threads.  Groups that differ from
+    the largest agreeing set raise :class:`ReplicaDivergence` on every rank, before the
+    step is applied.  Replicas on different kinds of device (whose arithmetic may
+    differ in the last bits) need ``check_every=0``.
 
     The step helper adds to ``group.timeline``: ``patch-plan`` (the patch micro-batches
     of this rank planned, ``keys`` of them), ``patch`` (computed), ``caught-up`` (the
@@ -386,7 +387,9 @@ class SpareStep:
             buffer[:self._size + 1].div_(total)
         self._check(step, buffer)
         loss = float(buffer[self._size])
-        self._admit_due = float(buffer[self._size + 1]) > 0
+        # A caught-up step admits nobody: the member that sent it held its boundary (and
+        # the catch-up) already; a request still pending is flagged again next step.
+        self._admit_due = not divided and float(buffer[self._size + 1]) > 0
         for view, p in zip(views, self._params):
             p.grad.copy_(view)
         self.loss = loss
@@ -403,25 +406,13 @@ class SpareStep:
 
     # ------------------------------------------------------------- consistency
     def _digest(self):
-        """Five float64 sums of this group's state (see the class's Notes)."""
-        def tensor_sums(tensors):
-            total = torch.zeros((), dtype=torch.float64)
-            magnitude = torch.zeros((), dtype=torch.float64)
-            for t in tensors:
-                t = t.detach()
-                if t.is_complex():
-                    t = torch.view_as_real(t)
-                total += t.sum(dtype=torch.float64).cpu()
-                magnitude += t.abs().sum(dtype=torch.float64).cpu()
-            return float(total), float(magnitude)
-
-        params = tensor_sums(self.model.parameters())
+        """Three float64 checksums of this group's state (see the class's Notes)."""
         optimizer_tensors = []
         for per_param in self.optimizer.state.values():
             optimizer_tensors += [v for v in per_param.values() if torch.is_tensor(v)]
-        moments = tensor_sums(optimizer_tensors)
         hyper = _number_sum([{k: v for k, v in g.items() if k != "params"} for g in self.optimizer.param_groups])
-        return torch.tensor([params[0], params[1], moments[0], moments[1], hyper], dtype=torch.float64)
+        return torch.tensor([_checksum(self.model.parameters()), _checksum(optimizer_tensors), hyper],
+                            dtype=torch.float64)
 
     def _check(self, step, buffer):
         """Compare the groups' checksums in the reduced buffer alike on every rank; raise on a difference."""
@@ -432,14 +423,12 @@ class SpareStep:
             return
         self._check_due = False
         digests = {g: slots[g, :_BYTES].round().to(torch.uint8).view(torch.float64) for g in sent}
-        matches = {g: [h for h in sent if bool(_close(digests[g], digests[h]).all())] for g in sent}
+        matches = {g: [h for h in sent if torch.equal(digests[g], digests[h])] for g in sent}
         reference = max(sent, key=lambda g: (len(matches[g]), -g))
         odd = [g for g in sent if g not in matches[reference]]
         if odd:
-            differ = set()
-            for g in odd:
-                close = _close(digests[g], digests[reference])
-                differ |= {_PARTS[i] for i in range(_DIGEST) if not bool(close[i])}
+            differ = {_PARTS[i] for g in odd for i in range(_DIGEST)
+                      if not torch.equal(digests[g][i], digests[reference][i])}
             raise ReplicaDivergence(step, odd, matches[reference], sorted(differ))
         self.group._event("checked", step=step, groups=sent)
 
@@ -493,13 +482,41 @@ class SpareStep:
         group._event("healed", step=self.step)
 
 
-def _close(a, b):
-    """Component-wise agreement of two checksums (float64 tensors of ``_DIGEST``) within ``_CHECK_RTOL``."""
-    scale = torch.maximum(a.abs(), b.abs())
-    # A sum is compared relative to the sum of magnitudes it came from.
-    scale[0] = scale[1] = max(float(a[1]), float(b[1]))
-    scale[2] = scale[3] = max(float(a[3]), float(b[3]))
-    return (a - b).abs() <= _CHECK_RTOL * scale
+def _checksum(tensors):
+    """The sum of every entry of ``tensors`` as a float64, the same whatever the number of threads.
+
+    Each tensor is summed in rows of ``_CHUNK`` entries (one thread sums one row, in an
+    order that does not depend on the thread count; half-precision rows in float32),
+    and the row sums are added in float64: as cheap as a native ``sum``, and bitwise
+    equal for bitwise-equal tensors on the same kind of device.  Tensors smaller than a
+    row are concatenated first (per dtype and device), so a model of many small tensors
+    costs a few operations, not a few per tensor.
+    """
+    parts, small = [], {}
+    for t in tensors:
+        flat = t.detach().reshape(-1)
+        if flat.is_complex():
+            flat = torch.view_as_real(flat).reshape(-1)
+        if flat.dtype == torch.bool:
+            flat = flat.to(torch.uint8)
+        if flat.numel() < _CHUNK:
+            small.setdefault((flat.dtype, flat.device), []).append(flat)
+        else:
+            parts += _row_sums(flat)
+    for pieces in small.values():
+        parts += _row_sums(torch.cat(pieces))
+    return float(torch.cat(parts).sum()) if parts else 0.0
+
+
+def _row_sums(flat):
+    wide = torch.float32 if flat.dtype in (torch.float16, torch.bfloat16) else None
+    whole = flat.numel() - flat.numel() % _CHUNK
+    sums = []
+    if whole:
+        sums.append(flat[:whole].view(-1, _CHUNK).sum(dim=1, dtype=wide).to("cpu", torch.float64))
+    if flat.numel() > whole:
+        sums.append(flat[whole:].sum(dtype=wide).reshape(1).to("cpu", torch.float64))
+    return sums
 
 
 def _number_sum(value):
