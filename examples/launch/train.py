@@ -45,7 +45,7 @@ def parse(argv):
     parser.add_argument("--timeout", type=float, default=120.0,
                         help="seconds that bound SpareGroup's waits (registration, agreement, admission)")
     parser.add_argument("--await-repairs", type=float, default=0.0,
-                        help="before the last step, wait up to this many seconds until every group is live "
+                        help="before the last step but one, wait up to this many seconds until every group is live "
                              "or a repaired one asked to rejoin (so that a restarted group takes part)")
     return parser.parse_args(argv)
 
@@ -71,7 +71,9 @@ def train(args):
     step = SpareStep(group, model, optimizer, loss_fn, sampler, dataset, checkpoint=checkpoint,
                      checkpoint_every=args.checkpoint_every)
     while step.step < args.steps:
-        if step.step == args.steps - 1 and args.await_repairs:
+        # Held before the last step but one: a request flagged in that step's all-reduce is
+        # admitted when the last step begins, so the repaired group takes part in it.
+        if step.step == args.steps - 2 and args.await_repairs:
             deadline = time.monotonic() + args.await_repairs
             while group.world_size < group.groups and not group.rejoin_pending() and time.monotonic() < deadline:
                 time.sleep(0.01)
