@@ -43,9 +43,21 @@ from .randomness import RandomState, micro_batch_generator, micro_batch_rng, mic
 from .sampler import SpareBatchSampler, global_batch_indices
 from .step import SpareStep
 from .launch import EVICTED_EXIT, LAYOUT_EXIT, WIPE_OUT_EXIT, Supervisor, WorkerContext
+from .launchers import (Job, connect_store, current_generation, end_job, generation_store, join_job,
+                        new_generation, run_worker)
+from .store import serve_store
 from .torchft_adapter import TorchFTMissingError, TorchFTPlan
 
 __all__ = [
+    "Job",
+    "connect_store",
+    "current_generation",
+    "end_job",
+    "generation_store",
+    "join_job",
+    "new_generation",
+    "run_worker",
+    "serve_store",
     "EVICTED_EXIT",
     "Evicted",
     "GroupTimeout",

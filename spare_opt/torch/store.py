@@ -14,10 +14,10 @@ import signal
 import sys
 import threading
 
-__all__ = ["serve"]
+__all__ = ["serve_store"]
 
 
-def serve(host="0.0.0.0", port=29600, *, ready=None, stop=None, exit_when_done=False, poll=0.5):
+def serve_store(host="0.0.0.0", port=29600, *, ready=None, stop=None, exit_when_done=False, poll=0.5):
     """Run a ``TCPStore`` server on ``host:port`` until ``stop`` is set (or the job ended).
 
     Parameters
@@ -75,7 +75,7 @@ def main(argv=None):
         print(f"spare-store listening on {options.host}:{port}", flush=True)
 
     try:
-        serve(options.host, options.port, ready=ready, exit_when_done=options.exit_when_done)
+        serve_store(options.host, options.port, ready=ready, exit_when_done=options.exit_when_done)
     except RuntimeError as exc:
         print(f"error: {str(exc).splitlines()[0]}", file=sys.stderr)
         return 1
