@@ -43,9 +43,6 @@ from .randomness import RandomState, micro_batch_generator, micro_batch_rng, mic
 from .sampler import SpareBatchSampler, global_batch_indices
 from .step import SpareStep
 from .launch import EVICTED_EXIT, LAYOUT_EXIT, WIPE_OUT_EXIT, Supervisor, WorkerContext
-from .launchers import (Job, connect_store, current_generation, end_job, generation_store, join_job,
-                        new_generation, run_worker)
-from .store import serve_store
 from .torchft_adapter import TorchFTMissingError, TorchFTPlan
 
 __all__ = [
@@ -83,3 +80,22 @@ __all__ = [
     "plan_fingerprint",
     "post_death",
 ]
+
+# Imported on first use, not here: ``python -m spare_opt.torch.store`` and
+# ``python -m spare_opt.torch.launchers`` run these modules as ``__main__``, and an import
+# by the package first would load them twice.
+_LAZY = {"Job": "launchers", "connect_store": "launchers", "current_generation": "launchers", "end_job": "launchers",
+         "generation_store": "launchers", "join_job": "launchers", "new_generation": "launchers",
+         "run_worker": "launchers", "serve_store": "store"}
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))
