@@ -18,6 +18,10 @@ CPU build of PyTorch first, then the extra::
   random numbers from its own stream (:func:`micro_batch_rng`);
 * :class:`Supervisor` - spawns the ranks, hosts the store, reports deaths, restarts
   after a wipe-out (what ``torchrun``'s agent does, for tests and examples);
+* :mod:`spare_opt.torch.launchers` and ``python -m spare_opt.torch.store`` - one
+  ``torchrun``, ``srun`` step or pod per DP group: the worker's configuration from the
+  environment, :func:`post_death`, exit codes, the end-of-job marker and the wipe-out
+  restart (see ``docs/launch.md``);
 * :class:`TorchFTPlan` - the plan of each TorchFT quorum, so a dead replica group no
   longer shrinks the batch (needs ``torchft``; see ``docs/torchft.md``).
 
@@ -34,7 +38,7 @@ except ImportError as exc:  # pragma: no cover - exercised without torch only
     ) from exc
 
 from ._plans import PlanBook, layout_fingerprint, plan_fingerprint
-from .elastic import Evicted, GroupTimeout, ReplicaDivergence, SpareGroup, WipeOut
+from .elastic import Evicted, GroupTimeout, JobEnded, ReplicaDivergence, SpareGroup, WipeOut, post_death
 from .randomness import RandomState, micro_batch_generator, micro_batch_rng, micro_batch_seed
 from .sampler import SpareBatchSampler, global_batch_indices
 from .step import SpareStep
@@ -43,9 +47,19 @@ from .torchft_adapter import (LocalMicroBatch, NoQuorumError, TorchFTMissingErro
                               torchft_api)
 
 __all__ = [
+    "Job",
+    "connect_store",
+    "current_generation",
+    "end_job",
+    "generation_store",
+    "join_job",
+    "new_generation",
+    "run_worker",
+    "serve_store",
     "EVICTED_EXIT",
     "Evicted",
     "GroupTimeout",
+    "JobEnded",
     "LAYOUT_EXIT",
     "LocalMicroBatch",
     "NoQuorumError",
@@ -68,5 +82,25 @@ __all__ = [
     "micro_batch_rng",
     "micro_batch_seed",
     "plan_fingerprint",
+    "post_death",
     "torchft_api",
 ]
+
+# Imported on first use, not here: ``python -m spare_opt.torch.store`` and
+# ``python -m spare_opt.torch.launchers`` run these modules as ``__main__``, and an import
+# by the package first would load them twice.
+_LAZY = {"Job": "launchers", "connect_store": "launchers", "current_generation": "launchers", "end_job": "launchers",
+         "generation_store": "launchers", "join_job": "launchers", "new_generation": "launchers",
+         "run_worker": "launchers", "serve_store": "store"}
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))

@@ -10,8 +10,10 @@ generation):
   differs refuses to start and writes ``layout_mismatch`` (its message, the first one
   wins), and every other rank of the job stops with the same ``LayoutError``;
 * ``hb/{g}``: group ``g``'s heartbeat counter, bumped every ``heartbeat_interval``;
-* ``dead/{g}``: written by a supervisor that saw ``g``'s process die (optional: a stale
-  heartbeat is evidence enough);
+* ``dead/{g}``, ``dead_list``, ``deaths``: a death notice (:func:`post_death`), written by
+  a launcher that saw ``g``'s process die, by a watcher that found ``g``'s heartbeat
+  stale, or by ``g``'s restarted process; ``deaths`` counts notices and abort flags, so a
+  heartbeat reads the notices only when it changed;
 * ``abort/{e}``: epoch ``e`` is over (a member failed); every member stops waiting;
 * ``join/{e}/{g}``: group ``g``'s record for epoch ``e`` (its step and phase);
 * ``epoch/{e}``: the agreed record of epoch ``e`` (failed set, admitted joiners), written
@@ -19,7 +21,10 @@ generation):
 * ``ready/{e}/{g}``, ``built/{e}``, ``pg/{e}/...``: the barrier before, the verdict
   (``go`` or ``abort``, the first one written) and the store of the process group of
   epoch ``e``;
-* ``rejoin/{g}``, ``pending_rejoins``: a repaired group's request to rejoin.
+* ``rejoin/{g}``, ``pending_rejoins``: a repaired group's request to rejoin;
+* ``ended``: the job of this generation is over (``"done"``: it finished; ``"restart"``:
+  a wipe-out moved the job to a new generation); a repaired group still waiting for
+  admission leaves with :class:`JobEnded`.
 """
 
 import datetime
@@ -35,7 +40,7 @@ import spare_opt
 
 from ._plans import PlanBook
 
-__all__ = ["SpareGroup", "WipeOut", "Evicted", "GroupTimeout", "ReplicaDivergence"]
+__all__ = ["SpareGroup", "WipeOut", "Evicted", "GroupTimeout", "ReplicaDivergence", "JobEnded", "post_death"]
 
 
 class WipeOut(RuntimeError):
@@ -102,6 +107,22 @@ class ReplicaDivergence(spare_opt.SpareError, RuntimeError):
             f"non-deterministic optimizer); stop and restart from a checkpoint")
 
 
+class JobEnded(RuntimeError):
+    """A repaired group was not admitted: the job ended (``ended`` marker) or restarted in a new generation.
+
+    Attributes
+    ----------
+    restart : bool
+        ``True`` when the job moved to a new generation (a wipe-out): start again, as a
+        fresh group of the new generation; ``False`` when it finished: nothing is left
+        to do.
+    """
+
+    def __init__(self, message, restart=False):
+        self.restart = bool(restart)
+        super().__init__(message)
+
+
 class SpareGroup:
     """One DP group's membership of a SPARe job, on torch's ``TCPStore`` and gloo.
 
@@ -135,7 +156,15 @@ class SpareGroup:
         wait it out for a dead peer (the abort flag and death notices wake them).
     rejoin : bool, default False
         This process is a repaired group: it asks to rejoin and waits until the live
-        groups admit it at a step boundary.
+        groups admit it at a step boundary.  When the live groups have not yet agreed
+        that this group failed (nobody posted its death: a launcher restarted it), it
+        posts its predecessor's death notice itself first.
+    watch : int or None, default 8
+        How many peers' heartbeats each group reads every beat: the next ``watch``
+        members on the ring of live groups (``None``: all).  A group whose heartbeat is
+        stale gets a death notice from its watchers, which every member reads, so each
+        beat costs the store two requests whatever ``N`` (one write, one read of
+        ``watch + 2`` keys) instead of a read of ``N`` keys.
     backend : str, default "gloo"
 
     Attributes
@@ -161,11 +190,18 @@ class SpareGroup:
     GroupTimeout
         Some group did not register within ``timeout`` (at start), or this repaired
         group was not admitted within ``timeout``.
+    JobEnded
+        A repaired group was not admitted because the job ended or restarted (the
+        ``ended`` marker).
     """
 
     def __init__(self, layout, group, store, *, micro_batches=None, heartbeat_interval=0.05, heartbeat_timeout=2.0,
-                 timeout=60.0, rejoin=False, backend="gloo"):
+                 timeout=60.0, rejoin=False, watch=8, backend="gloo"):
         self.book = PlanBook(layout, micro_batches)
+        # The first plan of a process compiles (or loads) the planner's kernels: seconds
+        # on a busy machine.  Done before this group's first heartbeat, not between its
+        # heartbeat key and its heartbeat thread, where it made the group look dead.
+        self.book.plan(frozenset())
         n = self.book.groups
         if isinstance(group, bool) or not isinstance(group, int) or not 0 <= group < n:
             raise spare_opt.ParameterError(f"group must be an integer in [0, {n}), got {group!r}")
@@ -173,6 +209,9 @@ class SpareGroup:
         self.groups = n
         self.micro_batches = self.book.micro_batches
         self.store = store
+        if watch is not None and (isinstance(watch, bool) or not isinstance(watch, int) or watch < 1):
+            raise spare_opt.ParameterError(f"watch must be a positive integer or None, got {watch!r}")
+        self.watch = watch
         self.interval = float(heartbeat_interval)
         self.heartbeat_timeout = float(heartbeat_timeout)
         self.timeout = datetime.timedelta(seconds=float(timeout))
@@ -198,17 +237,21 @@ class SpareGroup:
             store.add("deaths", 1)  # the running ranks' heartbeats read the notice
             raise spare_opt.LayoutError(message)
         self._poll_fatal(force=True)
-        if rejoin:
-            store.delete_key(f"dead/{group}")
-        store.set(f"hb/{group}", "0")
+        for counter in ("deaths", "pending_rejoins"):  # read with the heartbeats: must exist
+            store.compare_set(counter, "", "0")
         if rejoin:
             epoch, record = self._await_admission()
         else:
+            store.set(f"hb/{group}", "0")
             self._await_registration()
             epoch = 0
             record = json.loads(_text(store.compare_set("epoch/0", "", json.dumps({"failed": [], "joiners": {}}))))
             store.compare_set("epoch", "", "0")
         self._enter(epoch, record)
+        if rejoin:
+            # Written once admitted, not before: a rewrite while it waits for admission
+            # would look like a beat of its dead predecessor.
+            store.set(f"hb/{group}", "0")
         self._hb_store = store.clone() if hasattr(store, "clone") else store
         self._thread = threading.Thread(target=self._heartbeat, name=f"spare-heartbeat-{group}", daemon=True)
         self._thread.start()
@@ -237,14 +280,21 @@ class SpareGroup:
             self._poll_fatal()
             if store.check([f"hb/{g}" for g in others]):
                 return
-            missing = [g for g in others if not store.check([f"hb/{g}"]) and not store.check([f"dead/{g}"])]
-            if not missing:
+            # A few requests per look whatever N (a check of one key per group, from every
+            # group every beat, was O(N^2) requests while the job started).
+            hinted = _dead_hint(store)
+            if hinted and store.check([f"hb/{g}" for g in others if g not in hinted]) and \
+                    all(store.check([f"hb/{g}"]) or store.check([f"dead/{g}"]) for g in hinted if g in others):
                 return
             if time.monotonic() > deadline:
+                missing = [g for g in others if not store.check([f"hb/{g}"]) and not store.check([f"dead/{g}"])]
+                if not missing:
+                    return
                 self._poll_fatal(force=True)
                 raise GroupTimeout(f"groups {missing} did not register within {self.timeout_seconds:g} s (timeout=): "
                                    "a rank that never started, or crashed before joining", missing)
-            time.sleep(min(self.interval, 0.05))
+            # Every group looks: at large N a look every 50 ms from each is a load of its own.
+            time.sleep(min(self.interval, 0.05) * max(1.0, self.groups / 64))
 
     # ---------------------------------------------------------------- state
     def _enter(self, epoch, record):
@@ -296,49 +346,74 @@ class SpareGroup:
             self.on_event(name, extra)
 
     # ------------------------------------------------------------ heartbeat
+    def _watched(self):
+        """The members whose heartbeats this group reads: the ``watch`` next ones on the ring of members (all when ``None``)."""
+        members = self.members
+        others = [g for g in members if g != self.group]
+        if self.watch is None or len(others) <= self.watch or self.group not in members:
+            return others
+        index = members.index(self.group)
+        return [members[(index + k) % len(members)] for k in range(1, self.watch + 1)]
+
     def _heartbeat(self):
         store = self._hb_store
         count = 0
-        deaths = 0
-        keys = [f"hb/{g}" for g in range(self.groups)]
+        deaths = None
+        checked = None  # the epoch whose abort flag and notices were last read
+        posted = {}  # group -> its heartbeat value when this group posted its death notice
         while not self._stop.wait(self.interval):
             try:
                 count += 1
                 store.set(f"hb/{self.group}", str(count))
                 epoch = self.epoch
-                values = store.multi_get(keys)
-                # Seen when the read returned: it waits until every group's key exists, so a
-                # time taken before it made every peer stale after a rank that started late.
+                watched = self._watched()
+                # One read: the watched heartbeats and the two counters.  It waits until every
+                # key exists, so the time is taken when it returned: a time taken before it
+                # made every peer stale after a rank that started late.
+                values = store.multi_get([f"hb/{g}" for g in watched] + ["deaths", "pending_rejoins"])
                 now = time.monotonic()
-                for g, value in enumerate(values):
+                for g, value in zip(watched, values):
                     if self._last_seen.get(g, (None, 0))[0] != value:
                         self._last_seen[g] = (value, now)
-                seen = int(store.add("deaths", 0))
-                if seen != deaths and self._fatal is None:
-                    message = _peek(store, "layout_mismatch")
-                    if message is not None:
-                        self._fatal = spare_opt.LayoutError(f"the job stops: {message}")
-                        self._abort(self.epoch, "layout mismatch")
+                seen = int(values[-2])
+                self._pending_rejoins = int(values[-1])
+                stale = [g for g in watched if self._stale(g)]
+                for g in stale:
+                    # The others may not read g's heartbeat (``watch``): tell them.
+                    if posted.get(g) != self._last_seen[g][0]:
+                        posted[g] = self._last_seen[g][0]
+                        post_death(store, g, f"stale heartbeat (seen by group {self.group})")
+                notice = False
+                flag = False
+                if seen != deaths or checked != epoch:
+                    deaths, checked = seen, epoch
+                    if self._fatal is None:
+                        message = _peek(store, "layout_mismatch")
+                        if message is not None:
+                            self._fatal = spare_opt.LayoutError(f"the job stops: {message}")
+                            self._abort(self.epoch, "layout mismatch")
+                    hinted = _dead_hint(store)
+                    if self.group in hinted and self.group in self.members:
+                        # A notice about this group while it runs and is a member: a peer
+                        # found its heartbeat stale (a stall); it is alive, withdraw it.
+                        store.delete_key(f"dead/{self.group}")
+                    notice = any(store.check([f"dead/{g}"]) for g in hinted if g in self.members and g != self.group)
+                    flag = store.check([f"abort/{epoch}"])
                 if epoch > self._aborted_epoch:
-                    reason = None
-                    if store.check([f"abort/{epoch}"]):
-                        reason = "abort flag"
-                    else:
-                        if seen != deaths:
-                            deaths = seen
-                            if any(store.check([f"dead/{g}"]) for g in self.members if g != self.group):
-                                reason = "death notice"
-                        if reason is None and any(self._stale(g) for g in self.members if g != self.group):
-                            reason = "stale heartbeat"
-                        if reason is not None:
-                            store.set(f"abort/{epoch}", str(self.group))
+                    reason = "abort flag" if flag else "death notice" if notice else "stale heartbeat" if stale else None
                     if reason is not None:
+                        if not flag:
+                            self._post_abort(epoch)
                         self._abort(epoch, reason)
-                self._pending_rejoins = int(store.add("pending_rejoins", 0))
             except Exception:  # the store went away: the job is over
                 if self._stop.is_set():
                     return
                 time.sleep(self.interval)
+
+    def _post_abort(self, epoch):
+        """Raise epoch ``epoch``'s abort flag for every member (the counter makes their heartbeats read it)."""
+        self.store.set(f"abort/{epoch}", str(self.group))
+        self.store.add("deaths", 1)
 
     def _stale(self, g):
         seen = self._last_seen.get(g)
@@ -358,7 +433,7 @@ class SpareGroup:
         """Abort the current epoch: this rank saw a member fail (a collective raised)."""
         epoch = self.epoch
         try:
-            self.store.set(f"abort/{epoch}", str(self.group))
+            self._post_abort(epoch)
         finally:
             self._abort(epoch, reason)
 
@@ -446,13 +521,20 @@ class SpareGroup:
         store = self.store
         previous = list(self.members)
         store.set(f"join/{epoch}/{self.group}", json.dumps(record))
+        store.append(f"joined/{epoch}", f"{self.group},")
         key = f"epoch/{epoch}"
         deadline = time.monotonic() + self.timeout_seconds
+        # The lowest member that joined reads the store every 2 ms until it can propose; the
+        # others look every few ms (more at large N: the store's load grows with N times
+        # their rate) and propose too when they can (the first proposal wins).
+        pause = min(self.interval, 0.002 * max(1.0, len(previous) / 32))
         while not store.check([key]):
             self._poll_fatal()
-            present = [g for g in previous if store.check([f"join/{epoch}/{g}"])]
-            missing = [g for g in previous if g not in present]
-            dead = [g for g in missing if self._stale(g) or store.check([f"dead/{g}"])]
+            joined = _int_list(_peek(store, f"joined/{epoch}"))
+            present = [g for g in previous if g in joined]
+            missing = [g for g in previous if g not in joined]
+            hinted = _dead_hint(store) if missing else set()
+            dead = [g for g in missing if self._stale(g) or (g in hinted and store.check([f"dead/{g}"]))]
             if len(dead) < len(missing) and time.monotonic() > deadline:
                 dead = missing  # alive (a heartbeat) but silent for the whole timeout: a hung rank
             if len(dead) == len(missing):
@@ -476,7 +558,7 @@ class SpareGroup:
                 proposal = json.dumps({"failed": sorted(failed), "joiners": joiners})
                 store.compare_set(key, "", proposal)
                 break
-            time.sleep(0.002)
+            time.sleep(0.002 if present and self.group == min(present) else pause)
         decided = json.loads(_text(store.get(key)))
         store.set("epoch", str(epoch))
         self._event("agree", epoch=epoch, failed=decided["failed"])
@@ -496,6 +578,32 @@ class SpareGroup:
 
     def _await_admission(self):
         store = self.store
+        deadline = time.monotonic() + self.timeout_seconds
+
+        def check_end():
+            ended = _peek(store, "ended")
+            if ended is not None:
+                restart = ended == "restart"
+                raise JobEnded(f"group {self.group} was not admitted: the job "
+                               f"{'restarted in a new generation' if restart else 'has ended'}", restart=restart)
+            if time.monotonic() > deadline:
+                raise GroupTimeout(f"group {self.group}'s death was not agreed within {self.timeout_seconds:g} s "
+                                   "(timeout=): no live member answered")
+
+        # Its death must be agreed before it may ask: the live groups admit only failed
+        # groups, and its death notice must be gone before it is a member again.  A
+        # launcher that restarts it (torchrun --max-restarts) posts no notice: post it.
+        while True:
+            check_end()
+            epoch = _peek(store, "epoch")
+            if epoch is not None:
+                record = json.loads(_text(store.get(f"epoch/{epoch}")))
+                if self.group in record["failed"]:
+                    break
+                if _peek(store, f"dead/{self.group}") is None:
+                    post_death(store, self.group, "restarted")
+            time.sleep(self.interval / 5)
+        store.delete_key(f"dead/{self.group}")
         store.set(f"rejoin/{self.group}", self._token)
         store.add("pending_rejoins", 1)
         epoch = int(_text(store.get("epoch")))
@@ -513,7 +621,13 @@ class SpareGroup:
                     store.add("pending_rejoins", -1)
                     self._event("admitted", epoch=epoch)
                     return epoch, record
-            elif time.monotonic() > deadline:
+            elif time.monotonic() > deadline or _peek(store, "ended") is not None:
+                ended = _peek(store, "ended")
+                if ended is not None:
+                    if _peek(store, f"rejoin/{self.group}") == self._token:
+                        store.delete_key(f"rejoin/{self.group}")
+                        store.add("pending_rejoins", -1)
+                    check_end()
                 # Withdrawn (a member that admits it in the instant between leaves it a
                 # joiner that never connects: the rebuild barrier's timeout ends that).
                 if _peek(store, f"rejoin/{self.group}") == self._token:
@@ -522,6 +636,7 @@ class SpareGroup:
                 raise GroupTimeout(f"group {self.group} was not admitted within {self.timeout_seconds:g} s "
                                    "(timeout=): no live member reached a step boundary")
             else:
+                check_end()
                 time.sleep(self.interval / 5)
 
     def _rebuild(self):
@@ -571,6 +686,45 @@ class SpareGroup:
 
     def __exit__(self, *exc):
         self.close()
+
+
+def _int_list(text):
+    """The set of ints of a ``"3,5,"`` list (``None``: empty)."""
+    return {int(v) for v in text.split(",") if v} if text else set()
+
+
+def _dead_hint(store):
+    """The groups that ever got a death notice (``dead_list``): which ``dead/{g}`` keys to check."""
+    return _int_list(_peek(store, "dead_list"))
+
+
+def post_death(store, group, reason="died"):
+    """Tell the live groups that group ``group``'s process died: they need not wait for its heartbeat.
+
+    What a launcher or a node agent calls when it sees a rank's process end with a
+    failure (the :class:`~spare_opt.torch.Supervisor` does so).  Without it the live
+    groups notice the death when its heartbeat is ``heartbeat_timeout`` old.
+
+    Parameters
+    ----------
+    store : torch.distributed.Store
+        The job's store of the current generation (the same prefix the workers use).
+    group : int
+        The DP group whose process died.
+    reason : str, default "died"
+        Stored as the notice's value (for people reading the store).
+
+    Notes
+    -----
+    Writes ``dead/{group}``, appends ``group`` to ``dead_list`` (so a reader checks the
+    notices of the groups listed there, not of every group) and bumps the ``deaths``
+    counter, which every live group's heartbeat thread reads each beat.  A notice for a group that is already agreed
+    failed does nothing; a repaired group deletes its own notice before it asks to
+    rejoin.
+    """
+    store.set(f"dead/{int(group)}", str(reason))
+    store.append("dead_list", f"{int(group)},")
+    store.add("deaths", 1)
 
 
 def _text(value):

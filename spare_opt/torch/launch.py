@@ -17,7 +17,7 @@ import torch.distributed as dist
 
 import spare_opt
 
-from .elastic import Evicted, WipeOut, _peek
+from .elastic import Evicted, WipeOut, _peek, post_death
 
 __all__ = ["Supervisor", "WorkerContext", "WIPE_OUT_EXIT", "EVICTED_EXIT", "LAYOUT_EXIT"]
 
@@ -183,9 +183,7 @@ class Supervisor:
             code = process.exitcode
             self.exit_codes[group] = code
             if code not in (0, WIPE_OUT_EXIT, LAYOUT_EXIT):
-                store = self.generation_store()
-                store.set(f"dead/{group}", str(code))
-                store.add("deaths", 1)
+                post_death(self.generation_store(), group, str(code))
                 self.events.append(("death", time.time(), group))
         return len(self._reaped) < len(self._processes)
 

@@ -1,0 +1,332 @@
+"""Benchmark: SPARe's control plane at N emulated DP groups on one TCPStore, with a real SIGKILL.
+
+Every DP group is a real :class:`spare_opt.torch.SpareGroup` (heartbeat thread, abort
+flag, agreement through ``compare_set``, the plan of the agreed failed set) with its
+own ``TCPStore`` clients, but no model and no gloo process group (its rebuild is a
+no-op): a light thread, many per host process.  One group (the victim) runs alone in a
+process of its own, which is SIGKILLed once every group is up and beating.  With
+``--notices`` the benchmark posts the death notice as soon as the process ends (what a
+launcher does, :func:`spare_opt.torch.launchers.post_death`); without, the survivors
+notice the stale heartbeat.
+
+Measured, from the kill, at every survivor: ``detect`` (the abort seen), ``agree``
+(the agreed failed set read) and ``plan`` (its plan computed); the figure the target
+is about is the *last* survivor's ``agree``.  Every survivor must agree on the same
+failed set (``{victim}``): the run fails otherwise (the CI test runs it at a small N for
+that).  The store's load: its server process's CPU seconds per second, and the beats
+per second the groups achieved against the nominal ``N / interval``, over a quiet
+window before the kill.
+
+Usage::
+
+    python benchmarks/bench_control_plane.py --groups 64 --notices
+    python benchmarks/bench_control_plane.py --groups 64,256,1024 --notices --json
+    python benchmarks/bench_control_plane.py --groups 1024 --interval 0.25 --timeout 2
+    python benchmarks/bench_control_plane.py --groups 64 --watch all     # every group reads every heartbeat
+"""
+
+import argparse
+import datetime
+import json
+import multiprocessing
+import os
+import platform
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+
+
+def _client(port):
+    import torch.distributed as dist
+
+    return dist.TCPStore("127.0.0.1", port, is_master=False, wait_for_workers=False,
+                         timeout=datetime.timedelta(seconds=120))
+
+
+def _emulated_group_class():
+    from spare_opt.torch.elastic import SpareGroup
+
+    class EmulatedGroup(SpareGroup):
+        """A SpareGroup without a process group: the control plane alone."""
+
+        def _rebuild(self):
+            self._pg_ready = True
+            self._event("rebuild", epoch=self.epoch, members=[])
+            return True
+
+        def close(self):
+            self._stop.set()
+
+    return EmulatedGroup
+
+
+class _LockedBook:
+    """One PlanBook shared by the threads of a host process (it is not thread-safe): each plan computed once."""
+
+    def __init__(self, book):
+        self._book = book
+        self._lock = threading.Lock()
+
+    def plan(self, failed):
+        with self._lock:
+            return self._book.plan(failed)
+
+    def __getattr__(self, name):
+        return getattr(self._book, name)
+
+
+def _host(port, groups, layout_args, options, out, ready):
+    """Run the emulated groups ``groups`` as threads of this process; write their timelines to ``out``."""
+    import torch.distributed as dist
+
+    import spare_opt
+    from spare_opt.torch._plans import PlanBook
+
+    EmulatedGroup = _emulated_group_class()
+    layout = spare_opt.consecutive(*layout_args)
+    book = _LockedBook(PlanBook(layout, 1))
+    book.plan(frozenset())
+    results = {}
+    lock = threading.Lock()
+
+    def run(g):
+        store = dist.PrefixStore("gen/0", _client(port))
+        group = EmulatedGroup(layout, g, store, heartbeat_interval=options["interval"],
+                              heartbeat_timeout=options["timeout"], **options.get("extra", {}))
+        group.book = book  # one cache of plans per process: the plan is timed on its own
+        store.add("up", 1)
+        wake = threading.Event()
+        group._waiter = wake
+        while not group.aborted() and not store.check(["stop"]):
+            wake.wait(1.0)  # set by the abort at once; the timeout only looks for "stop"
+            wake.clear()
+        record = {"timeline": [], "failed": None}
+        if group.aborted():
+            try:
+                group.recover({"step": 0, "phase": "step"})
+                record["failed"] = sorted(group.failed)
+            except Exception as exc:  # noqa: BLE001 - reported, and the run fails
+                record["error"] = repr(exc)
+        record["timeline"] = [(name, when, {k: v for k, v in extra.items() if k in ("source", "failed")})
+                              for name, when, extra in group.timeline]
+        group.close()
+        with lock:
+            results[g] = record
+
+    threads = [threading.Thread(target=run, args=(g,), daemon=True) for g in groups]
+    for thread in threads:
+        thread.start()
+    ready.set() if ready is not None else None
+    for thread in threads:
+        thread.join()
+    with open(out + ".tmp", "w") as handle:
+        json.dump(results, handle)
+    os.replace(out + ".tmp", out)
+    sys.stdout.flush()
+    os._exit(0)  # daemon heartbeat threads blocked in the store's C++ client must not run at exit
+
+
+def _victim(port, group, layout_args, options):
+    import torch.distributed as dist
+
+    import spare_opt
+
+    EmulatedGroup = _emulated_group_class()
+    store = dist.PrefixStore("gen/0", _client(port))
+    EmulatedGroup(spare_opt.consecutive(*layout_args), group, store, heartbeat_interval=options["interval"],
+                  heartbeat_timeout=options["timeout"], **options.get("extra", {}))
+    store.add("up", 1)
+    while True:
+        time.sleep(1)
+
+
+def _log(message):
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def _cpu_seconds(pid):
+    with open(f"/proc/{pid}/stat") as handle:
+        fields = handle.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def measure(groups, *, notices, interval, timeout, hosts, watch=8, redundancy=2, quiet=3.0, seed=0, deadline=600.0):
+    """One run at ``groups`` emulated groups: a SIGKILL of one, the survivors' detection and agreement.
+
+    Returns
+    -------
+    dict
+        ``groups``, ``notices``, ``interval``, ``timeout``, ``agreed`` (every survivor's
+        failed set equals ``[victim]``), ``detect_ms`` / ``agree_ms`` / ``plan_ms``
+        (median and max over the survivors, from the kill), ``store_cpu`` (CPU
+        seconds per second of the store's process), ``beats_per_s`` and
+        ``nominal_beats_per_s``, ``plan_compute_ms`` (one plan of ``{victim}``).
+    """
+    import spare_opt
+    from spare_opt.torch._plans import PlanBook
+    from spare_opt.torch.launchers import post_death
+
+    rng = np.random.default_rng(seed)
+    victim = int(rng.integers(groups))
+    options = {"interval": interval, "timeout": timeout, "extra": {"timeout": deadline}}
+    if watch != "default":
+        options["extra"]["watch"] = watch
+    layout_args = (groups, redundancy)
+    store_process = subprocess.Popen([sys.executable, "-m", "spare_opt.torch.store", "--host", "127.0.0.1",
+                                      "--port", "0"], stdout=subprocess.PIPE, text=True)
+    port = int(store_process.stdout.readline().rsplit(":", 1)[1])
+    client = _client(port)
+    os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")  # a warning per client connection otherwise
+    context = multiprocessing.get_context("spawn")
+    outs = []
+    processes = []
+    try:
+        others = [g for g in range(groups) if g != victim]
+        for index in range(hosts):
+            share = others[index::hosts]
+            out = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"spare-cp-{os.getpid()}-{groups}-{index}.json")
+            outs.append(out)
+            process = context.Process(target=_host, args=(port, share, layout_args, options, out, None), daemon=True)
+            process.start()
+            processes.append(process)
+        victim_process = context.Process(target=_victim, args=(port, victim, layout_args, options), daemon=True)
+        victim_process.start()
+        start = time.monotonic()
+        _log(f"N = {groups}: starting {hosts} host processes and the victim ({victim})")
+        while int(client.add("gen/0/up", 0)) < groups:
+            if time.monotonic() - start > deadline:
+                raise TimeoutError(f"only {int(client.add('gen/0/up', 0))} of {groups} groups started")
+            time.sleep(0.1)
+        time.sleep(max(2 * timeout, 1.0))  # every heartbeat thread past its first read
+        # The store's load over a quiet window: its CPU time and the beats achieved.
+        keys = [f"gen/0/hb/{g}" for g in range(groups)]
+        before = [int(v) for v in client.multi_get(keys)]
+        cpu0, t0 = _cpu_seconds(store_process.pid), time.monotonic()
+        time.sleep(quiet)
+        after = [int(v) for v in client.multi_get(keys)]
+        cpu1, t1 = _cpu_seconds(store_process.pid), time.monotonic()
+        beats = (sum(after) - sum(before)) / (t1 - t0)
+        store_cpu = (cpu1 - cpu0) / (t1 - t0)
+        _log(f"N = {groups}: every group up; {beats:.0f} beats/s; killing group {victim}")
+        moment = time.time()
+        os.kill(victim_process.pid, signal.SIGKILL)
+        victim_process.join()
+        posted = None
+        if notices:
+            post_death(__import__("torch").distributed.PrefixStore("gen/0", client), victim, "killed")
+            posted = (time.time() - moment) * 1e3
+        for process in processes:
+            process.join(deadline)
+            if process.is_alive():
+                client.set("gen/0/stop", "1")
+                process.join(30)
+                raise TimeoutError("the survivors did not all agree within the deadline")
+        records = {}
+        for out in outs:
+            with open(out) as handle:
+                records.update(json.load(handle))
+            os.remove(out)
+    finally:
+        for process in processes:
+            if process.is_alive():
+                process.kill()
+        store_process.terminate()
+        store_process.wait()
+    failed_sets = {json.dumps(r["failed"]) for r in records.values()}
+    errors = [r["error"] for r in records.values() if "error" in r]
+
+    def first(record, name):
+        times = [when for event, when, _ in record["timeline"] if event == name and when >= moment]
+        return (times[0] - moment) * 1e3 if times else float("nan")
+
+    def stats(name):
+        values = np.array([first(r, name) for r in records.values()])
+        return {"median": float(np.nanmedian(values)), "max": float(np.nanmax(values)),
+                "missing": int(np.isnan(values).sum())}
+
+    sources = sorted({extra.get("source", "") for r in records.values() for event, when, extra in r["timeline"]
+                      if event == "detect" and when >= moment})
+    # Aborts before the kill: a group's heartbeat thread starved past the timeout (a
+    # loaded machine); the survivors were then already agreeing when the victim died.
+    early = sorted({extra.get("source", "") for r in records.values() for event, when, extra in r["timeline"]
+                    if event == "detect" and when < moment})
+    book = PlanBook(spare_opt.consecutive(groups, redundancy), 1)
+    book.plan(frozenset())
+    t = time.perf_counter()
+    book.plan(frozenset([victim]))
+    plan_compute = (time.perf_counter() - t) * 1e3
+    return {
+        "groups": groups, "notices": bool(notices), "interval": interval, "timeout": timeout, "hosts": hosts,
+        "watch": watch,
+        "victim": victim, "survivors": len(records), "agreed": failed_sets == {json.dumps([victim])},
+        "failed_sets": sorted(failed_sets), "errors": errors[:3], "detect_sources": sources,
+        "aborts_before_kill": early,
+        "detect_ms": stats("detect"), "agree_ms": stats("agree"), "plan_ms": stats("plan"),
+        "plan_compute_ms": plan_compute, "notice_posted_ms": posted, "store_cpu": store_cpu, "beats_per_s": beats,
+        "nominal_beats_per_s": groups / interval,
+    }
+
+
+def parse(argv):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--groups", default="64", help="comma-separated N values (default 64)")
+    parser.add_argument("--notices", action="store_true", help="post the death notice when the victim dies")
+    parser.add_argument("--interval", type=float, default=0.05, help="heartbeat interval in seconds (default 0.05)")
+    parser.add_argument("--timeout", type=float, default=2.0, help="heartbeat timeout in seconds (default 2.0)")
+    parser.add_argument("--watch", default="8",
+                        help="heartbeats each group reads (SpareGroup's watch): an integer, 'all', or 'default' "
+                             "(pass nothing: the installed version's default)")
+    parser.add_argument("--hosts", type=int, default=4, help="host processes of the emulated groups (default 4)")
+    parser.add_argument("--seed", type=int, default=0, help="chooses the victim")
+    parser.add_argument("--json", action="store_true", help="print one JSON document")
+    args = parser.parse_args(argv)
+    try:
+        args.groups = [int(v) for v in args.groups.split(",")]
+    except ValueError:
+        parser.error(f"--groups must be comma-separated integers, got {args.groups!r}")
+    if any(n < 4 for n in args.groups):
+        parser.error("--groups values must be at least 4")
+    if args.interval <= 0 or args.timeout <= args.interval:
+        parser.error("need 0 < --interval < --timeout")
+    if args.watch not in ("all", "default"):
+        try:
+            args.watch = int(args.watch)
+        except ValueError:
+            parser.error(f"--watch must be an integer, 'all' or 'default', got {args.watch!r}")
+        if args.watch < 1:
+            parser.error("--watch must be at least 1")
+    elif args.watch == "all":
+        args.watch = None
+    if args.hosts < 1:
+        parser.error("--hosts must be at least 1")
+    return args
+
+
+def main(argv=None):
+    args = parse(argv)
+    rows = [measure(n, notices=args.notices, interval=args.interval, timeout=args.timeout, hosts=args.hosts,
+                    watch=args.watch, seed=args.seed) for n in args.groups]
+    machine = {"cpus": os.cpu_count(), "python": platform.python_version()}
+    if args.json:
+        print(json.dumps({"machine": machine, "rows": rows}, indent=2))
+    else:
+        print(f"{'N':>6} {'watch':>5} {'notices':>7} {'beat s':>6} {'agreed':>6} {'detect med/max ms':>18} "
+              f"{'agree med/max ms':>17} {'plan max ms':>11} {'store cpu':>9} {'beats/s (nominal)':>18}")
+        for r in rows:
+            print(f"{r['groups']:>6} {str(r['watch']):>5} {str(r['notices']):>7} {r['interval']:>6.3f} {str(r['agreed']):>6} "
+                  f"{r['detect_ms']['median']:>8.0f}/{r['detect_ms']['max']:<8.0f} "
+                  f"{r['agree_ms']['median']:>8.0f}/{r['agree_ms']['max']:<8.0f} {r['plan_ms']['max']:>11.0f} "
+                  f"{r['store_cpu']:>9.2f} {r['beats_per_s']:>8.0f} ({r['nominal_beats_per_s']:.0f})")
+    for r in rows:
+        if not r["agreed"]:
+            print(f"N = {r['groups']}: the survivors did not all agree on [{r['victim']}]: failed sets "
+                  f"{r['failed_sets']}, errors {r['errors']}", file=sys.stderr)
+    return 0 if all(r["agreed"] for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

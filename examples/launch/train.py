@@ -1,0 +1,96 @@
+"""One DP group of a SPARe job, as a launcher starts it (torchrun, srun, a pod): configured from the environment.
+
+Usage (one store, then one launcher command per DP group; see docs/launch.md)::
+
+    python -m spare_opt.torch.store --port 29600 &
+    for g in 0 1 2 3; do
+        SPARE_STORE=127.0.0.1:29600 SPARE_GROUP=$g python -m torch.distributed.run --standalone \\
+            --nproc-per-node 1 --max-restarts 3 examples/launch/train.py --out runs/demo &
+    done
+    wait
+
+Each group trains the two-layer perceptron of ``spare_opt.torch.demo`` with
+:class:`SpareStep` on a circulant layout (``N`` groups, offsets ``0..r-1``) and writes
+its final parameters to ``OUT/g{group}.pt``.  :func:`spare_opt.torch.launchers.run_worker`
+turns a wipe-out into exit code 75 (the launcher restarts the group into the job's next
+generation, from the last checkpoint), an eviction into 76; a restarted group rejoins
+by itself (the store records that its group had started), and one that comes after the
+end of the job exits 0 with a message.
+"""
+
+import argparse
+import os
+import sys
+import time
+
+import torch
+
+import spare_opt
+from spare_opt.torch import SpareBatchSampler, SpareGroup, SpareStep, plan_fingerprint
+from spare_opt.torch.demo import DEFAULTS, loss_fn, make_dataset, make_model
+from spare_opt.torch.launchers import end_job, join_job, run_worker
+
+
+def parse(argv):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--groups", type=int, default=4, help="N, DP groups (default 4)")
+    parser.add_argument("--redundancy", type=int, default=2, help="r, shard types per group (default 2)")
+    parser.add_argument("--micro-batches", type=int, default=1, help="m (default 1)")
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", required=True, help="folder of the result files and the checkpoint")
+    parser.add_argument("--checkpoint-every", type=int, default=0, help="steps between checkpoints (0: none)")
+    parser.add_argument("--step-sleep", type=float, default=0.0, help="seconds of sleep after each step")
+    parser.add_argument("--heartbeat-timeout", type=float, default=2.0)
+    parser.add_argument("--timeout", type=float, default=120.0,
+                        help="seconds that bound SpareGroup's waits (registration, agreement, admission)")
+    parser.add_argument("--await-repairs", type=float, default=0.0,
+                        help="before the last step but one, wait up to this many seconds until every group is live "
+                             "or a repaired one asked to rejoin (so that a restarted group takes part)")
+    return parser.parse_args(argv)
+
+
+def config_of(args):
+    """The demo's settings for these arguments (the fault-free reference uses the same)."""
+    layout = spare_opt.consecutive(args.groups, args.redundancy)
+    return {**DEFAULTS, "layout": layout, "micro_batches": args.micro_batches, "steps": args.steps,
+            "global_batch_size": 4 * args.groups * args.micro_batches, "seed": args.seed}
+
+
+def train(args):
+    torch.set_num_threads(1)
+    config = config_of(args)
+    job = join_job()
+    dataset = make_dataset(config)
+    model, optimizer = make_model(config)
+    group = SpareGroup(config["layout"], job.group, job.store, micro_batches=args.micro_batches,
+                       heartbeat_timeout=args.heartbeat_timeout, rejoin=job.rejoin,
+                       timeout=args.timeout)
+    sampler = SpareBatchSampler(group, len(dataset), config["global_batch_size"], steps=args.steps, seed=args.seed)
+    checkpoint = os.path.join(args.out, "checkpoint.pt") if args.checkpoint_every else None
+    step = SpareStep(group, model, optimizer, loss_fn, sampler, dataset, checkpoint=checkpoint,
+                     checkpoint_every=args.checkpoint_every)
+    while step.step < args.steps:
+        # Held before the last step but one: a request flagged in that step's all-reduce is
+        # admitted when the last step begins, so the repaired group takes part in it.
+        if step.step == args.steps - 2 and args.await_repairs:
+            deadline = time.monotonic() + args.await_repairs
+            while group.world_size < group.groups and not group.rejoin_pending() and time.monotonic() < deadline:
+                time.sleep(0.01)
+        step()
+        if group.group == group.members[0]:
+            job.store.set("progress", str(step.step))
+        if args.step_sleep:
+            time.sleep(args.step_sleep)
+    end_job(job.store)
+    result = {"params": [p.detach().clone() for p in model.parameters()], "members": group.members,
+              "generation": job.generation, "rejoined": job.rejoin, "fingerprint": plan_fingerprint(group.plan),
+              "timeline": group.timeline}
+    path = os.path.join(args.out, f"g{job.group}.pt")
+    torch.save(result, path + ".tmp")
+    os.replace(path + ".tmp", path)
+    group.close()
+
+
+if __name__ == "__main__":
+    run_worker(train, parse(sys.argv[1:]))

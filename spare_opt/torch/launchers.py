@@ -1,0 +1,275 @@
+"""The launcher contract: run one DP group per ``torchrun``, ``srun`` step or pod.
+
+A SPARe job keeps its state in one ``TCPStore`` that outlives every group (hosted by
+``python -m spare_opt.torch.store``); each DP group is launched on its own, by a
+launcher that restarts it when it fails.  This module is what a worker and its launcher
+need beyond :class:`~spare_opt.torch.SpareGroup`:
+
+* :func:`join_job` - the worker's configuration from the environment: the store's
+  address, the group, the generation, and whether it is a repaired group;
+* :func:`post_death` - the death notice a launcher or a node agent posts when a group's
+  process fails (the live groups then need not wait for its heartbeat);
+* :func:`run_worker` - the entry wrapper: :class:`WipeOut` becomes exit code 75 (after
+  moving the job to a new generation), :class:`Evicted` 76, and a repaired group that
+  was not admitted (:class:`JobEnded`) exits cleanly;
+* :func:`end_job` - the end-of-job marker that the groups write when they finish;
+* :func:`new_generation` - the wipe-out restart: every group starts again, from the
+  last checkpoint, under a new key prefix.
+
+Environment variables read by :func:`join_job`:
+
+``SPARE_STORE``
+    ``host:port`` of the job's store (required).
+``SPARE_GROUP``
+    The DP group ``g`` in ``[0, N)``; when unset, ``JOB_COMPLETION_INDEX`` (a Kubernetes
+    indexed Job or a JobSet replica's index) is used.
+``SPARE_REJOIN``
+    ``1`` / ``0`` forces or forbids a rejoin.  When unset, a process is a repaired group
+    when its group already started in the current generation (the store records every
+    start), whatever restarted it; the first start of every group after a wipe-out (a
+    new generation) starts afresh.  ``TORCHELASTIC_RESTART_COUNT`` alone could not tell
+    the two apart; it is kept as ``Job.restart_count``.
+``SPARE_STORE_TIMEOUT``
+    Seconds to wait for the store (default 60).
+"""
+
+import collections
+import datetime
+import os
+import sys
+
+import torch.distributed as dist
+
+import spare_opt
+
+from .elastic import Evicted, GroupTimeout, JobEnded, WipeOut, post_death, _peek, _text
+from .launch import EVICTED_EXIT, LAYOUT_EXIT, WIPE_OUT_EXIT
+
+__all__ = ["Job", "join_job", "post_death", "run_worker", "end_job", "new_generation", "connect_store",
+           "generation_store", "current_generation", "EVICTED_EXIT", "LAYOUT_EXIT", "WIPE_OUT_EXIT"]
+
+Job = collections.namedtuple("Job", "group rejoin generation store root restart_count")
+Job.__doc__ = """A worker's place in the job (what :func:`join_job` returns).
+
+``group`` (int), ``rejoin`` (bool: pass it to :class:`SpareGroup`), ``generation`` (int),
+``store`` (the generation's ``PrefixStore``: pass it to :class:`SpareGroup`), ``root``
+(the ``TCPStore`` client itself) and ``restart_count`` (the launcher's restarts of this
+process so far)."""
+
+_current = None  # the last Job of this process, for run_worker's wipe-out restart
+
+
+def connect_store(address, timeout=60.0):
+    """A client of the job's store at ``address`` (``"host:port"``), a ``torch.distributed.TCPStore``.
+
+    Raises
+    ------
+    spare_opt.ParameterError
+        ``address`` is not ``host:port``.
+    """
+    host, _, port = str(address).rpartition(":")
+    if not host or not port.isdigit():
+        raise spare_opt.ParameterError(f"the store's address must be host:port, got {address!r}")
+    return dist.TCPStore(host, int(port), is_master=False, wait_for_workers=False,
+                         timeout=datetime.timedelta(seconds=float(timeout)))
+
+
+def generation_store(root, generation):
+    """The ``PrefixStore`` of ``generation`` on the store client ``root`` (every key of a generation lives under it)."""
+    return dist.PrefixStore(f"gen/{int(generation)}", root)
+
+
+def current_generation(root):
+    """The job's current generation (an int; 0 before any wipe-out), read from the store ``root``."""
+    root.compare_set("generation", "", "0")
+    return int(_text(root.get("generation")))
+
+
+def new_generation(root, seen):
+    """Move the job from generation ``seen`` to ``seen + 1`` after a wipe-out; return the current one.
+
+    Every group that saw the wipe-out calls it; the first call moves the job on
+    (``compare_set``), the others change nothing.  The old generation is marked ended
+    (``"restart"``), so a repaired group still waiting for admission there leaves (and
+    its launcher restarts it into the new generation).  The new generation's keys start
+    empty: its groups agree from epoch 0 and load the last checkpoint.
+
+    Parameters
+    ----------
+    root : torch.distributed.Store
+        The store client (not a generation's prefix).
+    seen : int
+        The generation the caller ran in.
+
+    Returns
+    -------
+    int
+        The job's generation after the call (``seen + 1`` unless another restart
+        already moved it further).
+    """
+    seen = int(seen)
+    current_generation(root)
+    root.compare_set("generation", str(seen), str(seen + 1))
+    generation_store(root, seen).compare_set("ended", "", "restart")
+    return int(_text(root.get("generation")))
+
+
+def end_job(store):
+    """Mark the job of ``store``'s generation as finished (every group that finishes calls it).
+
+    A repaired group that arrives afterwards, or that is still waiting for admission,
+    leaves with :class:`JobEnded` (:func:`run_worker` exits 0 with a message) instead of
+    waiting for members that are gone.
+    """
+    store.compare_set("ended", "", "done")
+
+
+def _flag(environ, name):
+    value = environ.get(name)
+    if value is None or value == "":
+        return None
+    if value.lower() in ("1", "true", "yes"):
+        return True
+    if value.lower() in ("0", "false", "no"):
+        return False
+    raise spare_opt.ParameterError(f"{name} must be 0 or 1, got {value!r}")
+
+
+def _integer(environ, name):
+    value = environ.get(name)
+    if value is None or value == "":
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        raise spare_opt.ParameterError(f"{name} must be an integer, got {value!r}") from None
+
+
+def join_job(environ=None):
+    """Connect this worker to the job's store and say which group it is and whether it rejoins.
+
+    Parameters
+    ----------
+    environ : mapping, optional
+        The environment (default ``os.environ``); see the module's docstring for the
+        variables.
+
+    Returns
+    -------
+    Job
+        Pass ``job.store``, ``job.group`` and ``job.rejoin`` to :class:`SpareGroup`.
+
+    Raises
+    ------
+    spare_opt.ParameterError
+        A variable is missing or malformed.
+
+    Notes
+    -----
+    Records ``started/{g}`` in the current generation, so that a later restart of the
+    same group (same generation) knows it is a repaired group, while every group's first
+    start after a wipe-out (a new generation) starts afresh.
+    """
+    global _current
+    environ = os.environ if environ is None else environ
+    address = environ.get("SPARE_STORE")
+    if not address:
+        raise spare_opt.ParameterError("SPARE_STORE (host:port of the job's store) is not set")
+    group = _integer(environ, "SPARE_GROUP")
+    if group is None:
+        group = _integer(environ, "JOB_COMPLETION_INDEX")
+    if group is None or group < 0:
+        raise spare_opt.ParameterError("SPARE_GROUP (this process's DP group, 0 <= g < N) is not set")
+    restarts = max(_integer(environ, "TORCHELASTIC_RESTART_COUNT") or 0, _integer(environ, "SLURM_RESTART_COUNT") or 0)
+    timeout = float(environ.get("SPARE_STORE_TIMEOUT") or 60.0)
+    root = connect_store(address, timeout)
+    generation = current_generation(root)
+    store = generation_store(root, generation)
+    started = _peek(store, f"started/{group}") is not None
+    rejoin = _flag(environ, "SPARE_REJOIN")
+    if rejoin is None:
+        rejoin = started
+    store.set(f"started/{group}", str(os.getpid()))
+    _current = Job(group, bool(rejoin), generation, store, root, restarts)
+    return _current
+
+
+def run_worker(main, *args, **kwargs):
+    """Run ``main(*args, **kwargs)`` and exit with the code a launcher acts on; never returns.
+
+    * it returns: exit 0;
+    * :class:`WipeOut`: the job moves to a new generation (:func:`new_generation`, when
+      :func:`join_job` was called in this process), exit 75 (``WIPE_OUT_EXIT``): the
+      launcher restarts the group, which loads the last checkpoint;
+    * :class:`Evicted`: exit 76 (``EVICTED_EXIT``): the others declared this group
+      failed; a restart rejoins as a repaired group;
+    * :class:`JobEnded`: a message on stderr; exit 0 when the job has ended (nothing
+      to do), exit 75 when it restarted in a new generation (restart to take part);
+    * ``spare_opt.LayoutError`` (this or another rank's layout differs): a message,
+      exit 77 (``LAYOUT_EXIT``): the job cannot run, do not restart;
+    * :class:`GroupTimeout` (a wait outlasted ``timeout``: a group that never
+      registered, a repaired group that was never admitted): a message, exit 1;
+    * any other exception: its traceback, exit 1.
+    """
+    code = 0
+    try:
+        main(*args, **kwargs)
+    except WipeOut as exc:
+        if _current is not None:
+            generation = new_generation(_current.root, _current.generation)
+            print(f"spare-opt: {exc}; the job continues in generation {generation}", file=sys.stderr)
+        else:
+            print(f"spare-opt: {exc}", file=sys.stderr)
+        code = WIPE_OUT_EXIT
+    except Evicted as exc:
+        print(f"spare-opt: {exc}; restart it to rejoin", file=sys.stderr)
+        code = EVICTED_EXIT
+    except JobEnded as exc:
+        print(f"spare-opt: {exc}; exiting", file=sys.stderr)
+        code = WIPE_OUT_EXIT if exc.restart else 0
+    except spare_opt.LayoutError as exc:
+        print(f"spare-opt: {exc}", file=sys.stderr)
+        code = LAYOUT_EXIT
+    except GroupTimeout as exc:
+        print(f"spare-opt: {exc}", file=sys.stderr)
+        code = 1
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # os._exit: the gloo and store threads must not keep a finished worker alive.
+    os._exit(code)
+
+
+def _main(argv=None):
+    """``python -m spare_opt.torch.launchers post-death|end|generation --store HOST:PORT ...``."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m spare_opt.torch.launchers",
+                                     description="Post to a SPARe job's store what a launcher saw.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    death = commands.add_parser("post-death", help="group G's process failed: the live groups stop waiting for it")
+    death.add_argument("--store", required=True, help="host:port of the job's store")
+    death.add_argument("--group", type=int, required=True)
+    death.add_argument("--reason", default="died")
+    end = commands.add_parser("end", help="mark the current generation's job as finished")
+    end.add_argument("--store", required=True)
+    show = commands.add_parser("generation", help="print the job's current generation")
+    show.add_argument("--store", required=True)
+    options = parser.parse_args(argv)
+    try:
+        root = connect_store(options.store, 10.0)
+        generation = current_generation(root)
+        store = generation_store(root, generation)
+        if options.command == "post-death":
+            post_death(store, options.group, options.reason)
+        elif options.command == "end":
+            end_job(store)
+        else:
+            print(generation)
+    except (spare_opt.ParameterError, RuntimeError) as exc:
+        print(f"error: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main())

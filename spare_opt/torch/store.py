@@ -1,0 +1,86 @@
+"""Host a SPARe job's store: ``python -m spare_opt.torch.store --port P``.
+
+The store must outlive every DP group (a store hosted by one group's rank dies with
+it), so it runs in a process of its own: on the SLURM batch host, in a Kubernetes
+``Deployment`` behind a ``Service``, or beside the ``torchrun`` commands on one machine.
+It is torch's own ``TCPStore`` server; this entry point only starts it, prints
+``spare-store listening on HOST:PORT``, and serves until SIGTERM or SIGINT (or until
+every group finished with ``--exit-when-done``).
+"""
+
+import argparse
+import datetime
+import signal
+import sys
+import threading
+
+__all__ = ["serve_store"]
+
+
+def serve_store(host="0.0.0.0", port=29600, *, ready=None, stop=None, exit_when_done=False, poll=0.5):
+    """Run a ``TCPStore`` server on ``host:port`` until ``stop`` is set (or the job ended).
+
+    Parameters
+    ----------
+    host : str, default "0.0.0.0"
+        The address to listen on.
+    port : int, default 29600
+        0 picks a free port (printed, and passed to ``ready``).
+    ready : callable, optional
+        Called with the port once the server listens.
+    stop : threading.Event, optional
+        Set it to stop serving (default: a new event that SIGTERM and SIGINT set when
+        called from the main thread).
+    exit_when_done : bool, default False
+        Stop once the current generation's job is marked ended (``"done"``).
+    poll : float, default 0.5
+        Seconds between checks of ``stop`` and of the end marker.
+
+    Returns
+    -------
+    int
+        The port it served on.
+    """
+    import torch.distributed as dist
+
+    server = dist.TCPStore(host, int(port), is_master=True, wait_for_workers=False,
+                           timeout=datetime.timedelta(seconds=60), use_libuv=True)
+    if stop is None:
+        stop = threading.Event()
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                signal.signal(sig, lambda *_: stop.set())
+    if ready is not None:
+        ready(server.port)
+    while not stop.wait(poll):
+        if exit_when_done and server.check(["generation"]):
+            generation = server.get("generation").decode()
+            if server.check([f"gen/{generation}/ended"]) and server.get(f"gen/{generation}/ended") == b"done":
+                break
+    return server.port
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m spare_opt.torch.store",
+                                     description="Host a SPARe job's TCPStore until SIGTERM.")
+    parser.add_argument("--host", default="0.0.0.0", help="address to listen on (default 0.0.0.0)")
+    parser.add_argument("--port", type=int, default=29600, help="port (default 29600; 0: any free port)")
+    parser.add_argument("--exit-when-done", action="store_true",
+                        help="exit once the job is marked finished (end_job)")
+    options = parser.parse_args(argv)
+    if not 0 <= options.port <= 65535:
+        parser.error(f"--port must be in [0, 65535], got {options.port}")
+
+    def ready(port):
+        print(f"spare-store listening on {options.host}:{port}", flush=True)
+
+    try:
+        serve_store(options.host, options.port, ready=ready, exit_when_done=options.exit_when_done)
+    except RuntimeError as exc:
+        print(f"error: {str(exc).splitlines()[0]}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
