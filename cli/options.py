@@ -408,6 +408,13 @@ window_option = click.option(
          "Events outside are dropped, faults open at START are taken as already down, faults open at END are "
          "right-censored; rates are per window length.")
 # ------------------------------------------------------------------ the cluster file
+#: Cluster-file keys that only ``compare`` reads and that decide a run's failures or its
+#: all-reduce (failure rates, nodes per group, the ring model).
+_COMPARE_ONLY_KEYS = ("failures_per_1000_node_days", "node_mtbf_hours", "job_mttf_hours", "job_nodes",
+                      "repair_hours", "nodes_per_group", "gradient_bytes", "bandwidth_bytes_per_second",
+                      "allreduce_latency_seconds")
+
+
 def _load_cluster(ctx, param, value):
     """``--cluster FILE`` (eager): its keys become the defaults of the options of the same name.
 
@@ -458,6 +465,15 @@ def _load_cluster(ctx, param, value):
     ctx.default_map = defaults
     ctx.meta["cluster_overrides"] = pending
     ctx.meta["cluster_file"] = (value, from_file)
+    # Keys that decide the run's failures or its all-reduce: a command that cannot read them
+    # would run other numbers (a preset's failures, the paper's all-reduce) under the
+    # file's name, so it refuses them rather than warn.
+    deciding = [key for key in unused if key in _COMPARE_ONLY_KEYS]
+    if deciding:
+        raise click.ClickException(
+            f"{value}: {ctx.info_name} does not take {', '.join(deciding)} (spare-opt compare does): without "
+            f"them it would run other failures or another all-reduce; run compare, or give {ctx.info_name} a "
+            "failure model (spare-opt fit) and the all-reduce time in a file without them")
     if unused:
         click.echo(f"Warning: {value}: {ctx.info_name} does not use {', '.join(unused)} (ignored)", err=True)
     return cluster
@@ -489,8 +505,9 @@ def cluster_failure_sources(ctx, **values):
     command line gives a failure source (``--trace``, ``--failure-model`` or a failure
     rate such as ``--node-mtbf-hours``), the file's ``[failures]`` source gives way, with
     the keys that describe it (a trace's ``format``, ``time_unit``, ``time_scale``,
-    ``window``, ``nodes``; a rate's ``job_nodes`` and ``repair_hours``): they take their
-    options' defaults, and a warning on stderr names them.  Returns the values as a tuple, in
+    ``window``, ``nodes``; a rate's ``job_nodes`` and ``repair_hours``, except that a rate
+    on the command line keeps the file's repairs, and a job MTTF its node count): they
+    take their options' defaults, and a warning on stderr names them.  Returns the values as a tuple, in
     the order given (unchanged without a cluster file or when no source meets another).
     """
     path, from_file = ctx.meta.get("cluster_file", (None, {}))
@@ -500,7 +517,11 @@ def cluster_failure_sources(ctx, **values):
                    and ctx.get_parameter_source(name) == ParameterSource.DEFAULT_MAP}
     sources = [name for name in values if from_file.get(name) in _FILE_SOURCE_KEYS or name in _SOURCE_PARAMS]
     on_command_line = [name for name in sources if values[name] is not None and name not in file_params]
-    dropped = [name for name in values if name in file_params
+    # A rate on the command line keeps the file's repairs (a rate has none of its own), and
+    # its node count when the command line's rate is a job MTTF; a trace or a model replaces both.
+    by_rate = all(name in _SOURCE_PARAMS[3:] for name in on_command_line)
+    kept = (("repair_hours",) if by_rate else ()) + (("job_nodes",) if "job_mttf_hours" in on_command_line else ())
+    dropped = [name for name in values if name in file_params and from_file[name] not in kept
                and from_file[name] in _FILE_SOURCE_KEYS + _FILE_TRACE_KEYS + _FILE_RATE_KEYS]
     if not on_command_line or not dropped:
         return tuple(values.values())

@@ -178,3 +178,45 @@ def test_a_cluster_file_gives_the_traced_cluster_size_as_nodes(tmp_path):
     cluster.write_text(f'[failures]\ntrace = "{log.name}"\nnodes = 0\n')
     bad = runner.invoke(main, ["compare", "--cluster", str(cluster), *args])
     assert bad.exit_code != 0 and "failures.nodes" in bad.output and "Traceback" not in bad.output
+
+
+_RATE_CLUSTER = """groups = 12
+step_seconds = 6
+allreduce_seconds = 2
+restart_seconds = 600
+save_seconds = 30
+steps = 20000
+[failures]
+node_mtbf_hours = 200
+repair_hours = 4
+"""
+
+
+def test_a_rate_on_the_command_line_keeps_the_files_repairs(tmp_path):
+    """A rate given on the command line replaces the file's rate, not its repair time: the
+    run stays under repair semantics with the file's 4 h repairs."""
+    path = tmp_path / "rate.toml"
+    path.write_text(_RATE_CLUSTER)
+    result = CliRunner().invoke(main, ["compare", "--cluster", str(path), "--failures-per-1000-node-days", "10",
+                                       "--quick", "--no-sensitivity", "--seeds", "1", "-q"])
+    assert result.exit_code == 0, result.output
+    header = result.output.splitlines()
+    verdict = next(line for line in header if line.startswith("Verdict:"))
+    assert "10 failures per 1,000 node-days" in verdict and "median 4 h" in verdict
+    assert verdict.endswith("repair semantics")
+    warning = next(line for line in header if line.startswith("Warning:"))
+    assert "node_mtbf_hours" in warning and "repair_hours" not in warning
+
+
+@pytest.mark.parametrize("command", [["simulate", "--strategy", "ckpt", "--seeds", "1"], ["tune", "--seeds", "1"]])
+def test_simulate_and_tune_refuse_the_keys_only_compare_reads(tmp_path, command):
+    """simulate and tune cannot read a failure rate or nodes_per_group: one line, exit 1,
+    instead of a run of a preset's failures under the file's name."""
+    path = tmp_path / "rate.toml"
+    path.write_text(_RATE_CLUSTER.replace("[failures]", "nodes_per_group = 2\n[failures]"))
+    result = CliRunner().invoke(main, [command[0], "--cluster", str(path), *command[1:]])
+    assert result.exit_code == 1
+    message = result.output.strip().splitlines()
+    assert len(message) == 1 and message[0].startswith("Error: ")
+    assert "nodes_per_group" in message[0] and "node_mtbf_hours" in message[0] and "repair_hours" in message[0]
+    assert "Traceback" not in result.output
