@@ -108,29 +108,43 @@ def _stamps(name, stamps, counter):
     _in_range(name, stamps, 0, int(counter))
 
 
-def check_single(layout_tables, loaded, wiped):
-    """Check an ``m = 1`` state ``(tables, rows, scalars)``; return its failed groups."""
-    stacks, holder_groups, holder_layers = layout_tables
-    tables, rows, scalars = loaded
-    n, r = stacks.shape
-    for index, name, expected in ((_k.TABLE_STACKS, "the layout table", stacks),
-                                  (_k.TABLE_HOLDER_GROUPS, "the holder table", holder_groups),
-                                  (_k.TABLE_HOLDER_LAYERS, "the holder-layer table", holder_layers)):
-        _same(name, tables[index], expected)
-    group_state = rows[_k.GROUP_STATE_START:_k.SHARD_STATE_START]
-    shard_state = rows[_k.SHARD_STATE_START:_k.SCRATCH_START]
-    alive = group_state[_k.ALIVE]
-    failed = _failed_set(alive, group_state[_k.SEQUENCE], scalars[_k.FAILED_COUNT], n)
-    if scalars[_k.JOURNAL_END] != 0:
+def _check_holders(layout_tables, stored_tables, alive, sequence_row, failed_count, journal_end, stored_live_holders,
+                   wiped):
+    """The checks both kernel layouts share: the layout tables, the failed set, the journal
+    and the live-holder counts against ``wiped``.  Returns ``(failed, live_holders)``, with
+    ``live_holders`` None for a wiped-out state (nothing more to check)."""
+    stacks, holder_groups, _ = layout_tables
+    for name, stored, expected in zip(("the layout table", "the holder table", "the holder-layer table"),
+                                      stored_tables, layout_tables):
+        _same(name, stored, expected)
+    failed = _failed_set(alive, sequence_row, failed_count, stacks.shape[0])
+    if journal_end != 0:
         raise _error("the journal offset is not 0 (a state carries no journal)")
     live_holders = (alive[holder_groups] != 0).sum(axis=1)
     if wiped:
         if live_holders.min() > 0:
             raise _error("wiped_out is True but every shard type has a live holder")
-        return failed
-    _same("the live-holder counts", shard_state[_k.LIVE_HOLDERS], live_holders)
+        return failed, None
+    _same("the live-holder counts", stored_live_holders, live_holders)
     if live_holders.min() == 0:
         raise _error("wiped_out is False but a shard type has no live holder")
+    return failed, live_holders
+
+
+def check_single(layout_tables, loaded, wiped):
+    """Check an ``m = 1`` state ``(tables, rows, scalars)``; return its failed groups."""
+    stacks, holder_groups, holder_layers = layout_tables
+    tables, rows, scalars = loaded
+    n, r = stacks.shape
+    group_state = rows[_k.GROUP_STATE_START:_k.SHARD_STATE_START]
+    shard_state = rows[_k.SHARD_STATE_START:_k.SCRATCH_START]
+    alive = group_state[_k.ALIVE]
+    failed, live_holders = _check_holders(
+        layout_tables, [tables[_k.TABLE_STACKS], tables[_k.TABLE_HOLDER_GROUPS], tables[_k.TABLE_HOLDER_LAYERS]],
+        alive, group_state[_k.SEQUENCE], scalars[_k.FAILED_COUNT], scalars[_k.JOURNAL_END],
+        shard_state[_k.LIVE_HOLDERS], wiped)
+    if live_holders is None:
+        return failed
     stack = int(scalars[_k.STACK])
     _in_range("the stack number S", np.array([stack]), 1, r)
     live = alive != 0
@@ -167,22 +181,13 @@ def check_split(layout_tables, loaded, wiped, m):
     stacks, holder_groups, holder_layers = layout_tables
     tables, micro, rows, scalars = loaded
     n, r = stacks.shape
-    for index, name, expected in ((_s.STACKS, "the layout table", stacks),
-                                  (_s.HOLDER_GROUPS, "the holder table", holder_groups),
-                                  (_s.HOLDER_LAYERS, "the holder-layer table", holder_layers)):
-        _same(name, tables[index], expected)
     alive = rows[_s.ALIVE]
-    failed = _failed_set(alive, rows[_s.SEQUENCE], scalars[_s.FAILED_COUNT], n)
-    if scalars[_s.JOURNAL_END] != 0:
-        raise _error("the journal offset is not 0 (a state carries no journal)")
-    live_holders = (alive[holder_groups] != 0).sum(axis=1)
-    if wiped:
-        if live_holders.min() > 0:
-            raise _error("wiped_out is True but every shard type has a live holder")
+    failed, live_holders = _check_holders(
+        layout_tables, [tables[_s.STACKS], tables[_s.HOLDER_GROUPS], tables[_s.HOLDER_LAYERS]],
+        alive, rows[_s.SEQUENCE], scalars[_s.FAILED_COUNT], scalars[_s.JOURNAL_END], rows[_s.LIVE_HOLDERS],
+        wiped)
+    if live_holders is None:
         return failed
-    _same("the live-holder counts", rows[_s.LIVE_HOLDERS], live_holders)
-    if live_holders.min() == 0:
-        raise _error("wiped_out is False but a shard type has no live holder")
     live = alive != 0
     split = micro[_s.SPLIT]
     _in_range("the split", split, 0, n - 1)
