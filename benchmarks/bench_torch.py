@@ -1,10 +1,10 @@
 """Benchmark: spare_opt.torch on real processes (CPU, gloo): recovery timeline and fault-free overhead.
 
 1. **Recovery timeline.**  ``--kills`` jobs of ``N = 4`` groups (Sidon offsets {0, 1},
-   ``r = 2``, ``m`` micro-batches) train the small model of ``spare_opt.torch.demo`` for
+   ``r = 2``, ``m`` micro-batches) train the small model of ``examples/training_job.py`` for
    16 steps; in each, a random group is SIGKILLed after a random number of steps and a
    random delay of 0-30 ms (so the kill lands in the compute or in the all-reduce).
-   ``spare_opt.torch.demo.recovery_timeline`` splits the recovery of the survivor that
+   ``spare_opt.torch.recovery_phases`` splits the recovery of the survivor that
    recovered last into detection, agreement, plan, rebuild and patch; the table gives
    their median and worst, the whole recovery (kill to the step's gradient applied)
    and spare-opt's own compute on that path (the plan of the agreed failed set and
@@ -59,14 +59,16 @@ import statistics
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 import torch
 import torch.distributed as dist
 
 import spare_opt
-from spare_opt.torch import SpareBatchSampler, SpareGroup, SpareStep, Supervisor, global_batch_indices
-from spare_opt.torch.demo import PHASES, loss_fn, make_dataset, make_model, recovery_timeline, run_job
-from spare_opt.torch.launch import connect
+from spare_opt.torch import RECOVERY_PHASES, SpareBatchSampler, SpareGroup, SpareStep, Supervisor, global_batch_indices
+
+sys.path.append(str(Path(__file__).resolve().parent.parent / "examples"))  # the example job
+from training_job import loss_fn, make_dataset, make_model, recovery_timeline, run_job  # noqa: E402
 
 GROUPS = 4
 HEARTBEAT_INTERVAL = 0.05  # SpareGroup's default
@@ -95,7 +97,7 @@ def recovery_rows(kills, micro_batches, seed):
 
 
 def summarise(rows):
-    keys = list(PHASES) + ["total", "plan_compute", "patch_plan", "spare_opt"]
+    keys = list(RECOVERY_PHASES) + ["total", "plan_compute", "patch_plan", "spare_opt"]
     return {key: {"median_ms": 1e3 * statistics.median(r[key] for r in rows),
                   "worst_ms": 1e3 * max(r[key] for r in rows)} for key in keys}
 
@@ -129,7 +131,7 @@ def _barrier():
 def overhead_worker(context, config):
     """Alternate blocks of plain steps and SpareStep steps on the same ranks, model and process group."""
     torch.set_num_threads(1)
-    store = connect(context)
+    store = Supervisor.connect(context)
     dataset = make_dataset(config)
     model, optimizer = make_model(config)
     params = [p for p in model.parameters()]
@@ -265,7 +267,7 @@ def check_cost_rows(reps=50, seed=0):
     """Seconds of one consistency checksum against one optimizer step and one micro-batch, per model."""
     from types import SimpleNamespace
 
-    from spare_opt.torch.demo import DEFAULTS, TinyGPT, lm_loss_fn
+    from training_job import DEFAULTS, TinyGPT, lm_loss_fn
     from spare_opt.torch.step import _SLOT
 
     torch.set_num_threads(1)

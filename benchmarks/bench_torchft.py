@@ -2,7 +2,7 @@
 
 A TorchFT job (lighthouse in this process, one process per replica group, ``Manager``
 with a synchronous quorum, reconfigurable ``ProcessGroupGloo``, ``OptimizerWrapper``)
-trains the small model of ``spare_opt.torch.demo`` on CPU with N = 4 replica groups
+trains the small model of ``examples/training_job.py`` on CPU with N = 4 replica groups
 (consecutive layout, r = 2), in two modes:
 
 * ``spare``: ``spare_opt.torch.TorchFTPlan`` - the plan of each quorum, gradients summed
@@ -37,14 +37,17 @@ import random
 import statistics
 import sys
 import time
+from pathlib import Path
 
 os.environ.setdefault("RUST_LOG", "warn")  # torchft logs every quorum at "info"
 
 import numpy as np
 
 import spare_opt
-from spare_opt.torch._torchft_job import run_torchft_job
-from spare_opt.torch.demo import reference_run
+
+sys.path.append(str(Path(__file__).resolve().parent.parent / "examples"))  # the example jobs
+from torchft_job import run_torchft_job  # noqa: E402
+from training_job import reference_run  # noqa: E402
 
 
 def _layout(groups):

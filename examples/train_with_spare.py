@@ -6,7 +6,7 @@ Usage::
     python examples/train_with_spare.py --seed 3 --micro-batches 1 --dtype float32 --json
     python examples/train_with_spare.py --model mlp     # the two-layer perceptron, SGD
 
-One process per DP group trains the causal language model of ``spare_opt.torch.demo``
+One process per DP group trains the causal language model of ``examples/training_job.py``
 (2 pre-LN blocks, causal self-attention, a tied head, dropout 0.1) on byte tokens of
 the standard library's source, as a training script usually does: AdamW with weight
 decay, clipping by global norm in ``SpareStep``'s ``before_step`` hook, a warmup +
@@ -33,7 +33,9 @@ import sys
 import time
 
 import spare_opt
-from spare_opt.torch.demo import PHASES, max_difference, recovery_timeline, reference_run, run_job
+from spare_opt.torch import RECOVERY_PHASES
+
+from training_job import max_difference, recovery_timeline, reference_run, run_job  # examples/training_job.py
 
 GROUPS = 4
 REDUNDANCY = 2
@@ -101,7 +103,7 @@ def main(argv=None):
         for row in timeline:
             print(f"recovery of step {row['step']} (first detected by: {row['source']}), ms after the kill:")
             elapsed = 0.0
-            for phase in PHASES:
+            for phase in RECOVERY_PHASES:
                 elapsed += row[phase]
                 print(f"  {phase:<10} {1e3 * row[phase]:8.2f}   (at {1e3 * elapsed:8.2f})")
             print(f"  total      {1e3 * row['total']:8.2f}   spare-opt's own compute {1e3 * row['spare_opt']:.3f} "

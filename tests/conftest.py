@@ -1,6 +1,7 @@
 """Shared pytest configuration: hypothesis profile and the real fault trace (packaged)."""
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,12 @@ settings.register_profile(
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 REPO = Path(__file__).resolve().parent.parent
+
+# The example training jobs that the torch tests run (examples/training_job.py,
+# examples/torchft_job.py) are not part of the package: import them from examples/.  The
+# ranks that the Supervisor starts get this sys.path too (spawn and forkserver pass it on).
+if str(REPO / "examples") not in sys.path:
+    sys.path.append(str(REPO / "examples"))
 
 
 @pytest.fixture

@@ -1,6 +1,6 @@
 """spare_opt.torch on real processes: gloo on CPU, real SIGKILLs, exactness against a fault-free run.
 
-Every job trains the small model of :mod:`spare_opt.torch.demo` with one process per DP
+Every job trains the small model of ``examples/training_job.py`` with one process per DP
 group; the survivors' final parameters must equal those of a single-process run on the
 whole global batch of every step, within summation noise (float64: 1e-12, float32:
 1e-6, relative to the parameter scale).
@@ -14,7 +14,7 @@ pytest.importorskip("torch.distributed")
 
 import spare_opt  # noqa: E402
 from spare_opt.torch import PlanBook, SpareBatchSampler, plan_fingerprint  # noqa: E402
-from spare_opt.torch.demo import reference_run, run_job  # noqa: E402
+from training_job import reference_run, run_job  # noqa: E402
 
 
 TOLERANCE = {"float64": 1e-12, "float32": 1e-6}

@@ -26,7 +26,7 @@ os.environ.setdefault("RUST_LOG", "warn")  # torchft logs every quorum at "info"
 
 import spare_opt
 from spare_opt.torch import NoQuorumError, TorchFTPlan, WipeOut
-from spare_opt.torch.demo import reference_run
+from training_job import reference_run  # examples/training_job.py
 
 TOLERANCE = {"float64": 1e-12, "float32": 1e-6}
 #: The lighthouse's heartbeat timeout in the jobs (s): a live replica whose heartbeats stall
@@ -197,7 +197,7 @@ def test_fsdp_replica_groups_exact_when_a_whole_group_dies_in_the_all_reduce():
     the same run trains the remaining steps on 2/3 of the batch.
     """
     pytest.importorskip("torchft")
-    from spare_opt.torch._torchft_job import run_torchft_job
+    from torchft_job import run_torchft_job
 
     config = fsdp_config(die={"group": 1, "step": 3})
     spare = run_torchft_job({**config, "mode": "spare"})
@@ -227,7 +227,7 @@ def test_rank_without_replica_id_ends_exact_or_raises():
     no rank finishes with a wrong model.
     """
     api = torchft_api()
-    from spare_opt.torch._torchft_job import run_torchft_job
+    from torchft_job import run_torchft_job
 
     config = fsdp_config(replica_ids="rank0", steps=5)
     job = run_torchft_job(config)
@@ -246,7 +246,7 @@ def test_rank_without_replica_id_ends_exact_or_raises():
 def test_lone_late_replica_and_a_step_that_never_commits_end_with_an_error():
     """A replica alone in its quorum gets a NoQuorumError (not a wipe-out); a step that never commits ends the loop."""
     pytest.importorskip("torchft")
-    from spare_opt.torch._torchft_job import run_torchft_job
+    from torchft_job import run_torchft_job
 
     config = {"layout": circulant(3, [0, 1]), "steps": 4, "global_batch_size": 12, "dataset_size": 120,
               "timeout": 10.0, "join_timeout": 1.0}
@@ -271,7 +271,7 @@ def test_torchft_adapter_exact_after_a_random_kill_and_a_repair():
     replica whatever quorums it missed, and all four end at the fault-free parameters.
     """
     pytest.importorskip("torchft")
-    from spare_opt.torch._torchft_job import run_torchft_job
+    from torchft_job import run_torchft_job
 
     config = {"layout": circulant(4, [0, 1]), "micro_batches": 1, "steps": 12,
               "global_batch_size": 32, "dataset_size": 320, "dtype": "float32", "mode": "spare",

@@ -32,8 +32,8 @@ from spare_opt.torch import (  # noqa: E402
     GroupTimeout, RandomState, ReplicaDivergence, SpareBatchSampler, SpareGroup, SpareStep, Supervisor,
     global_batch_indices, micro_batch_rng,
 )
-from spare_opt.torch.demo import _arm, run_job  # noqa: E402
-from spare_opt.torch.launch import LAYOUT_EXIT, connect  # noqa: E402
+from spare_opt.torch.supervisor import LAYOUT_EXIT, connect  # noqa: E402
+from training_job import _arm, run_job  # noqa: E402
 
 GROUPS = 4
 MICRO_BATCHES = 2

@@ -9,7 +9,7 @@ Usage (one store, then one launcher command per DP group; see docs/launch.md)::
     done
     wait
 
-Each group trains the two-layer perceptron of ``spare_opt.torch.demo`` with
+Each group trains the two-layer perceptron of ``examples/training_job.py`` with
 :class:`SpareStep` on a circulant layout (``N`` groups, offsets ``0..r-1``) and writes
 its final parameters to ``OUT/g{group}.pt``.  :func:`spare_opt.torch.launchers.run_worker`
 turns a wipe-out into exit code 75 (the launcher restarts the group into the job's next
@@ -22,13 +22,16 @@ import argparse
 import os
 import sys
 import time
+from pathlib import Path
 
 import torch
 
 import spare_opt
 from spare_opt.torch import SpareBatchSampler, SpareGroup, SpareStep, plan_fingerprint
-from spare_opt.torch.demo import DEFAULTS, loss_fn, make_dataset, make_model
 from spare_opt.torch.launchers import end_job, join_job, run_worker
+
+sys.path.append(str(Path(__file__).resolve().parent.parent))  # examples/: the example job
+from training_job import DEFAULTS, loss_fn, make_dataset, make_model  # noqa: E402
 
 
 def parse(argv):
@@ -51,7 +54,7 @@ def parse(argv):
 
 
 def config_of(args):
-    """The demo's settings for these arguments (the fault-free reference uses the same)."""
+    """The example job's settings for these arguments (the fault-free reference uses the same)."""
     layout = spare_opt.consecutive(args.groups, args.redundancy)
     return {**DEFAULTS, "layout": layout, "micro_batches": args.micro_batches, "steps": args.steps,
             "global_batch_size": 4 * args.groups * args.micro_batches, "seed": args.seed}

@@ -18,6 +18,8 @@ CPU build of PyTorch first, then the extra::
   random numbers from its own stream (:func:`micro_batch_rng`);
 * :class:`Supervisor` - spawns the ranks, hosts the store, reports deaths, restarts
   after a wipe-out (what ``torchrun``'s agent does, for tests and examples);
+* :func:`recovery_phases` - the phases of each recovery (detection, agreement, plan,
+  rebuild, patch), from the survivors' timelines;
 * :mod:`spare_opt.torch.launchers` and ``python -m spare_opt.torch.store`` - one
   ``torchrun``, ``srun`` step or pod per DP group: the worker's configuration from the
   environment, :func:`post_death`, exit codes, the end-of-job marker and the wipe-out
@@ -25,7 +27,21 @@ CPU build of PyTorch first, then the extra::
 * :class:`TorchFTPlan` - the plan of each TorchFT quorum, so a dead replica group no
   longer shrinks the batch (needs ``torchft``; see ``docs/torchft.md``).
 
-See ``docs/torch.md``.
+Where each part lives:
+
+* the group and its agreement: ``elastic`` (:class:`SpareGroup`, the errors,
+  :func:`post_death`) and ``_plans`` (:class:`PlanBook`, the fingerprints);
+* the step and the sampler: ``step``, ``sampler`` and ``randomness`` (the micro-batch
+  random streams), with ``timeline`` (:func:`recovery_phases`);
+* the launchers: ``launchers`` (the contract for ``torchrun``, SLURM and Kubernetes),
+  ``store`` (the standalone store) and ``supervisor`` (:class:`Supervisor`, the
+  one-machine launcher);
+* the adapters: ``torchft_adapter`` (:class:`TorchFTPlan`).
+
+Every public name is importable from ``spare_opt.torch``.  The example training jobs
+that the tests and benchmarks run are ``examples/training_job.py`` and
+``examples/torchft_job.py`` in the repository, not part of the package.  See
+``docs/torch.md``.
 """
 
 try:
@@ -42,7 +58,8 @@ from .elastic import Evicted, GroupTimeout, JobEnded, ReplicaDivergence, SpareGr
 from .randomness import RandomState, micro_batch_generator, micro_batch_rng, micro_batch_seed
 from .sampler import SpareBatchSampler, global_batch_indices
 from .step import SpareStep
-from .launch import EVICTED_EXIT, LAYOUT_EXIT, WIPE_OUT_EXIT, Supervisor, WorkerContext
+from .supervisor import EVICTED_EXIT, LAYOUT_EXIT, WIPE_OUT_EXIT, Supervisor, WorkerContext
+from .timeline import RECOVERY_PHASES, recovery_phases
 from .torchft_adapter import (LocalMicroBatch, NoQuorumError, TorchFTMissingError, TorchFTPlan, TorchFTStepError,
                               torchft_api)
 
@@ -64,6 +81,7 @@ __all__ = [
     "LocalMicroBatch",
     "NoQuorumError",
     "PlanBook",
+    "RECOVERY_PHASES",
     "RandomState",
     "ReplicaDivergence",
     "SpareBatchSampler",
@@ -83,6 +101,7 @@ __all__ = [
     "micro_batch_seed",
     "plan_fingerprint",
     "post_death",
+    "recovery_phases",
     "torchft_api",
 ]
 

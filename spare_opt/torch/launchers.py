@@ -43,7 +43,7 @@ import torch.distributed as dist
 import spare_opt
 
 from .elastic import Evicted, GroupTimeout, JobEnded, WipeOut, post_death, _peek, _text
-from .launch import EVICTED_EXIT, LAYOUT_EXIT, WIPE_OUT_EXIT
+from .supervisor import EVICTED_EXIT, LAYOUT_EXIT, WIPE_OUT_EXIT
 
 __all__ = ["Job", "join_job", "post_death", "run_worker", "end_job", "new_generation", "connect_store",
            "generation_store", "current_generation", "EVICTED_EXIT", "LAYOUT_EXIT", "WIPE_OUT_EXIT"]

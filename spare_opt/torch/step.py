@@ -138,7 +138,7 @@ class SpareStep:
     step's result received from a member that had applied it), ``recovered`` (the step
     during which a failure happened applied), ``healed`` and ``restored`` (state from a
     peer, or from the checkpoint) and ``checked`` (a consistency check passed).
-    ``spare_opt.torch.demo.recovery_timeline`` turns them into the phases of a recovery.
+    :func:`~spare_opt.torch.recovery_phases` turns them into the phases of a recovery.
     """
 
     def __init__(self, group, model, optimizer, loss_fn, sampler, dataset, *, loader=None,

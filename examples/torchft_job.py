@@ -1,6 +1,10 @@
-"""The demo job under TorchFT: a lighthouse, replica groups of one or more ranks, scripted SIGKILLs.
+"""The example training job under TorchFT: a lighthouse, replica groups of one or more ranks, scripted SIGKILLs.
 
-:func:`torchft_worker` trains the model of :mod:`spare_opt.torch.demo` on one rank of one
+Not part of the package, like ``examples/training_job.py`` whose model it trains: the
+tests and ``benchmarks/bench_torchft.py`` import it from here (with ``examples/`` on
+``sys.path``).
+
+:func:`torchft_worker` trains the model of ``training_job`` on one rank of one
 replica group of a TorchFT job (``Manager`` + reconfigurable ``ProcessGroupGloo`` +
 ``OptimizerWrapper``, synchronous quorum), in one of two modes:
 
@@ -18,8 +22,7 @@ ranks (:meth:`TorchFTPlan.micro_batches` with ``split_by_rank=True``), and one T
 ``Manager`` per rank (``rank``, ``world_size=k``; the manager server on rank 0).
 
 :func:`run_torchft_job` runs the job and returns the survivors' final parameters, to
-compare with :func:`spare_opt.torch.demo.reference_run` (the fault-free run).  Used by
-``tests/test_torchft.py`` and ``benchmarks/bench_torchft.py``.
+compare with :func:`training_job.reference_run` (the fault-free run).
 """
 
 import datetime
@@ -34,15 +37,13 @@ import torch
 import torch.distributed as dist
 
 import spare_opt
+from spare_opt.torch import Supervisor, TorchFTPlan, global_batch_indices
 
-from .demo import DEFAULTS, loss_fn, make_dataset, make_model
-from .launch import Supervisor, connect
-from .sampler import global_batch_indices
-from .torchft_adapter import TorchFTPlan
+from training_job import DEFAULTS, loss_fn, make_dataset, make_model
 
 __all__ = ["TORCHFT_DEFAULTS", "run_torchft_job", "torchft_worker"]
 
-#: Settings of the TorchFT job on top of :data:`spare_opt.torch.demo.DEFAULTS`.
+#: Settings of the TorchFT job on top of :data:`training_job.DEFAULTS`.
 TORCHFT_DEFAULTS = {
     "mode": "spare",
     "steps": 20,
@@ -119,7 +120,7 @@ def torchft_worker(context, config):
     if config["run_groups"] is not None and group not in config["run_groups"]:
         return
     running = groups if config["run_groups"] is None else len(config["run_groups"])
-    store = connect(context)
+    store = Supervisor.connect(context)
     incarnation = int(store.add(f"incarnation/{group}/{rank}", 1))
     replica_store = None
     if rank == 0:

@@ -1,15 +1,19 @@
-"""A small training job for the example, the tests and the benchmark: CPU, gloo, one process per group.
+"""The example training job of spare-opt's PyTorch integration: CPU, gloo, one process per DP group.
 
-:func:`train_worker` is a :class:`Supervisor` target that trains, with :class:`SpareStep`,
-either a two-layer perceptron on a fixed random regression data set (``model="mlp"``)
-or a small GPT-style causal language model on byte tokens of the standard library's
-source (``model="gpt"``: 2 pre-LN blocks, causal self-attention, a tied head, dropout,
-AdamW with weight decay, clipping by global norm in the ``before_step`` hook, a warmup +
-cosine ``LambdaLR`` registered as state).  :func:`reference_run` trains the same model in
-one process, the fault-free reference that the distributed run must equal: on the whole
-global batch of every step (the perceptron), or micro-batch by micro-batch, each under
-its own random stream (the GPT model, whose dropout makes a whole-batch forward draw
-other masks).
+Not part of the package: ``examples/train_with_spare.py``, ``examples/launch/train.py``,
+the tests and the benchmarks import it from here (with ``examples/`` on ``sys.path``).
+
+:func:`train_worker` is a :class:`~spare_opt.torch.Supervisor` target that trains, with
+:class:`~spare_opt.torch.SpareStep`, either a two-layer perceptron on a fixed random
+regression data set (``model="mlp"``) or a small GPT-style causal language model on
+byte tokens of the standard library's source (``model="gpt"``: 2 pre-LN blocks, causal
+self-attention, a tied head, dropout, AdamW with weight decay, clipping by global norm
+in the ``before_step`` hook, a warmup + cosine ``LambdaLR`` registered as state).
+:func:`run_job` runs it on ``N`` processes with scripted SIGKILLs and repairs.
+:func:`reference_run` trains the same model in one process, the fault-free reference
+that the distributed run must equal: on the whole global batch of every step (the
+perceptron), or micro-batch by micro-batch, each under its own random stream (the GPT
+model, whose dropout makes a whole-batch forward draw other masks).
 """
 
 import inspect
@@ -23,14 +27,10 @@ import time
 import torch
 import torch.nn.functional as F
 
-from .elastic import SpareGroup
-from ._plans import plan_fingerprint
-from .launch import Supervisor, connect
-from .randomness import RandomState, micro_batch_rng
-from .sampler import SpareBatchSampler, global_batch_indices
-from .step import SpareStep
+from spare_opt.torch import (RandomState, SpareBatchSampler, SpareGroup, SpareStep, Supervisor, global_batch_indices,
+                             micro_batch_rng, plan_fingerprint, recovery_phases)
 
-__all__ = ["DEFAULTS", "PHASES", "TinyGPT", "clip_hook", "lm_loss_fn", "make_dataset", "make_model",
+__all__ = ["DEFAULTS", "TinyGPT", "clip_hook", "lm_loss_fn", "make_dataset", "make_model",
            "make_scheduler", "max_difference", "recovery_timeline", "reference_run", "run_job", "train_worker"]
 
 #: The job's settings (override any key).
@@ -256,7 +256,7 @@ def train_worker(context, config):
     """
     config = {**DEFAULTS, **config}
     torch.set_num_threads(1)
-    store = connect(context)
+    store = Supervisor.connect(context)
     dataset = make_dataset(config)
     model, optimizer = make_model(config)
     delay = config["start_delay"]
@@ -401,10 +401,6 @@ def run_job(config, actions=(), *, seed=0, timeout=180.0, out=None, worker=None)
     return {"codes": codes, "events": supervisor.events, "results": results, "out": out}
 
 
-#: The phases of a recovery, in order (seconds each; see :func:`recovery_timeline`).
-PHASES = ("detection", "agreement", "plan", "rebuild", "patch")
-
-
 def max_difference(results, reference):
     """The largest absolute difference of any survivor's final parameters from ``reference``.
 
@@ -429,70 +425,11 @@ def max_difference(results, reference):
 def recovery_timeline(job):
     """The recovery after every kill of a :func:`run_job`, phase by phase, on the slowest survivor.
 
-    For each ``kill`` event of the supervisor and each survivor, the survivor's first
-    ``detect`` after the kill and the ``agree``, ``plan``, ``rebuild``, ``patch-plan``
-    and ``recovered`` events that follow it mark the phases:
-
-    * ``detection``: kill to ``detect`` (a collective raised, the abort flag, a death
-      notice or a stale heartbeat);
-    * ``agreement``: ``detect`` to ``agree`` (the agreed failed set read from the store);
-    * ``plan``: ``agree`` to ``plan`` (the members' records read and the plan of the
-      failed set computed; ``plan_compute`` is the plan alone);
-    * ``rebuild``: ``plan`` to ``rebuild`` (the gloo process group of the survivors);
-    * ``patch``: ``rebuild`` to ``recovered`` (the patch micro-batches planned and
-      computed, the step's gradient all-reduced and applied; ``patch_plan`` is the
-      planning alone).
-
-    Parameters
-    ----------
-    job : dict
-        What :func:`run_job` returned.
-
-    Returns
-    -------
-    list of dict
-        One per kill with ``group`` (the killed one), ``source`` (what detected it
-        first), ``step``, the :data:`PHASES` in seconds, ``plan_compute`` and
-        ``patch_plan`` (seconds), ``spare_opt`` (their sum: spare-opt's own compute on
-        the recovery path, the rest being waits on the store, gloo and the model) and
-        ``total`` (kill to ``recovered``), all on the survivor that recovered last.
+    :func:`spare_opt.torch.recovery_phases` of the finished groups' timelines and the
+    supervisor's ``kill`` events: one dict per kill with ``group``, ``source``, ``step``,
+    the :data:`~spare_opt.torch.RECOVERY_PHASES` in seconds, ``plan_compute``,
+    ``patch_plan``, ``spare_opt`` and ``total``.
     """
+    timelines = {g: result["timeline"] for g, result in job["results"].items()}
     kills = [(moment, g) for name, moment, g in job["events"] if name == "kill"]
-    rows = []
-    for index, (moment, victim) in enumerate(kills):
-        end = kills[index + 1][0] if index + 1 < len(kills) else float("inf")
-        slowest = None
-        for g, result in job["results"].items():
-            marks = {}
-            for name, when, extra in result["timeline"]:
-                if when < moment or when >= end:
-                    continue
-                if name == "detect" and "detect" not in marks:
-                    marks["detect"] = (when, extra)
-                elif "detect" in marks and name in ("agree", "plan", "rebuild", "patch-plan", "recovered") \
-                        and name not in marks:
-                    marks[name] = (when, extra)
-            if len(marks) < 5 or "recovered" not in marks:
-                continue
-            if slowest is None or marks["recovered"][0] > slowest["recovered"][0]:
-                slowest = marks
-        if slowest is None:
-            continue
-        time_of = {name: value[0] for name, value in slowest.items()}
-        patch_plan = time_of["patch-plan"] - time_of["rebuild"] if "patch-plan" in time_of else 0.0
-        plan_compute = float(slowest["plan"][1].get("seconds", 0.0))
-        rows.append({
-            "group": victim,
-            "source": slowest["detect"][1]["source"].split(":")[0],
-            "step": slowest["recovered"][1].get("step"),
-            "detection": time_of["detect"] - moment,
-            "agreement": time_of["agree"] - time_of["detect"],
-            "plan": time_of["plan"] - time_of["agree"],
-            "rebuild": time_of["rebuild"] - time_of["plan"],
-            "patch": time_of["recovered"] - time_of["rebuild"],
-            "plan_compute": plan_compute,
-            "patch_plan": patch_plan,
-            "spare_opt": plan_compute + patch_plan,
-            "total": time_of["recovered"] - moment,
-        })
-    return rows
+    return recovery_phases(timelines, kills)
