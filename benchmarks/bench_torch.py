@@ -124,8 +124,10 @@ class BlockSampler(torch.utils.data.Sampler):
         return self.steps * self.micro_batches
 
 
-def _barrier():
-    dist.all_reduce(torch.zeros(1))
+def _barrier(group):
+    # SpareGroup's process group between the live groups (torch's default group is not used).
+    if not group.all_reduce(torch.zeros(1)):
+        raise RuntimeError("a group failed during the overhead benchmark")
 
 
 def overhead_worker(context, config):
@@ -150,7 +152,8 @@ def overhead_worker(context, config):
         for _ in range(m):
             loss_fn(model, next(plain_loader)).backward()
         flat = torch.cat([p.grad.reshape(-1) for p in params])
-        dist.all_reduce(flat)  # SUM over the same gloo group
+        if not group.all_reduce(flat):  # SUM over the same gloo process group as SpareStep's
+            raise RuntimeError("a group failed during the overhead benchmark")
         flat.div_(total)
         offset = 0
         for p in params:
@@ -170,7 +173,7 @@ def overhead_worker(context, config):
         profiles = {"plain": cProfile.Profile(), "spare": cProfile.Profile()}
     for index in range(blocks):
         for mode in ("plain", "spare") if index % 2 == 0 else ("spare", "plain"):
-            _barrier()
+            _barrier(group)
             start, cpu = time.perf_counter(), time.process_time()
             if profiles:
                 profiles[mode].enable()
@@ -179,7 +182,7 @@ def overhead_worker(context, config):
             if profiles:
                 profiles[mode].disable()
             cpu = time.process_time() - cpu
-            _barrier()
+            _barrier(group)
             times[mode].append((time.perf_counter() - start) / block)
             times[f"{mode}_cpu"].append(cpu / block)
     if profiles:

@@ -9,6 +9,12 @@ Usage (one store, then one launcher command per DP group; see docs/launch.md)::
     done
     wait
 
+With ``--nproc-per-node K`` each DP group is ``K`` processes: their own process group
+(on the job's store), the model sharded among them with FSDP2 (``fully_shard``), each
+taking part ``k`` of every micro-batch, and SPARe's gradient SUM between the ranks of
+the same position in each group.  The death of any rank fails its whole group
+(torchrun stops the others and restarts the group as a whole, which rejoins).
+
 Each group trains the two-layer perceptron of ``examples/training_job.py`` with
 :class:`SpareStep` on a circulant layout (``N`` groups, offsets ``0..r-1``) and writes
 its final parameters to ``OUT/g{group}.pt``.  :func:`spare_opt.torch.launchers.run_worker`
@@ -25,6 +31,7 @@ import time
 from pathlib import Path
 
 import torch
+import torch.distributed as dist
 
 import spare_opt
 from spare_opt.torch import SpareBatchSampler, SpareGroup, SpareStep, plan_fingerprint
@@ -65,10 +72,24 @@ def train(args):
     config = config_of(args)
     job = join_job()
     dataset = make_dataset(config)
+    group_process_group = None
+    if job.group_world_size > 1:
+        # torchrun per DP group: its ranks are this group's; their process group on the
+        # job's store (job.group_store: fresh keys for every start of the group).
+        dist.init_process_group("gloo", store=job.group_store, rank=job.group_rank, world_size=job.group_world_size)
+        group_process_group = dist.group.WORLD
     model, optimizer = make_model(config)
+    if group_process_group is not None:
+        from torch.distributed.fsdp import fully_shard
+
+        for layer in model:
+            if isinstance(layer, torch.nn.Linear):
+                fully_shard(layer)
+        fully_shard(model)
+        optimizer = type(optimizer)(model.parameters(), **optimizer.defaults)  # over the sharded parameters
     group = SpareGroup(config["layout"], job.group, job.store, micro_batches=args.micro_batches,
                        heartbeat_timeout=args.heartbeat_timeout, rejoin=job.rejoin,
-                       timeout=args.timeout)
+                       timeout=args.timeout, group_process_group=group_process_group)
     sampler = SpareBatchSampler(group, len(dataset), config["global_batch_size"], steps=args.steps, seed=args.seed)
     checkpoint = os.path.join(args.out, "checkpoint.pt") if args.checkpoint_every else None
     step = SpareStep(group, model, optimizer, loss_fn, sampler, dataset, checkpoint=checkpoint,
@@ -86,13 +107,16 @@ def train(args):
         if args.step_sleep:
             time.sleep(args.step_sleep)
     end_job(job.store)
-    result = {"params": [p.detach().clone() for p in model.parameters()], "members": group.members,
+    params = [p.full_tensor() if hasattr(p, "full_tensor") else p for p in model.parameters()]  # FSDP2: gathered
+    group.close()
+    if group.group_rank:
+        return
+    result = {"params": [p.detach().clone() for p in params], "members": group.members,
               "generation": job.generation, "rejoined": job.rejoin, "fingerprint": plan_fingerprint(group.plan),
               "timeline": group.timeline}
     path = os.path.join(args.out, f"g{job.group}.pt")
     torch.save(result, path + ".tmp")
     os.replace(path + ".tmp", path)
-    group.close()
 
 
 if __name__ == "__main__":

@@ -3,13 +3,24 @@
 Everything goes through torch's own ``TCPStore`` (hosted outside the ranks, as
 ``torchrun``'s agent hosts it) and gloo process groups: no networking of our own.
 
+A DP group may be several processes (``group_process_group``: FSDP2 or replication
+inside the group).  The process group that SPARe rebuilds after a failure then joins the
+ranks of the same position ``k`` in every live group (as HSDP's replicate dimension
+does), one per position; the group's own process group is the user's and is never
+touched.  Rank 0 of each group takes part in the agreement; its other ranks follow the
+agreed records, and the death of any rank fails the whole group.
+
 Store keys (under the store the caller passes, usually a ``PrefixStore`` per job
 generation):
 
 * ``layout``: the layout fingerprint, written once (``compare_set``); a rank whose layout
   differs refuses to start and writes ``layout_mismatch`` (its message, the first one
   wins), and every other rank of the job stops with the same ``LayoutError``;
-* ``hb/{g}``: group ``g``'s heartbeat counter, bumped every ``heartbeat_interval``;
+* ``hb/{g}``: group ``g``'s heartbeat counter, bumped every ``heartbeat_interval`` by its
+  rank 0; ``hb/{g}/{k}``: rank ``k > 0``'s of a DP group of several ranks (read by its
+  rank 0 only, and rank ``k`` reads ``hb/{g}``);
+* ``group_world_size``: the ranks per DP group, written once: a group that comes with
+  another number is refused;
 * ``dead/{g}``, ``dead_list``, ``deaths``: a death notice (:func:`post_death`), written by
   a launcher that saw ``g``'s process die, by a watcher that found ``g``'s heartbeat
   stale, or by ``g``'s restarted process; ``deaths`` counts notices and abort flags, so a
@@ -18,9 +29,10 @@ generation):
 * ``join/{e}/{g}``: group ``g``'s record for epoch ``e`` (its step and phase);
 * ``epoch/{e}``: the agreed record of epoch ``e`` (failed set, admitted joiners), written
   once with ``compare_set``: the first proposal wins and every member reads it;
-* ``ready/{e}/{g}``, ``built/{e}``, ``pg/{e}/...``: the barrier before, the verdict
-  (``go`` or ``abort``, the first one written) and the store of the process group of
-  epoch ``e``;
+* ``ready/{e}/{g}`` (``ready/{e}/{g}/{k}`` for rank ``k > 0`` of a group), ``built/{e}``,
+  ``pg/{e}/{k}/...``: the barrier before, the verdict (``go`` or ``abort``, the first one
+  written) and the store of the process group of epoch ``e`` between the ranks ``k``
+  of the live groups;
 * ``rejoin/{g}``, ``pending_rejoins``: a repaired group's request to rejoin;
 * ``ended``: the job of this generation is over (``"done"``: it finished; ``"restart"``:
   a wipe-out moved the job to a new generation); a repaired group still waiting for
@@ -30,6 +42,7 @@ generation):
 import datetime
 import json
 import os
+import pickle
 import threading
 import time
 
@@ -159,6 +172,15 @@ class SpareGroup:
         groups admit it at a step boundary.  When the live groups have not yet agreed
         that this group failed (nobody posted its death: a launcher restarted it), it
         posts its predecessor's death notice itself first.
+    group_process_group : torch.distributed.ProcessGroup, optional
+        The process group of this DP group's own ranks (the default group of a
+        ``torchrun`` per DP group, FSDP2's mesh), of ``K`` ranks; ``None``: the group
+        is this one process (``K = 1``).  Every rank of the group builds a
+        ``SpareGroup`` with the same ``group`` and ``rejoin``; the gradient SUM runs
+        between the ranks of the same position in every live group, so every group
+        of the job must have the same ``K`` (a group that comes back with another
+        ``K`` is refused).  Any rank's death fails the whole group: its other ranks
+        leave with :class:`Evicted` and the launcher restarts the group as a whole.
     watch : int or None, default 8
         How many peers' heartbeats each group reads every beat: the next ``watch``
         members on the ring of live groups (``None``: all).  A group whose heartbeat is
@@ -166,9 +188,14 @@ class SpareGroup:
         beat costs the store two requests whatever ``N`` (one write, one read of
         ``watch + 2`` keys) instead of a read of ``N`` keys.
     backend : str, default "gloo"
+        The backend of the process groups between the live groups: ``"gloo"`` or
+        ``"nccl"``.
 
     Attributes
     ----------
+    group_rank, group_world_size : int
+        This rank's position ``k`` in its DP group and the group's size ``K`` (0 and 1
+        without ``group_process_group``).
     epoch : int
         The current epoch; every change of membership starts a new one.
     failed : frozenset of int
@@ -176,8 +203,8 @@ class SpareGroup:
     plan : spare_opt.Plan
         The plan of :attr:`failed`, the same on every rank (a pure function of the set).
     members : list of int
-        The live groups, sorted; this group's rank in the process group is
-        ``members.index(group)``.
+        The live groups, sorted; this group's rank in the process group between the
+        live groups is ``members.index(group)``.
     timeline : list of (str, float, dict)
         Events with their wall-clock times (``time.time()``): ``detect``, ``agree``,
         ``plan``, ``rebuild`` and those the step helper adds.
@@ -186,7 +213,10 @@ class SpareGroup:
     ------
     spare_opt.LayoutError
         This rank's layout differs from the one the first rank registered, or another
-        rank's does (every rank of the job stops, whichever registered first).
+        rank's does (every rank of the job stops, whichever registered first); or this
+        group's ``K`` differs from the job's (this group is refused, the job goes on).
+    spare_opt.ParameterError
+        The ranks of ``group_process_group`` disagree on ``group`` or ``rejoin``.
     GroupTimeout
         Some group did not register within ``timeout`` (at start), or this repaired
         group was not admitted within ``timeout``.
@@ -196,7 +226,7 @@ class SpareGroup:
     """
 
     def __init__(self, layout, group, store, *, micro_batches=None, heartbeat_interval=0.05, heartbeat_timeout=2.0,
-                 timeout=60.0, rejoin=False, watch=8, backend="gloo"):
+                 timeout=60.0, rejoin=False, watch=8, backend="gloo", group_process_group=None):
         self.book = PlanBook(layout, micro_batches)
         # The first plan of a process compiles (or loads) the planner's kernels: seconds
         # on a busy machine.  Done before this group's first heartbeat, not between its
@@ -212,6 +242,17 @@ class SpareGroup:
         if watch is not None and (isinstance(watch, bool) or not isinstance(watch, int) or watch < 1):
             raise spare_opt.ParameterError(f"watch must be a positive integer or None, got {watch!r}")
         self.watch = watch
+        if backend not in ("gloo", "nccl"):
+            raise spare_opt.ParameterError(f"backend must be 'gloo' or 'nccl', got {backend!r}")
+        self.group_process_group = group_process_group
+        if group_process_group is None:
+            self.group_rank, self.group_world_size = 0, 1
+        else:
+            self.group_rank = dist.get_rank(group_process_group)
+            self.group_world_size = dist.get_world_size(group_process_group)
+        self.leader = self.group_rank == 0
+        self._pg = None
+        self._group_lost = None  # why this DP group must leave (a rank of it died), once known
         self.interval = float(heartbeat_interval)
         self.heartbeat_timeout = float(heartbeat_timeout)
         self.timeout = datetime.timedelta(seconds=float(timeout))
@@ -228,6 +269,7 @@ class SpareGroup:
         self._waiter = None
         self._stop = threading.Event()
         self._last_seen = {}
+        self._sibling_seen = {}  # heartbeat key of a rank of this DP group -> (value, time first seen)
         self._token = f"{os.getpid()}-{time.time_ns()}"
         registered = _text(store.compare_set("layout", "", self.book.fingerprint))
         if registered != self.book.fingerprint:
@@ -237,9 +279,19 @@ class SpareGroup:
             store.add("deaths", 1)  # the running ranks' heartbeats read the notice
             raise spare_opt.LayoutError(message)
         self._poll_fatal(force=True)
+        size = self.group_world_size
+        registered = _text(store.compare_set("group_world_size", "", str(size)))
+        if registered != str(size):
+            raise spare_opt.LayoutError(
+                f"group {group} has {size} rank(s) but the job's DP groups have {registered}: every group needs the "
+                "same number of ranks (the gradient SUM pairs the ranks of the same position in each group)")
         for counter in ("deaths", "pending_rejoins"):  # read with the heartbeats: must exist
             store.compare_set(counter, "", "0")
-        if rejoin:
+        if size > 1:
+            self._meet_group(rejoin)
+        if not self.leader:
+            epoch, record = self._follow_start(rejoin)
+        elif rejoin:
             epoch, record = self._await_admission()
         else:
             store.set(f"hb/{group}", "0")
@@ -248,7 +300,7 @@ class SpareGroup:
             record = json.loads(_text(store.compare_set("epoch/0", "", json.dumps({"failed": [], "joiners": {}}))))
             store.compare_set("epoch", "", "0")
         self._enter(epoch, record)
-        if rejoin:
+        if rejoin and self.leader:
             # Written once admitted, not before: a rewrite while it waits for admission
             # would look like a beat of its dead predecessor.
             store.set(f"hb/{group}", "0")
@@ -259,6 +311,77 @@ class SpareGroup:
             self.recover({"step": -1, "phase": "boundary"}, _rebuild_first=False)
             if self._pg_ready:
                 break
+
+    # ------------------------------------------- a DP group of several ranks
+    @property
+    def _beat_key(self):
+        """This rank's heartbeat key: ``hb/{g}`` for the group's rank 0, ``hb/{g}/{k}`` for rank ``k``."""
+        return f"hb/{self.group}" if self.leader else f"hb/{self.group}/{self.group_rank}"
+
+    def _sibling_keys(self):
+        """The heartbeats of this DP group's other ranks that this rank reads: rank 0 reads its ranks', they read rank 0's."""
+        if self.leader:
+            return [f"hb/{self.group}/{k}" for k in range(1, self.group_world_size)]
+        return [f"hb/{self.group}"]
+
+    def _meet_group(self, rejoin):
+        """Check with this DP group's other ranks that they are the same group and take rank 0's admission token."""
+        if not self.leader:
+            # Written before rank 0's heartbeat reads it (that read waits until every key exists).
+            self.store.set(self._beat_key, "0")
+        gathered = [None] * self.group_world_size
+        dist.all_gather_object(gathered, (self.group, bool(rejoin), self._token), group=self.group_process_group)
+        if any(g != self.group or r != bool(rejoin) for g, r, _ in gathered):
+            raise spare_opt.ParameterError(
+                "the ranks of one DP group must pass the same group and rejoin; they passed (group, rejoin) "
+                f"{[(g, r) for g, r, _ in gathered]}")
+        # Rank 0 asks for the admission; every rank of the group recognises it by this token.
+        self._token = gathered[0][2]
+
+    def _follow_start(self, rejoin):
+        """Rank ``k > 0``: the record of the epoch this group starts in (epoch 0, or the one that admits it)."""
+        store = self.store
+        # Rank 0 may wait ``timeout`` for the registration, then again for the admission.
+        limit = 2 * self.timeout_seconds + 5.0
+        deadline = time.monotonic() + limit
+        epoch = 0 if not rejoin else int(_peek(store, "epoch") or 0)
+        while True:
+            self._poll_fatal()
+            key = f"epoch/{epoch if not rejoin else epoch + 1}"
+            if store.check([key]):
+                record = json.loads(_text(store.get(key)))
+                if not rejoin:
+                    return 0, record
+                epoch += 1
+                if record.get("joiners", {}).get(str(self.group)) == self._token:
+                    self._event("admitted", epoch=epoch)
+                    return epoch, record
+                continue
+            ended = _peek(store, "ended") if rejoin else None
+            if ended is not None:
+                raise JobEnded(f"group {self.group} was not admitted: the job "
+                               f"{'restarted in a new generation' if ended == 'restart' else 'has ended'}",
+                               restart=ended == "restart")
+            if time.monotonic() > deadline:
+                raise GroupTimeout(f"rank {self.group_rank} of group {self.group} saw no agreed epoch within "
+                                   f"{limit:g} s: rank 0 of "
+                                   "its group or the job never got that far")
+            time.sleep(self.interval / 5)
+
+    def _lose_group(self, reason):
+        """A rank of this DP group died: the whole group leaves (its death notice stays, every epoch is aborted)."""
+        with self._lock:
+            if self._group_lost is not None:
+                return
+            self._group_lost = reason
+        if _peek(self.store, f"dead/{self.group}") is None:
+            post_death(self.store, self.group, reason)
+        self._abort(self.epoch, reason)
+
+    def _check_group_lost(self):
+        if self._group_lost is not None:
+            self.close()
+            raise Evicted(f"group {self.group} leaves: {self._group_lost}")
 
     # ------------------------------------------------------------ fatal errors
     def _poll_fatal(self, force=False):
@@ -364,17 +487,25 @@ class SpareGroup:
         while not self._stop.wait(self.interval):
             try:
                 count += 1
-                store.set(f"hb/{self.group}", str(count))
+                store.set(self._beat_key, str(count))
                 epoch = self.epoch
-                watched = self._watched()
+                # Rank k > 0 of a DP group watches rank 0 of its group only: rank 0 speaks for it.
+                watched = self._watched() if self.leader else []
+                siblings = self._sibling_keys() if self.group_world_size > 1 else []
                 # One read: the watched heartbeats and the two counters.  It waits until every
                 # key exists, so the time is taken when it returned: a time taken before it
                 # made every peer stale after a rank that started late.
-                values = store.multi_get([f"hb/{g}" for g in watched] + ["deaths", "pending_rejoins"])
+                values = store.multi_get([f"hb/{g}" for g in watched] + siblings + ["deaths", "pending_rejoins"])
                 now = time.monotonic()
                 for g, value in zip(watched, values):
                     if self._last_seen.get(g, (None, 0))[0] != value:
                         self._last_seen[g] = (value, now)
+                for key, value in zip(siblings, values[len(watched):]):
+                    if self._sibling_seen.get(key, (None, 0))[0] != value:
+                        self._sibling_seen[key] = (value, now)
+                    elif now - self._sibling_seen[key][1] > self.heartbeat_timeout:
+                        self._lose_group(f"{'rank ' + key.rsplit('/', 1)[1] if self.leader else 'rank 0'} of group "
+                                         f"{self.group} stopped beating")
                 seen = int(values[-2])
                 self._pending_rejoins = int(values[-1])
                 stale = [g for g in watched if self._stale(g)]
@@ -382,7 +513,7 @@ class SpareGroup:
                     # The others may not read g's heartbeat (``watch``): tell them.
                     if posted.get(g) != self._last_seen[g][0]:
                         posted[g] = self._last_seen[g][0]
-                        post_death(store, g, f"stale heartbeat (seen by group {self.group})")
+                        post_death(store, g, f"{_SUSPICION} (seen by group {self.group})")
                 notice = False
                 flag = False
                 if seen != deaths or checked != epoch:
@@ -394,9 +525,7 @@ class SpareGroup:
                             self._abort(self.epoch, "layout mismatch")
                     hinted = _dead_hint(store)
                     if self.group in hinted and self.group in self.members:
-                        # A notice about this group while it runs and is a member: a peer
-                        # found its heartbeat stale (a stall); it is alive, withdraw it.
-                        store.delete_key(f"dead/{self.group}")
+                        self._own_notice(store)
                     notice = any(store.check([f"dead/{g}"]) for g in hinted if g in self.members and g != self.group)
                     flag = store.check([f"abort/{epoch}"])
                 if epoch > self._aborted_epoch:
@@ -409,6 +538,23 @@ class SpareGroup:
                 if self._stop.is_set():
                     return
                 time.sleep(self.interval)
+
+    def _own_notice(self, store):
+        """A death notice about this group while it runs and is a member: withdraw a suspicion, or leave."""
+        if self.group_world_size == 1:
+            # A peer found its heartbeat stale (a stall); it is alive: withdraw it.
+            store.delete_key(f"dead/{self.group}")
+            return
+        value = _peek(store, f"dead/{self.group}")
+        if value is None or self._group_lost is not None:
+            return
+        if not value.startswith(_SUSPICION):
+            # A launcher saw a rank of this group die, or a rank of it found another silent.
+            self._lose_group(f"death notice: {value}")
+        elif self.leader:
+            # A watcher found rank 0's heartbeat stale (a stall) and every rank of the group
+            # still beats (a silent one would have made it lose the group): withdraw it.
+            store.delete_key(f"dead/{self.group}")
 
     def _post_abort(self, epoch):
         """Raise epoch ``epoch``'s abort flag for every member (the counter makes their heartbeats read it)."""
@@ -445,11 +591,76 @@ class SpareGroup:
         never waits out the gloo timeout.  On ``False`` the tensor's content is
         undefined (gloo reduces in place): reduce a copy.
         """
-        return self.wait(lambda: dist.all_reduce(tensor, async_op=True))
+        return self.wait(lambda: self._pg.allreduce([tensor]))
+
+    def broadcast(self, tensor, source):
+        """Broadcast ``tensor`` from live group ``source`` to the live groups (in place); ``False`` when a member failed.
+
+        Between the ranks of this rank's position in each group, as :meth:`all_reduce`.
+        """
+        return self.wait(lambda: self._pg.broadcast(tensor, self.members.index(source)))
+
+    def broadcast_object(self, value, source):
+        """``value`` of live group ``source`` (a picklable object), on every live group; ``None`` when a member failed.
+
+        Pickled into a ``uint8`` tensor and sent in two broadcasts (its length, then the
+        bytes), each waited for as :meth:`all_reduce` waits.
+        """
+        sending = self.group == source
+        data = torch.frombuffer(bytearray(pickle.dumps(value)), dtype=torch.uint8) if sending else None
+        length = torch.tensor([data.numel() if sending else 0], dtype=torch.int64)
+        if not self.broadcast(length, source):
+            return None
+        if not sending:
+            data = torch.empty(int(length), dtype=torch.uint8)
+        if not self.broadcast(data, source):
+            return None
+        return value if sending else pickle.loads(data.numpy().tobytes())
+
+    @property
+    def process_group(self):
+        """The current process group between the live groups (a c10d backend; ``None`` while none is built).
+
+        Rank ``members.index(group)``; the ranks of this rank's position in each live
+        group.  Rebuilt by every :meth:`recover`: do not keep it.
+        """
+        return self._pg
+
+    def all_reduce_in_group(self, tensor):
+        """All-reduce ``tensor`` (SUM) over this DP group's own ranks (``group_process_group``).
+
+        Raises
+        ------
+        Evicted
+            A rank of this group died (its heartbeat stopped, a death notice) before
+            the collective completed: the group leaves.
+        GroupTimeout
+            The collective outlasted ``timeout`` with every rank of the group beating.
+        """
+        if self.group_process_group is None:
+            return tensor
+        deadline = time.monotonic() + self.timeout_seconds
+        try:
+            work = dist.all_reduce(tensor, group=self.group_process_group, async_op=True)
+            while not work.is_completed():
+                self._check_group_lost()
+                if time.monotonic() > deadline:
+                    self._lose_group(f"a collective of group {self.group}'s ranks outlasted {self.timeout_seconds:g} s")
+                    raise GroupTimeout(f"a collective between group {self.group}'s ranks outlasted "
+                                       f"{self.timeout_seconds:g} s (timeout=)", [self.group])
+                time.sleep(min(self.interval, 0.005))
+            work.wait()
+        except RuntimeError as exc:  # a rank of the group died: gloo's connection closed
+            self._lose_group(f"a collective of group {self.group}'s ranks failed: {_short(exc)}")
+            self._check_group_lost()
+        return tensor
 
     def wait(self, start):
-        """Run ``start()`` (a collective with ``async_op=True``) and wait for it or an abort; ``True`` on success."""
-        if self.aborted():
+        """Run ``start()``, which starts a collective on :attr:`process_group` and returns its work, and wait for it or an abort.
+
+        Returns ``True`` on success, ``False`` when a member failed (call :meth:`recover`).
+        """
+        if self.aborted() or self._pg is None:
             return False
         wake = threading.Event()
         with self._lock:
@@ -511,8 +722,9 @@ class SpareGroup:
         passed = []
         while True:
             self._poll_fatal(force=True)
+            self._check_group_lost()
             epoch = self.epoch + 1
-            agreed = self._agree(epoch, record)
+            agreed = self._agree(epoch, record) if self.leader else self._follow(epoch)
             passed.append(agreed)
             if self._rebuild():
                 return passed
@@ -559,8 +771,30 @@ class SpareGroup:
                 store.compare_set(key, "", proposal)
                 break
             time.sleep(0.002 if present and self.group == min(present) else pause)
-        decided = json.loads(_text(store.get(key)))
-        store.set("epoch", str(epoch))
+        return self._adopt(epoch, previous, json.loads(_text(store.get(key))))
+
+    def _follow(self, epoch):
+        """Rank ``k > 0`` of a DP group: wait for epoch ``epoch``'s agreed record (rank 0 of each group agrees it)."""
+        store = self.store
+        previous = list(self.members)
+        key = f"epoch/{epoch}"
+        # Rank 0 may wait ``timeout`` for a silent member before it is declared failed.
+        deadline = time.monotonic() + 2 * self.timeout_seconds
+        while not store.check([key]):
+            self._poll_fatal()
+            self._check_group_lost()
+            if time.monotonic() > deadline:
+                self._lose_group(f"rank {self.group_rank} of group {self.group} saw no agreement within "
+                                 f"{2 * self.timeout_seconds:g} s")
+                self._check_group_lost()
+            time.sleep(0.002)
+        return self._adopt(epoch, previous, json.loads(_text(store.get(key))))
+
+    def _adopt(self, epoch, previous, decided):
+        """Enter epoch ``epoch`` with its agreed record ``decided`` (the members before it: ``previous``)."""
+        store = self.store
+        if self.leader:
+            store.set("epoch", str(epoch))
         self._event("agree", epoch=epoch, failed=decided["failed"])
         if self.group in decided["failed"]:
             raise Evicted(f"group {self.group} was declared failed in epoch {epoch}")
@@ -639,35 +873,50 @@ class SpareGroup:
                 check_end()
                 time.sleep(self.interval / 5)
 
+    def _ready_key(self, epoch, group, rank):
+        return f"ready/{epoch}/{group}" if rank == 0 else f"ready/{epoch}/{group}/{rank}"
+
     def _rebuild(self):
-        """Destroy the old process group and create the current epoch's; ``False`` if a member died first."""
+        """Drop the old process group and create the current epoch's; ``False`` if a member died first.
+
+        The process group joins the ranks of this rank's position ``k`` in every live
+        group (``pg/{e}/{k}``); the barrier before it waits for every rank of every
+        live group, so that all positions build theirs or none does.
+        """
         store = self.store
         epoch = self.epoch
-        if dist.is_initialized():
-            dist.destroy_process_group()
-        store.set(f"ready/{epoch}/{self.group}", "1")
-        others = [g for g in self.members if g != self.group]
+        self._drop_process_group()
+        store.set(self._ready_key(epoch, self.group, self.group_rank), "1")
+        ranks = range(self.group_world_size)
+        others = {g: [self._ready_key(epoch, g, k) for k in ranks if (g, k) != (self.group, self.group_rank)]
+                  for g in self.members}
+        everyone = [key for keys in others.values() for key in keys]
         deadline = time.monotonic() + self.timeout_seconds
         # Every member takes the same branch, the first verdict written: a member that
-        # connects while another gives up waits out the gloo timeout in
-        # init_process_group (the barrier can complete just after a member saw an abort).
+        # connects while another gives up waits out the gloo timeout in the process
+        # group's rendezvous (the barrier can complete just after a member saw an abort).
         while True:
             self._poll_fatal()
-            if store.check([f"ready/{epoch}/{g}" for g in others]):
+            if store.check(everyone):
                 verdict = store.compare_set(f"built/{epoch}", "", "go")
                 break
-            if self.aborted() or time.monotonic() > deadline or \
-                    any(self._stale(g) or store.check([f"dead/{g}"]) for g in others
-                        if not store.check([f"ready/{epoch}/{g}"])):
+            if self.aborted() or self._group_lost is not None or time.monotonic() > deadline or \
+                    any(self._stale(g) or (g != self.group and store.check([f"dead/{g}"]))
+                        for g, keys in others.items() if keys and not store.check(keys)):
                 verdict = store.compare_set(f"built/{epoch}", "", "abort")
                 break
             time.sleep(0.001)
         if _text(verdict) != "go":
             self.fail_epoch("member died before the rebuild")
             return False
+        prefix = dist.PrefixStore(f"pg/{epoch}/{self.group_rank}", store)
         try:
-            dist.init_process_group(self.backend, store=dist.PrefixStore(f"pg/{epoch}", store), rank=self.rank,
-                                    world_size=self.world_size, timeout=self.timeout)
+            if self.backend == "nccl":
+                options = dist.ProcessGroupNCCL.Options()
+                options._timeout = self.timeout
+                self._pg = dist.ProcessGroupNCCL(prefix, self.rank, self.world_size, options)
+            else:
+                self._pg = dist.ProcessGroupGloo(prefix, self.rank, self.world_size, self.timeout)
         except RuntimeError as exc:  # a member died after the verdict: agree again without it
             self.fail_epoch(f"process group failed: {_short(exc)}")
             return False
@@ -675,11 +924,22 @@ class SpareGroup:
         self._event("rebuild", epoch=epoch, members=list(self.members))
         return True
 
+    def _drop_process_group(self):
+        pg, self._pg = self._pg, None
+        if pg is not None:
+            try:
+                pg.shutdown()  # what destroy_process_group does to each backend
+            except RuntimeError:
+                pass
+
     def close(self):
-        """Stop the heartbeat and destroy the process group (idempotent)."""
+        """Stop the heartbeat and drop the process group between the live groups (idempotent).
+
+        The DP group's own process group (``group_process_group``) is the caller's: it
+        is left as it is.
+        """
         self._stop.set()
-        if dist.is_initialized():
-            dist.destroy_process_group()
+        self._drop_process_group()
 
     def __enter__(self):
         return self
@@ -732,6 +992,9 @@ def _text(value):
 
 
 _ABSENT = "\x00absent"
+#: How a watcher's death notice begins: a suspicion (a stale heartbeat), which the group
+#: withdraws when it is alive; a launcher's notice is a fact.
+_SUSPICION = "stale heartbeat"
 
 
 def _peek(store, key):

@@ -23,6 +23,10 @@ Environment variables read by :func:`join_job`:
 ``SPARE_GROUP``
     The DP group ``g`` in ``[0, N)``; when unset, ``JOB_COMPLETION_INDEX`` (a Kubernetes
     indexed Job or a JobSet replica's index) is used.
+``SPARE_GROUP_RANK``, ``SPARE_GROUP_WORLD_SIZE``
+    This process's rank ``k`` in its DP group of several ranks (its position) and the
+    group's size ``K``; when unset, ``RANK`` and ``WORLD_SIZE`` (``torchrun`` per DP
+    group), else 0 and 1.
 ``SPARE_REJOIN``
     ``1`` / ``0`` forces or forbids a rejoin.  When unset, a process is a repaired group
     when its group already started in the current generation (the store records every
@@ -37,6 +41,7 @@ import collections
 import datetime
 import os
 import sys
+import traceback
 
 import torch.distributed as dist
 
@@ -48,13 +53,20 @@ from .supervisor import EVICTED_EXIT, LAYOUT_EXIT, WIPE_OUT_EXIT
 __all__ = ["Job", "join_job", "post_death", "run_worker", "end_job", "new_generation", "connect_store",
            "generation_store", "current_generation", "EVICTED_EXIT", "LAYOUT_EXIT", "WIPE_OUT_EXIT"]
 
-Job = collections.namedtuple("Job", "group rejoin generation store root restart_count")
+Job = collections.namedtuple(
+    "Job", "group rejoin generation store root restart_count group_rank group_world_size group_store")
 Job.__doc__ = """A worker's place in the job (what :func:`join_job` returns).
 
 ``group`` (int), ``rejoin`` (bool: pass it to :class:`SpareGroup`), ``generation`` (int),
 ``store`` (the generation's ``PrefixStore``: pass it to :class:`SpareGroup`), ``root``
-(the ``TCPStore`` client itself) and ``restart_count`` (the launcher's restarts of this
-process so far)."""
+(the ``TCPStore`` client itself), ``restart_count`` (the launcher's restarts of this
+process so far), ``group_rank`` and ``group_world_size`` (this process's rank in its
+DP group and the group's size ``K``) and ``group_store``: a ``PrefixStore`` of its own for
+this start of the group, where its ``K`` ranks build their process group
+(``dist.init_process_group(backend, store=job.group_store, rank=job.group_rank,
+world_size=job.group_world_size)``).  Not ``torchrun``'s rendezvous store: a
+restarted rank can read its predecessors' addresses there, and gloo's connection
+then fails."""
 
 _current = None  # the last Job of this process, for run_worker's wipe-out restart
 
@@ -166,7 +178,8 @@ def join_job(environ=None):
 
     Notes
     -----
-    Records ``started/{g}`` in the current generation, so that a later restart of the
+    Records ``started/{g}`` (``started/{g}/{k}`` for rank ``k > 0`` of a DP group of
+    several ranks) in the current generation, so that a later restart of the
     same group (same generation) knows it is a repaired group, while every group's first
     start after a wipe-out (a new generation) starts afresh.
     """
@@ -180,17 +193,33 @@ def join_job(environ=None):
         group = _integer(environ, "JOB_COMPLETION_INDEX")
     if group is None or group < 0:
         raise spare_opt.ParameterError("SPARE_GROUP (this process's DP group, 0 <= g < N) is not set")
+    group_rank = _integer(environ, "SPARE_GROUP_RANK")
+    if group_rank is None:
+        group_rank = _integer(environ, "RANK") or 0
+    group_world_size = _integer(environ, "SPARE_GROUP_WORLD_SIZE")
+    if group_world_size is None:
+        group_world_size = _integer(environ, "WORLD_SIZE") or 1
+    if not 0 <= group_rank < group_world_size:
+        raise spare_opt.ParameterError(
+            f"this process's rank in its DP group must be in [0, {group_world_size}) (SPARE_GROUP_RANK or RANK, "
+            f"SPARE_GROUP_WORLD_SIZE or WORLD_SIZE), got {group_rank}")
     restarts = max(_integer(environ, "TORCHELASTIC_RESTART_COUNT") or 0, _integer(environ, "SLURM_RESTART_COUNT") or 0)
     timeout = float(environ.get("SPARE_STORE_TIMEOUT") or 60.0)
     root = connect_store(address, timeout)
     generation = current_generation(root)
     store = generation_store(root, generation)
-    started = _peek(store, f"started/{group}") is not None
+    # One key per rank of the group: its ranks start together and must not see each other's.
+    key = f"started/{group}" if group_rank == 0 else f"started/{group}/{group_rank}"
+    started = _peek(store, key) is not None
     rejoin = _flag(environ, "SPARE_REJOIN")
     if rejoin is None:
         rejoin = started
-    store.set(f"started/{group}", str(os.getpid()))
-    _current = Job(group, bool(rejoin), generation, store, root, restarts)
+    store.set(key, str(os.getpid()))
+    # The ranks of a group start together, each once per start of the group: the n-th
+    # start of every rank is the same start, and its process group gets fresh keys.
+    start = store.add(f"starts/{group}/{group_rank}", 1)
+    group_store = dist.PrefixStore(f"group/{group}/{start}", store)
+    _current = Job(group, bool(rejoin), generation, store, root, restarts, group_rank, group_world_size, group_store)
     return _current
 
 
@@ -209,7 +238,11 @@ def run_worker(main, *args, **kwargs):
       exit 77 (``LAYOUT_EXIT``): the job cannot run, do not restart;
     * :class:`GroupTimeout` (a wait outlasted ``timeout``: a group that never
       registered, a repaired group that was never admitted): a message, exit 1;
-    * any other exception: its traceback, exit 1.
+    * any other exception: its traceback, a death notice for this group (when
+      :func:`join_job` was called in this process), exit 1.
+
+    It leaves with ``os._exit``: the threads of gloo and of the store never keep a
+    finished or failed worker alive.
     """
     code = 0
     try:
@@ -233,6 +266,16 @@ def run_worker(main, *args, **kwargs):
     except GroupTimeout as exc:
         print(f"spare-opt: {exc}", file=sys.stderr)
         code = 1
+    except BaseException:  # noqa: BLE001 - any other failure: its traceback, exit 1
+        traceback.print_exc()
+        code = 1
+        if _current is not None:
+            # The live groups need not wait for this group's heartbeat to go stale (the
+            # launcher may not post the notice); with several ranks the group's others leave.
+            try:
+                post_death(_current.store, _current.group, f"rank {_current.group_rank} exited with an error")
+            except Exception:  # noqa: BLE001 - the store is gone: nothing to tell
+                pass
     sys.stdout.flush()
     sys.stderr.flush()
     # os._exit: the gloo and store threads must not keep a finished worker alive.

@@ -16,7 +16,7 @@ import torch
 __all__ = ["RandomState", "micro_batch_generator", "micro_batch_rng", "micro_batch_seed"]
 
 
-def micro_batch_seed(seed, step, shard_type, micro_batch):
+def micro_batch_seed(seed, step, shard_type, micro_batch, part=0):
     """The seed of micro-batch ``micro_batch`` of shard type ``shard_type`` at step ``step``.
 
     Parameters
@@ -28,15 +28,18 @@ def micro_batch_seed(seed, step, shard_type, micro_batch):
         ``t`` in ``[0, N)``.
     micro_batch : int
         ``j`` in ``[0, m)``.  The step helper's key of the micro-batch is ``t m + j``.
+    part : int, default 0
+        The part of the micro-batch that rank ``part`` of a DP group of several ranks
+        computes (each part draws its own stream; 0 gives the stream of the whole).
 
     Returns
     -------
     int
-        In ``[0, 2**63)``, a pure function of the four integers (BLAKE2b of their
-        64-bit encodings), so neighbouring identities give unrelated streams.
+        In ``[0, 2**63)``, a pure function of the integers (BLAKE2b of their 64-bit
+        encodings), so neighbouring identities give unrelated streams.
     """
     digest = hashlib.blake2b(digest_size=8, person=b"spare-mb-rng")
-    for value in (seed, step, shard_type, micro_batch):
+    for value in (seed, step, shard_type, micro_batch) + ((part,) if part else ()):
         digest.update((int(value) % (1 << 64)).to_bytes(8, "little"))
     return int.from_bytes(digest.digest(), "little") >> 1
 
@@ -55,17 +58,17 @@ def _devices():
 
 
 @contextlib.contextmanager
-def micro_batch_rng(seed, step, shard_type, micro_batch):
+def micro_batch_rng(seed, step, shard_type, micro_batch, part=0):
     """Run the block with torch's default generators seeded for this micro-batch, restored afterwards.
 
     ``torch.random.fork_rng`` over the CPU generator (and the current CUDA device's,
     when CUDA is in use), then ``torch.manual_seed(micro_batch_seed(...))``: dropout and
     every other draw from the default generators inside the block depend only on
-    ``(seed, step, shard_type, micro_batch)``, and the draws outside it are not shifted
+    ``(seed, step, shard_type, micro_batch, part)``, and the draws outside it are not shifted
     by it.  Python's ``random`` and NumPy's global state are not touched.
     """
     with torch.random.fork_rng(devices=_devices()):
-        torch.manual_seed(micro_batch_seed(seed, step, shard_type, micro_batch))
+        torch.manual_seed(micro_batch_seed(seed, step, shard_type, micro_batch, part))
         yield
 
 

@@ -85,7 +85,9 @@ class SpareBatchSampler(torch.utils.data.Sampler):
         Number of samples in the dataset.
     global_batch_size : int
         ``B``, samples per step; a multiple of ``N m`` (every micro-batch has
-        ``B / (N m)`` samples, so the gradient of the mean loss is exact).
+        ``B / (N m)`` samples, so the gradient of the mean loss is exact), and of
+        ``N m K`` in DP groups of ``K`` ranks (each rank takes part ``k`` of every
+        micro-batch).
     steps : int or None, default None
         Steps to sample (``None``: without end).
     shuffle : bool, default True
@@ -129,10 +131,20 @@ class SpareBatchSampler(torch.utils.data.Sampler):
         if global_batch_size > dataset_size:
             raise spare_opt.ParameterError(
                 f"global_batch_size {global_batch_size} exceeds the dataset's {dataset_size} samples")
+        # A DP group of several ranks (SpareGroup(group_process_group=...)): rank k of it
+        # takes part k of every micro-batch, so all its ranks run the same passes.
+        ranks = int(getattr(source, "group_world_size", 1) or 1) if getattr(source, "group_process_group", None) \
+            is not None else 1
+        if (global_batch_size // parts) % ranks:
+            raise spare_opt.ParameterError(
+                f"global_batch_size must be a multiple of N m K = {parts * ranks} (every micro-batch split equally "
+                f"among the {ranks} ranks of a DP group keeps the gradient exact), got {global_batch_size!r}")
         self.source = source
         self.dataset_size = dataset_size
         self.global_batch_size = global_batch_size
         self.micro_batch_size = global_batch_size // parts
+        self.group_world_size = ranks
+        self.group_rank = int(getattr(source, "group_rank", 0) or 0) if ranks > 1 else 0
         self.steps = None if steps is None else _integer("steps", steps, minimum=0)
         self.shuffle = _flag("shuffle", shuffle)
         self.seed = _integer("seed", seed, minimum=0, maximum=_MAX_SAMPLER_SEED)
@@ -155,9 +167,15 @@ class SpareBatchSampler(torch.utils.data.Sampler):
         return self._permutation[1][start:start + self.global_batch_size]
 
     def indices(self, step, key):
-        """The dataset indices (a list of ``B / (N m)`` ints) of micro-batch ``key = t m + j`` of ``step``."""
+        """The dataset indices (a list of ``B / (N m)`` ints) of micro-batch ``key = t m + j`` of ``step``.
+
+        In a DP group of ``K > 1`` ranks: this rank's part ``k`` of ``K`` equal parts of it
+        (``B / (N m K)`` ints).
+        """
         size = self.micro_batch_size
-        return self.global_batch(step)[key * size:(key + 1) * size].tolist()
+        part = size // self.group_world_size
+        start = key * size + self.group_rank * part
+        return self.global_batch(step)[start:start + part].tolist()
 
     def set_start_step(self, step):
         """Start the next iteration at ``step`` (an integer >= 0) and forget the recorded keys."""

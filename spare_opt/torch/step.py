@@ -175,8 +175,11 @@ class SpareStep:
         self.current = None
         self._params = [p for p in model.parameters() if p.requires_grad]
         self.parameters = self._params
+        _check_group_model(group, model)
+        # A DP group of several ranks: every rank takes part `group_rank` of each micro-batch.
+        self._sharded = any(_is_dtensor(p) for p in self._params)
         dtype = self._params[0].dtype if self._params else torch.float32
-        size = sum(p.numel() for p in self._params)
+        size = sum(_local(p).numel() for p in self._params)
         self._size = size
         self._digest_at = size + 2
         self._buffers = [torch.zeros(size + 2 + _SLOT * group.groups, dtype=dtype) for _ in range(2)]
@@ -189,8 +192,8 @@ class SpareStep:
         self._saved_step = None
         if group.joined_late:
             self._heal()
-        elif self.checkpoint is not None and os.path.exists(self.checkpoint):
-            self.load_state_dict(torch.load(self.checkpoint, weights_only=False))
+        elif self.checkpoint is not None and os.path.exists(self._checkpoint_file()):
+            self.load_state_dict(self._restore(torch.load(self._checkpoint_file(), weights_only=False)))
             self._saved_step = self.step
             group._event("restored", step=self.step)
         sampler.set_start_step(self.step)
@@ -224,19 +227,35 @@ class SpareStep:
         self.step = int(state["step"])
 
     def save_checkpoint(self, path=None):
-        """Write :meth:`state_dict` to ``path`` (default: ``checkpoint``) atomically (a temporary file, then ``os.replace``)."""
+        """Write :meth:`state_dict` to ``path`` (default: ``checkpoint``) atomically (a temporary file, then ``os.replace``).
+
+        In a DP group of ``K > 1`` ranks every rank writes its own part,
+        ``{path}.rank{k}`` (sharded tensors as their local shards), and loads it back
+        at a restart.
+        """
         path = self.checkpoint if path is None else os.fspath(path)
         if path is None:
             raise spare_opt.ParameterError("no checkpoint path: pass one, or checkpoint= to SpareStep")
+        path = self._checkpoint_file(path)
         temporary = f"{path}.tmp{os.getpid()}"
-        torch.save(self.state_dict(), temporary)
+        torch.save(_portable(self.state_dict()), temporary)
         os.replace(temporary, path)
+
+    def _checkpoint_file(self, path=None):
+        path = self.checkpoint if path is None else path
+        return path if self.group.group_world_size == 1 else f"{path}.rank{self.group.group_rank}"
+
+    def _restore(self, state):
+        """:meth:`state_dict`'s result from its portable form (local shards back into this rank's sharded tensors)."""
+        mesh = next((p.device_mesh for p in self._params if _is_dtensor(p)), None)
+        return _from_portable(state, mesh)
 
     def _split(self, buffer):
         views, offset = [], 0
         for p in self._params:
-            views.append(buffer[offset:offset + p.numel()].view_as(p))
-            offset += p.numel()
+            local = _local(p)
+            views.append(buffer[offset:offset + local.numel()].view_as(local))
+            offset += local.numel()
         return views
 
     # ------------------------------------------------------------- data
@@ -300,15 +319,19 @@ class SpareStep:
                 pending = collections.deque(work[me])
                 patching = False
                 fresh = False
-            while pending and not group.aborted():
+            # A group of one rank stops at an abort; the ranks of a larger group finish their
+            # micro-batches alike (they see the abort at different moments, and each pass
+            # runs collectives between them), then learn it from the all-reduce.
+            alone = group.group_world_size == 1
+            while pending and not (alone and group.aborted()):
                 key = pending.popleft()
                 loss_sum += self._micro_batch(step, key)
-            if not pending and not group.aborted():
+            if not pending and not (alone and group.aborted()):
                 if patching:
                     group._event("patch", step=step)
                 buffer = self._buffers[step % 2]
                 for view, p in zip(self._views[step % 2], self._params):
-                    view.copy_(p.grad)
+                    view.copy_(_local(p.grad))
                 buffer[self._size] = loss_sum
                 buffer[self._size + 1] = 1.0 if group.rejoin_pending() else 0.0
                 buffer[self._digest_at:] = 0.0
@@ -316,7 +339,15 @@ class SpareStep:
                     at = self._digest_at + _SLOT * me
                     buffer[at:at + _BYTES] = digest.view(torch.uint8).to(buffer.dtype)
                     buffer[at + _BYTES] = 1.0
-                if group.all_reduce(buffer):
+                if not self._sharded and group.group_world_size > 1:
+                    # Replicated inside the group: average its ranks' parts first.
+                    group.all_reduce_in_group(buffer[:self._size + 1]).div_(group.group_world_size)
+                ok = group.all_reduce(buffer)
+                if group.group_world_size > 1:
+                    # Every rank of the group commits, or none: each position's all-reduce
+                    # may end differently when a member dies during them.
+                    ok = float(group.all_reduce_in_group(torch.tensor([0.0 if ok else 1.0]))[0]) == 0.0
+                if ok:
                     loss = self._commit(step, buffer)
                     if recovering:
                         group._event("recovered", step=step)
@@ -348,13 +379,29 @@ class SpareStep:
             group._event("patch-plan", step=step, keys=len(pending))
 
     def _micro_batch(self, step, key):
-        """Forward and backward of micro-batch ``key`` of ``step`` (under its own random stream); its loss."""
+        """Forward and backward of micro-batch ``key`` of ``step`` (under its own random stream); its loss.
+
+        In a DP group of several ranks a ``RuntimeError`` (a collective of the group
+        failed: a rank of it died) makes the whole group leave: :class:`Evicted`.
+        """
+        try:
+            return self._compute(step, key)
+        except RuntimeError as exc:
+            group = self.group
+            if group.group_world_size == 1 or isinstance(exc, spare_opt.SpareError):
+                raise
+            group._lose_group(f"rank {group.group_rank} of group {group.group} failed in a pass: "
+                              f"{str(exc).splitlines()[0][:160] if str(exc) else type(exc).__name__}")
+            group._check_group_lost()
+            raise
+
+    def _compute(self, step, key):
         m = self.group.micro_batches
         self.current = (step, key // m, key % m)
         batch = self._batch(step, key)
         try:
             if self.micro_batch_rng:
-                with micro_batch_rng(self.seed, step, key // m, key % m):
+                with micro_batch_rng(self.seed, step, key // m, key % m, part=self.group.group_rank):
                     loss = self._loss(batch)
                     loss.backward()
             else:
@@ -385,13 +432,12 @@ class SpareStep:
         views = self._views[step % 2] if buffer is self._buffers[step % 2] else self._split(buffer)
         if not divided:
             buffer[:self._size + 1].div_(total)
-        self._check(step, buffer)
-        loss = float(buffer[self._size])
+        loss, admit = self._check(step, buffer)
         # A caught-up step admits nobody: the member that sent it held its boundary (and
         # the catch-up) already; a request still pending is flagged again next step.
-        self._admit_due = not divided and float(buffer[self._size + 1]) > 0
+        self._admit_due = not divided and admit
         for view, p in zip(views, self._params):
-            p.grad.copy_(view)
+            _local(p.grad).copy_(view)
         self.loss = loss
         self.step = step
         apply = True
@@ -415,22 +461,41 @@ class SpareStep:
                             dtype=torch.float64)
 
     def _check(self, step, buffer):
-        """Compare the groups' checksums in the reduced buffer alike on every rank; raise on a difference."""
-        n = self.group.groups
+        """The step's mean loss and admission flag; compare the groups' checksums alike on every rank, raise on a difference.
+
+        In a DP group of several ranks each rank compares its position's checksums, and
+        the verdicts, losses and flags are summed over the group's ranks (one small
+        all-reduce), so that every rank of every group decides alike.
+        """
+        group = self.group
+        n = group.groups
         slots = buffer[self._digest_at:].view(n, _SLOT)
         sent = [g for g in range(n) if float(slots[g, _BYTES]) > 0]
-        if not sent:
-            return
-        self._check_due = False
-        digests = {g: slots[g, :_BYTES].round().to(torch.uint8).view(torch.float64) for g in sent}
-        matches = {g: [h for h in sent if torch.equal(digests[g], digests[h])] for g in sent}
-        reference = max(sent, key=lambda g: (len(matches[g]), -g))
-        odd = [g for g in sent if g not in matches[reference]]
-        if odd:
-            differ = {_PARTS[i] for g in odd for i in range(_DIGEST)
-                      if not torch.equal(digests[g][i], digests[reference][i])}
-            raise ReplicaDivergence(step, odd, matches[reference], sorted(differ))
-        self.group._event("checked", step=step, groups=sent)
+        odd, differ = [], set()
+        if sent:
+            digests = {g: slots[g, :_BYTES].round().to(torch.uint8).view(torch.float64) for g in sent}
+            matches = {g: [h for h in sent if torch.equal(digests[g], digests[h])] for g in sent}
+            reference = max(sent, key=lambda g: (len(matches[g]), -g))
+            odd = [g for g in sent if g not in matches[reference]]
+            differ = {i for g in odd for i in range(_DIGEST) if not torch.equal(digests[g][i], digests[reference][i])}
+        loss, admit = float(buffer[self._size]), float(buffer[self._size + 1]) > 0
+        if group.group_world_size > 1:
+            verdict = torch.zeros(2 + 2 * n + _DIGEST, dtype=torch.float64)
+            verdict[0], verdict[1] = loss, float(admit)
+            verdict[2 + torch.tensor(sent, dtype=torch.long)] = 1.0
+            verdict[2 + n + torch.tensor(odd, dtype=torch.long)] = 1.0
+            verdict[2 + 2 * n + torch.tensor(sorted(differ), dtype=torch.long)] = 1.0
+            group.all_reduce_in_group(verdict)
+            loss, admit = float(verdict[0]) / group.group_world_size, float(verdict[1]) > 0
+            sent = [g for g in range(n) if verdict[2 + g] > 0]
+            odd = [g for g in range(n) if verdict[2 + n + g] > 0]
+            differ = {i for i in range(_DIGEST) if verdict[2 + 2 * n + i] > 0}
+        if sent:
+            self._check_due = False
+            if odd:
+                raise ReplicaDivergence(step, odd, [g for g in sent if g not in odd], [_PARTS[i] for i in sorted(differ)])
+            group._event("checked", step=step, groups=sent)
+        return loss, admit
 
     # ------------------------------------------------------------- recovery
     def _catch_up(self, step, low, high):
@@ -440,14 +505,14 @@ class SpareStep:
         source = min(g for g, record in records.items() if record["step"] == high)
         if step == low:
             received = torch.zeros_like(self._buffers[0])
-            ok = group.wait(lambda: dist.broadcast(received, src=group.members.index(source), async_op=True))
+            ok = group.broadcast(received, source)
             if not ok:
                 raise RuntimeError("a member failed while the step's result was sent: not handled")
             group._event("caught-up", step=step)
             return self._commit(step, received, divided=True)
         last_step, last = self._last
         payload = last.clone() if group.group == source else torch.zeros_like(last)
-        ok = group.wait(lambda: dist.broadcast(payload, src=group.members.index(source), async_op=True))
+        ok = group.broadcast(payload, source)
         if not ok:
             raise RuntimeError("a member failed while the step's result was sent: not handled")
         return None
@@ -467,17 +532,18 @@ class SpareStep:
     def _send_state(self):
         group = self.group
         source = min(g for g in group.members if g not in group.joiners)
-        objects = [self.state_dict() if group.group == source else None]
-        dist.broadcast_object_list(objects, src=group.members.index(source))
+        if group.broadcast_object(_portable(self.state_dict()) if group.group == source else None, source) is None:
+            raise RuntimeError("a member failed while the state was sent to a repaired group: not handled")
         self._check_due = True
         group._event("healed", step=self.step, joiners=list(group.joiners))
 
     def _heal(self):
         group = self.group
         source = min(g for g in group.members if g not in group.joiners)
-        objects = [None]
-        dist.broadcast_object_list(objects, src=group.members.index(source))
-        self.load_state_dict(objects[0])
+        state = group.broadcast_object(None, source)
+        if state is None:
+            raise RuntimeError("a member failed while this repaired group received the state: not handled")
+        self.load_state_dict(self._restore(state))
         self._check_due = True
         group._event("healed", step=self.step)
 
@@ -494,7 +560,7 @@ def _checksum(tensors):
     """
     parts, small = [], {}
     for t in tensors:
-        flat = t.detach().reshape(-1)
+        flat = _local(t).detach().reshape(-1)
         if flat.is_complex():
             flat = torch.view_as_real(flat).reshape(-1)
         if flat.dtype == torch.bool:
@@ -517,6 +583,60 @@ def _row_sums(flat):
     if flat.numel() > whole:
         sums.append(flat[whole:].sum(dtype=wide).reshape(1).to("cpu", torch.float64))
     return sums
+
+
+def _is_dtensor(tensor):
+    return type(tensor).__name__ == "DTensor" and hasattr(tensor, "to_local")
+
+
+def _local(tensor):
+    """This rank's shard of a sharded tensor (FSDP2's ``DTensor`` parameters, gradients and optimizer state); the tensor itself otherwise."""
+    return tensor.to_local() if _is_dtensor(tensor) else tensor
+
+
+class _Shard(collections.namedtuple("_Shard", "local shape stride placements")):
+    """A ``DTensor`` in a state sent or saved: its local shard and what rebuilds it on a rank of the same position."""
+
+
+def _portable(value):
+    """``value`` (a nested state) with every ``DTensor`` replaced by its local :class:`_Shard` (picklable alone)."""
+    if _is_dtensor(value):
+        return _Shard(value.to_local().detach().clone(), tuple(value.shape), tuple(value.stride()),
+                      tuple(value.placements))
+    if isinstance(value, dict):
+        return type(value)((k, _portable(v)) for k, v in value.items())
+    if isinstance(value, (list, tuple)) and not hasattr(value, "_fields"):
+        return type(value)(_portable(v) for v in value)
+    return value
+
+
+def _from_portable(value, mesh):
+    """The inverse of :func:`_portable` on a rank whose sharded tensors live on ``mesh``."""
+    if isinstance(value, _Shard):
+        from torch.distributed.tensor import DTensor
+
+        return DTensor.from_local(value.local, mesh, value.placements, run_check=False, shape=torch.Size(value.shape),
+                                  stride=value.stride)
+    if isinstance(value, dict):
+        return type(value)((k, _from_portable(v, mesh)) for k, v in value.items())
+    if isinstance(value, (list, tuple)) and not hasattr(value, "_fields"):
+        return type(value)(_from_portable(v, mesh) for v in value)
+    return value
+
+
+def _check_group_model(group, model):
+    """Refuse a model whose gradients a DP group of several ranks cannot reduce exactly (FSDP1, a partly sharded model)."""
+    if group.group_world_size == 1:
+        return
+    if type(model).__name__ == "FullyShardedDataParallel":
+        raise spare_opt.ParameterError(
+            "a DP group of several ranks takes a model sharded with FSDP2 (fully_shard) or a replicated one, not "
+            "FSDP1's FullyShardedDataParallel (its flat shards cannot be told from replicated parameters)")
+    sharded = [_is_dtensor(p) for p in model.parameters() if p.requires_grad]
+    if any(sharded) and not all(sharded):
+        raise spare_opt.ParameterError(
+            f"{sharded.count(False)} of the model's {len(sharded)} trainable parameters are not sharded: apply "
+            "fully_shard to the root module too, so that every gradient is reduced inside the DP group")
 
 
 def _number_sum(value):
