@@ -40,7 +40,9 @@ Environment variables read by :func:`join_job`:
 import collections
 import datetime
 import os
+import signal
 import sys
+import threading
 import traceback
 
 import torch.distributed as dist
@@ -242,9 +244,13 @@ def run_worker(main, *args, **kwargs):
       :func:`join_job` was called in this process), exit 1.
 
     It leaves with ``os._exit``: the threads of gloo and of the store never keep a
-    finished or failed worker alive.
+    finished or failed worker alive.  On SIGTERM (``torchrun`` stops the other ranks of
+    a DP group when one of them fails) it posts the group's death notice, so the live
+    groups recover at once, and exits with ``128 + 15``.
     """
     code = 0
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _terminated)
     try:
         main(*args, **kwargs)
     except WipeOut as exc:
@@ -280,6 +286,16 @@ def run_worker(main, *args, **kwargs):
     sys.stderr.flush()
     # os._exit: the gloo and store threads must not keep a finished worker alive.
     os._exit(code)
+
+
+def _terminated(signum, frame):
+    """SIGTERM (a launcher stops this rank: torchrun does so to a group's other ranks when one fails): post the group's death, exit."""
+    if _current is not None:
+        try:
+            post_death(_current.store, _current.group, f"rank {_current.group_rank} stopped by signal {signum}")
+        except Exception:  # noqa: BLE001 - the store is gone: nothing to tell
+            pass
+    os._exit(128 + signum)
 
 
 def _main(argv=None):
