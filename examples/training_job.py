@@ -30,7 +30,7 @@ import torch.nn.functional as F
 from spare_opt.torch import (RandomState, SpareBatchSampler, SpareGroup, SpareStep, Supervisor, global_batch_indices,
                              micro_batch_rng, plan_fingerprint, recovery_phases)
 
-__all__ = ["DEFAULTS", "TinyGPT", "clip_hook", "lm_loss_fn", "make_dataset", "make_model",
+__all__ = ["DEFAULTS", "TinyGPT", "clip_hook", "lm_loss_fn", "make_dataset", "make_model", "make_optimizer",
            "make_scheduler", "max_difference", "recovery_timeline", "reference_run", "run_job", "train_worker"]
 
 #: The job's settings (override any key).
@@ -60,6 +60,9 @@ DEFAULTS = {
     "max_norm": 1.0,
     "warmup": 3,
     "check_every": 10,
+    # K, ranks per DP group (the launch example's torchrun --nproc-per-node): the reference
+    # splits each micro-batch into K parts, each under its own random stream, as they do.
+    "group_ranks": 1,
     # {"group": g, "event": name, "epoch": e}: SIGKILL itself at that timeline event of epoch >= e;
     # {"group": g, "event": "all-reduce", "step": s}: SIGKILL itself inside the all-reduce of step s.
     "die": None,
@@ -151,12 +154,20 @@ def make_model(config):
     torch.manual_seed(config["seed"])
     if config["model"] == "gpt":
         model = TinyGPT(config["width"], context=config["context"], dropout=config["dropout"]).to(_dtype(config))
-        optimizer = torch.optim.AdamW(model.parameters(), lr=config["lr"], weight_decay=config["weight_decay"])
-        return model, optimizer
-    model = torch.nn.Sequential(torch.nn.Linear(config["features"], config["hidden"]), torch.nn.Tanh(),
-                                torch.nn.Linear(config["hidden"], 1)).to(_dtype(config))
-    optimizer = torch.optim.SGD(model.parameters(), lr=config["lr"], momentum=config["momentum"])
-    return model, optimizer
+    else:
+        model = torch.nn.Sequential(torch.nn.Linear(config["features"], config["hidden"]), torch.nn.Tanh(),
+                                    torch.nn.Linear(config["hidden"], 1)).to(_dtype(config))
+    return model, make_optimizer(model, config)
+
+
+def make_optimizer(model, config):
+    """AdamW (weight decay) for the GPT model, SGD (momentum) for the perceptron, over ``model``'s parameters.
+
+    Built again after ``fully_shard`` (which replaces the parameters with sharded ones).
+    """
+    if config["model"] == "gpt":
+        return torch.optim.AdamW(model.parameters(), lr=config["lr"], weight_decay=config["weight_decay"])
+    return torch.optim.SGD(model.parameters(), lr=config["lr"], momentum=config["momentum"])
 
 
 def loss_fn(model, batch):
@@ -235,10 +246,14 @@ def _reference_gpt(config, dataset, model, optimizer):
         index = global_batch_indices(len(dataset), config["global_batch_size"], step, seed=config["seed"]).tolist()
         for p in helper.parameters:
             p.grad = torch.zeros_like(p)
+        ranks = config["group_ranks"]
+        part = size // ranks
         for key in range(groups * m):
-            batch = torch.utils.data.default_collate([dataset[i] for i in index[key * size:(key + 1) * size]])
-            with micro_batch_rng(config["seed"], step, key // m, key % m):
-                lm_loss_fn(model, batch).backward()
+            for k in range(ranks):  # FSDP2 averages the K parts' gradients
+                start = key * size + k * part
+                batch = torch.utils.data.default_collate([dataset[i] for i in index[start:start + part]])
+                with micro_batch_rng(config["seed"], step, key // m, key % m, part=k):
+                    (lm_loss_fn(model, batch) / ranks).backward()
         for p in helper.parameters:
             p.grad.div_(groups * m)
         helper.step = step

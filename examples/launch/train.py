@@ -34,11 +34,12 @@ import torch
 import torch.distributed as dist
 
 import spare_opt
-from spare_opt.torch import SpareBatchSampler, SpareGroup, SpareStep, plan_fingerprint
+from spare_opt.torch import RandomState, SpareBatchSampler, SpareGroup, SpareStep, plan_fingerprint
 from spare_opt.torch.launchers import end_job, join_job, run_worker
 
 sys.path.append(str(Path(__file__).resolve().parent.parent))  # examples/: the example job
-from training_job import DEFAULTS, loss_fn, make_dataset, make_model  # noqa: E402
+from training_job import (DEFAULTS, clip_hook, lm_loss_fn, loss_fn, make_dataset, make_model,  # noqa: E402
+                          make_optimizer, make_scheduler)
 
 
 def parse(argv):
@@ -48,6 +49,9 @@ def parse(argv):
     parser.add_argument("--micro-batches", type=int, default=1, help="m (default 1)")
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--model", choices=("mlp", "gpt"), default="mlp",
+                        help="the perceptron with SGD, or the GPT-style model with AdamW, clipping, a warmup + cosine "
+                             "schedule and dropout (default mlp)")
     parser.add_argument("--out", required=True, help="folder of the result files and the checkpoint")
     parser.add_argument("--checkpoint-every", type=int, default=0, help="steps between checkpoints (0: none)")
     parser.add_argument("--step-sleep", type=float, default=0.0, help="seconds of sleep after each step")
@@ -64,7 +68,7 @@ def config_of(args):
     """The example job's settings for these arguments (the fault-free reference uses the same)."""
     layout = spare_opt.consecutive(args.groups, args.redundancy)
     return {**DEFAULTS, "layout": layout, "micro_batches": args.micro_batches, "steps": args.steps,
-            "global_batch_size": 4 * args.groups * args.micro_batches, "seed": args.seed}
+            "global_batch_size": 4 * args.groups * args.micro_batches, "seed": args.seed, "model": args.model}
 
 
 def train(args):
@@ -82,18 +86,21 @@ def train(args):
     if group_process_group is not None:
         from torch.distributed.fsdp import fully_shard
 
-        for layer in model:
-            if isinstance(layer, torch.nn.Linear):
-                fully_shard(layer)
+        for layer in (model.blocks if args.model == "gpt" else [l for l in model if isinstance(l, torch.nn.Linear)]):
+            fully_shard(layer)
         fully_shard(model)
-        optimizer = type(optimizer)(model.parameters(), **optimizer.defaults)  # over the sharded parameters
+        optimizer = make_optimizer(model, config)  # over the sharded parameters
     group = SpareGroup(config["layout"], job.group, job.store, micro_batches=args.micro_batches,
                        heartbeat_timeout=args.heartbeat_timeout, rejoin=job.rejoin,
                        timeout=args.timeout, group_process_group=group_process_group)
     sampler = SpareBatchSampler(group, len(dataset), config["global_batch_size"], steps=args.steps, seed=args.seed)
     checkpoint = os.path.join(args.out, "checkpoint.pt") if args.checkpoint_every else None
-    step = SpareStep(group, model, optimizer, loss_fn, sampler, dataset, checkpoint=checkpoint,
-                     checkpoint_every=args.checkpoint_every)
+    extra = {}
+    if args.model == "gpt":
+        scheduler = make_scheduler(optimizer, config)
+        extra = {"before_step": clip_hook(config["max_norm"]), "state": {"scheduler": scheduler, "rng": RandomState()}}
+    step = SpareStep(group, model, optimizer, lm_loss_fn if args.model == "gpt" else loss_fn, sampler, dataset,
+                     checkpoint=checkpoint, checkpoint_every=args.checkpoint_every, **extra)
     while step.step < args.steps:
         # Held before the last step but one: a request flagged in that step's all-reduce is
         # admitted when the last step begins, so the repaired group takes part in it.
@@ -102,6 +109,8 @@ def train(args):
             while group.world_size < group.groups and not group.rejoin_pending() and time.monotonic() < deadline:
                 time.sleep(0.01)
         step()
+        if args.model == "gpt":
+            scheduler.step()
         if group.group == group.members[0]:
             job.store.set("progress", str(step.step))
         if args.step_sleep:
