@@ -109,9 +109,16 @@ class SpareStep:
 
     Raises
     ------
+    spare_opt.ParameterError
+        The model is sharded (FSDP2) over another number of ranks than the DP group's
+        (``SpareGroup(group_process_group=...)`` missing), only partly sharded, or
+        wrapped in FSDP1 in a DP group of several ranks.
     ReplicaDivergence
         (from a call) The consistency check found groups whose parameters, optimizer
         state or hyper-parameters (learning rates) differ from the others'.
+    Evicted
+        (from a call) A rank of this DP group died or failed in a pass: the whole
+        group leaves (the launcher restarts it, and it rejoins).
 
     Notes
     -----
@@ -625,7 +632,12 @@ def _from_portable(value, mesh):
 
 
 def _check_group_model(group, model):
-    """Refuse a model whose gradients a DP group of several ranks cannot reduce exactly (FSDP1, a partly sharded model)."""
+    """Refuse a model whose gradients the DP group cannot reduce exactly (FSDP1, partly sharded, sharded over other ranks)."""
+    meshes = {p.device_mesh.size() for p in model.parameters() if _is_dtensor(p)}
+    if meshes and meshes != {group.group_world_size}:
+        raise spare_opt.ParameterError(
+            f"the model is sharded over {max(meshes)} ranks (FSDP2) but the SpareGroup has "
+            f"{group.group_world_size}: pass the DP group's process group as SpareGroup(group_process_group=...)")
     if group.group_world_size == 1:
         return
     if type(model).__name__ == "FullyShardedDataParallel":
