@@ -287,6 +287,9 @@ class SpareGroup:
                 "same number of ranks (the gradient SUM pairs the ranks of the same position in each group)")
         for counter in ("deaths", "pending_rejoins"):  # read with the heartbeats: must exist
             store.compare_set(counter, "", "0")
+        # Read before the group's ranks meet, so before rank 0 may ask to rejoin: the epoch
+        # that admits it comes later, and a follower scans the epochs from here.
+        self._start_epoch = int(_peek(store, "epoch") or 0)
         if size > 1:
             self._meet_group(rejoin)
         if not self.leader:
@@ -344,7 +347,7 @@ class SpareGroup:
         # Rank 0 may wait ``timeout`` for the registration, then again for the admission.
         limit = 2 * self.timeout_seconds + 5.0
         deadline = time.monotonic() + limit
-        epoch = 0 if not rejoin else int(_peek(store, "epoch") or 0)
+        epoch = 0 if not rejoin else self._start_epoch
         while True:
             self._poll_fatal()
             key = f"epoch/{epoch if not rejoin else epoch + 1}"
