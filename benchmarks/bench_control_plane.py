@@ -40,18 +40,42 @@ import time
 import numpy as np
 
 
+_CONNECT = threading.Lock()
+
+
 def _client(port):
+    """A client of the store; one connection at a time per process.
+
+    Each connection costs a reverse lookup of its address, in the client and in the
+    store's event loop (torch formats both ends' names for its logs): a DNS round
+    trip each, or a resolver timeout (5 s) where DNS drops the query.  After a lookup
+    that failed torch stops looking up names in that process, but a query that is
+    answered on the resolver's second attempt is no failure: here, many threads
+    connecting at once had connections taking 5 to 15 s each, and the store's event
+    loop (one thread) waited out each of its own lookups.
+    """
     import torch.distributed as dist
 
-    return dist.TCPStore("127.0.0.1", port, is_master=False, wait_for_workers=False,
-                         timeout=datetime.timedelta(seconds=120))
+    with _CONNECT:
+        return dist.TCPStore("127.0.0.1", port, is_master=False, wait_for_workers=False,
+                             timeout=datetime.timedelta(seconds=120))
 
 
-def _emulated_group_class():
+def _emulated_group_class(beater=None):
     from spare_opt.torch.elastic import SpareGroup
 
     class EmulatedGroup(SpareGroup):
-        """A SpareGroup without a process group: the control plane alone."""
+        """A SpareGroup without a process group: the control plane alone.
+
+        With a ``beater``, its heartbeats (:meth:`SpareGroup._beat`, SpareGroup's own code)
+        are driven by the host process's beat thread instead of a thread of its own.
+        """
+
+        def _heartbeat(self):
+            if beater is None:
+                super()._heartbeat()
+            else:
+                beater.add(self)
 
         def _rebuild(self):
             self._pg_ready = True
@@ -62,6 +86,62 @@ def _emulated_group_class():
             self._stop.set()
 
     return EmulatedGroup
+
+
+class _Beater:
+    """One thread that beats every emulated group of a host process in turn, spread evenly over the interval.
+
+    Each group's beat is :meth:`SpareGroup._beat` on the group's own store client; one
+    thread instead of one per group (thousands of Python threads starved each other).
+    """
+
+    def __init__(self, interval):
+        self.interval = interval
+        self.groups = []
+        self._lock = threading.Lock()
+        self.thread = threading.Thread(target=self._run, name="beater", daemon=True)
+        self.thread.start()
+
+    def add(self, group):
+        from spare_opt.torch.elastic import _Beats
+
+        with self._lock:
+            self.groups.append((group, _Beats()))
+
+    def _run(self):
+        start = time.monotonic()
+        while True:
+            with self._lock:
+                groups = [(g, s) for g, s in self.groups if not g._stop.is_set()]
+            if not groups:
+                time.sleep(self.interval)
+                start = time.monotonic()
+                continue
+            for index, (group, state) in enumerate(groups):
+                group._beat(state)
+                pause = start + (index + 1) * self.interval / len(groups) - time.monotonic()
+                if pause > 0:
+                    time.sleep(pause)
+            start = max(start + self.interval, time.monotonic() - self.interval)
+
+
+class _Connected:
+    """A group's store with its heartbeat's connection (:meth:`clone`) opened beforehand, under the connect lock.
+
+    SpareGroup clones its store for the heartbeat once every group registered; a
+    connection that waited out a resolver timeout there made the group look dead.
+    """
+
+    def __init__(self, store):
+        self._store = store
+        with _CONNECT:
+            self._clone = store.clone()
+
+    def clone(self):
+        return self._clone
+
+    def __getattr__(self, name):
+        return getattr(self._store, name)
 
 
 class _LockedBook:
@@ -80,29 +160,34 @@ class _LockedBook:
 
 
 def _host(port, groups, layout_args, options, out, ready):
-    """Run the emulated groups ``groups`` as threads of this process; write their timelines to ``out``."""
+    """Run the emulated groups ``groups`` in this process (a thread each, one beat thread); write their timelines to ``out``."""
     import torch.distributed as dist
 
     import spare_opt
     from spare_opt.torch._plans import PlanBook
 
-    EmulatedGroup = _emulated_group_class()
+    beater = _Beater(options["interval"])
+    EmulatedGroup = _emulated_group_class(beater)
     layout = spare_opt.consecutive(*layout_args)
     book = _LockedBook(PlanBook(layout, 1))
     book.plan(frozenset())
     results = {}
     lock = threading.Lock()
+    halt = threading.Event()
+    connect = []
 
     def run(g):
-        store = dist.PrefixStore("gen/0", _client(port))
+        t = time.perf_counter()
+        store = _Connected(dist.PrefixStore("gen/0", _client(port)))
+        connect.append(time.perf_counter() - t)
         group = EmulatedGroup(layout, g, store, heartbeat_interval=options["interval"],
                               heartbeat_timeout=options["timeout"], **options.get("extra", {}))
         group.book = book  # one cache of plans per process: the plan is timed on its own
         store.add("up", 1)
         wake = threading.Event()
         group._waiter = wake
-        while not group.aborted() and not store.check(["stop"]):
-            wake.wait(1.0)  # set by the abort at once; the timeout only looks for "stop"
+        while not group.aborted() and not halt.is_set():
+            wake.wait(1.0)  # set by the abort at once; the timeout only looks for a halt
             wake.clear()
         record = {"timeline": [], "failed": None}
         if group.aborted():
@@ -121,13 +206,16 @@ def _host(port, groups, layout_args, options, out, ready):
     for thread in threads:
         thread.start()
     ready.set() if ready is not None else None
-    for thread in threads:
-        thread.join()
+    watcher = _client(port)
+    while any(thread.is_alive() for thread in threads):
+        if watcher.check(["gen/0/stop"]):
+            halt.set()
+        time.sleep(0.5)
     with open(out + ".tmp", "w") as handle:
-        json.dump(results, handle)
+        json.dump({"groups": results, "connect_s": connect}, handle)
     os.replace(out + ".tmp", out)
     sys.stdout.flush()
-    os._exit(0)  # daemon heartbeat threads blocked in the store's C++ client must not run at exit
+    os._exit(0)  # threads blocked in the store's C++ client must not run at exit
 
 
 def _victim(port, group, layout_args, options):
@@ -176,6 +264,9 @@ def measure(groups, *, notices, interval, timeout, hosts, watch=8, redundancy=2,
     if watch != "default":
         options["extra"]["watch"] = watch
     layout_args = (groups, redundancy)
+    # Where DNS drops reverse queries (see _client), one attempt of 1 s instead of two of
+    # 5 s: the first failure then turns torch's lookups off in that process.
+    os.environ.setdefault("RES_OPTIONS", "timeout:1 attempts:1")
     store_process = subprocess.Popen([sys.executable, "-m", "spare_opt.torch.store", "--host", "127.0.0.1",
                                       "--port", "0"], stdout=subprocess.PIPE, text=True)
     port = int(store_process.stdout.readline().rsplit(":", 1)[1])
@@ -201,6 +292,7 @@ def measure(groups, *, notices, interval, timeout, hosts, watch=8, redundancy=2,
             if time.monotonic() - start > deadline:
                 raise TimeoutError(f"only {int(client.add('gen/0/up', 0))} of {groups} groups started")
             time.sleep(0.1)
+        startup = time.monotonic() - start
         time.sleep(max(2 * timeout, 1.0))  # every heartbeat thread past its first read
         # The store's load over a quiet window: its CPU time and the beats achieved.
         keys = [f"gen/0/hb/{g}" for g in range(groups)]
@@ -211,7 +303,8 @@ def measure(groups, *, notices, interval, timeout, hosts, watch=8, redundancy=2,
         cpu1, t1 = _cpu_seconds(store_process.pid), time.monotonic()
         beats = (sum(after) - sum(before)) / (t1 - t0)
         store_cpu = (cpu1 - cpu0) / (t1 - t0)
-        _log(f"N = {groups}: every group up; {beats:.0f} beats/s; killing group {victim}")
+        _log(f"N = {groups}: every group up after {startup:.0f} s; {beats:.0f} beats/s; killing group {victim}")
+        load = os.getloadavg()[0]
         moment = time.time()
         os.kill(victim_process.pid, signal.SIGKILL)
         victim_process.join()
@@ -226,9 +319,12 @@ def measure(groups, *, notices, interval, timeout, hosts, watch=8, redundancy=2,
                 process.join(30)
                 raise TimeoutError("the survivors did not all agree within the deadline")
         records = {}
+        connects = []
         for out in outs:
             with open(out) as handle:
-                records.update(json.load(handle))
+                document = json.load(handle)
+            records.update(document["groups"])
+            connects.extend(document["connect_s"])
             os.remove(out)
     finally:
         for process in processes:
@@ -267,7 +363,8 @@ def measure(groups, *, notices, interval, timeout, hosts, watch=8, redundancy=2,
         "aborts_before_kill": early,
         "detect_ms": stats("detect"), "agree_ms": stats("agree"), "plan_ms": stats("plan"),
         "plan_compute_ms": plan_compute, "notice_posted_ms": posted, "store_cpu": store_cpu, "beats_per_s": beats,
-        "nominal_beats_per_s": groups / interval,
+        "nominal_beats_per_s": groups / interval, "startup_s": startup, "load_average_at_kill": load,
+        "connect_ms": {"median": float(np.median(connects)) * 1e3, "max": float(np.max(connects)) * 1e3},
     }
 
 

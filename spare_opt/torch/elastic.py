@@ -16,8 +16,11 @@ generation):
   heartbeat reads the notices only when it changed;
 * ``abort/{e}``: epoch ``e`` is over (a member failed); every member stops waiting;
 * ``join/{e}/{g}``: group ``g``'s record for epoch ``e`` (its step and phase);
-* ``epoch/{e}``: the agreed record of epoch ``e`` (failed set, admitted joiners), written
-  once with ``compare_set``: the first proposal wins and every member reads it;
+* ``registered``: how many groups registered at start (a count read before the check of
+  every group's ``hb/{g}``);
+* ``epoch/{e}``: the agreed record of epoch ``e`` (failed set, admitted joiners, the
+  survivors' ``join`` records), written once with ``compare_set``: the first proposal
+  wins and every member reads it;
 * ``ready/{e}/{g}``, ``built/{e}``, ``pg/{e}/...``: the barrier before, the verdict
   (``go`` or ``abort``, the first one written) and the store of the process group of
   epoch ``e``;
@@ -276,9 +279,13 @@ class SpareGroup:
         store = self.store
         others = [g for g in range(self.groups) if g != self.group]
         deadline = time.monotonic() + self.timeout_seconds
+        # A count of the groups registered gates the check of every group's key: a look is
+        # one request of one key until the count is complete (a check of N keys from each
+        # of N groups was the store's load while a large job started).
+        store.add("registered", 1)
         while True:
             self._poll_fatal()
-            if store.check([f"hb/{g}" for g in others]):
+            if int(store.add("registered", 0)) >= self.groups and store.check([f"hb/{g}" for g in others]):
                 return
             # A few requests per look whatever N (a check of one key per group, from every
             # group every beat, was O(N^2) requests while the job started).
@@ -356,59 +363,66 @@ class SpareGroup:
         return [members[(index + k) % len(members)] for k in range(1, self.watch + 1)]
 
     def _heartbeat(self):
-        store = self._hb_store
-        count = 0
-        deaths = None
-        checked = None  # the epoch whose abort flag and notices were last read
-        posted = {}  # group -> its heartbeat value when this group posted its death notice
+        state = _Beats()
         while not self._stop.wait(self.interval):
-            try:
-                count += 1
-                store.set(f"hb/{self.group}", str(count))
-                epoch = self.epoch
-                watched = self._watched()
-                # One read: the watched heartbeats and the two counters.  It waits until every
-                # key exists, so the time is taken when it returned: a time taken before it
-                # made every peer stale after a rank that started late.
-                values = store.multi_get([f"hb/{g}" for g in watched] + ["deaths", "pending_rejoins"])
-                now = time.monotonic()
-                for g, value in zip(watched, values):
-                    if self._last_seen.get(g, (None, 0))[0] != value:
-                        self._last_seen[g] = (value, now)
-                seen = int(values[-2])
-                self._pending_rejoins = int(values[-1])
-                stale = [g for g in watched if self._stale(g)]
-                for g in stale:
-                    # The others may not read g's heartbeat (``watch``): tell them.
-                    if posted.get(g) != self._last_seen[g][0]:
-                        posted[g] = self._last_seen[g][0]
-                        post_death(store, g, f"stale heartbeat (seen by group {self.group})")
-                notice = False
-                flag = False
-                if seen != deaths or checked != epoch:
-                    deaths, checked = seen, epoch
-                    if self._fatal is None:
-                        message = _peek(store, "layout_mismatch")
-                        if message is not None:
-                            self._fatal = spare_opt.LayoutError(f"the job stops: {message}")
-                            self._abort(self.epoch, "layout mismatch")
-                    hinted = _dead_hint(store)
-                    if self.group in hinted and self.group in self.members:
-                        # A notice about this group while it runs and is a member: a peer
-                        # found its heartbeat stale (a stall); it is alive, withdraw it.
-                        store.delete_key(f"dead/{self.group}")
-                    notice = any(store.check([f"dead/{g}"]) for g in hinted if g in self.members and g != self.group)
-                    flag = store.check([f"abort/{epoch}"])
-                if epoch > self._aborted_epoch:
-                    reason = "abort flag" if flag else "death notice" if notice else "stale heartbeat" if stale else None
-                    if reason is not None:
-                        if not flag:
-                            self._post_abort(epoch)
-                        self._abort(epoch, reason)
-            except Exception:  # the store went away: the job is over
-                if self._stop.is_set():
-                    return
+            if not self._beat(state) and not self._stop.is_set():
                 time.sleep(self.interval)
+
+    def _beat(self, state):
+        """One heartbeat: write this group's key, read the watched ones, the counters and (when they moved) the notices.
+
+        ``state`` (a :class:`_Beats`) is what the beats remember between calls.  Returns
+        ``False`` when the store failed (it went away: the job is over).  The heartbeat
+        thread calls it every ``heartbeat_interval``; the control-plane benchmark drives
+        many emulated groups' beats from one thread.
+        """
+        store = self._hb_store
+        try:
+            state.count += 1
+            store.set(f"hb/{self.group}", str(state.count))
+            epoch = self.epoch
+            watched = self._watched()
+            # One read: the watched heartbeats and the two counters.  It waits until every
+            # key exists, so the time is taken when it returned: a time taken before it
+            # made every peer stale after a rank that started late.
+            values = store.multi_get([f"hb/{g}" for g in watched] + ["deaths", "pending_rejoins"])
+            now = time.monotonic()
+            for g, value in zip(watched, values):
+                if self._last_seen.get(g, (None, 0))[0] != value:
+                    self._last_seen[g] = (value, now)
+            seen = int(values[-2])
+            self._pending_rejoins = int(values[-1])
+            stale = [g for g in watched if self._stale(g)]
+            for g in stale:
+                # The others may not read g's heartbeat (``watch``): tell them.
+                if state.posted.get(g) != self._last_seen[g][0]:
+                    state.posted[g] = self._last_seen[g][0]
+                    post_death(store, g, f"stale heartbeat (seen by group {self.group})")
+            notice = False
+            flag = False
+            if seen != state.deaths or state.checked != epoch:
+                state.deaths, state.checked = seen, epoch
+                if self._fatal is None:
+                    message = _peek(store, "layout_mismatch")
+                    if message is not None:
+                        self._fatal = spare_opt.LayoutError(f"the job stops: {message}")
+                        self._abort(self.epoch, "layout mismatch")
+                hinted = _dead_hint(store)
+                if self.group in hinted and self.group in self.members:
+                    # A notice about this group while it runs and is a member: a peer
+                    # found its heartbeat stale (a stall); it is alive, withdraw it.
+                    store.delete_key(f"dead/{self.group}")
+                notice = any(store.check([f"dead/{g}"]) for g in hinted if g in self.members and g != self.group)
+                flag = store.check([f"abort/{epoch}"])
+            if epoch > self._aborted_epoch:
+                reason = "abort flag" if flag else "death notice" if notice else "stale heartbeat" if stale else None
+                if reason is not None:
+                    if not flag:
+                        self._post_abort(epoch)
+                    self._abort(epoch, reason)
+            return True
+        except Exception:  # the store went away: the job is over
+            return False
 
     def _post_abort(self, epoch):
         """Raise epoch ``epoch``'s abort flag for every member (the counter makes their heartbeats read it)."""
@@ -524,10 +538,11 @@ class SpareGroup:
         store.append(f"joined/{epoch}", f"{self.group},")
         key = f"epoch/{epoch}"
         deadline = time.monotonic() + self.timeout_seconds
-        # The lowest member that joined reads the store every 2 ms until it can propose; the
-        # others look every few ms (more at large N: the store's load grows with N times
-        # their rate) and propose too when they can (the first proposal wins).
-        pause = min(self.interval, 0.002 * max(1.0, len(previous) / 32))
+        # The lowest member that joined reads the store every 2 ms until it can propose.  The
+        # others wait on the store for the agreed record (a store-side wait: no requests
+        # while they wait; a look every few ms from each member was the agreement's load at
+        # large N) and look again every heartbeat timeout, so that they propose when the
+        # lowest one died or hung after it joined (the first proposal wins).
         while not store.check([key]):
             self._poll_fatal()
             joined = _int_list(_peek(store, f"joined/{epoch}"))
@@ -540,7 +555,8 @@ class SpareGroup:
             if len(dead) == len(missing):
                 failed = set(self.failed) | set(dead)
                 joiners = {}
-                records = [json.loads(_text(v)) for v in store.multi_get([f"join/{epoch}/{g}" for g in present])]
+                texts = [_text(v) for v in store.multi_get([f"join/{epoch}/{g}" for g in present])]
+                records = [json.loads(text) for text in set(texts)]
                 if all(r.get("phase") == "boundary" for r in records):
                     for g in sorted(self.failed):
                         # An admitted joiner deletes its request as soon as another
@@ -555,18 +571,35 @@ class SpareGroup:
                     # heal from a member that is not one), else a joiner waits for a state
                     # that no member sends while the members run the next step.
                     joiners.update({g: token for g, token in self._joiner_tokens.items() if int(g) not in failed})
-                proposal = json.dumps({"failed": sorted(failed), "joiners": joiners})
+                # The survivors are the members present (``dead`` is ``missing``): their
+                # records go into the agreed record, one entry per distinct record, so each
+                # member reads one key (a read of every survivor's key by every member was
+                # N^2 keys).
+                survivors = {}
+                for g, text in zip(present, texts):
+                    survivors.setdefault(text, []).append(g)
+                proposal = json.dumps({"failed": sorted(failed), "joiners": joiners,
+                                       "records": [[json.loads(text), gs] for text, gs in survivors.items()]})
                 store.compare_set(key, "", proposal)
                 break
-            time.sleep(0.002 if present and self.group == min(present) else pause)
+            if self.group == min(present, default=self.group):
+                time.sleep(0.002)
+            else:
+                try:
+                    store.wait([key], datetime.timedelta(seconds=self.heartbeat_timeout))
+                except dist.DistStoreError:  # not yet: look again
+                    pass
         decided = json.loads(_text(store.get(key)))
         store.set("epoch", str(epoch))
         self._event("agree", epoch=epoch, failed=decided["failed"])
         if self.group in decided["failed"]:
             raise Evicted(f"group {self.group} was declared failed in epoch {epoch}")
-        survivors = [g for g in previous if g not in decided["failed"]]
-        records = {g: json.loads(_text(v))
-                   for g, v in zip(survivors, store.multi_get([f"join/{epoch}/{g}" for g in survivors]))}
+        if "records" in decided:
+            records = {g: dict(r) for r, gs in decided["records"] for g in gs}
+        else:
+            survivors = [g for g in previous if g not in decided["failed"]]
+            records = {g: json.loads(_text(v))
+                       for g, v in zip(survivors, store.multi_get([f"join/{epoch}/{g}" for g in survivors]))}
         self._enter(epoch, decided)
         self.records = records
         self._event("plan", epoch=epoch, seconds=self.plan_seconds)
@@ -686,6 +719,16 @@ class SpareGroup:
 
     def __exit__(self, *exc):
         self.close()
+
+
+class _Beats:
+    """What a group's heartbeats remember between beats (:meth:`SpareGroup._beat`)."""
+
+    def __init__(self):
+        self.count = 0  # this group's beats so far (its heartbeat value)
+        self.deaths = None  # the ``deaths`` counter when the notices were last read
+        self.checked = None  # the epoch whose abort flag and notices were last read
+        self.posted = {}  # group -> its heartbeat value when this group posted its death notice
 
 
 def _int_list(text):
