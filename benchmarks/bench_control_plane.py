@@ -191,6 +191,7 @@ def _host(port, groups, layout_args, options, out, ready):
             wake.clear()
         record = {"timeline": [], "failed": None}
         if group.aborted():
+            group._event("recover")  # its main thread runs again: the agreement starts
             try:
                 group.recover({"step": 0, "phase": "step"})
                 record["failed"] = sorted(group.failed)
@@ -361,7 +362,8 @@ def measure(groups, *, notices, interval, timeout, hosts, watch=8, redundancy=2,
         "victim": victim, "survivors": len(records), "agreed": failed_sets == {json.dumps([victim])},
         "failed_sets": sorted(failed_sets), "errors": errors[:3], "detect_sources": sources,
         "aborts_before_kill": early,
-        "detect_ms": stats("detect"), "agree_ms": stats("agree"), "plan_ms": stats("plan"),
+        "detect_ms": stats("detect"), "recover_ms": stats("recover"), "agree_ms": stats("agree"),
+        "plan_ms": stats("plan"),
         "plan_compute_ms": plan_compute, "notice_posted_ms": posted, "store_cpu": store_cpu, "beats_per_s": beats,
         "nominal_beats_per_s": groups / interval, "startup_s": startup, "load_average_at_kill": load,
         "connect_ms": {"median": float(np.median(connects)) * 1e3, "max": float(np.max(connects)) * 1e3},

@@ -16,6 +16,8 @@ generation):
   heartbeat reads the notices only when it changed;
 * ``abort/{e}``: epoch ``e`` is over (a member failed); every member stops waiting;
 * ``join/{e}/{g}``: group ``g``'s record for epoch ``e`` (its step and phase);
+  ``joined/{e}`` lists the groups that wrote theirs, ``joins/{e}`` counts them (the
+  first one proposes);
 * ``registered``: how many groups registered at start (a count read before the check of
   every group's ``hb/{g}``);
 * ``epoch/{e}``: the agreed record of epoch ``e`` (failed set, admitted joiners, the
@@ -538,12 +540,23 @@ class SpareGroup:
         store.append(f"joined/{epoch}", f"{self.group},")
         key = f"epoch/{epoch}"
         deadline = time.monotonic() + self.timeout_seconds
-        # The lowest member that joined reads the store every 2 ms until it can propose.  The
+        # The first member to join reads the store every 2 ms until it can propose.  The
         # others wait on the store for the agreed record (a store-side wait: no requests
         # while they wait; a look every few ms from each member was the agreement's load at
-        # large N) and look again every heartbeat timeout, so that they propose when the
-        # lowest one died or hung after it joined (the first proposal wins).
-        while not store.check([key]):
+        # large N) and look themselves after each heartbeat timeout, so that they propose
+        # when the first one died or hung after it joined (the first proposal wins).
+        first = int(store.add(f"joins/{epoch}", 1)) == 1
+        decided = None
+        while decided is None:
+            if not first:
+                try:
+                    store.wait([key], datetime.timedelta(seconds=self.heartbeat_timeout))
+                except dist.DistStoreError:  # not yet: look for the proposal's conditions
+                    pass
+                # ``check``, not ``_peek``: a ``compare_set`` of an absent key wakes every
+                # member waiting on it (TCPStore's server does), and they spun.
+                if store.check([key]):
+                    break
             self._poll_fatal()
             joined = _int_list(_peek(store, f"joined/{epoch}"))
             present = [g for g in previous if g in joined]
@@ -580,16 +593,12 @@ class SpareGroup:
                     survivors.setdefault(text, []).append(g)
                 proposal = json.dumps({"failed": sorted(failed), "joiners": joiners,
                                        "records": [[json.loads(text), gs] for text, gs in survivors.items()]})
-                store.compare_set(key, "", proposal)
-                break
-            if self.group == min(present, default=self.group):
+                decided = _text(store.compare_set(key, "", proposal))  # ours, or the proposal that won
+            elif first:
                 time.sleep(0.002)
-            else:
-                try:
-                    store.wait([key], datetime.timedelta(seconds=self.heartbeat_timeout))
-                except dist.DistStoreError:  # not yet: look again
-                    pass
-        decided = json.loads(_text(store.get(key)))
+                if store.check([key]):
+                    break
+        decided = json.loads(decided if decided is not None else _text(store.get(key)))
         store.set("epoch", str(epoch))
         self._event("agree", epoch=epoch, failed=decided["failed"])
         if self.group in decided["failed"]:
