@@ -174,6 +174,7 @@ def _host(port, groups, layout_args, options, out, ready):
     results = {}
     lock = threading.Lock()
     halt = threading.Event()
+    wakes = []
     connect = []
 
     def run(g):
@@ -186,8 +187,10 @@ def _host(port, groups, layout_args, options, out, ready):
         store.add("up", 1)
         wake = threading.Event()
         group._waiter = wake
+        with lock:
+            wakes.append(wake)
         while not group.aborted() and not halt.is_set():
-            wake.wait(1.0)  # set by the abort at once; the timeout only looks for a halt
+            wake.wait()  # set by the abort, or by a halt (no timeout: a thousand threads woke every second)
             wake.clear()
         record = {"timeline": [], "failed": None}
         if group.aborted():
@@ -211,6 +214,9 @@ def _host(port, groups, layout_args, options, out, ready):
     while any(thread.is_alive() for thread in threads):
         if watcher.check(["gen/0/stop"]):
             halt.set()
+            with lock:
+                for wake in wakes:
+                    wake.set()
         time.sleep(0.5)
     with open(out + ".tmp", "w") as handle:
         json.dump({"groups": results, "connect_s": connect}, handle)
