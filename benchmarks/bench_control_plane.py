@@ -319,6 +319,16 @@ def measure(groups, *, notices, interval, timeout, hosts, watch=8, redundancy=2,
         if notices:
             post_death(__import__("torch").distributed.PrefixStore("gen/0", client), victim, "killed")
             posted = (time.time() - moment) * 1e3
+        # From outside, as the store saw it: when the last survivor joined the agreement
+        # (``joins/1``) and when the agreed record was written (``check`` only: a
+        # ``compare_set`` of the absent key would wake the members waiting on it).
+        all_joined = proposed = None
+        while proposed is None and time.time() - moment < deadline:
+            if all_joined is None and int(client.add("gen/0/joins/1", 0)) >= groups - 1:
+                all_joined = (time.time() - moment) * 1e3
+            if client.check(["gen/0/epoch/1"]):
+                proposed = (time.time() - moment) * 1e3
+            time.sleep(0.005)
         for process in processes:
             process.join(deadline)
             if process.is_alive():
@@ -370,7 +380,7 @@ def measure(groups, *, notices, interval, timeout, hosts, watch=8, redundancy=2,
         "aborts_before_kill": early,
         "detect_ms": stats("detect"), "recover_ms": stats("recover"), "agree_ms": stats("agree"),
         "plan_ms": stats("plan"),
-        "plan_compute_ms": plan_compute, "notice_posted_ms": posted, "store_cpu": store_cpu, "beats_per_s": beats,
+        "plan_compute_ms": plan_compute, "notice_posted_ms": posted, "all_joined_ms": all_joined, "proposed_ms": proposed, "store_cpu": store_cpu, "beats_per_s": beats,
         "nominal_beats_per_s": groups / interval, "startup_s": startup, "load_average_at_kill": load,
         "connect_ms": {"median": float(np.median(connects)) * 1e3, "max": float(np.max(connects)) * 1e3},
     }

@@ -551,6 +551,8 @@ class SpareGroup:
             if not first:
                 try:
                     store.wait([key], datetime.timedelta(seconds=self.heartbeat_timeout))
+                    decided = _peek(store, key)  # it exists: one request (a get is two)
+                    break
                 except dist.DistStoreError:  # not yet: look for the proposal's conditions
                     pass
                 # ``check``, not ``_peek``: a ``compare_set`` of an absent key wakes every
