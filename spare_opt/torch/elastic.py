@@ -541,24 +541,29 @@ class SpareGroup:
         key = f"epoch/{epoch}"
         deadline = time.monotonic() + self.timeout_seconds
         # The first member to join reads the store every 2 ms until it can propose.  The
-        # others wait on the store for the agreed record (a store-side wait: no requests
-        # while they wait; a look every few ms from each member was the agreement's load at
-        # large N) and look themselves after each heartbeat timeout, so that they propose
-        # when the first one died or hung after it joined (the first proposal wins).
+        # others wait on the store for the agreed record (a store-side wait, checked again
+        # every heartbeat interval; a look every few ms from each member was the
+        # agreement's load at large N) and look at the proposal's conditions themselves
+        # every heartbeat timeout, so that they propose when the first one died or hung
+        # after it joined (the first proposal wins).
         first = int(store.add(f"joins/{epoch}", 1)) == 1
+        looked = time.monotonic()
         decided = None
         while decided is None:
             if not first:
                 try:
-                    store.wait([key], datetime.timedelta(seconds=self.heartbeat_timeout))
+                    store.wait([key], datetime.timedelta(seconds=self.interval))
                     decided = _peek(store, key)  # it exists: one request (a get is two)
                     break
-                except dist.DistStoreError:  # not yet: look for the proposal's conditions
+                except dist.DistStoreError:  # not yet
                     pass
                 # ``check``, not ``_peek``: a ``compare_set`` of an absent key wakes every
                 # member waiting on it (TCPStore's server does), and they spun.
                 if store.check([key]):
                     break
+                if time.monotonic() - looked < self.heartbeat_timeout:
+                    continue
+                looked = time.monotonic()
             self._poll_fatal()
             joined = _int_list(_peek(store, f"joined/{epoch}"))
             present = [g for g in previous if g in joined]
