@@ -1,27 +1,36 @@
 """Benchmark: SPARe's control plane at N emulated DP groups on one TCPStore, with a real SIGKILL.
 
-Every DP group is a real :class:`spare_opt.torch.SpareGroup` (heartbeat thread, abort
-flag, agreement through ``compare_set``, the plan of the agreed failed set) with its
-own ``TCPStore`` clients, but no model and no gloo process group (its rebuild is a
-no-op): a light thread, many per host process.  One group (the victim) runs alone in a
-process of its own, which is SIGKILLed once every group is up and beating.  With
-``--notices`` the benchmark posts the death notice as soon as the process ends (what a
-launcher does, :func:`spare_opt.torch.launchers.post_death`); without, the survivors
-notice the stale heartbeat.
+Every DP group is a real :class:`spare_opt.torch.SpareGroup` (its heartbeat's
+:meth:`~spare_opt.torch.SpareGroup._beat`, abort flag, agreement through
+``compare_set``, the plan of the agreed failed set) with its own two ``TCPStore``
+connections, but no model and no gloo process group (its rebuild is a no-op): a thread
+each in a few host processes, whose heartbeats one thread per host process drives in
+turn, spread evenly over the interval (thousands of heartbeat threads starved each
+other).  One group (the victim) runs alone in a process of its own, with its own
+heartbeat thread, and is SIGKILLed once every group is up and beating.  With
+``--notices`` the benchmark posts the death notice as soon as the process has ended
+(what a launcher does, :func:`spare_opt.torch.launchers.post_death`); without, the
+survivors notice the stale heartbeat.
 
-Measured, from the kill, at every survivor: ``detect`` (the abort seen), ``agree``
-(the agreed failed set read) and ``plan`` (its plan computed); the figure the target
-is about is the *last* survivor's ``agree``.  Every survivor must agree on the same
-failed set (``{victim}``): the run fails otherwise (the CI test runs it at a small N for
-that).  The store's load: its server process's CPU seconds per second, and the beats
-per second the groups achieved against the nominal ``N / interval``, over a quiet
-window before the kill.
+Measured, from the kill, at every survivor: ``detect`` (the abort seen), ``recover``
+(its main thread runs again), ``agree`` (the agreed failed set read) and ``plan`` (its
+plan computed); the figure the target is about is the *last* survivor's ``agree``.
+From outside, as the store saw it: when the last survivor joined the agreement
+(``all_joined_ms``) and when the agreed record was written (``proposed_ms``).  Every
+survivor must agree on the same failed set (``{victim}``): the run fails otherwise (the
+CI test runs it at a small N for that).  The store's load: its server process's CPU
+seconds per second, and the beats per second the groups achieved against the nominal
+``N / interval``, over a quiet window before the kill.
+
+Run it against the package under test (``PYTHONPATH=.`` from the repository root when
+another ``spare_opt`` is installed: the script's own folder comes first on the path).
 
 Usage::
 
     python benchmarks/bench_control_plane.py --groups 64 --notices
-    python benchmarks/bench_control_plane.py --groups 64,256,1024 --notices --json
-    python benchmarks/bench_control_plane.py --groups 1024 --interval 0.25 --timeout 2
+    python benchmarks/bench_control_plane.py --groups 256 --interval 0.25 --notices --json
+    python benchmarks/bench_control_plane.py --groups 1024 --interval 0.25 --timeout 4 --notices --json
+    python benchmarks/bench_control_plane.py --groups 1024 --interval 0.25 --timeout 4 --json   # no notice
     python benchmarks/bench_control_plane.py --groups 64 --watch all     # every group reads every heartbeat
 """
 
@@ -256,10 +265,13 @@ def measure(groups, *, notices, interval, timeout, hosts, watch=8, redundancy=2,
     -------
     dict
         ``groups``, ``notices``, ``interval``, ``timeout``, ``agreed`` (every survivor's
-        failed set equals ``[victim]``), ``detect_ms`` / ``agree_ms`` / ``plan_ms``
-        (median and max over the survivors, from the kill), ``store_cpu`` (CPU
-        seconds per second of the store's process), ``beats_per_s`` and
-        ``nominal_beats_per_s``, ``plan_compute_ms`` (one plan of ``{victim}``).
+        failed set equals ``[victim]``), ``detect_ms`` / ``recover_ms`` / ``agree_ms`` /
+        ``plan_ms`` (median and max over the survivors, from the kill),
+        ``notice_posted_ms``, ``all_joined_ms``, ``proposed_ms`` (from the kill),
+        ``store_cpu`` (CPU seconds per second of the store's process), ``beats_per_s``
+        and ``nominal_beats_per_s``, ``plan_compute_ms`` (one plan of ``{victim}``),
+        ``startup_s``, ``connect_ms`` (a group's two connections, median and max),
+        ``load_average_at_kill``.
     """
     import spare_opt
     from spare_opt.torch._plans import PlanBook
