@@ -1,27 +1,36 @@
 """Benchmark: SPARe's control plane at N emulated DP groups on one TCPStore, with a real SIGKILL.
 
-Every DP group is a real :class:`spare_opt.torch.SpareGroup` (heartbeat thread, abort
-flag, agreement through ``compare_set``, the plan of the agreed failed set) with its
-own ``TCPStore`` clients, but no model and no gloo process group (its rebuild is a
-no-op): a light thread, many per host process.  One group (the victim) runs alone in a
-process of its own, which is SIGKILLed once every group is up and beating.  With
-``--notices`` the benchmark posts the death notice as soon as the process ends (what a
-launcher does, :func:`spare_opt.torch.launchers.post_death`); without, the survivors
-notice the stale heartbeat.
+Every DP group is a real :class:`spare_opt.torch.SpareGroup` (its heartbeat's
+:meth:`~spare_opt.torch.SpareGroup._beat`, abort flag, agreement through
+``compare_set``, the plan of the agreed failed set) with its own two ``TCPStore``
+connections, but no model and no gloo process group (its rebuild is a no-op): a thread
+each in a few host processes, whose heartbeats one thread per host process drives in
+turn, spread evenly over the interval (thousands of heartbeat threads starved each
+other).  One group (the victim) runs alone in a process of its own, with its own
+heartbeat thread, and is SIGKILLed once every group is up and beating.  With
+``--notices`` the benchmark posts the death notice as soon as the process has ended
+(what a launcher does, :func:`spare_opt.torch.launchers.post_death`); without, the
+survivors notice the stale heartbeat.
 
-Measured, from the kill, at every survivor: ``detect`` (the abort seen), ``agree``
-(the agreed failed set read) and ``plan`` (its plan computed); the figure the target
-is about is the *last* survivor's ``agree``.  Every survivor must agree on the same
-failed set (``{victim}``): the run fails otherwise (the CI test runs it at a small N for
-that).  The store's load: its server process's CPU seconds per second, and the beats
-per second the groups achieved against the nominal ``N / interval``, over a quiet
-window before the kill.
+Measured, from the kill, at every survivor: ``detect`` (the abort seen), ``recover``
+(its main thread runs again), ``agree`` (the agreed failed set read) and ``plan`` (its
+plan computed); the figure the target is about is the *last* survivor's ``agree``.
+From outside, as the store saw it: when the last survivor joined the agreement
+(``all_joined_ms``) and when the agreed record was written (``proposed_ms``).  Every
+survivor must agree on the same failed set (``{victim}``): the run fails otherwise (the
+CI test runs it at a small N for that).  The store's load: its server process's CPU
+seconds per second, and the beats per second the groups achieved against the nominal
+``N / interval``, over a quiet window before the kill.
+
+Run it against the package under test (``PYTHONPATH=.`` from the repository root when
+another ``spare_opt`` is installed: the script's own folder comes first on the path).
 
 Usage::
 
     python benchmarks/bench_control_plane.py --groups 64 --notices
-    python benchmarks/bench_control_plane.py --groups 64,256,1024 --notices --json
-    python benchmarks/bench_control_plane.py --groups 1024 --interval 0.25 --timeout 2
+    python benchmarks/bench_control_plane.py --groups 256 --interval 0.25 --notices --json
+    python benchmarks/bench_control_plane.py --groups 1024 --interval 0.25 --timeout 4 --notices --json
+    python benchmarks/bench_control_plane.py --groups 1024 --interval 0.25 --timeout 4 --json   # no notice
     python benchmarks/bench_control_plane.py --groups 64 --watch all     # every group reads every heartbeat
 """
 
@@ -40,18 +49,42 @@ import time
 import numpy as np
 
 
+_CONNECT = threading.Lock()
+
+
 def _client(port):
+    """A client of the store; one connection at a time per process.
+
+    Each connection costs a reverse lookup of its address, in the client and in the
+    store's event loop (torch formats both ends' names for its logs): a DNS round
+    trip each, or a resolver timeout (5 s) where DNS drops the query.  After a lookup
+    that failed torch stops looking up names in that process, but a query that is
+    answered on the resolver's second attempt is no failure: here, many threads
+    connecting at once had connections taking 5 to 15 s each, and the store's event
+    loop (one thread) waited out each of its own lookups.
+    """
     import torch.distributed as dist
 
-    return dist.TCPStore("127.0.0.1", port, is_master=False, wait_for_workers=False,
-                         timeout=datetime.timedelta(seconds=120))
+    with _CONNECT:
+        return dist.TCPStore("127.0.0.1", port, is_master=False, wait_for_workers=False,
+                             timeout=datetime.timedelta(seconds=120))
 
 
-def _emulated_group_class():
+def _emulated_group_class(beater=None):
     from spare_opt.torch.elastic import SpareGroup
 
     class EmulatedGroup(SpareGroup):
-        """A SpareGroup without a process group: the control plane alone."""
+        """A SpareGroup without a process group: the control plane alone.
+
+        With a ``beater``, its heartbeats (:meth:`SpareGroup._beat`, SpareGroup's own code)
+        are driven by the host process's beat thread instead of a thread of its own.
+        """
+
+        def _heartbeat(self):
+            if beater is None:
+                super()._heartbeat()
+            else:
+                beater.add(self)
 
         def _rebuild(self):
             self._pg_ready = True
@@ -62,6 +95,62 @@ def _emulated_group_class():
             self._stop.set()
 
     return EmulatedGroup
+
+
+class _Beater:
+    """One thread that beats every emulated group of a host process in turn, spread evenly over the interval.
+
+    Each group's beat is :meth:`SpareGroup._beat` on the group's own store client; one
+    thread instead of one per group (thousands of Python threads starved each other).
+    """
+
+    def __init__(self, interval):
+        self.interval = interval
+        self.groups = []
+        self._lock = threading.Lock()
+        self.thread = threading.Thread(target=self._run, name="beater", daemon=True)
+        self.thread.start()
+
+    def add(self, group):
+        from spare_opt.torch.elastic import _Beats
+
+        with self._lock:
+            self.groups.append((group, _Beats()))
+
+    def _run(self):
+        start = time.monotonic()
+        while True:
+            with self._lock:
+                groups = [(g, s) for g, s in self.groups if not g._stop.is_set()]
+            if not groups:
+                time.sleep(self.interval)
+                start = time.monotonic()
+                continue
+            for index, (group, state) in enumerate(groups):
+                group._beat(state)
+                pause = start + (index + 1) * self.interval / len(groups) - time.monotonic()
+                if pause > 0:
+                    time.sleep(pause)
+            start = max(start + self.interval, time.monotonic() - self.interval)
+
+
+class _Connected:
+    """A group's store with its heartbeat's connection (:meth:`clone`) opened beforehand, under the connect lock.
+
+    SpareGroup clones its store for the heartbeat once every group registered; a
+    connection that waited out a resolver timeout there made the group look dead.
+    """
+
+    def __init__(self, store):
+        self._store = store
+        with _CONNECT:
+            self._clone = store.clone()
+
+    def clone(self):
+        return self._clone
+
+    def __getattr__(self, name):
+        return getattr(self._store, name)
 
 
 class _LockedBook:
@@ -80,32 +169,41 @@ class _LockedBook:
 
 
 def _host(port, groups, layout_args, options, out, ready):
-    """Run the emulated groups ``groups`` as threads of this process; write their timelines to ``out``."""
+    """Run the emulated groups ``groups`` in this process (a thread each, one beat thread); write their timelines to ``out``."""
     import torch.distributed as dist
 
     import spare_opt
     from spare_opt.torch._plans import PlanBook
 
-    EmulatedGroup = _emulated_group_class()
+    beater = _Beater(options["interval"])
+    EmulatedGroup = _emulated_group_class(beater)
     layout = spare_opt.consecutive(*layout_args)
     book = _LockedBook(PlanBook(layout, 1))
     book.plan(frozenset())
     results = {}
     lock = threading.Lock()
+    halt = threading.Event()
+    wakes = []
+    connect = []
 
     def run(g):
-        store = dist.PrefixStore("gen/0", _client(port))
+        t = time.perf_counter()
+        store = _Connected(dist.PrefixStore("gen/0", _client(port)))
+        connect.append(time.perf_counter() - t)
         group = EmulatedGroup(layout, g, store, heartbeat_interval=options["interval"],
                               heartbeat_timeout=options["timeout"], **options.get("extra", {}))
         group.book = book  # one cache of plans per process: the plan is timed on its own
         store.add("up", 1)
         wake = threading.Event()
         group._waiter = wake
-        while not group.aborted() and not store.check(["stop"]):
-            wake.wait(1.0)  # set by the abort at once; the timeout only looks for "stop"
+        with lock:
+            wakes.append(wake)
+        while not group.aborted() and not halt.is_set():
+            wake.wait()  # set by the abort, or by a halt (no timeout: a thousand threads woke every second)
             wake.clear()
         record = {"timeline": [], "failed": None}
         if group.aborted():
+            group._event("recover")  # its main thread runs again: the agreement starts
             try:
                 group.recover({"step": 0, "phase": "step"})
                 record["failed"] = sorted(group.failed)
@@ -121,13 +219,19 @@ def _host(port, groups, layout_args, options, out, ready):
     for thread in threads:
         thread.start()
     ready.set() if ready is not None else None
-    for thread in threads:
-        thread.join()
+    watcher = _client(port)
+    while any(thread.is_alive() for thread in threads):
+        if watcher.check(["gen/0/stop"]):
+            halt.set()
+            with lock:
+                for wake in wakes:
+                    wake.set()
+        time.sleep(0.5)
     with open(out + ".tmp", "w") as handle:
-        json.dump(results, handle)
+        json.dump({"groups": results, "connect_s": connect}, handle)
     os.replace(out + ".tmp", out)
     sys.stdout.flush()
-    os._exit(0)  # daemon heartbeat threads blocked in the store's C++ client must not run at exit
+    os._exit(0)  # threads blocked in the store's C++ client must not run at exit
 
 
 def _victim(port, group, layout_args, options):
@@ -161,10 +265,13 @@ def measure(groups, *, notices, interval, timeout, hosts, watch=8, redundancy=2,
     -------
     dict
         ``groups``, ``notices``, ``interval``, ``timeout``, ``agreed`` (every survivor's
-        failed set equals ``[victim]``), ``detect_ms`` / ``agree_ms`` / ``plan_ms``
-        (median and max over the survivors, from the kill), ``store_cpu`` (CPU
-        seconds per second of the store's process), ``beats_per_s`` and
-        ``nominal_beats_per_s``, ``plan_compute_ms`` (one plan of ``{victim}``).
+        failed set equals ``[victim]``), ``detect_ms`` / ``recover_ms`` / ``agree_ms`` /
+        ``plan_ms`` (median and max over the survivors, from the kill),
+        ``notice_posted_ms``, ``all_joined_ms``, ``proposed_ms`` (from the kill),
+        ``store_cpu`` (CPU seconds per second of the store's process), ``beats_per_s``
+        and ``nominal_beats_per_s``, ``plan_compute_ms`` (one plan of ``{victim}``),
+        ``startup_s``, ``connect_ms`` (a group's two connections, median and max),
+        ``load_average_at_kill``.
     """
     import spare_opt
     from spare_opt.torch._plans import PlanBook
@@ -176,6 +283,9 @@ def measure(groups, *, notices, interval, timeout, hosts, watch=8, redundancy=2,
     if watch != "default":
         options["extra"]["watch"] = watch
     layout_args = (groups, redundancy)
+    # Where DNS drops reverse queries (see _client), one attempt of 1 s instead of two of
+    # 5 s: the first failure then turns torch's lookups off in that process.
+    os.environ.setdefault("RES_OPTIONS", "timeout:1 attempts:1")
     store_process = subprocess.Popen([sys.executable, "-m", "spare_opt.torch.store", "--host", "127.0.0.1",
                                       "--port", "0"], stdout=subprocess.PIPE, text=True)
     port = int(store_process.stdout.readline().rsplit(":", 1)[1])
@@ -201,6 +311,7 @@ def measure(groups, *, notices, interval, timeout, hosts, watch=8, redundancy=2,
             if time.monotonic() - start > deadline:
                 raise TimeoutError(f"only {int(client.add('gen/0/up', 0))} of {groups} groups started")
             time.sleep(0.1)
+        startup = time.monotonic() - start
         time.sleep(max(2 * timeout, 1.0))  # every heartbeat thread past its first read
         # The store's load over a quiet window: its CPU time and the beats achieved.
         keys = [f"gen/0/hb/{g}" for g in range(groups)]
@@ -211,7 +322,8 @@ def measure(groups, *, notices, interval, timeout, hosts, watch=8, redundancy=2,
         cpu1, t1 = _cpu_seconds(store_process.pid), time.monotonic()
         beats = (sum(after) - sum(before)) / (t1 - t0)
         store_cpu = (cpu1 - cpu0) / (t1 - t0)
-        _log(f"N = {groups}: every group up; {beats:.0f} beats/s; killing group {victim}")
+        _log(f"N = {groups}: every group up after {startup:.0f} s; {beats:.0f} beats/s; killing group {victim}")
+        load = os.getloadavg()[0]
         moment = time.time()
         os.kill(victim_process.pid, signal.SIGKILL)
         victim_process.join()
@@ -219,6 +331,16 @@ def measure(groups, *, notices, interval, timeout, hosts, watch=8, redundancy=2,
         if notices:
             post_death(__import__("torch").distributed.PrefixStore("gen/0", client), victim, "killed")
             posted = (time.time() - moment) * 1e3
+        # From outside, as the store saw it: when the last survivor joined the agreement
+        # (``joins/1``) and when the agreed record was written (``check`` only: a
+        # ``compare_set`` of the absent key would wake the members waiting on it).
+        all_joined = proposed = None
+        while proposed is None and time.time() - moment < deadline:
+            if all_joined is None and int(client.add("gen/0/joins/1", 0)) >= groups - 1:
+                all_joined = (time.time() - moment) * 1e3
+            if client.check(["gen/0/epoch/1"]):
+                proposed = (time.time() - moment) * 1e3
+            time.sleep(0.005)
         for process in processes:
             process.join(deadline)
             if process.is_alive():
@@ -226,9 +348,12 @@ def measure(groups, *, notices, interval, timeout, hosts, watch=8, redundancy=2,
                 process.join(30)
                 raise TimeoutError("the survivors did not all agree within the deadline")
         records = {}
+        connects = []
         for out in outs:
             with open(out) as handle:
-                records.update(json.load(handle))
+                document = json.load(handle)
+            records.update(document["groups"])
+            connects.extend(document["connect_s"])
             os.remove(out)
     finally:
         for process in processes:
@@ -265,9 +390,11 @@ def measure(groups, *, notices, interval, timeout, hosts, watch=8, redundancy=2,
         "victim": victim, "survivors": len(records), "agreed": failed_sets == {json.dumps([victim])},
         "failed_sets": sorted(failed_sets), "errors": errors[:3], "detect_sources": sources,
         "aborts_before_kill": early,
-        "detect_ms": stats("detect"), "agree_ms": stats("agree"), "plan_ms": stats("plan"),
-        "plan_compute_ms": plan_compute, "notice_posted_ms": posted, "store_cpu": store_cpu, "beats_per_s": beats,
-        "nominal_beats_per_s": groups / interval,
+        "detect_ms": stats("detect"), "recover_ms": stats("recover"), "agree_ms": stats("agree"),
+        "plan_ms": stats("plan"),
+        "plan_compute_ms": plan_compute, "notice_posted_ms": posted, "all_joined_ms": all_joined, "proposed_ms": proposed, "store_cpu": store_cpu, "beats_per_s": beats,
+        "nominal_beats_per_s": groups / interval, "startup_s": startup, "load_average_at_kill": load,
+        "connect_ms": {"median": float(np.median(connects)) * 1e3, "max": float(np.max(connects)) * 1e3},
     }
 
 

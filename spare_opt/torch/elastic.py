@@ -27,8 +27,13 @@ generation):
   heartbeat reads the notices only when it changed;
 * ``abort/{e}``: epoch ``e`` is over (a member failed); every member stops waiting;
 * ``join/{e}/{g}``: group ``g``'s record for epoch ``e`` (its step and phase);
-* ``epoch/{e}``: the agreed record of epoch ``e`` (failed set, admitted joiners), written
-  once with ``compare_set``: the first proposal wins and every member reads it;
+  ``joined/{e}`` lists the groups that wrote theirs, ``joins/{e}`` counts them (the
+  first one proposes);
+* ``registered``: how many groups registered at start (a count read before the check of
+  every group's ``hb/{g}``);
+* ``epoch/{e}``: the agreed record of epoch ``e`` (failed set, admitted joiners, the
+  survivors' ``join`` records), written once with ``compare_set``: the first proposal
+  wins and every member reads it;
 * ``ready/{e}/{g}`` (``ready/{e}/{g}/{k}`` for rank ``k > 0`` of a group), ``built/{e}``,
   ``pg/{e}/{k}/...``: the barrier before, the verdict (``go`` or ``abort``, the first one
   written) and the store of the process group of epoch ``e`` between the ranks ``k``
@@ -402,9 +407,13 @@ class SpareGroup:
         store = self.store
         others = [g for g in range(self.groups) if g != self.group]
         deadline = time.monotonic() + self.timeout_seconds
+        # A count of the groups registered gates the check of every group's key: a look is
+        # one request of one key until the count is complete (a check of N keys from each
+        # of N groups was the store's load while a large job started).
+        store.add("registered", 1)
         while True:
             self._poll_fatal()
-            if store.check([f"hb/{g}" for g in others]):
+            if int(store.add("registered", 0)) >= self.groups and store.check([f"hb/{g}" for g in others]):
                 return
             # A few requests per look whatever N (a check of one key per group, from every
             # group every beat, was O(N^2) requests while the job started).
@@ -482,65 +491,72 @@ class SpareGroup:
         return [members[(index + k) % len(members)] for k in range(1, self.watch + 1)]
 
     def _heartbeat(self):
-        store = self._hb_store
-        count = 0
-        deaths = None
-        checked = None  # the epoch whose abort flag and notices were last read
-        posted = {}  # group -> its heartbeat value when this group posted its death notice
+        state = _Beats()
         while not self._stop.wait(self.interval):
-            try:
-                count += 1
-                store.set(self._beat_key, str(count))
-                epoch = self.epoch
-                # Rank k > 0 of a DP group watches rank 0 of its group only: rank 0 speaks for it.
-                watched = self._watched() if self.leader else []
-                siblings = self._sibling_keys() if self.group_world_size > 1 else []
-                # One read: the watched heartbeats and the two counters.  It waits until every
-                # key exists, so the time is taken when it returned: a time taken before it
-                # made every peer stale after a rank that started late.
-                values = store.multi_get([f"hb/{g}" for g in watched] + siblings + ["deaths", "pending_rejoins"])
-                now = time.monotonic()
-                for g, value in zip(watched, values):
-                    if self._last_seen.get(g, (None, 0))[0] != value:
-                        self._last_seen[g] = (value, now)
-                for key, value in zip(siblings, values[len(watched):]):
-                    if self._sibling_seen.get(key, (None, 0))[0] != value:
-                        self._sibling_seen[key] = (value, now)
-                    elif now - self._sibling_seen[key][1] > self.heartbeat_timeout:
-                        self._lose_group(f"{'rank ' + key.rsplit('/', 1)[1] if self.leader else 'rank 0'} of group "
-                                         f"{self.group} stopped beating")
-                seen = int(values[-2])
-                self._pending_rejoins = int(values[-1])
-                stale = [g for g in watched if self._stale(g)]
-                for g in stale:
-                    # The others may not read g's heartbeat (``watch``): tell them.
-                    if posted.get(g) != self._last_seen[g][0]:
-                        posted[g] = self._last_seen[g][0]
-                        post_death(store, g, f"{_SUSPICION} (seen by group {self.group})")
-                notice = False
-                flag = False
-                if seen != deaths or checked != epoch:
-                    deaths, checked = seen, epoch
-                    if self._fatal is None:
-                        message = _peek(store, "layout_mismatch")
-                        if message is not None:
-                            self._fatal = spare_opt.LayoutError(f"the job stops: {message}")
-                            self._abort(self.epoch, "layout mismatch")
-                    hinted = _dead_hint(store)
-                    if self.group in hinted and self.group in self.members:
-                        self._own_notice(store)
-                    notice = any(store.check([f"dead/{g}"]) for g in hinted if g in self.members and g != self.group)
-                    flag = store.check([f"abort/{epoch}"])
-                if epoch > self._aborted_epoch:
-                    reason = "abort flag" if flag else "death notice" if notice else "stale heartbeat" if stale else None
-                    if reason is not None:
-                        if not flag:
-                            self._post_abort(epoch)
-                        self._abort(epoch, reason)
-            except Exception:  # the store went away: the job is over
-                if self._stop.is_set():
-                    return
+            if not self._beat(state) and not self._stop.is_set():
                 time.sleep(self.interval)
+
+    def _beat(self, state):
+        """One heartbeat: write this rank's key, read the watched ones, the counters and (when they moved) the notices.
+
+        ``state`` (a :class:`_Beats`) is what the beats remember between calls.  Returns
+        ``False`` when the store failed (it went away: the job is over).  The heartbeat
+        thread calls it every ``heartbeat_interval``; the control-plane benchmark drives
+        many emulated groups' beats from one thread.
+        """
+        store = self._hb_store
+        try:
+            state.count += 1
+            store.set(self._beat_key, str(state.count))
+            epoch = self.epoch
+            # Rank k > 0 of a DP group watches rank 0 of its group only: rank 0 speaks for it.
+            watched = self._watched() if self.leader else []
+            siblings = self._sibling_keys() if self.group_world_size > 1 else []
+            # One read: the watched heartbeats and the two counters.  It waits until every
+            # key exists, so the time is taken when it returned: a time taken before it
+            # made every peer stale after a rank that started late.
+            values = store.multi_get([f"hb/{g}" for g in watched] + siblings + ["deaths", "pending_rejoins"])
+            now = time.monotonic()
+            for g, value in zip(watched, values):
+                if self._last_seen.get(g, (None, 0))[0] != value:
+                    self._last_seen[g] = (value, now)
+            for key, value in zip(siblings, values[len(watched):]):
+                if self._sibling_seen.get(key, (None, 0))[0] != value:
+                    self._sibling_seen[key] = (value, now)
+                elif now - self._sibling_seen[key][1] > self.heartbeat_timeout:
+                    self._lose_group(f"{'rank ' + key.rsplit('/', 1)[1] if self.leader else 'rank 0'} of group "
+                                     f"{self.group} stopped beating")
+            seen = int(values[-2])
+            self._pending_rejoins = int(values[-1])
+            stale = [g for g in watched if self._stale(g)]
+            for g in stale:
+                # The others may not read g's heartbeat (``watch``): tell them.
+                if state.posted.get(g) != self._last_seen[g][0]:
+                    state.posted[g] = self._last_seen[g][0]
+                    post_death(store, g, f"{_SUSPICION} (seen by group {self.group})")
+            notice = False
+            flag = False
+            if seen != state.deaths or state.checked != epoch:
+                state.deaths, state.checked = seen, epoch
+                if self._fatal is None:
+                    message = _peek(store, "layout_mismatch")
+                    if message is not None:
+                        self._fatal = spare_opt.LayoutError(f"the job stops: {message}")
+                        self._abort(self.epoch, "layout mismatch")
+                hinted = _dead_hint(store)
+                if self.group in hinted and self.group in self.members:
+                    self._own_notice(store)
+                notice = any(store.check([f"dead/{g}"]) for g in hinted if g in self.members and g != self.group)
+                flag = store.check([f"abort/{epoch}"])
+            if epoch > self._aborted_epoch:
+                reason = "abort flag" if flag else "death notice" if notice else "stale heartbeat" if stale else None
+                if reason is not None:
+                    if not flag:
+                        self._post_abort(epoch)
+                    self._abort(epoch, reason)
+            return True
+        except Exception:  # the store went away: the job is over
+            return False
 
     def _own_notice(self, store):
         """A death notice about this group while it runs and is a member: withdraw a suspicion, or leave."""
@@ -739,11 +755,30 @@ class SpareGroup:
         store.append(f"joined/{epoch}", f"{self.group},")
         key = f"epoch/{epoch}"
         deadline = time.monotonic() + self.timeout_seconds
-        # The lowest member that joined reads the store every 2 ms until it can propose; the
-        # others look every few ms (more at large N: the store's load grows with N times
-        # their rate) and propose too when they can (the first proposal wins).
-        pause = min(self.interval, 0.002 * max(1.0, len(previous) / 32))
-        while not store.check([key]):
+        # The first member to join reads the store every 2 ms until it can propose.  The
+        # others wait on the store for the agreed record (a store-side wait, checked again
+        # every heartbeat interval; a look every few ms from each member was the
+        # agreement's load at large N) and look at the proposal's conditions themselves
+        # every heartbeat timeout, so that they propose when the first one died or hung
+        # after it joined (the first proposal wins).
+        first = int(store.add(f"joins/{epoch}", 1)) == 1
+        looked = time.monotonic()
+        decided = None
+        while decided is None:
+            if not first:
+                try:
+                    store.wait([key], datetime.timedelta(seconds=self.interval))
+                    decided = _peek(store, key)  # it exists: one request (a get is two)
+                    break
+                except dist.DistStoreError:  # not yet
+                    pass
+                # ``check``, not ``_peek``: a ``compare_set`` of an absent key wakes every
+                # member waiting on it (TCPStore's server does), and they spun.
+                if store.check([key]):
+                    break
+                if time.monotonic() - looked < self.heartbeat_timeout:
+                    continue
+                looked = time.monotonic()
             self._poll_fatal()
             joined = _int_list(_peek(store, f"joined/{epoch}"))
             present = [g for g in previous if g in joined]
@@ -755,7 +790,8 @@ class SpareGroup:
             if len(dead) == len(missing):
                 failed = set(self.failed) | set(dead)
                 joiners = {}
-                records = [json.loads(_text(v)) for v in store.multi_get([f"join/{epoch}/{g}" for g in present])]
+                texts = [_text(v) for v in store.multi_get([f"join/{epoch}/{g}" for g in present])]
+                records = [json.loads(text) for text in set(texts)]
                 if all(r.get("phase") == "boundary" for r in records):
                     for g in sorted(self.failed):
                         # An admitted joiner deletes its request as soon as another
@@ -770,11 +806,21 @@ class SpareGroup:
                     # heal from a member that is not one), else a joiner waits for a state
                     # that no member sends while the members run the next step.
                     joiners.update({g: token for g, token in self._joiner_tokens.items() if int(g) not in failed})
-                proposal = json.dumps({"failed": sorted(failed), "joiners": joiners})
-                store.compare_set(key, "", proposal)
-                break
-            time.sleep(0.002 if present and self.group == min(present) else pause)
-        return self._adopt(epoch, previous, json.loads(_text(store.get(key))))
+                # The survivors are the members present (``dead`` is ``missing``): their
+                # records go into the agreed record, one entry per distinct record, so each
+                # member reads one key (a read of every survivor's key by every member was
+                # N^2 keys).
+                survivors = {}
+                for g, text in zip(present, texts):
+                    survivors.setdefault(text, []).append(g)
+                proposal = json.dumps({"failed": sorted(failed), "joiners": joiners,
+                                       "records": [[json.loads(text), gs] for text, gs in survivors.items()]})
+                decided = _text(store.compare_set(key, "", proposal))  # ours, or the proposal that won
+            elif first:
+                time.sleep(0.002)
+                if store.check([key]):
+                    break
+        return self._adopt(epoch, previous, json.loads(decided if decided is not None else _text(store.get(key))))
 
     def _follow(self, epoch):
         """Rank ``k > 0`` of a DP group: wait for epoch ``epoch``'s agreed record (rank 0 of each group agrees it)."""
@@ -783,14 +829,18 @@ class SpareGroup:
         key = f"epoch/{epoch}"
         # Rank 0 may wait ``timeout`` for a silent member before it is declared failed.
         deadline = time.monotonic() + 2 * self.timeout_seconds
-        while not store.check([key]):
+        while True:
+            try:  # a store-side wait, as the members that do not propose (see _agree)
+                store.wait([key], datetime.timedelta(seconds=self.interval))
+                break
+            except dist.DistStoreError:  # not yet
+                pass
             self._poll_fatal()
             self._check_group_lost()
             if time.monotonic() > deadline:
                 self._lose_group(f"rank {self.group_rank} of group {self.group} saw no agreement within "
                                  f"{2 * self.timeout_seconds:g} s")
                 self._check_group_lost()
-            time.sleep(0.002)
         return self._adopt(epoch, previous, json.loads(_text(store.get(key))))
 
     def _adopt(self, epoch, previous, decided):
@@ -801,9 +851,12 @@ class SpareGroup:
         self._event("agree", epoch=epoch, failed=decided["failed"])
         if self.group in decided["failed"]:
             raise Evicted(f"group {self.group} was declared failed in epoch {epoch}")
-        survivors = [g for g in previous if g not in decided["failed"]]
-        records = {g: json.loads(_text(v))
-                   for g, v in zip(survivors, store.multi_get([f"join/{epoch}/{g}" for g in survivors]))}
+        if "records" in decided:
+            records = {g: dict(r) for r, gs in decided["records"] for g in gs}
+        else:
+            survivors = [g for g in previous if g not in decided["failed"]]
+            records = {g: json.loads(_text(v))
+                       for g, v in zip(survivors, store.multi_get([f"join/{epoch}/{g}" for g in survivors]))}
         self._enter(epoch, decided)
         self.records = records
         self._event("plan", epoch=epoch, seconds=self.plan_seconds)
@@ -949,6 +1002,16 @@ class SpareGroup:
 
     def __exit__(self, *exc):
         self.close()
+
+
+class _Beats:
+    """What a group's heartbeats remember between beats (:meth:`SpareGroup._beat`)."""
+
+    def __init__(self):
+        self.count = 0  # this group's beats so far (its heartbeat value)
+        self.deaths = None  # the ``deaths`` counter when the notices were last read
+        self.checked = None  # the epoch whose abort flag and notices were last read
+        self.posted = {}  # group -> its heartbeat value when this group posted its death notice
 
 
 def _int_list(text):
