@@ -282,7 +282,7 @@ from .demo import (
     default_trace_document,
 )
 
-__version__ = "0.5.0"
+__version__ = "0.6.0"
 
 __all__ = [
     "theory",
