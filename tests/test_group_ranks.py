@@ -8,6 +8,8 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
+import time
 import types
 
 import numpy as np
@@ -80,7 +82,8 @@ def test_launch_variables_of_a_group_of_several_ranks():
     assert first[1].group_store.check(["x"])
     explicit = join_job({**env, "SPARE_GROUP_RANK": "2", "SPARE_GROUP_WORLD_SIZE": "4"})
     assert (explicit.group_rank, explicit.group_world_size) == (2, 4)
-    for bad in ({**env, "RANK": "2"}, {**env, "SPARE_GROUP_RANK": "-1"}, {**env, "WORLD_SIZE": "two"}):
+    for bad in ({**env, "RANK": "2"}, {**env, "SPARE_GROUP_RANK": "-1"}, {**env, "WORLD_SIZE": "two"},
+                {**env, "RANK": "1", "SPARE_GROUP_RANK": "0"}):  # two ranks of a group would both be rank 0
         with pytest.raises(spare_opt.ParameterError):
             join_job(bad)
 
@@ -88,6 +91,7 @@ def test_launch_variables_of_a_group_of_several_ranks():
 _SHARDED_STATE = textwrap.dedent("""
     import os, torch, torch.distributed as dist
     from torch.distributed.fsdp import fully_shard
+    import spare_opt
     from spare_opt.torch.step import _from_portable, _portable
     dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
     def build(seed):
@@ -107,6 +111,15 @@ _SHARDED_STATE = textwrap.dedent("""
     restored = _from_portable(received, mesh)
     target.load_state_dict(restored["model"])
     target_optimizer.load_state_dict(restored["optimizer"])
+    from spare_opt.torch.step import _check_optimizer
+    stale_model, _ = build(2)
+    stale = torch.optim.AdamW(torch.nn.Linear(4, 3).parameters())  # not the model's: never changes it
+    try:
+        _check_optimizer(stale_model, stale)
+        raise SystemExit("an optimizer over other parameters was accepted")
+    except spare_opt.ParameterError as exc:
+        assert "after fully_shard" in str(exc)
+    _check_optimizer(source, optimizer)
     for a, b in zip(source.parameters(), target.parameters()):
         assert type(b).__name__ == "DTensor" and torch.equal(a.full_tensor(), b.full_tensor())
     for a, b in zip(optimizer.state.values(), target_optimizer.state.values()):
@@ -125,3 +138,29 @@ def test_sharded_state_travels_as_local_shards():
     result = subprocess.run([sys.executable, "-c", _SHARDED_STATE], capture_output=True, text=True, timeout=180,
                             env=env)
     assert result.returncode == 0 and result.stdout.strip().endswith("ok"), result.stderr[-3000:]
+
+
+def test_a_second_process_that_starts_as_the_same_group_is_refused():
+    """Two processes that claim one DP group afresh (the ranks of a group started without group_process_group)."""
+    from spare_opt.torch import GroupTimeout, SpareGroup
+
+    server = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
+    layout = circulant(3, [0, 1])
+    outcome = {}
+
+    def first():
+        try:
+            SpareGroup(layout, 0, dist.PrefixStore("job", server), timeout=3.0)
+        except GroupTimeout as exc:  # groups 1 and 2 never come
+            outcome["first"] = exc
+
+    thread = threading.Thread(target=first)
+    thread.start()
+    deadline = time.monotonic() + 60
+    while not server.check(["job/owner/0"]):
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    with pytest.raises(spare_opt.ParameterError, match="already started in this job by another process"):
+        SpareGroup(layout, 0, dist.PrefixStore("job", server), timeout=3.0)
+    thread.join(60)
+    assert isinstance(outcome.get("first"), GroupTimeout)

@@ -25,6 +25,7 @@ end of the job exits 0 with a message.
 """
 
 import argparse
+import datetime
 import os
 import sys
 import time
@@ -80,7 +81,8 @@ def train(args):
     if job.group_world_size > 1:
         # torchrun per DP group: its ranks are this group's; their process group on the
         # job's store (job.group_store: fresh keys for every start of the group).
-        dist.init_process_group("gloo", store=job.group_store, rank=job.group_rank, world_size=job.group_world_size)
+        dist.init_process_group("gloo", store=job.group_store, rank=job.group_rank, world_size=job.group_world_size,
+                                timeout=datetime.timedelta(seconds=args.timeout))
         group_process_group = dist.group.WORLD
     model, optimizer = make_model(config)
     if group_process_group is not None:

@@ -39,6 +39,8 @@ generation):
   written) and the store of the process group of epoch ``e`` between the ranks ``k``
   of the live groups;
 * ``rejoin/{g}``, ``pending_rejoins``: a repaired group's request to rejoin;
+* ``owner/{g}``: the token of the process that speaks for group ``g`` (a second process
+  that starts as ``g`` afresh is refused);
 * ``ended``: the job of this generation is over (``"done"``: it finished; ``"restart"``:
   a wipe-out moved the job to a new generation); a repaired group still waiting for
   admission leaves with :class:`JobEnded`.
@@ -221,7 +223,9 @@ class SpareGroup:
         rank's does (every rank of the job stops, whichever registered first); or this
         group's ``K`` differs from the job's (this group is refused, the job goes on).
     spare_opt.ParameterError
-        The ranks of ``group_process_group`` disagree on ``group`` or ``rejoin``.
+        The ranks of ``group_process_group`` disagree on ``group`` or ``rejoin``, or
+        another process already started as ``group`` afresh in this job (the ranks of
+        a DP group started without ``group_process_group``).
     GroupTimeout
         Some group did not register within ``timeout`` (at start), or this repaired
         group was not admitted within ``timeout``.
@@ -292,6 +296,16 @@ class SpareGroup:
                 "same number of ranks (the gradient SUM pairs the ranks of the same position in each group)")
         for counter in ("deaths", "pending_rejoins"):  # read with the heartbeats: must exist
             store.compare_set(counter, "", "0")
+        if self.leader and not rejoin:
+            # One process speaks for a group: a second one (the ranks of a DP group started
+            # without group_process_group, a group launched twice) would share its keys and
+            # its rank in every process group, and hang there.
+            owner = _text(store.compare_set(f"owner/{group}", "", self._token))
+            if owner != self._token:
+                raise spare_opt.ParameterError(
+                    f"group {group} was already started in this job by another process: pass the DP group's "
+                    f"process group as group_process_group= when a group has several ranks, rejoin=True when a "
+                    f"group is restarted")
         # Read before the group's ranks meet, so before rank 0 may ask to rejoin: the epoch
         # that admits it comes later, and a follower scans the epochs from here.
         self._start_epoch = int(_peek(store, "epoch") or 0)
@@ -312,6 +326,7 @@ class SpareGroup:
             # Written once admitted, not before: a rewrite while it waits for admission
             # would look like a beat of its dead predecessor.
             store.set(f"hb/{group}", "0")
+            store.set(f"owner/{group}", self._token)
         self._hb_store = store.clone() if hasattr(store, "clone") else store
         self._thread = threading.Thread(target=self._heartbeat, name=f"spare-heartbeat-{group}", daemon=True)
         self._thread.start()
@@ -426,7 +441,7 @@ class SpareGroup:
                 if not missing:
                     return
                 self._poll_fatal(force=True)
-                raise GroupTimeout(f"groups {missing} did not register within {self.timeout_seconds:g} s (timeout=): "
+                raise GroupTimeout(f"groups {missing} did not register within {self.timeout_seconds:g} s (SpareGroup(timeout=...)): "
                                    "a rank that never started, or crashed before joining", missing)
             # Every group looks: at large N a look every 50 ms from each is a load of its own.
             time.sleep(min(self.interval, 0.05) * max(1.0, self.groups / 64))
@@ -666,7 +681,7 @@ class SpareGroup:
                 if time.monotonic() > deadline:
                     self._lose_group(f"a collective of group {self.group}'s ranks outlasted {self.timeout_seconds:g} s")
                     raise GroupTimeout(f"a collective between group {self.group}'s ranks outlasted "
-                                       f"{self.timeout_seconds:g} s (timeout=)", [self.group])
+                                       f"{self.timeout_seconds:g} s (SpareGroup(timeout=...))", [self.group])
                 time.sleep(min(self.interval, 0.005))
             work.wait()
         except RuntimeError as exc:  # a rank of the group died: gloo's connection closed
@@ -878,7 +893,7 @@ class SpareGroup:
                                f"{'restarted in a new generation' if restart else 'has ended'}", restart=restart)
             if time.monotonic() > deadline:
                 raise GroupTimeout(f"group {self.group}'s death was not agreed within {self.timeout_seconds:g} s "
-                                   "(timeout=): no live member answered")
+                                   "(SpareGroup(timeout=...)): no live member answered")
 
         # Its death must be agreed before it may ask: the live groups admit only failed
         # groups, and its death notice must be gone before it is a member again.  A
@@ -924,7 +939,7 @@ class SpareGroup:
                     store.delete_key(f"rejoin/{self.group}")
                     store.add("pending_rejoins", -1)
                 raise GroupTimeout(f"group {self.group} was not admitted within {self.timeout_seconds:g} s "
-                                   "(timeout=): no live member reached a step boundary")
+                                   "(SpareGroup(timeout=...)): no live member reached a step boundary")
             else:
                 check_end()
                 time.sleep(self.interval / 5)

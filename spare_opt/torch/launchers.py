@@ -196,8 +196,13 @@ def join_job(environ=None):
     if group is None or group < 0:
         raise spare_opt.ParameterError("SPARE_GROUP (this process's DP group, 0 <= g < N) is not set")
     group_rank = _integer(environ, "SPARE_GROUP_RANK")
+    launcher_rank = _integer(environ, "RANK")
+    if group_rank is not None and launcher_rank is not None and group_rank != launcher_rank:
+        raise spare_opt.ParameterError(
+            f"SPARE_GROUP_RANK={group_rank} but the launcher's RANK={launcher_rank}: one of them is wrong (with "
+            "torchrun per DP group, leave SPARE_GROUP_RANK unset)")
     if group_rank is None:
-        group_rank = _integer(environ, "RANK") or 0
+        group_rank = launcher_rank or 0
     group_world_size = _integer(environ, "SPARE_GROUP_WORLD_SIZE")
     if group_world_size is None:
         group_world_size = _integer(environ, "WORLD_SIZE") or 1
@@ -239,7 +244,9 @@ def run_worker(main, *args, **kwargs):
     * ``spare_opt.LayoutError`` (this or another rank's layout differs): a message,
       exit 77 (``LAYOUT_EXIT``): the job cannot run, do not restart;
     * :class:`GroupTimeout` (a wait outlasted ``timeout``: a group that never
-      registered, a repaired group that was never admitted): a message, exit 1;
+      registered, a repaired group that was never admitted) or another
+      ``spare_opt.SpareError`` (bad settings, such as a batch that does not split): a
+      one-line message, this group's death notice, exit 1;
     * any other exception: its traceback, a death notice for this group (when
       :func:`join_job` was called in this process), exit 1.
 
@@ -269,32 +276,33 @@ def run_worker(main, *args, **kwargs):
     except spare_opt.LayoutError as exc:
         print(f"spare-opt: {exc}", file=sys.stderr)
         code = LAYOUT_EXIT
-    except GroupTimeout as exc:
+    except (GroupTimeout, spare_opt.SpareError) as exc:  # a wait outlasted its bound; bad settings
         print(f"spare-opt: {exc}", file=sys.stderr)
         code = 1
+        _post_own_death(f"rank {_current.group_rank} exited: {type(exc).__name__}" if _current else "")
     except BaseException:  # noqa: BLE001 - any other failure: its traceback, exit 1
         traceback.print_exc()
         code = 1
-        if _current is not None:
-            # The live groups need not wait for this group's heartbeat to go stale (the
-            # launcher may not post the notice); with several ranks the group's others leave.
-            try:
-                post_death(_current.store, _current.group, f"rank {_current.group_rank} exited with an error")
-            except Exception:  # noqa: BLE001 - the store is gone: nothing to tell
-                pass
+        _post_own_death(f"rank {_current.group_rank} exited with an error" if _current else "")
     sys.stdout.flush()
     sys.stderr.flush()
     # os._exit: the gloo and store threads must not keep a finished worker alive.
     os._exit(code)
 
 
-def _terminated(signum, frame):
-    """SIGTERM (a launcher stops this rank: torchrun does so to a group's other ranks when one fails): post the group's death, exit."""
+def _post_own_death(reason):
+    """Post this process's group's death notice (when :func:`join_job` was called here): the live groups need not
+    wait for its heartbeat to go stale (the launcher may post none); the group's other ranks leave."""
     if _current is not None:
         try:
-            post_death(_current.store, _current.group, f"rank {_current.group_rank} stopped by signal {signum}")
+            post_death(_current.store, _current.group, reason)
         except Exception:  # noqa: BLE001 - the store is gone: nothing to tell
             pass
+
+
+def _terminated(signum, frame):
+    """SIGTERM (a launcher stops this rank: torchrun does so to a group's other ranks when one fails): post the group's death, exit."""
+    _post_own_death(f"rank {_current.group_rank} stopped by signal {signum}" if _current else "")
     os._exit(128 + signum)
 
 

@@ -110,7 +110,8 @@ class SpareStep:
     Raises
     ------
     spare_opt.ParameterError
-        The model is sharded (FSDP2) over another number of ranks than the DP group's
+        The optimizer holds parameters that are not the model's (built before
+        ``fully_shard``); the model is sharded (FSDP2) over another number of ranks than the DP group's
         (``SpareGroup(group_process_group=...)`` missing), only partly sharded, or
         wrapped in FSDP1 in a DP group of several ranks.
     ReplicaDivergence
@@ -183,6 +184,7 @@ class SpareStep:
         self._params = [p for p in model.parameters() if p.requires_grad]
         self.parameters = self._params
         _check_group_model(group, model)
+        _check_optimizer(model, optimizer)
         # A DP group of several ranks: every rank takes part `group_rank` of each micro-batch.
         self._sharded = any(_is_dtensor(p) for p in self._params)
         dtype = self._params[0].dtype if self._params else torch.float32
@@ -629,6 +631,17 @@ def _from_portable(value, mesh):
     if isinstance(value, (list, tuple)) and not hasattr(value, "_fields"):
         return type(value)(_from_portable(v, mesh) for v in value)
     return value
+
+
+def _check_optimizer(model, optimizer):
+    """Refuse an optimizer that holds parameters the model does not (built before ``fully_shard`` replaced them)."""
+    owned = {id(p) for p in model.parameters()}
+    foreign = sum(1 for g in optimizer.param_groups for p in g["params"] if id(p) not in owned)
+    if foreign:
+        raise spare_opt.ParameterError(
+            f"the optimizer holds {foreign} parameter(s) that are not the model's, so its steps would not change "
+            "the model: build the optimizer after fully_shard (which replaces the parameters with sharded ones) "
+            "or any other wrapping")
 
 
 def _check_group_model(group, model):
