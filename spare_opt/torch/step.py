@@ -5,7 +5,6 @@ import inspect
 import os
 
 import torch
-import torch.distributed as dist
 from torch.utils.data import default_collate
 
 import spare_opt
