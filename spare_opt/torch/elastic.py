@@ -125,7 +125,7 @@ class ReplicaDivergence(spare_opt.SpareError, RuntimeError):
         super().__init__(
             f"replica divergence at step {self.step}: groups {self.groups} differ from groups {self.agreeing} in "
             f"their {' and '.join(self.parts)} (a state that was not healed, a rank-dependent update, or a "
-            f"non-deterministic optimizer); stop and restart from a checkpoint")
+            f"non-deterministic optimizer); the job stops: find the cause before restarting it, or it comes back")
 
 
 class DuplicateGroup(spare_opt.ParameterError):

@@ -325,6 +325,8 @@ def _refuse_duplicate(store, group, group_rank, presence_key, beat_key):
     if value is None:
         return
     identity = value.rpartition(" ")[0]
+    if identity == _identity():  # this process joined before (it joins again): no other process to refuse
+        return
     beat = _peek(store, beat_key)
     deadline = time.monotonic() + _PRESENCE_WINDOW
     while not _gone(identity):
