@@ -263,33 +263,37 @@ def _integer(environ, name, least=None):
     return number
 
 
+def _started_at(pid):
+    """The start time of process ``pid`` (clock ticks since boot, from ``/proc``), ``None`` when it has none; ``"Z"``
+    for a zombie (it ended, its parent has not reaped it yet)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rpartition(")")[2].split()
+    except OSError:
+        return None
+    if not fields or fields[0] in ("Z", "X"):
+        return "Z"
+    return fields[19] if len(fields) > 19 else None
+
+
 def _identity():
-    """This process, as its presence beat names it: ``host/pid-namespace/pid``."""
+    """This process, as its presence beat names it: ``host/pid-namespace/pid/start-time``."""
     try:
         namespace = os.stat("/proc/self/ns/pid").st_ino
     except OSError:
         namespace = 0
-    return f"{socket.gethostname()}/{namespace}/{os.getpid()}"
+    return f"{socket.gethostname()}/{namespace}/{os.getpid()}/{_started_at(os.getpid())}"
 
 
-def _gone(identity):
-    """``True`` when the process named ``identity`` (:func:`_identity`) is known to have ended: it ran on this machine,
-    in this PID namespace, and its pid is free or a zombie.  ``False`` when that cannot be told from here."""
-    place, _, pid = identity.rpartition("/")
-    mine, _, _ = _identity().rpartition("/")
-    if place != mine or not pid.isdigit():
-        return False
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return True
-    except OSError:  # it exists (another user's)
-        return False
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rpartition(")")[2].split()[0] in ("Z", "X")
-    except (OSError, IndexError):
-        return False
+def _alive(identity):
+    """Whether the process named ``identity`` (:func:`_identity`) still runs: ``True`` or ``False`` when it ran on
+    this machine, in this PID namespace (its pid and start time tell), ``None`` when that cannot be told from here."""
+    place, _, rest = identity.rpartition("/")
+    place, _, pid = place.rpartition("/")
+    mine = _identity().rsplit("/", 2)[0]
+    if place != mine or not pid.isdigit() or rest == "None":
+        return None
+    return _started_at(int(pid)) == rest
 
 
 class _Presence(threading.Thread):
@@ -317,28 +321,35 @@ class _Presence(threading.Thread):
 def _refuse_duplicate(store, group, group_rank, presence_key, beat_key):
     """Raise :class:`DuplicateGroup` while the process that last started as this group and rank still lives.
 
-    It lives while its presence beat (or its heartbeat) changes; it is gone at once when
-    it ran on this machine and its pid is free, else once neither changed for
-    ``_PRESENCE_WINDOW`` seconds.
+    On this machine its pid and start time tell at once.  Elsewhere it lives while its
+    presence beat or its heartbeat changes (or its first presence beat appears: it
+    started a moment ago), and counts as gone once neither changed for
+    ``_PRESENCE_WINDOW`` seconds (longer than ``SpareGroup``'s default heartbeat timeout).
     """
-    value = _peek(store, presence_key)
-    if value is None:
-        return
-    identity = value.rpartition(" ")[0]
-    if identity == _identity():  # this process joined before (it joins again): no other process to refuse
-        return
-    beat = _peek(store, beat_key)
+    value, beat = _peek(store, presence_key), _peek(store, beat_key)
     deadline = time.monotonic() + _PRESENCE_WINDOW
-    while not _gone(identity):
-        if _peek(store, presence_key) != value or _peek(store, beat_key) != beat:
-            who = f"group {group}" if group_rank == 0 else f"rank {group_rank} of group {group}"
-            raise DuplicateGroup(
-                f"{who} is already running in this job (process "
-                f"{identity} is alive): a group is launched once, and restarted only after it ended; this process "
-                "leaves without touching the job", group)
-        if time.monotonic() > deadline:
+    alive = None
+    while True:
+        if value is not None:
+            identity = value.rpartition(" ")[0]
+            if identity == _identity():  # this process joined before (it joins again): no other one to refuse
+                return
+            alive = _alive(identity)
+            if alive is False:
+                return
+        if alive is None and time.monotonic() > deadline:
             return
-        time.sleep(0.1)
+        if alive is None:
+            time.sleep(0.1)
+            now, beat_now = _peek(store, presence_key), _peek(store, beat_key)
+            alive = True if now != value or beat_now != beat else None
+            value = now
+        if alive:
+            who = f"group {group}" if group_rank == 0 else f"rank {group_rank} of group {group}"
+            where = value.rpartition(" ")[0] if value else "unknown"
+            raise DuplicateGroup(
+                f"{who} is already running in this job (process {where} is alive): a group is launched once, and "
+                "restarted only after it ended; this process leaves without touching the job", group)
 
 
 def join_job(environ=None):
@@ -420,12 +431,14 @@ def join_job(environ=None):
     # One key per rank of the group: its ranks start together and must not see each other's.
     suffix = f"{group}" if group_rank == 0 else f"{group}/{group_rank}"
     key = f"started/{suffix}"
-    started = _peek(store, key) is not None
+    # Counted, not peeked: of two processes that start as the same group at once, one is second.
+    started = store.add(f"joins/{suffix}", 1) > 1
     if started:
         _refuse_duplicate(store, group, group_rank, f"alive/{suffix}", f"hb/{suffix}")
     if rejoin is None:
         rejoin = started
-    # The presence beat starts before the start is recorded: whoever sees the start sees it beat.
+    # The presence beat starts before the start is recorded: a second process that starts as
+    # this group (and rank) watches it.
     if _presence is not None:
         _presence.stop.set()
     _presence = _Presence(generation_store(root.clone(), generation), f"alive/{suffix}", _identity())
