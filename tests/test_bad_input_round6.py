@@ -56,7 +56,7 @@ def python(code, env=None, timeout=120):
 BASE = {"SPARE_STORE": "127.0.0.1:29600", "SPARE_GROUP": "0"}
 
 
-@pytest.mark.parametrize("value", ["abc", "nan", "inf", "-inf", "-1", "0", "1e999", "60s"])
+@pytest.mark.parametrize("value", ["abc", "nan", "inf", "-inf", "-1", "0", "1e999", "1e300", "60s"])
 def test_a_store_timeout_that_is_no_positive_finite_number_is_refused_by_name(value):
     with pytest.raises(ParameterError, match="SPARE_STORE_TIMEOUT"):
         join_job({**BASE, "SPARE_STORE_TIMEOUT": value})

@@ -36,7 +36,7 @@ Environment variables read by :func:`join_job`:
     new generation) starts afresh.  ``TORCHELASTIC_RESTART_COUNT`` alone could not tell
     the two apart; it is kept as ``Job.restart_count``.
 ``SPARE_STORE_TIMEOUT``
-    Seconds to wait for the store (default 60): a positive, finite number.
+    Seconds to wait for the store (default 60): a positive number, at most ``1e6``.
 
 A process that finds its group (and rank) already started in the current generation
 checks that its predecessor is gone before it rejoins: every worker that joined keeps a
@@ -109,14 +109,19 @@ def _store_address(address):
     return host, int(port)
 
 
+#: The longest wait for the store that :func:`connect_store` takes (about 11 days): a longer one is a typo.
+_LONGEST_WAIT = 1e6
+
+
 def _seconds(value, name):
-    """``value`` as a positive, finite number of seconds; a ParameterError naming ``name`` otherwise."""
+    """``value`` as a number of seconds in ``(0, _LONGEST_WAIT]``; a ParameterError naming ``name`` otherwise."""
     try:
         seconds = float(value)
     except (TypeError, ValueError):
         raise spare_opt.ParameterError(f"{name} must be a number of seconds, got {value!r}") from None
-    if not math.isfinite(seconds) or seconds <= 0:
-        raise spare_opt.ParameterError(f"{name} must be a positive, finite number of seconds, got {value!r}")
+    if not math.isfinite(seconds) or not 0 < seconds <= _LONGEST_WAIT:
+        raise spare_opt.ParameterError(
+            f"{name} must be a positive number of seconds, at most {_LONGEST_WAIT:g}, got {value!r}")
     return seconds
 
 
@@ -163,7 +168,7 @@ def connect_store(address, timeout=60.0):
     ------
     spare_opt.ParameterError
         ``address`` is not ``host:port`` with a port in ``[1, 65535]``, or ``timeout`` is
-        not a positive, finite number.
+        not a positive number of seconds (at most ``1e6``).
     StoreUnreachable
         Nothing answered at ``address`` within ``timeout`` (a host that does not
         resolve included); raised by then, not later.
