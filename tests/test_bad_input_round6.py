@@ -197,8 +197,11 @@ time.sleep(120)
 """
 
 
-def test_a_second_live_process_of_a_group_is_refused_and_a_restart_after_its_death_rejoins(server):
-    env = {"SPARE_STORE": f"127.0.0.1:{server.port}", "SPARE_GROUP": "1", "SPARE_STORE_TIMEOUT": "30"}
+@pytest.mark.parametrize("rank", [0, 1])
+def test_a_second_live_process_of_a_group_is_refused_and_a_restart_after_its_death_rejoins(server, rank):
+    env = {"SPARE_STORE": f"127.0.0.1:{server.port}", "SPARE_GROUP": "1", "SPARE_STORE_TIMEOUT": "30",
+           "RANK": str(rank), "WORLD_SIZE": "2"}
+    who = "rank 1 of group 1" if rank else "group 1"
     holder = subprocess.Popen([sys.executable, "-c", HOLDER], stdout=subprocess.PIPE, text=True, cwd=REPO,
                               env={**ENV, **env})
     try:
@@ -209,7 +212,7 @@ def test_a_second_live_process_of_a_group_is_refused_and_a_restart_after_its_dea
             run_worker(join_job)
         """, env=env)
         assert run.returncode == LAYOUT_EXIT, run.stderr
-        assert run.stderr.count("\n") == 1 and "group 1 is already running in this job" in run.stderr
+        assert run.stderr.count("\n") == 1 and f"spare-opt: {who} is already running in this job" in run.stderr
         assert not server.check(["gen/0/dead/1"]) and holder.poll() is None
         with pytest.raises(DuplicateGroup):
             join_job({**env, "SPARE_REJOIN": "1"})  # forcing a rejoin does not evict a live process
