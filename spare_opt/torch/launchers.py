@@ -134,19 +134,46 @@ def _reach(host, port, deadline):
     """
     pause = 0.05
     while True:
-        remaining = deadline - time.monotonic()
+        reason = f"no address for {host!r}"
         try:
-            with socket.create_connection((host, port), timeout=min(max(remaining, 0.05), 2.0)):
-                return None
+            for family, kind, protocol, _, address in _resolve(host, port, deadline - time.monotonic()):
+                with socket.socket(family, kind, protocol) as probe:
+                    probe.settimeout(min(max(deadline - time.monotonic(), 0.05), 2.0))
+                    try:
+                        probe.connect(address)
+                        return None
+                    except OSError as exc:
+                        reason = exc.strerror or str(exc) or type(exc).__name__
         except socket.gaierror as exc:
             reason = f"cannot resolve {host!r}: {exc.strerror}"
-        except OSError as exc:
-            reason = exc.strerror or str(exc) or type(exc).__name__
+        except (OSError, UnicodeError) as exc:
+            reason = str(exc) or type(exc).__name__
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             return reason
         time.sleep(min(pause, remaining))
         pause = min(2 * pause, 1.0)
+
+
+def _resolve(host, port, seconds):
+    """``socket.getaddrinfo(host, port)`` for a stream socket, given up after ``seconds``: a resolver that does not
+    answer (no DNS server reachable) must not outlast the store's timeout, so it runs in a daemon thread."""
+    found = []
+
+    def resolve():
+        try:
+            found.append(socket.getaddrinfo(host, port, type=socket.SOCK_STREAM))
+        except (OSError, UnicodeError) as exc:
+            found.append(exc)
+
+    thread = threading.Thread(target=resolve, name="spare-resolve", daemon=True)
+    thread.start()
+    thread.join(max(seconds, 0.05))
+    if not found:
+        raise TimeoutError(f"resolving {host!r} took longer than the timeout")
+    if isinstance(found[0], BaseException):
+        raise found[0]
+    return found[0]
 
 
 def connect_store(address, timeout=60.0):
