@@ -39,3 +39,14 @@ def real_trace_path():
 def no_spare_trace(monkeypatch):
     """$SPARE_TRACE unset, so that the demo falls back to the packaged trace."""
     monkeypatch.delenv("SPARE_TRACE", raising=False)
+
+
+@pytest.fixture(autouse=True)
+def _stop_presence_beat():
+    """join_job in the test process starts a presence beat for the process's life: stop it with its test, before the
+    test's store goes away (else it logs torch's failed-write warning)."""
+    yield
+    launchers = sys.modules.get("spare_opt.torch.launchers")
+    if launchers is not None and getattr(launchers, "_presence", None) is not None:
+        launchers._presence.stop.set()
+        launchers._presence.join(5)

@@ -80,10 +80,12 @@ def test_launch_variables_of_a_group_of_several_ranks():
     first[0].group_store.set("x", "1")
     assert not again[1].group_store.check(["x"])  # its process group starts on fresh keys
     assert first[1].group_store.check(["x"])
-    explicit = join_job({**env, "SPARE_GROUP_RANK": "2", "SPARE_GROUP_WORLD_SIZE": "4"})
+    explicit = join_job({"SPARE_STORE": env["SPARE_STORE"], "SPARE_GROUP": "1", "SPARE_GROUP_RANK": "2",
+                         "SPARE_GROUP_WORLD_SIZE": "4"})  # srun: no RANK / WORLD_SIZE
     assert (explicit.group_rank, explicit.group_world_size) == (2, 4)
     for bad in ({**env, "RANK": "2"}, {**env, "SPARE_GROUP_RANK": "-1"}, {**env, "WORLD_SIZE": "two"},
-                {**env, "RANK": "1", "SPARE_GROUP_RANK": "0"}):  # two ranks of a group would both be rank 0
+                {**env, "RANK": "1", "SPARE_GROUP_RANK": "0"},  # two ranks of a group would both be rank 0
+                {**env, "SPARE_GROUP_RANK": "2", "SPARE_GROUP_WORLD_SIZE": "4"}):  # torchrun says K = 2
         with pytest.raises(spare_opt.ParameterError):
             join_job(bad)
 

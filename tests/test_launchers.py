@@ -238,3 +238,20 @@ def test_dp_groups_of_two_ranks_with_fsdp2_kill_one_rank_and_rejoin(tmp_path):
         other = torchrun(port, 1, args, out, restarts=0, nproc=1)
         assert other.wait(TIMEOUT) != 0
         assert "group 1 has 1 rank(s) but the job's DP groups have 2" in logs(out)
+
+
+@pytest.mark.slow
+def test_fsdp2_groups_with_a_no_grad_evaluation_on_one_group_finish_exact(tmp_path):
+    """2 groups of 2 ranks (FSDP2, gloo, the GPT-style model); group 0 evaluates under torch.no_grad() before steps 0
+    and 2, as nanoGPT does.  FSDP2's root module then keeps its parameters gathered; the consistency check (every
+    step here) must read the sharded ones alike on both groups: no ReplicaDivergence, every group exact."""
+    out = str(tmp_path)
+    args = ["--groups", "2", "--steps", "4", "--model", "gpt", "--evaluate-every", "2", "--evaluate-group", "0",
+            "--check-every", "1"]
+    with launched(2, args, out, restarts=0, nproc=2) as (port, client, processes):
+        codes = finish(processes)
+        assert codes == {0: 0, 1: 0}, logs(out)
+        assert "divergence" not in logs(out)
+        results = assert_exact(out, args, range(2), group_ranks=2)
+        for r in results.values():
+            assert {extra.get("step") for name, _, extra in r["timeline"] if name == "checked"} == {0, 1, 2, 3}

@@ -62,6 +62,13 @@ def parse(argv):
     parser.add_argument("--await-repairs", type=float, default=0.0,
                         help="before the last step but one, wait up to this many seconds until every group is live "
                              "or a repaired one asked to rejoin (so that a restarted group takes part)")
+    parser.add_argument("--check-every", type=int, default=10,
+                        help="steps between replica-consistency checks (SpareStep's check_every; default 10)")
+    parser.add_argument("--evaluate-every", type=int, default=0,
+                        help="steps between evaluations of the loss on a few samples under torch.no_grad(), before "
+                             "the step (as nanoGPT's estimate_loss; 0: none)")
+    parser.add_argument("--evaluate-group", type=int, default=None,
+                        help="the only group that evaluates (default: every group)")
     return parser.parse_args(argv)
 
 
@@ -70,6 +77,16 @@ def config_of(args):
     layout = spare_opt.consecutive(args.groups, args.redundancy)
     return {**DEFAULTS, "layout": layout, "micro_batches": args.micro_batches, "steps": args.steps,
             "global_batch_size": 4 * args.groups * args.micro_batches, "seed": args.seed, "model": args.model}
+
+
+def evaluate(model, dataset, loss):
+    """The loss of the first 8 samples, in eval mode and under ``torch.no_grad()``: with FSDP2 the root module then
+    keeps its parameters gathered (no backward reshards them) until the next step."""
+    model.eval()
+    with torch.no_grad():
+        value = float(loss(model, dataset[:8]))
+    model.train()
+    return value
 
 
 def train(args):
@@ -102,7 +119,8 @@ def train(args):
         scheduler = make_scheduler(optimizer, config)
         extra = {"before_step": clip_hook(config["max_norm"]), "state": {"scheduler": scheduler, "rng": RandomState()}}
     step = SpareStep(group, model, optimizer, lm_loss_fn if args.model == "gpt" else loss_fn, sampler, dataset,
-                     checkpoint=checkpoint, checkpoint_every=args.checkpoint_every, **extra)
+                     checkpoint=checkpoint, checkpoint_every=args.checkpoint_every, check_every=args.check_every,
+                     **extra)
     while step.step < args.steps:
         # Held before the last step but one: a request flagged in that step's all-reduce is
         # admitted when the last step begins, so the repaired group takes part in it.
@@ -110,6 +128,8 @@ def train(args):
             deadline = time.monotonic() + args.await_repairs
             while group.world_size < group.groups and not group.rejoin_pending() and time.monotonic() < deadline:
                 time.sleep(0.01)
+        if args.evaluate_every and step.step % args.evaluate_every == 0 and args.evaluate_group in (None, job.group):
+            evaluate(model, dataset, lm_loss_fn if args.model == "gpt" else loss_fn)
         step()
         if args.model == "gpt":
             scheduler.step()

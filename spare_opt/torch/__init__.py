@@ -54,7 +54,8 @@ except ImportError as exc:  # pragma: no cover - exercised without torch only
     ) from exc
 
 from ._plans import PlanBook, layout_fingerprint, plan_fingerprint
-from .elastic import Evicted, GroupTimeout, JobEnded, ReplicaDivergence, SpareGroup, WipeOut, post_death
+from .elastic import (DuplicateGroup, Evicted, GroupTimeout, JobEnded, ReplicaDivergence, SpareGroup, WipeOut,
+                      post_death)
 from .randomness import RandomState, micro_batch_generator, micro_batch_rng, micro_batch_seed
 from .sampler import SpareBatchSampler, global_batch_indices
 from .step import SpareStep
@@ -73,6 +74,7 @@ __all__ = [
     "new_generation",
     "run_worker",
     "serve_store",
+    "DuplicateGroup",
     "EVICTED_EXIT",
     "Evicted",
     "GroupTimeout",
@@ -87,6 +89,7 @@ __all__ = [
     "SpareBatchSampler",
     "SpareGroup",
     "SpareStep",
+    "StoreUnreachable",
     "Supervisor",
     "TorchFTMissingError",
     "TorchFTPlan",
@@ -110,7 +113,7 @@ __all__ = [
 # by the package first would load them twice.
 _LAZY = {"Job": "launchers", "connect_store": "launchers", "current_generation": "launchers", "end_job": "launchers",
          "generation_store": "launchers", "join_job": "launchers", "new_generation": "launchers",
-         "run_worker": "launchers", "serve_store": "store"}
+         "run_worker": "launchers", "serve_store": "store", "StoreUnreachable": "launchers"}
 
 
 def __getattr__(name):

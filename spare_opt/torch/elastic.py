@@ -60,7 +60,8 @@ import spare_opt
 
 from ._plans import PlanBook
 
-__all__ = ["SpareGroup", "WipeOut", "Evicted", "GroupTimeout", "ReplicaDivergence", "JobEnded", "post_death"]
+__all__ = ["SpareGroup", "WipeOut", "Evicted", "GroupTimeout", "ReplicaDivergence", "DuplicateGroup", "JobEnded",
+           "post_death"]
 
 
 class WipeOut(RuntimeError):
@@ -124,7 +125,25 @@ class ReplicaDivergence(spare_opt.SpareError, RuntimeError):
         super().__init__(
             f"replica divergence at step {self.step}: groups {self.groups} differ from groups {self.agreeing} in "
             f"their {' and '.join(self.parts)} (a state that was not healed, a rank-dependent update, or a "
-            f"non-deterministic optimizer); stop and restart from a checkpoint")
+            f"non-deterministic optimizer); the job stops: find the cause before restarting it, or it comes back")
+
+
+class DuplicateGroup(spare_opt.ParameterError):
+    """Another live process already runs this DP group (the same ``SPARE_GROUP`` launched twice): this one is refused.
+
+    The live process goes on; the refused one posts no death notice (that would evict
+    the live one).  :func:`~spare_opt.torch.launchers.run_worker` exits with 77
+    (``LAYOUT_EXIT``): the job's configuration is wrong, do not restart.
+
+    Attributes
+    ----------
+    group : int
+        The DP group that is already running.
+    """
+
+    def __init__(self, message, group):
+        self.group = int(group)
+        super().__init__(message)
 
 
 class JobEnded(RuntimeError):
@@ -223,9 +242,10 @@ class SpareGroup:
         rank's does (every rank of the job stops, whichever registered first); or this
         group's ``K`` differs from the job's (this group is refused, the job goes on).
     spare_opt.ParameterError
-        The ranks of ``group_process_group`` disagree on ``group`` or ``rejoin``, or
-        another process already started as ``group`` afresh in this job (the ranks of
-        a DP group started without ``group_process_group``).
+        The ranks of ``group_process_group`` disagree on ``group`` or ``rejoin``.
+    DuplicateGroup
+        Another process already started as ``group`` afresh in this job (the ranks of
+        a DP group started without ``group_process_group``, a group launched twice).
     GroupTimeout
         Some group did not register within ``timeout`` (at start), or this repaired
         group was not admitted within ``timeout``.
@@ -302,10 +322,10 @@ class SpareGroup:
             # its rank in every process group, and hang there.
             owner = _text(store.compare_set(f"owner/{group}", "", self._token))
             if owner != self._token:
-                raise spare_opt.ParameterError(
+                raise DuplicateGroup(
                     f"group {group} was already started in this job by another process: pass the DP group's "
                     f"process group as group_process_group= when a group has several ranks, rejoin=True when a "
-                    f"group is restarted")
+                    f"group is restarted", group)
         # Read before the group's ranks meet, so before rank 0 may ask to rejoin: the epoch
         # that admits it comes later, and a follower scans the epochs from here.
         self._start_epoch = int(_peek(store, "epoch") or 0)

@@ -22,11 +22,13 @@ Environment variables read by :func:`join_job`:
     ``host:port`` of the job's store (required).
 ``SPARE_GROUP``
     The DP group ``g`` in ``[0, N)``; when unset, ``JOB_COMPLETION_INDEX`` (a Kubernetes
-    indexed Job or a JobSet replica's index) is used.
+    indexed Job or a JobSet replica's index) is used.  When both are set,
+    ``JOB_COMPLETION_INDEX`` must be the group or this process's rank in it (in a JobSet
+    replica, the index of its pod within the replica's Job), else both are refused.
 ``SPARE_GROUP_RANK``, ``SPARE_GROUP_WORLD_SIZE``
     This process's rank ``k`` in its DP group of several ranks (its position) and the
     group's size ``K``; when unset, ``RANK`` and ``WORLD_SIZE`` (``torchrun`` per DP
-    group), else 0 and 1.
+    group), else 0 and 1.  Set beside ``RANK`` / ``WORLD_SIZE``, they must agree.
 ``SPARE_REJOIN``
     ``1`` / ``0`` forces or forbids a rejoin.  When unset, a process is a repaired group
     when its group already started in the current generation (the store records every
@@ -34,26 +36,38 @@ Environment variables read by :func:`join_job`:
     new generation) starts afresh.  ``TORCHELASTIC_RESTART_COUNT`` alone could not tell
     the two apart; it is kept as ``Job.restart_count``.
 ``SPARE_STORE_TIMEOUT``
-    Seconds to wait for the store (default 60).
+    Seconds to wait for the store (default 60): a positive number, at most ``1e6``.
+
+A process that finds its group (and rank) already started in the current generation
+checks that its predecessor is gone before it rejoins: every worker that joined keeps a
+presence key beating (``alive/{g}``, ``alive/{g}/{k}``) for as long as it lives.  While
+the predecessor's presence or heartbeat still changes, the new process is a duplicate
+(the same ``SPARE_GROUP`` launched twice) and :func:`join_job` refuses it with
+:class:`DuplicateGroup`, touching nothing; :func:`run_worker` exits 77.
 """
 
 import collections
 import datetime
+import math
 import os
+import re
 import signal
+import socket
 import sys
 import threading
+import time
 import traceback
 
 import torch.distributed as dist
 
 import spare_opt
 
-from .elastic import Evicted, GroupTimeout, JobEnded, WipeOut, post_death, _peek, _text
+from .elastic import DuplicateGroup, Evicted, GroupTimeout, JobEnded, WipeOut, post_death, _peek, _text
 from .supervisor import EVICTED_EXIT, LAYOUT_EXIT, WIPE_OUT_EXIT
 
 __all__ = ["Job", "join_job", "post_death", "run_worker", "end_job", "new_generation", "connect_store",
-           "generation_store", "current_generation", "EVICTED_EXIT", "LAYOUT_EXIT", "WIPE_OUT_EXIT"]
+           "generation_store", "current_generation", "StoreUnreachable", "DuplicateGroup", "EVICTED_EXIT",
+           "LAYOUT_EXIT", "WIPE_OUT_EXIT"]
 
 Job = collections.namedtuple(
     "Job", "group rejoin generation store root restart_count group_rank group_world_size group_store")
@@ -71,21 +85,140 @@ restarted rank can read its predecessors' addresses there, and gloo's connection
 then fails."""
 
 _current = None  # the last Job of this process, for run_worker's wipe-out restart
+_presence = None  # the presence beat of the last join_job of this process
+
+#: Seconds between a joined worker's presence beats, and how long a process that finds
+#: its group already started watches its predecessor's presence before it takes over.
+_PRESENCE_INTERVAL = 0.5
+_PRESENCE_WINDOW = 3.0
+
+
+class StoreUnreachable(spare_opt.SpareError, ConnectionError):
+    """The job's store did not answer within the timeout: nothing listens there, or its host does not resolve."""
+
+
+def _store_address(address):
+    """``(host, port)`` of ``"host:port"`` (``"[v6]:port"`` too); a ParameterError otherwise."""
+    text = str(address).strip()
+    host, colon, port = text.rpartition(":")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    if not colon or not host or not re.fullmatch(r"[0-9]{1,5}", port) or not 1 <= int(port) <= 65535:
+        raise spare_opt.ParameterError(
+            f"the store's address must be host:port with a port in [1, 65535], got {address!r}")
+    return host, int(port)
+
+
+#: The longest wait for the store that :func:`connect_store` takes (about 11 days): a longer one is a typo.
+_LONGEST_WAIT = 1e6
+
+
+def _seconds(value, name):
+    """``value`` as a number of seconds in ``(0, _LONGEST_WAIT]``; a ParameterError naming ``name`` otherwise."""
+    try:
+        seconds = float(value)
+    except (TypeError, ValueError):
+        raise spare_opt.ParameterError(f"{name} must be a number of seconds, got {value!r}") from None
+    if not math.isfinite(seconds) or not 0 < seconds <= _LONGEST_WAIT:
+        raise spare_opt.ParameterError(
+            f"{name} must be a positive number of seconds, at most {_LONGEST_WAIT:g}, got {value!r}")
+    return seconds
+
+
+def _reach(host, port, deadline):
+    """Wait until something accepts a TCP connection at ``host:port``; ``None`` then, else why not (by ``deadline``).
+
+    torch's client retries on its own, but overruns its timeout two- to three-fold and logs
+    every retry with its C++ stack on stderr; a plain connection says whether anything
+    listens yet.  The store itself is torch's ``TCPStore`` client, built once this succeeds.
+    """
+    pause = 0.05
+    while True:
+        reason = f"no address for {host!r}"
+        try:
+            for family, kind, protocol, _, address in _resolve(host, port, deadline - time.monotonic()):
+                with socket.socket(family, kind, protocol) as probe:
+                    probe.settimeout(min(max(deadline - time.monotonic(), 0.05), 2.0))
+                    try:
+                        probe.connect(address)
+                        return None
+                    except OSError as exc:
+                        reason = exc.strerror or str(exc) or type(exc).__name__
+        except socket.gaierror as exc:
+            reason = f"cannot resolve {host!r}: {exc.strerror}"
+        except (OSError, UnicodeError) as exc:
+            reason = str(exc) or type(exc).__name__
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return reason
+        time.sleep(min(pause, remaining))
+        pause = min(2 * pause, 1.0)
+
+
+def _resolve(host, port, seconds):
+    """``socket.getaddrinfo(host, port)`` for a stream socket, given up after ``seconds``: a resolver that does not
+    answer (no DNS server reachable) must not outlast the store's timeout, so it runs in a daemon thread."""
+    found = []
+
+    def resolve():
+        try:
+            found.append(socket.getaddrinfo(host, port, type=socket.SOCK_STREAM))
+        except (OSError, UnicodeError) as exc:
+            found.append(exc)
+
+    thread = threading.Thread(target=resolve, name="spare-resolve", daemon=True)
+    thread.start()
+    thread.join(max(seconds, 0.05))
+    if not found:
+        raise TimeoutError(f"resolving {host!r} took longer than the timeout")
+    if isinstance(found[0], BaseException):
+        raise found[0]
+    return found[0]
 
 
 def connect_store(address, timeout=60.0):
     """A client of the job's store at ``address`` (``"host:port"``), a ``torch.distributed.TCPStore``.
 
+    Parameters
+    ----------
+    address : str
+        ``host:port`` (``[v6 address]:port`` too) of the store.
+    timeout : float, default 60.0
+        Seconds to wait for the store to answer (it may start after the workers), and
+        the client's timeout for every later operation.
+
+    Returns
+    -------
+    torch.distributed.TCPStore
+
     Raises
     ------
     spare_opt.ParameterError
-        ``address`` is not ``host:port``.
+        ``address`` is not ``host:port`` with a port in ``[1, 65535]``, or ``timeout`` is
+        not a positive number of seconds (at most ``1e6``).
+    StoreUnreachable
+        Nothing answered at ``address`` within ``timeout`` (a host that does not
+        resolve included); raised by then, not later.
     """
-    host, _, port = str(address).rpartition(":")
-    if not host or not port.isdigit():
-        raise spare_opt.ParameterError(f"the store's address must be host:port, got {address!r}")
-    return dist.TCPStore(host, int(port), is_master=False, wait_for_workers=False,
-                         timeout=datetime.timedelta(seconds=float(timeout)))
+    return _connect(address, timeout, "the job's store at {host}:{port}")
+
+
+def _connect(address, timeout, name):
+    """:func:`connect_store`, its error naming the store as ``name`` (formatted with ``host`` and ``port``)."""
+    host, port = _store_address(address)
+    timeout = _seconds(timeout, "the store's timeout")
+    deadline = time.monotonic() + timeout
+    reason = _reach(host, port, deadline)
+    if reason is None:
+        try:
+            client = dist.TCPStore(host, port, is_master=False, wait_for_workers=False,
+                                   timeout=datetime.timedelta(seconds=max(deadline - time.monotonic(), 1.0)))
+            client.set_timeout(datetime.timedelta(seconds=timeout))
+            return client
+        except (RuntimeError, ValueError) as exc:  # torch's DistNetworkError, DistStoreError
+            reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    raise StoreUnreachable(f"{name.format(host=host, port=port)} did not answer within {timeout:g} s ({reason}): "
+                           "is it running, and is the address right?")
 
 
 def generation_store(root, generation):
@@ -149,14 +282,106 @@ def _flag(environ, name):
     raise spare_opt.ParameterError(f"{name} must be 0 or 1, got {value!r}")
 
 
-def _integer(environ, name):
+def _integer(environ, name, least=None):
     value = environ.get(name)
     if value is None or value == "":
         return None
     try:
-        return int(value)
+        number = int(value)
     except ValueError:
         raise spare_opt.ParameterError(f"{name} must be an integer, got {value!r}") from None
+    if least is not None and number < least:
+        raise spare_opt.ParameterError(f"{name} must be an integer >= {least}, got {value!r}")
+    return number
+
+
+def _started_at(pid):
+    """The start time of process ``pid`` (clock ticks since boot, from ``/proc``), ``None`` when it has none; ``"Z"``
+    for a zombie (it ended, its parent has not reaped it yet)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rpartition(")")[2].split()
+    except OSError:
+        return None
+    if not fields or fields[0] in ("Z", "X"):
+        return "Z"
+    return fields[19] if len(fields) > 19 else None
+
+
+def _identity():
+    """This process, as its presence beat names it: ``host/pid-namespace/pid/start-time``."""
+    try:
+        namespace = os.stat("/proc/self/ns/pid").st_ino
+    except OSError:
+        namespace = 0
+    return f"{socket.gethostname()}/{namespace}/{os.getpid()}/{_started_at(os.getpid())}"
+
+
+def _alive(identity):
+    """Whether the process named ``identity`` (:func:`_identity`) still runs: ``True`` or ``False`` when it ran on
+    this machine, in this PID namespace (its pid and start time tell), ``None`` when that cannot be told from here."""
+    place, _, rest = identity.rpartition("/")
+    place, _, pid = place.rpartition("/")
+    mine = _identity().rsplit("/", 2)[0]
+    if place != mine or not pid.isdigit() or rest == "None":
+        return None
+    return _started_at(int(pid)) == rest
+
+
+class _Presence(threading.Thread):
+    """Beat ``key`` on ``store`` every ``_PRESENCE_INTERVAL`` while this process lives (a daemon thread)."""
+
+    def __init__(self, store, key, identity):
+        super().__init__(name="spare-presence", daemon=True)
+        self.store, self.key, self.identity = store, key, identity
+        self.stop = threading.Event()
+        self.count = 0
+        self.beat()
+
+    def beat(self):
+        self.count += 1
+        self.store.set(self.key, f"{self.identity} {self.count}")
+
+    def run(self):
+        while not self.stop.wait(_PRESENCE_INTERVAL):
+            try:
+                self.beat()
+            except Exception:  # noqa: BLE001 - the store is gone: the job is over
+                return
+
+
+def _refuse_duplicate(store, group, group_rank, presence_key, beat_key):
+    """Raise :class:`DuplicateGroup` while the process that last started as this group and rank still lives.
+
+    On this machine its pid and start time tell at once.  Elsewhere it lives while its
+    presence beat or its heartbeat changes (or its first presence beat appears: it
+    started a moment ago), and counts as gone once neither changed for
+    ``_PRESENCE_WINDOW`` seconds (longer than ``SpareGroup``'s default heartbeat timeout).
+    """
+    value, beat = _peek(store, presence_key), _peek(store, beat_key)
+    deadline = time.monotonic() + _PRESENCE_WINDOW
+    alive = None
+    while True:
+        if value is not None:
+            identity = value.rpartition(" ")[0]
+            if identity == _identity():  # this process joined before (it joins again): no other one to refuse
+                return
+            alive = _alive(identity)
+            if alive is False:
+                return
+        if alive is None and time.monotonic() > deadline:
+            return
+        if alive is None:
+            time.sleep(0.1)
+            now, beat_now = _peek(store, presence_key), _peek(store, beat_key)
+            alive = True if now != value or beat_now != beat else None
+            value = now
+        if alive:
+            who = f"group {group}" if group_rank == 0 else f"rank {group_rank} of group {group}"
+            where = value.rpartition(" ")[0] if value else "unknown"
+            raise DuplicateGroup(
+                f"{who} is already running in this job (process {where} is alive): a group is launched once, and "
+                "restarted only after it ended; this process leaves without touching the job", group)
 
 
 def join_job(environ=None):
@@ -176,7 +401,13 @@ def join_job(environ=None):
     Raises
     ------
     spare_opt.ParameterError
-        A variable is missing or malformed.
+        A variable is missing or malformed, or two of them disagree (``SPARE_GROUP`` and
+        ``JOB_COMPLETION_INDEX``, ``SPARE_GROUP_RANK`` and ``RANK``,
+        ``SPARE_GROUP_WORLD_SIZE`` and ``WORLD_SIZE``).
+    StoreUnreachable
+        The store did not answer within ``SPARE_STORE_TIMEOUT``.
+    DuplicateGroup
+        Another process that started as this group (and rank) is still alive.
 
     Notes
     -----
@@ -185,42 +416,65 @@ def join_job(environ=None):
     same group (same generation) knows it is a repaired group, while every group's first
     start after a wipe-out (a new generation) starts afresh.
     """
-    global _current
+    global _current, _presence
     environ = os.environ if environ is None else environ
     address = environ.get("SPARE_STORE")
-    if not address:
+    if not address or not address.strip():
         raise spare_opt.ParameterError("SPARE_STORE (host:port of the job's store) is not set")
-    group = _integer(environ, "SPARE_GROUP")
+    _store_address(address)
+    given = _integer(environ, "SPARE_GROUP", least=0)
+    index = _integer(environ, "JOB_COMPLETION_INDEX", least=0)
+    group = given if given is not None else index
     if group is None:
-        group = _integer(environ, "JOB_COMPLETION_INDEX")
-    if group is None or group < 0:
         raise spare_opt.ParameterError("SPARE_GROUP (this process's DP group, 0 <= g < N) is not set")
-    group_rank = _integer(environ, "SPARE_GROUP_RANK")
-    launcher_rank = _integer(environ, "RANK")
+    group_rank = _integer(environ, "SPARE_GROUP_RANK", least=0)
+    launcher_rank = _integer(environ, "RANK", least=0)
     if group_rank is not None and launcher_rank is not None and group_rank != launcher_rank:
         raise spare_opt.ParameterError(
             f"SPARE_GROUP_RANK={group_rank} but the launcher's RANK={launcher_rank}: one of them is wrong (with "
             "torchrun per DP group, leave SPARE_GROUP_RANK unset)")
     if group_rank is None:
         group_rank = launcher_rank or 0
-    group_world_size = _integer(environ, "SPARE_GROUP_WORLD_SIZE")
+    # A Kubernetes indexed Job's index is the group; in a JobSet replica (one Job per group)
+    # it is the pod's place in its group.  Any other value contradicts SPARE_GROUP.
+    if given is not None and index is not None and index not in (given, group_rank):
+        raise spare_opt.ParameterError(
+            f"SPARE_GROUP={given} but JOB_COMPLETION_INDEX={index}: the group is one or the other (the index may "
+            f"also be this process's rank in its group, {group_rank}); unset one of them or make them agree")
+    group_world_size = _integer(environ, "SPARE_GROUP_WORLD_SIZE", least=1)
+    launcher_world_size = _integer(environ, "WORLD_SIZE", least=1)
+    if group_world_size is not None and launcher_world_size is not None and group_world_size != launcher_world_size:
+        raise spare_opt.ParameterError(
+            f"SPARE_GROUP_WORLD_SIZE={group_world_size} but the launcher's WORLD_SIZE={launcher_world_size}: one "
+            "of them is wrong (with torchrun per DP group, leave SPARE_GROUP_WORLD_SIZE unset)")
     if group_world_size is None:
-        group_world_size = _integer(environ, "WORLD_SIZE") or 1
+        group_world_size = launcher_world_size or 1
     if not 0 <= group_rank < group_world_size:
         raise spare_opt.ParameterError(
             f"this process's rank in its DP group must be in [0, {group_world_size}) (SPARE_GROUP_RANK or RANK, "
             f"SPARE_GROUP_WORLD_SIZE or WORLD_SIZE), got {group_rank}")
     restarts = max(_integer(environ, "TORCHELASTIC_RESTART_COUNT") or 0, _integer(environ, "SLURM_RESTART_COUNT") or 0)
-    timeout = float(environ.get("SPARE_STORE_TIMEOUT") or 60.0)
-    root = connect_store(address, timeout)
+    timeout = environ.get("SPARE_STORE_TIMEOUT")
+    timeout = 60.0 if timeout is None or not timeout.strip() else _seconds(timeout, "SPARE_STORE_TIMEOUT")
+    rejoin = _flag(environ, "SPARE_REJOIN")
+    root = _connect(address, timeout, "the job's store (SPARE_STORE={host}:{port})")
     generation = current_generation(root)
     store = generation_store(root, generation)
     # One key per rank of the group: its ranks start together and must not see each other's.
-    key = f"started/{group}" if group_rank == 0 else f"started/{group}/{group_rank}"
-    started = _peek(store, key) is not None
-    rejoin = _flag(environ, "SPARE_REJOIN")
+    suffix = f"{group}" if group_rank == 0 else f"{group}/{group_rank}"
+    key = f"started/{suffix}"
+    # Counted, not peeked: of two processes that start as the same group at once, one is second.
+    started = store.add(f"joins/{suffix}", 1) > 1
+    if started:
+        _refuse_duplicate(store, group, group_rank, f"alive/{suffix}", f"hb/{suffix}")
     if rejoin is None:
         rejoin = started
+    # The presence beat starts before the start is recorded: a second process that starts as
+    # this group (and rank) watches it.
+    if _presence is not None:
+        _presence.stop.set()
+    _presence = _Presence(generation_store(root.clone(), generation), f"alive/{suffix}", _identity())
+    _presence.start()
     store.set(key, str(os.getpid()))
     # The ranks of a group start together, each once per start of the group: the n-th
     # start of every rank is the same start, and its process group gets fresh keys.
@@ -243,6 +497,8 @@ def run_worker(main, *args, **kwargs):
       to do), exit 75 when it restarted in a new generation (restart to take part);
     * ``spare_opt.LayoutError`` (this or another rank's layout differs): a message,
       exit 77 (``LAYOUT_EXIT``): the job cannot run, do not restart;
+    * :class:`DuplicateGroup` (another live process already runs this group): a
+      message, no death notice (the live process goes on), exit 77: do not restart;
     * :class:`GroupTimeout` (a wait outlasted ``timeout``: a group that never
       registered, a repaired group that was never admitted) or another
       ``spare_opt.SpareError`` (bad settings, such as a batch that does not split): a
@@ -273,6 +529,9 @@ def run_worker(main, *args, **kwargs):
     except JobEnded as exc:
         print(f"spare-opt: {exc}; exiting", file=sys.stderr)
         code = WIPE_OUT_EXIT if exc.restart else 0
+    except DuplicateGroup as exc:  # no death notice: the group's live process must go on
+        print(f"spare-opt: {exc}", file=sys.stderr)
+        code = LAYOUT_EXIT
     except spare_opt.LayoutError as exc:
         print(f"spare-opt: {exc}", file=sys.stderr)
         code = LAYOUT_EXIT
@@ -332,7 +591,7 @@ def _main(argv=None):
             end_job(store)
         else:
             print(generation)
-    except (spare_opt.ParameterError, RuntimeError) as exc:
+    except (spare_opt.SpareError, RuntimeError) as exc:
         print(f"error: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}", file=sys.stderr)
         return 2
     return 0

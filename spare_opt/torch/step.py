@@ -180,6 +180,7 @@ class SpareStep:
         self.loss = float("nan")
         self.losses = []
         self.current = None
+        _reshard(model)  # an evaluation before may have left FSDP2's parameters gathered (not the optimizer's)
         self._params = [p for p in model.parameters() if p.requires_grad]
         self.parameters = self._params
         _check_group_model(group, model)
@@ -304,6 +305,9 @@ class SpareStep:
         ReplicaDivergence
             The consistency check found groups whose state differs (on every rank alike).
         """
+        # A forward under torch.no_grad() (an evaluation) leaves FSDP2's root module with its
+        # parameters gathered: the state sent, saved and checksummed is the sharded one.
+        _reshard(self.model)
         self._begin()
         group = self.group
         book = group.book
@@ -630,6 +634,19 @@ def _from_portable(value, mesh):
     if isinstance(value, (list, tuple)) and not hasattr(value, "_fields"):
         return type(value)(_from_portable(v, mesh) for v in value)
     return value
+
+
+def _reshard(model):
+    """Put every FSDP2 module of ``model`` back in its sharded state (its registered parameters the sharded
+    ``DTensor`` ones, which the optimizer updates), whatever a forward without backward left gathered; no
+    collective, and a no-op for a model without FSDP2."""
+    try:
+        from torch.distributed.fsdp import FSDPModule
+    except ImportError:  # a torch without FSDP2
+        return
+    for module in model.modules():
+        if isinstance(module, FSDPModule):
+            module.reshard()
 
 
 def _check_optimizer(model, optimizer):

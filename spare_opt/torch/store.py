@@ -10,11 +10,38 @@ every group finished with ``--exit-when-done``).
 
 import argparse
 import datetime
+import operator
 import signal
+import socket
 import sys
 import threading
 
+import spare_opt
+
 __all__ = ["serve_store"]
+
+
+def _check_host(host):
+    """Refuse at once a ``host`` this machine cannot listen on (one that does not resolve, or another machine's).
+
+    torch's server connects to itself at ``host`` to check that it is up: for such a
+    host it retries for a minute and logs C++ stacks before it gives up.
+    """
+    try:
+        addresses = {info[4][0] for info in socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)}
+    except (socket.gaierror, UnicodeError) as exc:
+        raise spare_opt.ParameterError(f"cannot listen on host {host!r}: it does not resolve "
+                                       f"({getattr(exc, 'strerror', None) or exc})") from None
+    for address in addresses:
+        family = socket.AF_INET6 if ":" in address else socket.AF_INET
+        try:
+            with socket.socket(family, socket.SOCK_STREAM) as probe:
+                probe.bind((address, 0))
+            return
+        except OSError:
+            continue
+    raise spare_opt.ParameterError(f"cannot listen on host {host!r}: none of its addresses "
+                                   f"({', '.join(sorted(addresses))}) is one of this machine's")
 
 
 def serve_store(host="0.0.0.0", port=29600, *, ready=None, stop=None, exit_when_done=False, poll=0.5):
@@ -40,9 +67,25 @@ def serve_store(host="0.0.0.0", port=29600, *, ready=None, stop=None, exit_when_
     -------
     int
         The port it served on.
+
+    Raises
+    ------
+    spare_opt.ParameterError
+        ``host`` does not resolve or is not an address of this machine, or ``port`` is
+        not in ``[0, 65535]``.
+    RuntimeError
+        torch's server could not start (the port is taken).
     """
     import torch.distributed as dist
 
+    try:
+        number = None if isinstance(port, bool) else operator.index(port)
+    except TypeError:
+        number = None
+    if number is None or not 0 <= number <= 65535:
+        raise spare_opt.ParameterError(f"the store's port must be an integer in [0, 65535], got {port!r}")
+    port = number
+    _check_host(host)
     server = dist.TCPStore(host, int(port), is_master=True, wait_for_workers=False,
                            timeout=datetime.timedelta(seconds=60), use_libuv=True)
     if stop is None:
@@ -76,7 +119,7 @@ def main(argv=None):
 
     try:
         serve_store(options.host, options.port, ready=ready, exit_when_done=options.exit_when_done)
-    except RuntimeError as exc:
+    except (spare_opt.ParameterError, RuntimeError) as exc:
         print(f"error: {str(exc).splitlines()[0]}", file=sys.stderr)
         return 1
     return 0
