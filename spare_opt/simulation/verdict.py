@@ -1046,7 +1046,8 @@ def compare(params, *, trace=None, semantics="repair", rep_redundancies=DEFAULT_
         would be dropped); a global batch of fewer sequences than groups; a window
         without a trace or with bad bounds (:func:`spare_opt.window_trace`);
         ``trace_nodes`` without a trace, below the nodes the trace names or above
-        ``2**31 - 1``.
+        ``2**31 - 1``; the all-reduce given twice (``allreduce_seconds`` and the ring
+        model), half a ring model, or ``allreduce_latency_seconds`` without one.
 
     Notes
     -----
@@ -1336,6 +1337,9 @@ def _allreduce_source(params, allreduce_seconds, gradient_bytes, bandwidth, late
     ring = gradient_bytes is not None or bandwidth is not None
     if ring and (gradient_bytes is None or bandwidth is None):
         raise ParameterError("the ring all-reduce model needs both gradient_bytes and bandwidth_bytes_per_second")
+    if latency and not ring:  # else the latency given would be dropped without a word
+        raise ParameterError("allreduce_latency_seconds is part of the ring all-reduce model: give gradient_bytes "
+                             "and bandwidth_bytes_per_second too")
     if allreduce_seconds is not None:
         if ring:
             raise ParameterError("give the all-reduce once: allreduce_seconds or gradient_bytes and "
