@@ -243,3 +243,15 @@ def test_an_old_spelling_that_overflows_in_the_new_unit_is_named():
 def test_a_rate_far_too_high_is_refused_in_one_short_line():
     line = error_line(cli("compare", "-N", 12, *FAST, "--node-mtbf-hours", "1e-300"), 1)
     assert "failure events of the model" in line and "e+305" in line and len(line) < 300, line
+
+
+def test_simulate_takes_the_all_reduce_once_and_prints_the_one_it_ran(tmp_path):
+    line = error_line(cli("simulate", "-N", 12, "--seeds", 1, "-q", "--allreduce-seconds", 3, "--set",
+                          "allreduce_seconds=5"), 2)
+    assert line == "Error: --set allreduce_seconds and --allreduce-seconds give the same setting; use " \
+                   "--allreduce-seconds"
+    path = cluster_file(tmp_path, "groups = 12\nallreduce_seconds = 7\n")
+    for extra, expected in (([], 7.0), (["--allreduce-seconds", 3], 3.0), (["--set", "allreduce_seconds=4"], 4.0)):
+        result = cli("simulate", "--cluster", path, "--seeds", 1, "-q", "--json", *extra)
+        assert result.exit_code == 0, result.output
+        assert json.loads(result.stdout)["parameters"]["allreduce_seconds"] == expected, extra
