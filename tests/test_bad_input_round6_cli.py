@@ -255,3 +255,8 @@ def test_simulate_takes_the_all_reduce_once_and_prints_the_one_it_ran(tmp_path):
         result = cli("simulate", "--cluster", path, "--seeds", 1, "-q", "--json", *extra)
         assert result.exit_code == 0, result.output
         assert json.loads(result.stdout)["parameters"]["allreduce_seconds"] == expected, extra
+
+
+def test_a_sweep_mtbf_that_overflows_in_seconds_is_named():
+    line = error_line(cli("sweep", "--groups", 50, "--r-min", 2, "--r-max", 3, "--mtbf", "1e308"), 2)
+    assert line.startswith("Error: --mtbf: 1e+308 minutes does not fit in seconds"), line
