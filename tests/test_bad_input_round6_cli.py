@@ -260,3 +260,10 @@ def test_simulate_takes_the_all_reduce_once_and_prints_the_one_it_ran(tmp_path):
 def test_a_sweep_mtbf_that_overflows_in_seconds_is_named():
     line = error_line(cli("sweep", "--groups", 50, "--r-min", 2, "--r-max", 3, "--mtbf", "1e308"), 2)
     assert line.startswith("Error: --mtbf: 1e+308 minutes does not fit in seconds"), line
+
+
+def test_the_library_refuses_parameters_with_a_given_all_reduce_beside_the_ring_model():
+    params = so.compare_parameters("trace-400", 12, steps=1000, allreduce_seconds=3.0)
+    with pytest.raises(ParameterError, match="give the all-reduce once"):
+        so.compare(params, fault_model=so.failure_model_from_rates(12, node_mtbf_seconds=3.6e5), seeds=1,
+                   rep_redundancies=[], spare_redundancies=[3], gradient_bytes=1e9, bandwidth_bytes_per_second=1e9)
