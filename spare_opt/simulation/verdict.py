@@ -1046,7 +1046,8 @@ def compare(params, *, trace=None, semantics="repair", rep_redundancies=DEFAULT_
         would be dropped); a global batch of fewer sequences than groups; a window
         without a trace or with bad bounds (:func:`spare_opt.window_trace`);
         ``trace_nodes`` without a trace, below the nodes the trace names or above
-        ``2**31 - 1``.
+        ``2**31 - 1``; the all-reduce given twice (``allreduce_seconds`` and the ring
+        model), half a ring model, or ``allreduce_latency_seconds`` without one.
 
     Notes
     -----
@@ -1336,6 +1337,9 @@ def _allreduce_source(params, allreduce_seconds, gradient_bytes, bandwidth, late
     ring = gradient_bytes is not None or bandwidth is not None
     if ring and (gradient_bytes is None or bandwidth is None):
         raise ParameterError("the ring all-reduce model needs both gradient_bytes and bandwidth_bytes_per_second")
+    if latency and not ring:  # else the latency given would be dropped without a word
+        raise ParameterError("allreduce_latency_seconds is part of the ring all-reduce model: give gradient_bytes "
+                             "and bandwidth_bytes_per_second too")
     if allreduce_seconds is not None:
         if ring:
             raise ParameterError("give the all-reduce once: allreduce_seconds or gradient_bytes and "
@@ -1345,6 +1349,10 @@ def _allreduce_source(params, allreduce_seconds, gradient_bytes, bandwidth, late
                                                             "text": f"all-reduce {seconds:g} s (given)"}
     if ring:
         seconds = ring_allreduce_seconds(n, gradient_bytes, bandwidth, latency)
+        if params.allreduce_seconds not in (seconds, allreduce_model(n)):  # the operator's own time: not dropped
+            raise ParameterError(f"give the all-reduce once: params.allreduce_seconds = {params.allreduce_seconds:g} "
+                                 f"s (given) or the ring model's {seconds:.3g} s (gradient_bytes and "
+                                 "bandwidth_bytes_per_second), not both")
         text = (f"all-reduce {seconds:.3g} s (ring model: 2 (N-1)/N x {gradient_bytes:.4g} B / "
                 f"{bandwidth:.4g} B/s + {latency:g} s)")
         return replace(params, allreduce_seconds=seconds), {
@@ -1721,8 +1729,8 @@ def plot_compare(result, path, *, force=False, title=None):
     """Figure of the verdict: ``TTT/T0`` (best period, 95% interval) of every setting tried.
 
     One marker per setting, grouped by strategy (checkpointing, replication by ``r``,
-    SPARe by ``r`` with one series per ``m``, elastic); the best setting of each strategy is
-    circled and a dotted line marks checkpointing alone.
+    SPARe by ``r`` with one series per ``m``, redistribution by ``m``, elastic); the best
+    setting of each strategy is circled and a dotted line marks checkpointing alone.
 
     Parameters
     ----------
@@ -1785,6 +1793,10 @@ def plot_compare(result, path, *, force=False, title=None):
         rows = [row for row in spare_rows if row["micro_batches"] == m]
         xs = draw(rows, colours[i % len(colours)], f"SPARe+CKPT m = {m}")
         ticks += [(xi, f"r = {row['redundancy']}") for xi, row in zip(xs, rows)]
+    redistribute = [row for row in settings if row["strategy"] == "redistribute"]
+    if redistribute:  # every survivor may take any micro-batch (r = N): one marker per m
+        xs = draw(redistribute, "tab:cyan", STRATEGY_LABELS["redistribute"])
+        ticks += [(xi, f"r = N, m = {row['micro_batches']}") for xi, row in zip(xs, redistribute)]
     elastic = [row for row in settings if row["strategy"] == "elastic"]
     if elastic:  # not exact: drawn apart, last
         xs = draw(elastic, "tab:olive", STRATEGY_LABELS["elastic"])
@@ -1792,7 +1804,9 @@ def plot_compare(result, path, *, force=False, title=None):
     ckpt = [row for row in settings if row["strategy"] == "ckpt"]
     if ckpt and math.isfinite(ckpt[0]["ttt_ratio"]):
         ax.axhline(ckpt[0]["ttt_ratio"], color="tab:gray", linestyle=":", linewidth=1)
-    ax.set_xticks([t for t, _ in ticks], [label for _, label in ticks], fontsize=7)
+    # Upright labels of one line each: side by side they ran into one another.
+    ax.set_xticks([t for t, _ in ticks], [label.replace("\n", ", ") for _, label in ticks], fontsize=7,
+                  rotation=90)
     ax.set_ylabel("TTT / T0 (best T_c, 95% CI)")
     ax.grid(alpha=0.3, axis="y")
     ax.legend(fontsize=7)
