@@ -76,12 +76,13 @@ from ._runs import (
     check_run_layout,
     check_params,
     check_period,
-    check_strategy,
+    check_redundancy,
     default_layout,
     default_period,
     default_redundancy,
     rep_wipe_out_index,
     run_events,
+    _default_redundancy,
     run_synthetic,
 )
 from .._core.stats import interval95
@@ -253,10 +254,13 @@ def _run_options(params, trace, micro_batches, global_batch, overhead, allreduce
 def _prepare(params, strategy, redundancy, layout, trace, placement_seed, placement, micro_batches, semantics,
              fault_model, checkpoint_period_seconds):
     """The checked setting and what does not depend on the seed (the period, a trace's events):
-    ``(redundancy, period, layout, micro_batches, semantics, events)``, fixed once for every seed."""
+    ``(redundancy, period, layout, micro_batches, semantics, events)``, fixed once for every seed.
+
+    ``params`` and ``strategy`` are checked by the caller (:func:`simulate`,
+    :func:`simulate_seeds`, through :func:`_check_used`); the other arguments here."""
     if redundancy is None:
-        redundancy = default_redundancy(strategy, params.groups)
-    redundancy = check_strategy(strategy, redundancy, params.groups)
+        redundancy = _default_redundancy(strategy, params.groups)
+    redundancy = check_redundancy(strategy, redundancy, params.groups)
     micro_batches, semantics = _check_source(params, strategy, micro_batches, semantics, trace, fault_model)
     if strategy == "spare":
         layout = check_run_layout(layout, params.groups, redundancy)
