@@ -12,11 +12,11 @@ import inspect
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-import numpy as np
-
-from spare_opt import Layout, load_trajectories, preset_parameters, simulate_seeds
+from spare_opt import (Layout, load_trajectories, parse_fault_events, preset_parameters, simulate_seeds,
+                       synthetic_fault_trace)
 from spare_opt._core import validation
 
 #: Most entries into the checks of one ``simulate_seeds`` call on the Weibull failures:
@@ -87,3 +87,19 @@ def test_load_trajectories_checks_its_layout_and_m_once(monkeypatch):
     load_trajectories(layout, [[0, 1, 2], [3, 4, 5]], micro_batches=2)
     # check_layout (an instance check) and check_micro_batches (an integer): nothing else.
     assert sum(entries.values()) == 2, dict(entries)
+
+
+def test_a_trace_run_checks_its_setting_once_and_the_parameters_not_again(monkeypatch):
+    params = preset_parameters("trace-400", 100, steps=2000)
+    trace = parse_fault_events(synthetic_fault_trace(nodes=100, days=10.0, seed=1))
+    simulate_seeds(params, "spare", 3, seeds=1, trace=trace)  # uncounted: the layout and the kernels
+    entries = _count_checks(monkeypatch)
+    simulate_seeds(params, "spare", 3, seeds=2, trace=trace)
+    two_seeds = dict(entries)
+    entries.clear()
+    simulate_seeds(params, "spare", 3, seeds=4, trace=trace)
+    assert dict(entries) == two_seeds  # the trace's events are computed once, on checked values
+    # simulate checked the strategy and the semantics: the trace's events do not check them again,
+    assert sum(n for key, n in two_seeds.items() if key.endswith("-> choice")) == 2, two_seeds
+    # and the trace's MTBF replaces one field of the checked parameters without checking the others.
+    assert not [key for key in two_seeds if "__post_init__" in key], two_seeds

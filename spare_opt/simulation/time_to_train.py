@@ -88,7 +88,8 @@ from ._runs import (
 from .._core.stats import interval95
 from .._core.errors import ParameterError
 from .events import SEMANTICS, _model_events_until, _model_source, trace_events, trace_seconds
-from .parameters import STRATEGIES, allreduce_extrapolation, micro_batch_capacity
+from .events import _trace_events as _checked_trace_events
+from .parameters import STRATEGIES, _with_system_mtbf, allreduce_extrapolation, micro_batch_capacity
 from .parameters import allreduce_seconds as allreduce_model
 from ..traces.trace import FaultTrace, _placement_text
 
@@ -298,10 +299,9 @@ def _check_source(params, strategy, micro_batches, semantics, trace, fault_model
 
 
 def _trace_events(params, strategy, redundancy, layout, trace, placement_seed, placement, micro_batches, semantics):
-    """The events of a trace run (computed once for every seed)."""
-    events = trace_events(trace, params.groups, strategy, redundancy, semantics=semantics, layout=layout,
-                          micro_batches=micro_batches, heal_seconds=params.heal_seconds,
-                          time_scale=params.trace_time_scale, placement_seed=placement_seed, placement=placement)
+    """The events of a trace run (computed once for every seed), on the arguments :func:`simulate` checked."""
+    events = _checked_trace_events(trace, params.groups, strategy, redundancy, semantics, layout, micro_batches,
+                                   params.heal_seconds, params.trace_time_scale, placement_seed, placement)
     events.counts.update(source=trace.source, placement=_placement_text(placement_seed, placement))
     return events
 
@@ -417,14 +417,12 @@ def _period(params, strategy, redundancy, layout, trace, fault_model, micro_batc
     """
     if checkpoint_period_seconds is not None:
         return check_period(checkpoint_period_seconds)
-    from dataclasses import replace
-
     basis = None
     if trace is not None:
-        basis = replace(params, system_mtbf_seconds=trace_system_mtbf_seconds(trace, params.trace_time_scale))
+        basis = _with_system_mtbf(params, trace_system_mtbf_seconds(trace, params.trace_time_scale))
     elif fault_model is not None:
         mtbf = fault_model.system_mtbf_seconds * fault_model.cluster_nodes / params.groups
-        basis = replace(params, system_mtbf_seconds=mtbf)
+        basis = _with_system_mtbf(params, mtbf)
     # wipe-outs do not depend on m (a shard type with no live holder), nor does T_c*
     return default_period(params, strategy, redundancy, layout, basis)
 
