@@ -35,6 +35,7 @@ __all__ = [
     "FailurePool",
     "check_event_budget",
     "check_strategy",
+    "check_redundancy",
     "check_period",
     "check_params",
     "check_run_layout",
