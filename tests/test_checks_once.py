@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from spare_opt import (Layout, load_trajectories, parse_fault_events, preset_parameters, simulate_seeds,
-                       synthetic_fault_trace)
+                       synthetic_fault_trace, tune)
 from spare_opt._core import validation
 
 #: Most entries into the checks of one ``simulate_seeds`` call on the Weibull failures:
@@ -103,3 +103,18 @@ def test_a_trace_run_checks_its_setting_once_and_the_parameters_not_again(monkey
     assert sum(n for key, n in two_seeds.items() if key.endswith("-> choice")) == 2, two_seeds
     # and the trace's MTBF replaces one field of the checked parameters without checking the others.
     assert not [key for key in two_seeds if "__post_init__" in key], two_seeds
+
+
+def test_tune_checks_its_arguments_not_its_own_runs(monkeypatch):
+    params = preset_parameters("paper-600k", 100, steps=300)
+    sweep = dict(rep_redundancies=(2,), spare_redundancies=(3,), period_factors=(1.0, 2.0))
+    tune(params, seeds=1, **sweep)  # uncounted: the layouts and the kernels
+    entries = _count_checks(monkeypatch)
+    tune(params, seeds=2, **sweep)
+    two_seeds = dict(entries)
+    entries.clear()
+    tune(params, seeds=4, **sweep)
+    # The summaries of its runs and the wipe-out means of its settings work on checked values.
+    assert dict(entries) == two_seeds
+    assert not [key for key in two_seeds if key.startswith(("time_to_train.py:summarise",
+                                                           "_runs.py:mean_failures_to_wipe_out"))], two_seeds

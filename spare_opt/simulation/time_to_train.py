@@ -460,6 +460,12 @@ def summarise(results):
     results = check.sequence("results", results)
     for result in results:
         check.instance("results: each item", result, SimulationResult)
+    return _summarise(results)
+
+
+def _summarise(results):
+    """:func:`summarise`; arguments are checked by the caller (a non-empty list of
+    :class:`SimulationResult`, as :func:`spare_opt.tune` builds them)."""
     out = {"runs": len(results), "unfinished": sum(not r.finished for r in results)}
     top = float(max(r.redundancy for r in results))
     # The bounds of each figure: an interval never leaves them (spare_opt._core.stats.interval95).

@@ -41,7 +41,7 @@ from .parameters import (
     preset_parameters,
 )
 from .._core.paper import PAPER_TABLE
-from .time_to_train import summarise
+from .time_to_train import _summarise
 
 __all__ = [
     "PAPER_TABLE",
@@ -242,7 +242,7 @@ def _tune(params, seeds, reps, spares, factors, include_ckpt, micro_batches, wor
         entry = strategies.setdefault(strategy, {"curve": []})
         per_period = []
         for j, period in enumerate(periods):
-            summary = summarise([run[j] for run in runs])
+            summary = _summarise([run[j] for run in runs])
             per_period.append({
                 "period_seconds": period,
                 "ttt_ratio": summary["ttt_ratio"]["mean"],
