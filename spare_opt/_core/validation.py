@@ -1,7 +1,13 @@
 """Argument checks shared by every public function of spare-opt (private).
 
 Public functions validate their arguments here and nowhere else, so that the same
-mistake gets the same message everywhere.  The rule (``docs/api.md``):
+mistake gets the same message everywhere.  A public function (or a CLI command) checks
+its arguments once, at the boundary; the private helpers it calls receive checked values
+and say so in their docstrings ("Arguments are checked by the caller"), as
+scikit-learn's private helpers trust what ``validate_params`` checked.  A helper that
+two public functions share checks nothing their checks already did
+(``tests/test_checks_once.py`` counts the calls into this module along
+:func:`spare_opt.simulate_seeds`).  The rule for the checks themselves (``docs/api.md``):
 
 * a value of the wrong *type* raises :class:`~spare_opt._core.errors.ParameterTypeError`
   (a ``TypeError``): a float or a bool where an integer is needed, a string where a

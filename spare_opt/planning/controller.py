@@ -918,6 +918,7 @@ def stack_number_trajectories(layout, failure_orders, *, micro_batches=1):
     FailureSetError
         ``failure_orders`` is not 2-D or a row is not a sequence of distinct group ids.
     """
+    layout, micro_batches = _check_trajectory_arguments(layout, micro_batches)
     result = _trajectories(layout, failure_orders, micro_batches)
     return result["stack_numbers"], result["wipe_out_index"], result["moves"]
 
@@ -1009,21 +1010,33 @@ def load_trajectories(layout, failure_orders, *, micro_batches=1):
     trial, each failure costs what :meth:`ReorderController.fail` costs without the
     Python call.  This is the call a Monte-Carlo of the step cost needs.
     """
+    layout, micro_batches = _check_trajectory_arguments(layout, micro_batches)
     result = _trajectories(layout, failure_orders, micro_batches)
     return result["loads"], result["wipe_out_index"], result["moves"]
+
+
+def _check_trajectory_arguments(layout, micro_batches):
+    """``(layout, m)`` of a trajectory function, checked: the one check of the public functions."""
+    check_layout(layout)
+    return layout, check_micro_batches(micro_batches, layout.groups)
 
 
 def _trajectories(layout, failure_orders, micro_batches):
     """Stack numbers, loads, wipe-out indices and moves of many failure orders, one compiled run.
 
     The run yields both kinds of trajectory, so a caller that needs both (the simulation's
-    failure pool at ``m > 1``) walks the orders once.
+    failure pool at ``m > 1``) walks the orders once.  ``layout`` and ``micro_batches`` are
+    checked by the caller (:func:`stack_number_trajectories`, :func:`load_trajectories`,
+    or the public function that built the simulation's failure pool); the failure orders
+    are checked here.
     """
     state = _trajectory_state(layout, micro_batches)
     return state.run(_check_failure_orders(failure_orders, layout.groups, ndim=2))
 
 
 def _one_trajectory(layout, failure_order, micro_batches, return_moves, key):
+    """The body of :func:`stack_number_trajectory` and :func:`load_trajectory`: checks its arguments."""
+    layout, micro_batches = _check_trajectory_arguments(layout, micro_batches)
     state = _trajectory_state(layout, micro_batches)
     return_moves = check.flag("return_moves", return_moves)
     orders = _check_failure_orders(failure_order, layout.groups, ndim=1)[None, :]
@@ -1189,8 +1202,11 @@ def _check_failure_orders(failure_orders, n, ndim):
 
 
 def _trajectory_state(layout, micro_batches):
-    check_layout(layout)
-    m = check_micro_batches(micro_batches, layout.groups)
+    """The compiled kernels' state for ``layout`` at ``m`` micro-batches.
+
+    Arguments are checked by the caller (:func:`_check_trajectory_arguments`).
+    """
+    m = micro_batches
     return _TrajectoryState(layout) if m == 1 else _SplitTrajectoryState(layout, m)
 
 

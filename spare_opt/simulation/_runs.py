@@ -35,6 +35,7 @@ __all__ = [
     "FailurePool",
     "check_event_budget",
     "check_strategy",
+    "check_redundancy",
     "check_period",
     "check_params",
     "check_run_layout",
@@ -109,6 +110,14 @@ def check_strategy(strategy, redundancy, groups):
         and ``"elastic"`` run with ``r = 1`` whatever is given.
     """
     check.choice("strategy", strategy, STRATEGIES)
+    return check_redundancy(strategy, redundancy, groups)
+
+
+def check_redundancy(strategy, redundancy, groups):
+    """:func:`check_strategy` for a strategy already checked: the redundancy it runs with.
+
+    ``strategy`` is checked by the caller (the public function's check of its arguments).
+    """
     if strategy in ("ckpt", "elastic"):
         return 1
     _, redundancy = check_size(groups, redundancy)
@@ -124,9 +133,12 @@ def check_period(period):
 
 
 def check_run_layout(layout, groups, redundancy):
-    """The SPARe layout of a run: ``layout`` checked against ``N`` and ``r``, or :func:`default_layout`."""
+    """The SPARe layout of a run: ``layout`` checked against ``N`` and ``r``, or :func:`default_layout`.
+
+    ``groups`` and ``redundancy`` are checked by the caller (:func:`check_strategy`).
+    """
     if layout is None:
-        return default_layout(groups, redundancy)
+        return _default_layout(groups, redundancy)
     check_layout(layout)
     if layout.groups != groups or layout.redundancy != redundancy:
         raise ParameterError(
@@ -259,6 +271,12 @@ def default_redundancy(strategy, groups):
     """
     check.choice("strategy", strategy, STRATEGIES)
     groups = check.integer("groups N", groups, minimum=1, maximum=check.MAX_GROUPS)
+    return _default_redundancy(strategy, groups)
+
+
+def _default_redundancy(strategy, groups):
+    """:func:`default_redundancy`; arguments are checked by the caller (``simulate`` checks
+    ``strategy``, :class:`SimulationParameters` checks ``N``)."""
     if strategy in ("ckpt", "elastic"):
         return 1
     if strategy == "rep":
@@ -294,7 +312,14 @@ def default_layout(groups, redundancy, *, time_limit=10.0, seed=0):
     The cache is keyed by every argument, so a different ``time_limit`` or ``seed``
     gets its own layout (a search cut short by its time limit may end elsewhere).
     """
-    key = (*check_size(groups, redundancy), check.seconds("time_limit", time_limit), check.seed(seed))
+    return _default_layout(*check_size(groups, redundancy), check.seconds("time_limit", time_limit),
+                           check.seed(seed))
+
+
+def _default_layout(groups, redundancy, time_limit=10.0, seed=0):
+    """:func:`default_layout`; arguments are checked by the caller (:func:`default_layout`,
+    or :func:`check_strategy` before :func:`check_run_layout`)."""
+    key = (groups, redundancy, time_limit, seed)
     if key not in _LAYOUT_CACHE:
         from ..layouts.generators import sidon
 
@@ -590,10 +615,16 @@ def mean_failures_to_wipe_out(params, strategy, redundancy, layout=None, *, samp
     redundancy = check_strategy(strategy, redundancy, params.groups)
     samples = check.count("samples", samples, maximum=10**7)
     seed = check.seed(seed)
-    if strategy == "elastic":  # every group lost, under the paper's semantics
-        return float(params.groups)
     if strategy == "spare":
         layout = check_run_layout(layout, params.groups, redundancy)
+    return _mean_failures_to_wipe_out(params, strategy, redundancy, layout, samples, seed)
+
+
+def _mean_failures_to_wipe_out(params, strategy, redundancy, layout, samples=64, seed=GRID_SEED):
+    """:func:`mean_failures_to_wipe_out`; arguments are checked by the caller (its SPARe
+    ``layout`` by :func:`check_run_layout`)."""
+    if strategy == "elastic":  # every group lost, under the paper's semantics
+        return float(params.groups)
     pool = FailurePool(strategy, params.groups, redundancy, seed, layout)
     pool.extend_wipe_outs(samples)  # the wipe-outs alone: no trajectory of the reorder is needed
     return pool.mean_failures_to_wipe_out()
@@ -603,9 +634,11 @@ def default_period(params, strategy, redundancy, layout=None, unmasked_basis=Non
     """The Young/Daly period of a run: :func:`closed_form_period` at the strategy's mean failures to wipe-out.
 
     ``unmasked_basis`` replaces ``params`` for the failure rate (a trace's own MTBF).
+    Arguments are checked by the caller (:func:`spare_opt.simulate`: ``params``,
+    ``strategy`` and ``redundancy``, and a SPARe ``layout`` by :func:`check_run_layout`).
     """
     basis = params if unmasked_basis is None else unmasked_basis
-    return closed_form_period(basis, mean_failures_to_wipe_out(basis, strategy, redundancy, layout))
+    return closed_form_period(basis, _mean_failures_to_wipe_out(basis, strategy, redundancy, layout))
 
 
 # ----------------------------------------------------------------------------- running the kernel

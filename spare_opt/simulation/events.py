@@ -548,12 +548,26 @@ def trace_events(trace, groups, strategy, redundancy, *, semantics="paper", layo
     >>> events.times_seconds.tolist(), events.kinds.tolist()
     ([86400.0, 172860.0], [0, 1])
     """
-    from ..traces.trace import FaultTrace, _cuts
+    from ..traces.trace import FaultTrace
 
     check.instance("trace", trace, FaultTrace, " (spare_opt.read_fault_trace)")
     groups, redundancy, layout, micro_batches, heal_seconds = _check_common(
         groups, strategy, redundancy, semantics, layout, micro_batches, heal_seconds)
     time_scale = check.number("time_scale", time_scale, above=0.0)
+    return _trace_events(trace, groups, strategy, redundancy, semantics, layout, micro_batches, heal_seconds,
+                         time_scale, placement_seed, placement, replan)
+
+
+def _trace_events(trace, groups, strategy, redundancy, semantics, layout, micro_batches, heal_seconds, time_scale,
+                  placement_seed=None, placement=None, replan=False):
+    """:func:`trace_events` on checked arguments.
+
+    Arguments are checked by the caller (:func:`trace_events`, or :func:`spare_opt.simulate`,
+    whose checks of a run are the same); the placement is checked by
+    :meth:`~spare_opt.traces.trace.FaultTrace.node_groups` and ``replan`` here, in that order.
+    """
+    from ..traces.trace import _cuts
+
     # groups each node's start fails (1 unless a placement gives a node several)
     indptr, group_ids = trace.node_groups(groups, seed=placement_seed, placement=placement, members=True)
     cuts = _cuts(trace, (indptr, group_ids))  # cut once per trace and placement, shared by the calls

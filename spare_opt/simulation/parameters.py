@@ -12,6 +12,7 @@ failures (wipe-outs), ``T_f`` in the checkpointing formulas, is called
 ``unmasked_mtbf_seconds`` (:func:`spare_opt.theory.checkpoint_period`).
 """
 
+import copy
 import math
 import warnings
 from dataclasses import asdict, dataclass
@@ -213,6 +214,19 @@ class SimulationParameters:
     def to_dict(self):
         """dict: the parameters, JSON-ready."""
         return asdict(self)
+
+
+def _with_system_mtbf(params, system_mtbf_seconds):
+    """``params`` with another ``system_mtbf_seconds``, the one changed field checked.
+
+    What ``dataclasses.replace`` gives, without checking again the fields that do not
+    change: ``params`` is checked by the caller; the new value is checked here as
+    ``__post_init__`` checks it (the same message), and no other check there depends on it.
+    """
+    value = check.number("system_mtbf_seconds", system_mtbf_seconds, above=0.0)
+    changed = copy.copy(params)
+    object.__setattr__(changed, "system_mtbf_seconds", value)
+    return changed
 
 
 def fault_free_seconds(params):

@@ -76,18 +76,20 @@ from ._runs import (
     check_run_layout,
     check_params,
     check_period,
-    check_strategy,
+    check_redundancy,
     default_layout,
     default_period,
     default_redundancy,
     rep_wipe_out_index,
     run_events,
+    _default_redundancy,
     run_synthetic,
 )
 from .._core.stats import interval95
 from .._core.errors import ParameterError
 from .events import SEMANTICS, _model_events_until, _model_source, trace_events, trace_seconds
-from .parameters import STRATEGIES, allreduce_extrapolation, micro_batch_capacity
+from .events import _trace_events as _checked_trace_events
+from .parameters import STRATEGIES, _with_system_mtbf, allreduce_extrapolation, micro_batch_capacity
 from .parameters import allreduce_seconds as allreduce_model
 from ..traces.trace import FaultTrace, _placement_text
 
@@ -253,10 +255,13 @@ def _run_options(params, trace, micro_batches, global_batch, overhead, allreduce
 def _prepare(params, strategy, redundancy, layout, trace, placement_seed, placement, micro_batches, semantics,
              fault_model, checkpoint_period_seconds):
     """The checked setting and what does not depend on the seed (the period, a trace's events):
-    ``(redundancy, period, layout, micro_batches, semantics, events)``, fixed once for every seed."""
+    ``(redundancy, period, layout, micro_batches, semantics, events)``, fixed once for every seed.
+
+    ``params`` and ``strategy`` are checked by the caller (:func:`simulate`,
+    :func:`simulate_seeds`, through :func:`_check_used`); the other arguments here."""
     if redundancy is None:
-        redundancy = default_redundancy(strategy, params.groups)
-    redundancy = check_strategy(strategy, redundancy, params.groups)
+        redundancy = _default_redundancy(strategy, params.groups)
+    redundancy = check_redundancy(strategy, redundancy, params.groups)
     micro_batches, semantics = _check_source(params, strategy, micro_batches, semantics, trace, fault_model)
     if strategy == "spare":
         layout = check_run_layout(layout, params.groups, redundancy)
@@ -294,10 +299,9 @@ def _check_source(params, strategy, micro_batches, semantics, trace, fault_model
 
 
 def _trace_events(params, strategy, redundancy, layout, trace, placement_seed, placement, micro_batches, semantics):
-    """The events of a trace run (computed once for every seed)."""
-    events = trace_events(trace, params.groups, strategy, redundancy, semantics=semantics, layout=layout,
-                          micro_batches=micro_batches, heal_seconds=params.heal_seconds,
-                          time_scale=params.trace_time_scale, placement_seed=placement_seed, placement=placement)
+    """The events of a trace run (computed once for every seed), on the arguments :func:`simulate` checked."""
+    events = _checked_trace_events(trace, params.groups, strategy, redundancy, semantics, layout, micro_batches,
+                                   params.heal_seconds, params.trace_time_scale, placement_seed, placement)
     events.counts.update(source=trace.source, placement=_placement_text(placement_seed, placement))
     return events
 
@@ -413,14 +417,12 @@ def _period(params, strategy, redundancy, layout, trace, fault_model, micro_batc
     """
     if checkpoint_period_seconds is not None:
         return check_period(checkpoint_period_seconds)
-    from dataclasses import replace
-
     basis = None
     if trace is not None:
-        basis = replace(params, system_mtbf_seconds=trace_system_mtbf_seconds(trace, params.trace_time_scale))
+        basis = _with_system_mtbf(params, trace_system_mtbf_seconds(trace, params.trace_time_scale))
     elif fault_model is not None:
         mtbf = fault_model.system_mtbf_seconds * fault_model.cluster_nodes / params.groups
-        basis = replace(params, system_mtbf_seconds=mtbf)
+        basis = _with_system_mtbf(params, mtbf)
     # wipe-outs do not depend on m (a shard type with no live holder), nor does T_c*
     return default_period(params, strategy, redundancy, layout, basis)
 
@@ -458,6 +460,12 @@ def summarise(results):
     results = check.sequence("results", results)
     for result in results:
         check.instance("results: each item", result, SimulationResult)
+    return _summarise(results)
+
+
+def _summarise(results):
+    """:func:`summarise`; arguments are checked by the caller (a non-empty list of
+    :class:`SimulationResult`, as :func:`spare_opt.tune` builds them)."""
     out = {"runs": len(results), "unfinished": sum(not r.finished for r in results)}
     top = float(max(r.redundancy for r in results))
     # The bounds of each figure: an interval never leaves them (spare_opt._core.stats.interval95).

@@ -28,6 +28,7 @@ from ._runs import (
     default_layout,
     mean_failures_to_wipe_out,
     run_synthetic,
+    _mean_failures_to_wipe_out,
 )
 from .._core.stats import finite_or_none
 from .._core.errors import ParameterError
@@ -40,7 +41,7 @@ from .parameters import (
     preset_parameters,
 )
 from .._core.paper import PAPER_TABLE
-from .time_to_train import summarise
+from .time_to_train import _summarise
 
 __all__ = [
     "PAPER_TABLE",
@@ -212,18 +213,21 @@ def tune(params, *, seeds=10, rep_redundancies=DEFAULT_REP_REDUNDANCIES,
 
 def _tune(params, seeds, reps, spares, factors, include_ckpt, micro_batches, workers, executor, progress,
           layout_time_limit):
-    """:func:`tune` on checked arguments; ``reps`` may be empty (SPARe only)."""
+    """:func:`tune` on checked arguments; ``reps`` may be empty (SPARe only).
+
+    Arguments are checked by the caller (:func:`tune`, or :func:`tune_preset` after a
+    :func:`tune` of the same ``N``); ``layout_time_limit`` by :func:`default_layout`."""
     n = params.groups
     # ---------------------------------------------------------------- the task list
     configs = []  # (strategy, r, periods, layout)
     if include_ckpt:
         configs.append(("ckpt", 1, (closed_form_period(params, 1.0),), None))
     for r in reps:
-        t_c = closed_form_period(params, mean_failures_to_wipe_out(params, "rep", r))
+        t_c = closed_form_period(params, _mean_failures_to_wipe_out(params, "rep", r, None))
         configs.append(("rep", r, tuple(t_c * f for f in factors), None))
     for r in spares:
         layout = default_layout(n, r, time_limit=layout_time_limit)
-        t_c = closed_form_period(params, mean_failures_to_wipe_out(params, "spare", r, layout))
+        t_c = closed_form_period(params, _mean_failures_to_wipe_out(params, "spare", r, layout))
         configs.append(("spare", r, tuple(t_c * f for f in factors), layout))
     tasks = [(params, strategy, r, seed, periods, layout, micro_batches)
              for strategy, r, periods, layout in configs for seed in range(seeds)]
@@ -238,7 +242,7 @@ def _tune(params, seeds, reps, spares, factors, include_ckpt, micro_batches, wor
         entry = strategies.setdefault(strategy, {"curve": []})
         per_period = []
         for j, period in enumerate(periods):
-            summary = summarise([run[j] for run in runs])
+            summary = _summarise([run[j] for run in runs])
             per_period.append({
                 "period_seconds": period,
                 "ttt_ratio": summary["ttt_ratio"]["mean"],
