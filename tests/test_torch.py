@@ -215,3 +215,25 @@ def test_a_group_that_starts_late_is_not_declared_failed():
     results = assert_exact(job, config, [0, 1, 2, 3])
     detected = {g: [extra for name, _, extra in r["timeline"] if name == "detect"] for g, r in results.items()}
     assert all(r["epoch"] == 0 for r in results.values()) and not any(detected.values()), detected
+
+
+def test_a_member_dies_while_a_repaired_group_receives_the_state():
+    """N = 4, consecutive r = 3: group 3 SIGKILLs itself once the epoch admitting the repaired group 0 is built.
+
+    The other members are then sending the state to group 0 (the heal): the broadcast
+    fails for some of them.  Every group used to crash ("... not handled") and the job was
+    lost; now every rank settles alike that the heal failed, they agree again without
+    group 3 (group 0 stays a joiner), send the state again, and finish exact.
+    """
+    layout = circulant(4, [0, 1, 2], "consecutive")
+    config = {"layout": layout, "micro_batches": 1, "steps": 16, "global_batch_size": 16, "step_sleep": 0.01,
+              "die": {"group": 3, "event": "rebuild", "epoch": 2}}
+    job = run_job(config, [("kill", 0, 4), ("repair", 0, 8)], seed=4)
+    assert job["codes"][3] == -9 and all(job["codes"][g] == 0 for g in range(3)), job["codes"]
+    results = assert_exact(job, config, [0, 1, 2])
+    assert results[0]["rejoined"] and not any(name == "restart" for name, _, _ in job["events"])
+    admitted = [extra["epoch"] for name, _, extra in results[0]["timeline"] if name == "admitted"][0]
+    agreed = [(extra["epoch"], extra["failed"]) for name, _, extra in results[0]["timeline"] if name == "agree"]
+    assert agreed and agreed[0] == (admitted + 1, [3]), agreed  # agreed again after the failed heal
+    healed = [name for name, _, _ in results[0]["timeline"] if name in ("healed", "heal-failed")]
+    assert healed[-1] == "healed", healed

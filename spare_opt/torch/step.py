@@ -25,6 +25,8 @@ _CHUNK = 4096
 #: of at least 8 significant bits, and summed with zeros only), then the flag.
 _BYTES = 8 * _DIGEST
 _SLOT = _BYTES + 1
+#: What :meth:`SpareStep._catch_up` returns when a member failed while the step's result was sent.
+_FAILED = object()
 
 
 class SpareStep:
@@ -361,15 +363,21 @@ class SpareStep:
                         group._event("recovered", step=step)
                     return loss
             # A member failed: agree, rebuild, then patch (or catch up).
-            passed = group.recover({"step": step, "phase": "step"})
-            recovering = True
-            steps = {record["step"] for record in passed[-1]["records"].values()}
-            if len(steps) > 1:
+            while True:
+                passed = group.recover({"step": step, "phase": "step"})
+                recovering = True
+                steps = {record["step"] for record in passed[-1]["records"].values()}
+                if len(steps) == 1:
+                    break
                 caught_up = self._catch_up(step, min(steps), max(steps))
+                if caught_up is _FAILED:
+                    continue  # a member died while the step's result was sent: agree again
                 if caught_up is not None:
                     group._event("recovered", step=step)
                     return caught_up
                 fresh = True  # this rank was ahead: restart its step under the new plan
+                break
+            if fresh:
                 continue
             for agreed in passed:
                 plan = agreed["plan"]
@@ -507,50 +515,72 @@ class SpareStep:
 
     # ------------------------------------------------------------- recovery
     def _catch_up(self, step, low, high):
-        """Some members committed step ``low`` before its all-reduce failed elsewhere: they send its result."""
+        """Some members committed step ``low`` before its all-reduce failed elsewhere: they send its result.
+
+        Returns the step's loss on a member that was behind, ``None`` on one that sent
+        it, :data:`_FAILED` when a member failed during the broadcast (the epoch is
+        aborted: agree again, and catch up or patch under the new record).
+        """
         group = self.group
         records = group.records
         source = min(g for g, record in records.items() if record["step"] == high)
         if step == low:
             received = torch.zeros_like(self._buffers[0])
-            ok = group.broadcast(received, source)
-            if not ok:
-                raise RuntimeError("a member failed while the step's result was sent: not handled")
+            if not group.broadcast(received, source):
+                return _FAILED
             group._event("caught-up", step=step)
             return self._commit(step, received, divided=True)
         last_step, last = self._last
         payload = last.clone() if group.group == source else torch.zeros_like(last)
-        ok = group.broadcast(payload, source)
-        if not ok:
-            raise RuntimeError("a member failed while the step's result was sent: not handled")
+        if not group.broadcast(payload, source):
+            return _FAILED
         return None
 
     def _boundary(self):
-        """A repaired group asked to rejoin: admit it at this step boundary and send it the state."""
+        """A repaired group asked to rejoin: admit it at this step boundary and send it the state.
+
+        A member that fails while the state is sent makes every rank agree again (the
+        repaired groups stay joiners) and send it again, until every joiner holds it;
+        when no member that holds the state is left, the agreement raises
+        :class:`WipeOut`.
+        """
         group = self.group
-        passed = group.recover({"step": self.step, "phase": "boundary"})
-        # A joiner's record (step -1) is in when its admitting epoch's rebuild failed.
-        steps = {record["step"] for g, record in passed[-1]["records"].items() if g not in group.joiners}
-        if len(steps) > 1:
-            self._catch_up(self.step, min(steps), max(steps))
-            return
-        if group.joiners:
-            self._send_state()
+        while True:
+            passed = group.recover({"step": self.step, "phase": "boundary"})
+            # A joiner's record (step -1) is in when its admitting epoch's rebuild or heal failed.
+            steps = {record["step"] for g, record in passed[-1]["records"].items() if g not in group.joiners}
+            if len(steps) > 1:
+                if self._catch_up(self.step, min(steps), max(steps)) is _FAILED:
+                    continue
+                return
+            if not group.joiners or self._send_state():
+                return
 
     def _send_state(self):
+        """Send the state to the joiners; ``True`` once every rank agreed that they hold it."""
         group = self.group
         source = min(g for g in group.members if g not in group.joiners)
-        if group.broadcast_object(_portable(self.state_dict()) if group.group == source else None, source) is None:
-            raise RuntimeError("a member failed while the state was sent to a repaired group: not handled")
+        sent = group.broadcast_object(_portable(self.state_dict()) if group.group == source else None, source)
+        if not group._settle_heal(sent is not None):
+            return False
         self._check_due = True
         group._event("healed", step=self.step, joiners=list(group.joiners))
+        return True
 
     def _heal(self):
+        """This repaired group receives the state from a member; again after every failed attempt."""
         group = self.group
-        source = min(g for g in group.members if g not in group.joiners)
-        state = group.broadcast_object(None, source)
-        if state is None:
-            raise RuntimeError("a member failed while this repaired group received the state: not handled")
+        while True:
+            source = min(g for g in group.members if g not in group.joiners)
+            state = group.broadcast_object(None, source)
+            if group._settle_heal(state is not None):
+                break
+            # A member died during the heal: agree again (this group stays a joiner, or
+            # the agreement raises WipeOut when no member holding the state is left).
+            group.recover({"step": -1, "phase": "boundary"})
+            if group.group not in group.joiners:
+                raise RuntimeError(f"group {group.group} was not kept a joiner after a failed heal (epoch "
+                                   f"{group.epoch}): it holds no state")
         self.load_state_dict(self._restore(state))
         self._check_due = True
         group._event("healed", step=self.step)
