@@ -6,6 +6,8 @@ whole global batch of every step, within summation noise (float64: 1e-12, float3
 1e-6, relative to the parameter scale).
 """
 
+import time
+
 import numpy as np
 import pytest
 
@@ -14,7 +16,7 @@ pytest.importorskip("torch.distributed")
 
 import spare_opt  # noqa: E402
 from spare_opt.torch import PlanBook, SpareBatchSampler, plan_fingerprint  # noqa: E402
-from training_job import reference_run, run_job  # noqa: E402
+from training_job import reference_run, run_job, train_worker  # noqa: E402
 
 
 TOLERANCE = {"float64": 1e-12, "float32": 1e-6}
@@ -237,3 +239,42 @@ def test_a_member_dies_while_a_repaired_group_receives_the_state():
     assert agreed and agreed[0] == (admitted + 1, [3]), agreed  # agreed again after the failed heal
     healed = [name for name, _, _ in results[0]["timeline"] if name in ("healed", "heal-failed")]
     assert healed[-1] == "healed", healed
+
+
+def test_every_group_killed_at_once_restarts_from_the_checkpoint(tmp_path):
+    """N = 4, consecutive r = 2: every group SIGKILLed at once, then every one restarted (as a launcher restarts it).
+
+    Each restarted process is a repaired group, and no member is left to admit it: they
+    used to wait out the timeout (60 s) and fail, the checkpoint unused.  Now each finds
+    no heartbeat moving, the generation ends ("restart"), and every group starts the next
+    one from the checkpoint and finishes exact.
+    """
+    from spare_opt.torch import Supervisor
+
+    layout = circulant(4, [0, 1], "consecutive")
+    config = {"layout": layout, "micro_batches": 1, "steps": 16, "global_batch_size": 16, "checkpoint_every": 4,
+              "step_sleep": 0.01, "out": str(tmp_path)}
+    supervisor = Supervisor(train_worker, 4, args=(config,))
+    stage = {"repaired": False}
+
+    def on_poll(sup):
+        store = sup.generation_store()
+        if not stage["repaired"] and store.check(["progress"]) and int(store.get("progress")) >= 6:
+            for g in range(4):
+                sup.kill(g)
+            deadline = time.monotonic() + 10.0
+            while any(sup.alive(g) for g in range(4)) and time.monotonic() < deadline:
+                time.sleep(0.005)
+            for g in range(4):
+                sup.repair(g)
+            stage["repaired"] = True
+
+    supervisor.start()
+    started = time.monotonic()
+    codes = supervisor.run(timeout=120.0, on_poll=on_poll)
+    assert stage["repaired"] and codes == {g: 0 for g in range(4)}, (codes, supervisor.events)
+    assert time.monotonic() - started < 60.0  # not one wait of the 30 s timeout
+    results = {g: torch.load(tmp_path / f"g{g}.pt", weights_only=False) for g in range(4)}
+    assert all(r["generation"] == 1 and not r["rejoined"] for r in results.values())
+    assert any(name == "restored" for name, _, _ in results[0]["timeline"])  # from the checkpoint
+    assert_exact({"results": results, "codes": codes, "events": supervisor.events}, config, [0, 1, 2, 3])

@@ -898,9 +898,24 @@ class SpareGroup:
     def _await_admission(self):
         store = self.store
         deadline = time.monotonic() + self.timeout_seconds
+        beats = {}  # group -> (its heartbeat value, when this group first saw it)
 
         def check_end():
             ended = _peek(store, "ended")
+            if ended is None and self._no_live_member(beats):
+                # Every member died (a crash of every group, a wipe-out that nobody
+                # survived to report): nobody will admit this group.  End the generation
+                # so that every restarted group starts the next one from the checkpoint
+                # (run_worker moves the job on) instead of waiting out the timeout.
+                if _peek(store, f"rejoin/{self.group}") == self._token:
+                    store.delete_key(f"rejoin/{self.group}")
+                    store.add("pending_rejoins", -1)
+                ended = _text(store.compare_set("ended", "", "restart"))
+                if ended == "restart":
+                    self._event("no-live-member", seconds=self._liveness_window)
+                    raise JobEnded(f"group {self.group} found no live member to admit it (no heartbeat moved for "
+                                   f"{self._liveness_window:g} s): the job restarts from its last checkpoint in a new "
+                                   "generation", restart=True)
             if ended is not None:
                 restart = ended == "restart"
                 raise JobEnded(f"group {self.group} was not admitted: the job "
@@ -957,6 +972,34 @@ class SpareGroup:
             else:
                 check_end()
                 time.sleep(self.interval / 5)
+
+    @property
+    def _liveness_window(self):
+        """Seconds without a heartbeat of any other group after which a repaired group finds no live member."""
+        return max(2 * self.heartbeat_timeout, self.heartbeat_timeout + 1.0)
+
+    def _no_live_member(self, beats):
+        """Whether no other group's heartbeat moved for :attr:`_liveness_window` seconds (a repaired group's wait).
+
+        ``beats`` remembers each group's heartbeat value and when it was first seen.  Only
+        once the job started (``epoch``): before it the groups do not beat yet.  A live
+        member beats every ``heartbeat_interval`` from a thread of its own, even in a long
+        step; one silent for longer than its ``heartbeat_timeout`` is declared failed by
+        its peers anyway.  Read at most every ``heartbeat_interval``.
+        """
+        now = time.monotonic()
+        if now - beats.get("read", -1.0) < self.interval:
+            return False
+        beats["read"] = now
+        if _peek(self.store, "epoch") is None:
+            return False
+        keys = [f"hb/{g}" for g in range(self.groups) if g != self.group]
+        if not keys or not self.store.check(keys):
+            return False  # a group that never registered: the members' own wait ends the job
+        for g, value in zip(range(len(keys)), self.store.multi_get(keys)):
+            if beats.get(g, (None, 0.0))[0] != value:
+                beats[g] = (value, now)
+        return all(now - beats[g][1] > self._liveness_window for g in range(len(keys)))
 
     def _ready_key(self, epoch, group, rank):
         return f"ready/{epoch}/{group}" if rank == 0 else f"ready/{epoch}/{group}/{rank}"
