@@ -39,22 +39,23 @@ def start_store():
     return process, port, client
 
 
-def torchrun(port, group, args, out, restarts, extra_env=None, nproc=1):
+def torchrun(port, group, args, out, restarts, extra_env=None, nproc=1, script=SCRIPT):
     env = {**os.environ, "SPARE_STORE": f"127.0.0.1:{port}", "SPARE_GROUP": str(group), "OMP_NUM_THREADS": "1",
            "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]), **(extra_env or {})}
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(nproc),
-               "--max-restarts", str(restarts), "--monitor-interval", "0.1", SCRIPT, "--out", out, *args]
+               "--max-restarts", str(restarts), "--monitor-interval", "0.1", script, "--out", out, *args]
     log = open(os.path.join(out, f"torchrun-g{group}.log"), "a")
     return subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
 
 
 @contextlib.contextmanager
-def launched(groups, args, out, restarts, nproc=1):
+def launched(groups, args, out, restarts, nproc=1, **options):
     """A store and one torchrun per group; yields ``(port, client, processes)``; kills whatever is left at the end."""
     store, port, client = start_store()
     processes = {}
     try:
-        processes.update({g: torchrun(port, g, args, out, restarts=restarts, nproc=nproc) for g in range(groups)})
+        processes.update({g: torchrun(port, g, args, out, restarts=restarts, nproc=nproc, **options)
+                          for g in range(groups)})
         yield port, client, processes
     finally:
         for process in processes.values():
@@ -188,6 +189,43 @@ def test_torchrun_per_group_wipe_out_restarts_in_a_new_generation(tmp_path):
         assert "this worker starts again there, from the last checkpoint" in logs(out)  # survivors, in-process
         results = assert_exact(out, args, range(4))
         assert all(r["generation"] == 1 for r in results.values())
+
+
+@pytest.mark.slow
+def test_torchrun_per_group_a_member_killed_during_the_heal(tmp_path):
+    """N = 4, r = 2: group 1 SIGKILLed and restarted; group 2 SIGKILLed while the state is sent to group 1.
+
+    Group 2 is held just before the heal (``tests/heal_fault_worker.py``) and SIGKILLed
+    there by the test.  Every group used to crash with "... not handled", and their
+    restarts waited for an admission that nobody gave.  Now the heal is settled as failed
+    on every rank, the others agree again without group 2 (group 1 stays a joiner) and
+    send the state again; group 2's torchrun restarts it and it rejoins too (or, when its
+    restart comes after the last step, leaves: the job has ended).  Every group that
+    finishes ends exact, in generation 0: no restart from the checkpoint was needed.
+    """
+    out = str(tmp_path)
+    args = ["--steps", "16", "--step-sleep", "0.05", "--await-repairs", "120"]
+    script = str(REPO / "tests" / "heal_fault_worker.py")
+    with launched(4, args, out, restarts=1, script=script, extra_env={"SPARE_TEST_HOLD_HEAL": "2"}) as \
+            (port, client, processes):
+        wait_for(lambda: int(read(client, "gen/0/progress") or 0) >= 4, "four steps", processes, out)
+        os.kill(worker_pid(client, 0, 1), signal.SIGKILL)
+        wait_for(lambda: read(client, "gen/0/held/2") is not None, "group 2 held in the heal", processes, out)
+        os.kill(int(read(client, "gen/0/held/2")), signal.SIGKILL)
+        codes = finish(processes)
+        assert codes == {g: 0 for g in range(4)}, logs(out)
+        assert "not handled" not in logs(out)
+        finished = [g for g in range(4) if os.path.exists(os.path.join(out, f"g{g}.pt"))]
+        assert finished in ([0, 1, 3], [0, 1, 2, 3]), logs(out)
+        if 2 not in finished:
+            assert "group 2 was not admitted: the job has ended" in logs(out)
+        results = assert_exact(out, args, finished)
+        assert all(r["generation"] == 0 and r["members"] == finished for r in results.values())
+        assert results[1]["rejoined"]
+        # Group 1's heal failed once (group 2 killed in it), then succeeded.
+        healing = [name for name, _, extra in results[1]["timeline"]
+                   if name == "heal-failed" or (name == "healed" and "joiners" not in extra)]
+        assert healing == ["heal-failed", "healed"], healing
 
 
 def test_worker_configuration_from_the_environment():
