@@ -283,3 +283,42 @@ def test_dp_groups_of_two_ranks_with_fsdp2_kill_one_rank_and_rejoin(tmp_path):
         other = torchrun(port, 1, args, out, restarts=0, nproc=1)
         assert other.wait(TIMEOUT) != 0
         assert "group 1 has 1 rank(s) but the job's DP groups have 2" in logs(out)
+
+
+
+_RUN_AGAIN = """
+import sys
+from spare_opt.torch.elastic import JobEnded, WipeOut
+from spare_opt.torch.launchers import join_job, run_worker
+
+def main(failing):
+    job = join_job()
+    print(f"start generation={job.generation} rejoin={job.rejoin}", flush=True)
+    if job.generation in failing:
+        raise WipeOut([1, 2]) if job.generation % 2 == 0 else JobEnded("no live member", restart=True)
+
+run_worker(main, [int(g) for g in sys.argv[1:]])
+"""
+
+
+def test_run_worker_starts_the_worker_again_in_the_new_generation():
+    """After a WipeOut or a JobEnded(restart=True), run_worker moves the job on and runs main again in its process.
+
+    So the restart does not depend on the launcher's restart budget; with
+    SPARE_RESTART_IN_PROCESS=0 the worker exits 75 for the launcher as before.
+    """
+    server = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
+    env = {**os.environ, "SPARE_STORE": f"127.0.0.1:{server.port}", "SPARE_GROUP": "1",
+           "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    # Generation 0: a wipe-out; generation 1: no live member; generation 2: it finishes.
+    done = subprocess.run([sys.executable, "-c", _RUN_AGAIN, "0", "1"], env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [f"start generation={g} rejoin=False" for g in range(3)]
+    assert server.get("generation") == b"2" and server.get("gen/1/ended") == b"restart"
+    assert done.stderr.count("this worker starts again there, from the last checkpoint") == 2
+    legacy = subprocess.run([sys.executable, "-c", _RUN_AGAIN, "2"], env={**env, "SPARE_RESTART_IN_PROCESS": "0"},
+                            capture_output=True, text=True, timeout=120)
+    assert legacy.returncode == WIPE_OUT_EXIT, legacy.stderr
+    assert legacy.stdout.splitlines() == ["start generation=2 rejoin=True"]  # group 1 had started there
+    assert server.get("generation") == b"3" and "exiting for the launcher to restart this group" in legacy.stderr
