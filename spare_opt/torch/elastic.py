@@ -236,7 +236,13 @@ class SpareGroup:
         group was not admitted within ``timeout``.
     JobEnded
         A repaired group was not admitted because the job ended or restarted (the
-        ``ended`` marker).
+        ``ended`` marker), or because no other group's heartbeat moved for twice
+        ``heartbeat_timeout`` (at least ``heartbeat_timeout + 1`` s): every member is
+        dead, so it ends the generation (``restart``) and the job restarts from its
+        checkpoint (``restart=True``).
+    WipeOut
+        (a repaired group) Every member that held the state died while it was sent
+        and only repaired groups are left.
     """
 
     def __init__(self, layout, group, store, *, micro_batches=None, heartbeat_interval=0.05, heartbeat_timeout=2.0,
@@ -985,21 +991,36 @@ class SpareGroup:
         once the job started (``epoch``): before it the groups do not beat yet.  A live
         member beats every ``heartbeat_interval`` from a thread of its own, even in a long
         step; one silent for longer than its ``heartbeat_timeout`` is declared failed by
-        its peers anyway.  Read at most every ``heartbeat_interval``.
+        its peers anyway.  Every ``heartbeat_interval`` it reads the heartbeats of the
+        (up to) ``watch`` groups after it on the ring, and every group's only at its
+        first look and when those all look dead (at most every half window): when every
+        group died at once and all of them restart, ``N`` repaired groups would read
+        ``N`` keys each every beat.
         """
         now = time.monotonic()
-        if now - beats.get("read", -1.0) < self.interval:
+        if now - beats.get("read", -1e9) < self.interval:
             return False
         beats["read"] = now
         if _peek(self.store, "epoch") is None:
             return False
-        keys = [f"hb/{g}" for g in range(self.groups) if g != self.group]
-        if not keys or not self.store.check(keys):
+        others = [g for g in range(self.groups) if g != self.group]
+        if not others or not self.store.check([f"hb/{g}" for g in others]):
             return False  # a group that never registered: the members' own wait ends the job
-        for g, value in zip(range(len(keys)), self.store.multi_get(keys)):
-            if beats.get(g, (None, 0.0))[0] != value:
-                beats[g] = (value, now)
-        return all(now - beats[g][1] > self._liveness_window for g in range(len(keys)))
+        near = [(self.group + k) % self.groups for k in range(1, min(self.watch or 8, len(others)) + 1)]
+
+        def look(groups):
+            for g, value in zip(groups, self.store.multi_get([f"hb/{g}" for g in groups])):
+                if beats.get(g, (None, 0.0))[0] != value:
+                    beats[g] = (value, now)
+            return all(now - beats[g][1] > self._liveness_window for g in groups)
+
+        if "all" not in beats:
+            look(others)
+            beats["all"] = now
+        if not look(near) or now - beats["all"] < self._liveness_window / 2:
+            return False
+        beats["all"] = now
+        return look(others)
 
     def _ready_key(self, epoch, group, rank):
         return f"ready/{epoch}/{group}" if rank == 0 else f"ready/{epoch}/{group}/{rank}"
