@@ -39,22 +39,23 @@ def start_store():
     return process, port, client
 
 
-def torchrun(port, group, args, out, restarts, extra_env=None, nproc=1):
+def torchrun(port, group, args, out, restarts, extra_env=None, nproc=1, script=SCRIPT):
     env = {**os.environ, "SPARE_STORE": f"127.0.0.1:{port}", "SPARE_GROUP": str(group), "OMP_NUM_THREADS": "1",
            "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]), **(extra_env or {})}
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(nproc),
-               "--max-restarts", str(restarts), "--monitor-interval", "0.1", SCRIPT, "--out", out, *args]
+               "--max-restarts", str(restarts), "--monitor-interval", "0.1", script, "--out", out, *args]
     log = open(os.path.join(out, f"torchrun-g{group}.log"), "a")
     return subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
 
 
 @contextlib.contextmanager
-def launched(groups, args, out, restarts, nproc=1):
+def launched(groups, args, out, restarts, nproc=1, **options):
     """A store and one torchrun per group; yields ``(port, client, processes)``; kills whatever is left at the end."""
     store, port, client = start_store()
     processes = {}
     try:
-        processes.update({g: torchrun(port, g, args, out, restarts=restarts, nproc=nproc) for g in range(groups)})
+        processes.update({g: torchrun(port, g, args, out, restarts=restarts, nproc=nproc, **options)
+                          for g in range(groups)})
         yield port, client, processes
     finally:
         for process in processes.values():
@@ -167,10 +168,16 @@ def test_torchrun_per_group_kill_rejoin_and_a_late_joiner(tmp_path):
 
 @pytest.mark.slow
 def test_torchrun_per_group_wipe_out_restarts_in_a_new_generation(tmp_path):
-    """N = 4, r = 2: groups 1 and 2 (the two holders of shard type 2) die together; every group restarts."""
+    """N = 4, r = 2: groups 1 and 2 (the two holders of shard type 2) die together; every group restarts.
+
+    Under ``--max-restarts 1``: the killed groups spend their only restart on the kill,
+    whether their restart comes before the wipe-out (a repaired group in the old
+    generation, which then moves on in its process) or after it; the survivors start
+    the new generation in their processes.  It used to depend on that timing.
+    """
     out = str(tmp_path)
     args = ["--steps", "16", "--step-sleep", "0.05", "--checkpoint-every", "4"]
-    with launched(4, args, out, restarts=3) as (port, client, processes):
+    with launched(4, args, out, restarts=1) as (port, client, processes):
         wait_for(lambda: int(read(client, "gen/0/progress") or 0) >= 6, "six steps", processes, out)
         victims = [worker_pid(client, 0, 1), worker_pid(client, 0, 2)]
         for pid in victims:
@@ -179,8 +186,46 @@ def test_torchrun_per_group_wipe_out_restarts_in_a_new_generation(tmp_path):
         assert codes == {g: 0 for g in range(4)}, logs(out)
         assert read(client, "generation") == "1"
         assert read(client, "gen/0/ended") == "restart"
+        assert "this worker starts again there, from the last checkpoint" in logs(out)  # survivors, in-process
         results = assert_exact(out, args, range(4))
         assert all(r["generation"] == 1 for r in results.values())
+
+
+@pytest.mark.slow
+def test_torchrun_per_group_a_member_killed_during_the_heal(tmp_path):
+    """N = 4, r = 2: group 1 SIGKILLed and restarted; group 2 SIGKILLed while the state is sent to group 1.
+
+    Group 2 is held just before the heal (``tests/heal_fault_worker.py``) and SIGKILLed
+    there by the test.  Every group used to crash with "... not handled", and their
+    restarts waited for an admission that nobody gave.  Now the heal is settled as failed
+    on every rank, the others agree again without group 2 (group 1 stays a joiner) and
+    send the state again; group 2's torchrun restarts it and it rejoins too (or, when its
+    restart comes after the last step, leaves: the job has ended).  Every group that
+    finishes ends exact, in generation 0: no restart from the checkpoint was needed.
+    """
+    out = str(tmp_path)
+    args = ["--steps", "16", "--step-sleep", "0.05", "--await-repairs", "120"]
+    script = str(REPO / "tests" / "heal_fault_worker.py")
+    with launched(4, args, out, restarts=1, script=script, extra_env={"SPARE_TEST_HOLD_HEAL": "2"}) as \
+            (port, client, processes):
+        wait_for(lambda: int(read(client, "gen/0/progress") or 0) >= 4, "four steps", processes, out)
+        os.kill(worker_pid(client, 0, 1), signal.SIGKILL)
+        wait_for(lambda: read(client, "gen/0/held/2") is not None, "group 2 held in the heal", processes, out)
+        os.kill(int(read(client, "gen/0/held/2")), signal.SIGKILL)
+        codes = finish(processes)
+        assert codes == {g: 0 for g in range(4)}, logs(out)
+        assert "not handled" not in logs(out)
+        finished = [g for g in range(4) if os.path.exists(os.path.join(out, f"g{g}.pt"))]
+        assert finished in ([0, 1, 3], [0, 1, 2, 3]), logs(out)
+        if 2 not in finished:
+            assert "group 2 was not admitted: the job has ended" in logs(out)
+        results = assert_exact(out, args, finished)
+        assert all(r["generation"] == 0 and r["members"] == finished for r in results.values())
+        assert results[1]["rejoined"]
+        # Group 1's heal failed once (group 2 killed in it), then succeeded.
+        healing = [name for name, _, extra in results[1]["timeline"]
+                   if name == "heal-failed" or (name == "healed" and "joiners" not in extra)]
+        assert healing == ["heal-failed", "healed"], healing
 
 
 def test_worker_configuration_from_the_environment():
@@ -255,3 +300,41 @@ def test_fsdp2_groups_with_a_no_grad_evaluation_on_one_group_finish_exact(tmp_pa
         results = assert_exact(out, args, range(2), group_ranks=2)
         for r in results.values():
             assert {extra.get("step") for name, _, extra in r["timeline"] if name == "checked"} == {0, 1, 2, 3}
+
+
+_RUN_AGAIN = """
+import sys
+from spare_opt.torch.elastic import JobEnded, WipeOut
+from spare_opt.torch.launchers import join_job, run_worker
+
+def main(failing):
+    job = join_job()
+    print(f"start generation={job.generation} rejoin={job.rejoin}", flush=True)
+    if job.generation in failing:
+        raise WipeOut([1, 2]) if job.generation % 2 == 0 else JobEnded("no live member", restart=True)
+
+run_worker(main, [int(g) for g in sys.argv[1:]])
+"""
+
+
+def test_run_worker_starts_the_worker_again_in_the_new_generation():
+    """After a WipeOut or a JobEnded(restart=True), run_worker moves the job on and runs main again in its process.
+
+    So the restart does not depend on the launcher's restart budget; with
+    SPARE_RESTART_IN_PROCESS=0 the worker exits 75 for the launcher as before.
+    """
+    server = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
+    env = {**os.environ, "SPARE_STORE": f"127.0.0.1:{server.port}", "SPARE_GROUP": "1",
+           "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    # Generation 0: a wipe-out; generation 1: no live member; generation 2: it finishes.
+    done = subprocess.run([sys.executable, "-c", _RUN_AGAIN, "0", "1"], env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [f"start generation={g} rejoin=False" for g in range(3)]
+    assert server.get("generation") == b"2" and server.get("gen/1/ended") == b"restart"
+    assert done.stderr.count("this worker starts again there, from the last checkpoint") == 2
+    legacy = subprocess.run([sys.executable, "-c", _RUN_AGAIN, "2"], env={**env, "SPARE_RESTART_IN_PROCESS": "0"},
+                            capture_output=True, text=True, timeout=120)
+    assert legacy.returncode == WIPE_OUT_EXIT, legacy.stderr
+    assert legacy.stdout.splitlines() == ["start generation=2 rejoin=True"]  # group 1 had started there
+    assert server.get("generation") == b"3" and "exiting for the launcher to restart this group" in legacy.stderr

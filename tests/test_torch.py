@@ -6,6 +6,8 @@ whole global batch of every step, within summation noise (float64: 1e-12, float3
 1e-6, relative to the parameter scale).
 """
 
+import time
+
 import numpy as np
 import pytest
 
@@ -14,7 +16,7 @@ pytest.importorskip("torch.distributed")
 
 import spare_opt  # noqa: E402
 from spare_opt.torch import PlanBook, SpareBatchSampler, plan_fingerprint  # noqa: E402
-from training_job import reference_run, run_job  # noqa: E402
+from training_job import reference_run, run_job, train_worker  # noqa: E402
 
 
 TOLERANCE = {"float64": 1e-12, "float32": 1e-6}
@@ -215,3 +217,64 @@ def test_a_group_that_starts_late_is_not_declared_failed():
     results = assert_exact(job, config, [0, 1, 2, 3])
     detected = {g: [extra for name, _, extra in r["timeline"] if name == "detect"] for g, r in results.items()}
     assert all(r["epoch"] == 0 for r in results.values()) and not any(detected.values()), detected
+
+
+def test_a_member_dies_while_a_repaired_group_receives_the_state():
+    """N = 4, consecutive r = 3: group 3 SIGKILLs itself once the epoch admitting the repaired group 0 is built.
+
+    The other members are then sending the state to group 0 (the heal): the broadcast
+    fails for some of them.  Every group used to crash ("... not handled") and the job was
+    lost; now every rank settles alike that the heal failed, they agree again without
+    group 3 (group 0 stays a joiner), send the state again, and finish exact.
+    """
+    layout = circulant(4, [0, 1, 2], "consecutive")
+    config = {"layout": layout, "micro_batches": 1, "steps": 16, "global_batch_size": 16, "step_sleep": 0.01,
+              "die": {"group": 3, "event": "rebuild", "epoch": 2}}
+    job = run_job(config, [("kill", 0, 4), ("repair", 0, 8)], seed=4)
+    assert job["codes"][3] == -9 and all(job["codes"][g] == 0 for g in range(3)), job["codes"]
+    results = assert_exact(job, config, [0, 1, 2])
+    assert results[0]["rejoined"] and not any(name == "restart" for name, _, _ in job["events"])
+    admitted = [extra["epoch"] for name, _, extra in results[0]["timeline"] if name == "admitted"][0]
+    agreed = [(extra["epoch"], extra["failed"]) for name, _, extra in results[0]["timeline"] if name == "agree"]
+    assert agreed and agreed[0] == (admitted + 1, [3]), agreed  # agreed again after the failed heal
+    healed = [name for name, _, _ in results[0]["timeline"] if name in ("healed", "heal-failed")]
+    assert healed[-1] == "healed", healed
+
+
+def test_every_group_killed_at_once_restarts_from_the_checkpoint(tmp_path):
+    """N = 4, consecutive r = 2: every group SIGKILLed at once, then every one restarted (as a launcher restarts it).
+
+    Each restarted process is a repaired group, and no member is left to admit it: they
+    used to wait out the timeout (60 s) and fail, the checkpoint unused.  Now each finds
+    no heartbeat moving, the generation ends ("restart"), and every group starts the next
+    one from the checkpoint and finishes exact.
+    """
+    from spare_opt.torch import Supervisor
+
+    layout = circulant(4, [0, 1], "consecutive")
+    config = {"layout": layout, "micro_batches": 1, "steps": 16, "global_batch_size": 16, "checkpoint_every": 4,
+              "step_sleep": 0.01, "out": str(tmp_path)}
+    supervisor = Supervisor(train_worker, 4, args=(config,))
+    stage = {"repaired": False}
+
+    def on_poll(sup):
+        store = sup.generation_store()
+        if not stage["repaired"] and store.check(["progress"]) and int(store.get("progress")) >= 6:
+            for g in range(4):
+                sup.kill(g)
+            deadline = time.monotonic() + 10.0
+            while any(sup.alive(g) for g in range(4)) and time.monotonic() < deadline:
+                time.sleep(0.005)
+            for g in range(4):
+                sup.repair(g)
+            stage["repaired"] = True
+
+    supervisor.start()
+    started = time.monotonic()
+    codes = supervisor.run(timeout=120.0, on_poll=on_poll)
+    assert stage["repaired"] and codes == {g: 0 for g in range(4)}, (codes, supervisor.events)
+    assert time.monotonic() - started < 60.0  # not one wait of the 30 s timeout
+    results = {g: torch.load(tmp_path / f"g{g}.pt", weights_only=False) for g in range(4)}
+    assert all(r["generation"] == 1 and not r["rejoined"] for r in results.values())
+    assert any(name == "restored" for name, _, _ in results[0]["timeline"])  # from the checkpoint
+    assert_exact({"results": results, "codes": codes, "events": supervisor.events}, config, [0, 1, 2, 3])

@@ -398,6 +398,55 @@ def test_the_hook_sees_the_global_gradient_and_the_state_round_trips(tmp_path):
         group.close()
 
 
+def test_the_final_state_and_the_users_entries_are_in_the_checkpoint(tmp_path):
+    """One group (N = 1), 3 steps, a checkpoint every 2: the file ends with the state after step 3 and the user's entries.
+
+    The checkpoint used to be written only when a checkpointed step began (here step 2),
+    so the trained state was never in it, and it held nothing of the user's (nanoGPT's
+    ``sample.py`` reads ``model_args`` beside ``model``).
+    """
+    store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
+    dataset = text_dataset()
+    path = tmp_path / "c.pt"
+    best = {"val_loss": 9.0}
+
+    def loss_fn(model, batch):
+        x, y = batch
+        return F.cross_entropy(model(x).reshape(-1, 256), y.reshape(-1))
+
+    group = SpareGroup(spare_opt.consecutive(1, 1), 0, dist.PrefixStore("gen/0", store), micro_batches=2)
+    try:
+        model, optimizer, _, _ = build({"seed": 3})
+        sampler = SpareBatchSampler(group, len(dataset), 4, steps=3, seed=3)
+        helper = SpareStep(group, model, optimizer, loss_fn, sampler, dataset, checkpoint=path, checkpoint_every=2,
+                           checkpoint_extra=lambda: {"model_args": {"width": 16}, "best": dict(best)})
+        assert helper.restored_extra == {}
+        while helper.step < 3:
+            helper()
+            best["val_loss"] -= 1.0
+        saved = torch.load(path, weights_only=False)
+        assert saved["step"] == 3 and saved["model_args"] == {"width": 16}
+        assert saved["best"] == {"val_loss": 7.0}  # called at the final save, after step 3's update
+        assert all(torch.equal(saved["model"][k], v) for k, v in model.state_dict().items())
+        # A restart from it: the final state, the user's entries back, nothing left to run.
+        again, optimizer2, _, _ = build({"seed": 4})
+        restarted = SpareStep(group, again, optimizer2, loss_fn, SpareBatchSampler(group, len(dataset), 4, steps=3,
+                                                                                   seed=3),
+                              dataset, checkpoint=path, checkpoint_every=2)
+        assert restarted.step == 3 and restarted.restored_extra == {"model_args": {"width": 16},
+                                                                    "best": {"val_loss": 7.0}}
+        assert all(torch.equal(a, b) for a, b in zip(again.parameters(), model.parameters()))
+        for bad, kind in (({"model": 1}, spare_opt.ParameterError), (3, spare_opt.ParameterTypeError),
+                          ({1: 2}, spare_opt.ParameterTypeError)):
+            with pytest.raises(kind):
+                SpareStep(group, model, optimizer, loss_fn, sampler, dataset, checkpoint_extra=bad)
+        helper.checkpoint_extra = lambda: {"step": 0}
+        with pytest.raises(spare_opt.ParameterError, match="may not name 'step'"):
+            helper.save_checkpoint()
+    finally:
+        group.close()
+
+
 def test_the_micro_batch_stream_is_a_pure_function_of_its_identity_and_leaves_the_outer_stream_alone():
     """Same identity, same draws, whatever came before; another identity, other draws; the outer stream goes on."""
     from spare_opt.torch import micro_batch_generator, micro_batch_seed

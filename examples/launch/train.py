@@ -18,9 +18,9 @@ the same position in each group.  The death of any rank fails its whole group
 Each group trains the two-layer perceptron of ``examples/training_job.py`` with
 :class:`SpareStep` on a circulant layout (``N`` groups, offsets ``0..r-1``) and writes
 its final parameters to ``OUT/g{group}.pt``.  :func:`spare_opt.torch.launchers.run_worker`
-turns a wipe-out into exit code 75 (the launcher restarts the group into the job's next
-generation, from the last checkpoint), an eviction into 76; a restarted group rejoins
-by itself (the store records that its group had started), and one that comes after the
+runs the worker again in its process after a wipe-out (the job's next generation, from
+the last checkpoint), turns an eviction into exit code 76; a restarted group rejoins by
+itself (the store records that its group had started), and one that comes after the
 end of the job exits 0 with a message.
 """
 

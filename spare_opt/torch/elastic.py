@@ -39,11 +39,16 @@ generation):
   written) and the store of the process group of epoch ``e`` between the ranks ``k``
   of the live groups;
 * ``rejoin/{g}``, ``pending_rejoins``: a repaired group's request to rejoin;
+* ``heal/{e}/{g}`` (``heal/{e}/{g}/{k}`` for rank ``k > 0``), ``heal/{e}``: whether the
+  state sent to epoch ``e``'s joiners reached this rank, and the verdict (``go``, or
+  ``retry``: agree again, the joiners stay joiners and get the state again), the first
+  one written;
 * ``owner/{g}``: the token of the process that speaks for group ``g`` (a second process
   that starts as ``g`` afresh is refused);
 * ``ended``: the job of this generation is over (``"done"``: it finished; ``"restart"``:
-  a wipe-out moved the job to a new generation); a repaired group still waiting for
-  admission leaves with :class:`JobEnded`.
+  a wipe-out moved the job to a new generation, or a repaired group found no live
+  member to admit it); a repaired group still waiting for admission leaves with
+  :class:`JobEnded`.
 """
 
 import datetime
@@ -65,7 +70,7 @@ __all__ = ["SpareGroup", "WipeOut", "Evicted", "GroupTimeout", "ReplicaDivergenc
 
 
 class WipeOut(RuntimeError):
-    """Some shard type lost every holder: the job restarts from the last checkpoint.
+    """Some shard type lost every holder, or no live group holds the state: the job restarts from the last checkpoint.
 
     Attributes
     ----------
@@ -73,9 +78,9 @@ class WipeOut(RuntimeError):
         The agreed failed set that wiped the layout out.
     """
 
-    def __init__(self, failed):
+    def __init__(self, failed, reason="some shard type has no live holder"):
         self.failed = sorted(failed)
-        super().__init__(f"wipe-out: groups {self.failed} failed and some shard type has no live holder; "
+        super().__init__(f"wipe-out: groups {self.failed} failed and {reason}; "
                          "restart every group from the last checkpoint")
 
 
@@ -251,7 +256,13 @@ class SpareGroup:
         group was not admitted within ``timeout``.
     JobEnded
         A repaired group was not admitted because the job ended or restarted (the
-        ``ended`` marker).
+        ``ended`` marker), or because no other group's heartbeat moved for twice
+        ``heartbeat_timeout`` (at least ``heartbeat_timeout + 1`` s): every member is
+        dead, so it ends the generation (``restart``) and the job restarts from its
+        checkpoint (``restart=True``).
+    WipeOut
+        (a repaired group) Every member that held the state died while it was sent
+        and only repaired groups are left.
     """
 
     def __init__(self, layout, group, store, *, micro_batches=None, heartbeat_interval=0.05, heartbeat_timeout=2.0,
@@ -478,6 +489,9 @@ class SpareGroup:
         self.members = [g for g in range(self.groups) if g not in self.failed]
         self._joiner_tokens = dict(record.get("joiners", {}))
         self.joiners = sorted(int(g) for g in self._joiner_tokens)
+        # The joiners hold no state until the heal of this epoch is agreed done
+        # (:meth:`_settle_heal`): until then the next epoch keeps them joiners.
+        self._heal_due = bool(self.joiners)
         t0 = time.perf_counter()
         self.plan = self.book.plan(self.failed)
         self.plan_seconds = time.perf_counter() - t0
@@ -835,11 +849,13 @@ class SpareGroup:
                         if token is not None:
                             joiners[str(g)] = token
                             failed.discard(g)
-                if not self._pg_ready:
-                    # The last epoch's process group was never built, so its joiners never
-                    # got the state: they stay joiners (the step helper sends it, and they
-                    # heal from a member that is not one), else a joiner waits for a state
-                    # that no member sends while the members run the next step.
+                if not self._pg_ready or self._heal_due:
+                    # The last epoch's process group was never built, or the state sent to
+                    # its joiners did not reach them all (a member died during the heal), so
+                    # its joiners hold no state: they stay joiners (the step helper sends it
+                    # again, and they heal from a member that is not one), else a joiner
+                    # waits for a state that no member sends while the members run the next
+                    # step.
                     joiners.update({g: token for g, token in self._joiner_tokens.items() if int(g) not in failed})
                 # The survivors are the members present (``dead`` is ``missing``): their
                 # records go into the agreed record, one entry per distinct record, so each
@@ -898,15 +914,34 @@ class SpareGroup:
         if not self.plan.masked:
             self.close()
             raise WipeOut(self.failed)
+        if all(g in self.joiners for g in self.members):
+            # Every member that held the state died during a heal: the joiners have none.
+            self.close()
+            raise WipeOut(self.failed, "every live group is a repaired group that has not received the state yet")
         return {"epoch": epoch, "failed": sorted(self.failed), "joiners": self.joiners, "plan": self.plan,
                 "records": records}
 
     def _await_admission(self):
         store = self.store
         deadline = time.monotonic() + self.timeout_seconds
+        beats = {}  # group -> (its heartbeat value, when this group first saw it)
 
         def check_end():
             ended = _peek(store, "ended")
+            if ended is None and self._no_live_member(beats):
+                # Every member died (a crash of every group, a wipe-out that nobody
+                # survived to report): nobody will admit this group.  End the generation
+                # so that every restarted group starts the next one from the checkpoint
+                # (run_worker moves the job on) instead of waiting out the timeout.
+                if _peek(store, f"rejoin/{self.group}") == self._token:
+                    store.delete_key(f"rejoin/{self.group}")
+                    store.add("pending_rejoins", -1)
+                ended = _text(store.compare_set("ended", "", "restart"))
+                if ended == "restart":
+                    self._event("no-live-member", seconds=self._liveness_window)
+                    raise JobEnded(f"group {self.group} found no live member to admit it (no heartbeat moved for "
+                                   f"{self._liveness_window:g} s): the job restarts from its last checkpoint in a new "
+                                   "generation", restart=True)
             if ended is not None:
                 restart = ended == "restart"
                 raise JobEnded(f"group {self.group} was not admitted: the job "
@@ -964,6 +999,49 @@ class SpareGroup:
                 check_end()
                 time.sleep(self.interval / 5)
 
+    @property
+    def _liveness_window(self):
+        """Seconds without a heartbeat of any other group after which a repaired group finds no live member."""
+        return max(2 * self.heartbeat_timeout, self.heartbeat_timeout + 1.0)
+
+    def _no_live_member(self, beats):
+        """Whether no other group's heartbeat moved for :attr:`_liveness_window` seconds (a repaired group's wait).
+
+        ``beats`` remembers each group's heartbeat value and when it was first seen.  Only
+        once the job started (``epoch``): before it the groups do not beat yet.  A live
+        member beats every ``heartbeat_interval`` from a thread of its own, even in a long
+        step; one silent for longer than its ``heartbeat_timeout`` is declared failed by
+        its peers anyway.  Every ``heartbeat_interval`` it reads the heartbeats of the
+        (up to) ``watch`` groups after it on the ring, and every group's only at its
+        first look and when those all look dead (at most every half window): when every
+        group died at once and all of them restart, ``N`` repaired groups would read
+        ``N`` keys each every beat.
+        """
+        now = time.monotonic()
+        if now - beats.get("read", -1e9) < self.interval:
+            return False
+        beats["read"] = now
+        if _peek(self.store, "epoch") is None:
+            return False
+        others = [g for g in range(self.groups) if g != self.group]
+        if not others or not self.store.check([f"hb/{g}" for g in others]):
+            return False  # a group that never registered: the members' own wait ends the job
+        near = [(self.group + k) % self.groups for k in range(1, min(self.watch or 8, len(others)) + 1)]
+
+        def look(groups):
+            for g, value in zip(groups, self.store.multi_get([f"hb/{g}" for g in groups])):
+                if beats.get(g, (None, 0.0))[0] != value:
+                    beats[g] = (value, now)
+            return all(now - beats[g][1] > self._liveness_window for g in groups)
+
+        if "all" not in beats:
+            look(others)
+            beats["all"] = now
+        if not look(near) or now - beats["all"] < self._liveness_window / 2:
+            return False
+        beats["all"] = now
+        return look(others)
+
     def _ready_key(self, epoch, group, rank):
         return f"ready/{epoch}/{group}" if rank == 0 else f"ready/{epoch}/{group}/{rank}"
 
@@ -1013,6 +1091,60 @@ class SpareGroup:
             return False
         self._pg_ready = True
         self._event("rebuild", epoch=epoch, members=list(self.members))
+        return True
+
+    def _settle_heal(self, received):
+        """Whether the state sent to this epoch's joiners reached every rank of every member; the same answer everywhere.
+
+        Called by the step helper on every rank of every member (joiners included) after
+        the state's broadcast, with ``received``: whether it completed here.  A
+        broadcast can complete on some ranks and fail on others (a member dies during
+        it), so each rank writes its outcome and the first verdict written wins
+        (``go`` once every rank wrote a success; ``retry`` at a failure, an abort, a
+        member's death or the timeout), as the barrier of :meth:`_rebuild` does.  On
+        ``retry`` the epoch is aborted: every rank agrees again (:meth:`recover`), the
+        joiners stay joiners and the state is sent again.
+
+        Returns
+        -------
+        bool
+            ``True`` when every joiner holds the state (``go``).
+        """
+        store = self.store
+        epoch = self.epoch
+        key = f"heal/{epoch}"
+
+        def mine(g, k):
+            return f"{key}/{g}" if k == 0 else f"{key}/{g}/{k}"
+
+        store.set(mine(self.group, self.group_rank), "1" if received else "0")
+        ranks = range(self.group_world_size)
+        others = {g: [mine(g, k) for k in ranks if (g, k) != (self.group, self.group_rank)] for g in self.members}
+        everyone = [name for names in others.values() for name in names]
+        deadline = time.monotonic() + self.timeout_seconds
+        while True:
+            self._poll_fatal()
+            if not received:
+                verdict = store.compare_set(key, "", "retry")
+                break
+            if store.check(everyone):
+                answers = [_text(v) for v in store.multi_get(everyone)] if everyone else []
+                verdict = store.compare_set(key, "", "go" if all(a == "1" for a in answers) else "retry")
+                break
+            if store.check([key]):
+                verdict = store.get(key)
+                break
+            if self.aborted() or self._group_lost is not None or time.monotonic() > deadline or \
+                    any(self._stale(g) or (g != self.group and store.check([f"dead/{g}"]))
+                        for g, names in others.items() if names and not store.check(names)):
+                verdict = store.compare_set(key, "", "retry")
+                break
+            time.sleep(0.001)
+        if _text(verdict) != "go":
+            self._event("heal-failed", epoch=epoch, joiners=list(self.joiners))
+            self.fail_epoch("a member failed while the state was sent to the repaired groups")
+            return False
+        self._heal_due = False
         return True
 
     def _drop_process_group(self):

@@ -9,9 +9,11 @@ need beyond :class:`~spare_opt.torch.SpareGroup`:
   address, the group, the generation, and whether it is a repaired group;
 * :func:`post_death` - the death notice a launcher or a node agent posts when a group's
   process fails (the live groups then need not wait for its heartbeat);
-* :func:`run_worker` - the entry wrapper: :class:`WipeOut` becomes exit code 75 (after
-  moving the job to a new generation), :class:`Evicted` 76, and a repaired group that
-  was not admitted (:class:`JobEnded`) exits cleanly;
+* :func:`run_worker` - the entry wrapper: after a :class:`WipeOut` it moves the job to
+  a new generation and runs the worker again in the same process (from the last
+  checkpoint; ``SPARE_RESTART_IN_PROCESS=0``: exit code 75 instead), :class:`Evicted`
+  becomes 76, and a repaired group that was not admitted (:class:`JobEnded`) exits
+  cleanly, or starts the new generation when the job restarted;
 * :func:`end_job` - the end-of-job marker that the groups write when they finish;
 * :func:`new_generation` - the wipe-out restart: every group starts again, from the
   last checkpoint, under a new key prefix.
@@ -48,6 +50,7 @@ the predecessor's presence or heartbeat still changes, the new process is a dupl
 
 import collections
 import datetime
+import gc
 import math
 import os
 import re
@@ -489,12 +492,16 @@ def run_worker(main, *args, **kwargs):
 
     * it returns: exit 0;
     * :class:`WipeOut`: the job moves to a new generation (:func:`new_generation`, when
-      :func:`join_job` was called in this process), exit 75 (``WIPE_OUT_EXIT``): the
-      launcher restarts the group, which loads the last checkpoint;
+      :func:`join_job` was called in this process) and ``main`` runs again in this
+      process: it joins the new generation afresh and loads the last checkpoint (with
+      ``SPARE_RESTART_IN_PROCESS=0``, or without :func:`join_job`: exit 75,
+      ``WIPE_OUT_EXIT``, and the launcher restarts the group);
     * :class:`Evicted`: exit 76 (``EVICTED_EXIT``): the others declared this group
       failed; a restart rejoins as a repaired group;
     * :class:`JobEnded`: a message on stderr; exit 0 when the job has ended (nothing
-      to do), exit 75 when it restarted in a new generation (restart to take part);
+      to do); when it restarted in a new generation (a wipe-out, or this repaired group
+      found no live member to admit it), ``main`` runs again in the new generation as
+      after a wipe-out (exit 75 with ``SPARE_RESTART_IN_PROCESS=0``);
     * ``spare_opt.LayoutError`` (this or another rank's layout differs): a message,
       exit 77 (``LAYOUT_EXIT``): the job cannot run, do not restart;
     * :class:`DuplicateGroup` (another live process already runs this group): a
@@ -510,43 +517,88 @@ def run_worker(main, *args, **kwargs):
     finished or failed worker alive.  On SIGTERM (``torchrun`` stops the other ranks of
     a DP group when one of them fails) it posts the group's death notice, so the live
     groups recover at once, and exits with ``128 + 15``.
+
+    Notes
+    -----
+    The restart after a wipe-out runs in this process so that it does not depend on the
+    launcher's restart budget (``torchrun --max-restarts``): a group whose launcher
+    already spent its restarts on a kill would otherwise be missing from the new
+    generation, and every other group would wait for it.  Before ``main`` runs again,
+    the default process group (the DP group's own, ``init_process_group``) is
+    destroyed, so ``main`` builds everything again as at a first start.  ``main`` must
+    tolerate running twice in a process (global state of its own); where it does not,
+    set ``SPARE_RESTART_IN_PROCESS=0`` and give the launcher restarts for the wipe-outs.
     """
     code = 0
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _terminated)
-    try:
-        main(*args, **kwargs)
-    except WipeOut as exc:
-        if _current is not None:
-            generation = new_generation(_current.root, _current.generation)
-            print(f"spare-opt: {exc}; the job continues in generation {generation}", file=sys.stderr)
-        else:
-            print(f"spare-opt: {exc}", file=sys.stderr)
-        code = WIPE_OUT_EXIT
-    except Evicted as exc:
-        print(f"spare-opt: {exc}; restart it to rejoin", file=sys.stderr)
-        code = EVICTED_EXIT
-    except JobEnded as exc:
-        print(f"spare-opt: {exc}; exiting", file=sys.stderr)
-        code = WIPE_OUT_EXIT if exc.restart else 0
-    except DuplicateGroup as exc:  # no death notice: the group's live process must go on
-        print(f"spare-opt: {exc}", file=sys.stderr)
-        code = LAYOUT_EXIT
-    except spare_opt.LayoutError as exc:
-        print(f"spare-opt: {exc}", file=sys.stderr)
-        code = LAYOUT_EXIT
-    except (GroupTimeout, spare_opt.SpareError) as exc:  # a wait outlasted its bound; bad settings
-        print(f"spare-opt: {exc}", file=sys.stderr)
-        code = 1
-        _post_own_death(f"rank {_current.group_rank} exited: {type(exc).__name__}" if _current else "")
-    except BaseException:  # noqa: BLE001 - any other failure: its traceback, exit 1
-        traceback.print_exc()
-        code = 1
-        _post_own_death(f"rank {_current.group_rank} exited with an error" if _current else "")
+    while True:
+        code = _run_once(main, args, kwargs)
+        if code != _AGAIN:
+            break
+        # Out of the failed attempt's frames: its model, optimizer and data workers can go.
+        if dist.is_initialized():
+            dist.destroy_process_group()  # the DP group's own: main builds it again
+        gc.collect()
     sys.stdout.flush()
     sys.stderr.flush()
     # os._exit: the gloo and store threads must not keep a finished worker alive.
     os._exit(code)
+
+
+#: What :func:`_run_once` returns when ``main`` must run again in a new generation.
+_AGAIN = -1
+
+
+def _run_once(main, args, kwargs):
+    """Run ``main`` once; the exit code of its outcome, or :data:`_AGAIN` to run it again in the job's new generation."""
+    try:
+        main(*args, **kwargs)
+    except WipeOut as exc:
+        if _current is None:
+            print(f"spare-opt: {exc}", file=sys.stderr)
+            return WIPE_OUT_EXIT
+        generation = new_generation(_current.root, _current.generation)
+        return _again_or_exit(f"{exc}; the job continues in generation {generation}")
+    except Evicted as exc:
+        print(f"spare-opt: {exc}; restart it to rejoin", file=sys.stderr)
+        return EVICTED_EXIT
+    except JobEnded as exc:
+        if not exc.restart:
+            print(f"spare-opt: {exc}; exiting", file=sys.stderr)
+            return 0
+        if _current is None:
+            print(f"spare-opt: {exc}; exiting", file=sys.stderr)
+            return WIPE_OUT_EXIT
+        # The first group to see the generation end moves the job on (a no-op when a
+        # wipe-out already did).
+        generation = new_generation(_current.root, _current.generation)
+        return _again_or_exit(f"{exc}; the job continues in generation {generation}")
+    except DuplicateGroup as exc:  # no death notice: the group's live process must go on
+        print(f"spare-opt: {exc}", file=sys.stderr)
+        return LAYOUT_EXIT
+    except spare_opt.LayoutError as exc:
+        print(f"spare-opt: {exc}", file=sys.stderr)
+        return LAYOUT_EXIT
+    except (GroupTimeout, spare_opt.SpareError) as exc:  # a wait outlasted its bound; bad settings
+        print(f"spare-opt: {exc}", file=sys.stderr)
+        _post_own_death(f"rank {_current.group_rank} exited: {type(exc).__name__}" if _current else "")
+        return 1
+    except BaseException:  # noqa: BLE001 - any other failure: its traceback, exit 1
+        traceback.print_exc()
+        _post_own_death(f"rank {_current.group_rank} exited with an error" if _current else "")
+        return 1
+    return 0
+
+
+def _again_or_exit(message):
+    """After a wipe-out: :data:`_AGAIN` (``main`` runs again here, afresh) or, with ``SPARE_RESTART_IN_PROCESS=0``, exit 75."""
+    if (os.environ.get("SPARE_RESTART_IN_PROCESS") or "1").strip().lower() in ("0", "false", "no"):
+        print(f"spare-opt: {message}; exiting for the launcher to restart this group", file=sys.stderr)
+        return WIPE_OUT_EXIT
+    print(f"spare-opt: {message}; this worker starts again there, from the last checkpoint", file=sys.stderr)
+    sys.stderr.flush()
+    return _AGAIN
 
 
 def _post_own_death(reason):

@@ -25,6 +25,8 @@ _CHUNK = 4096
 #: of at least 8 significant bits, and summed with zeros only), then the flag.
 _BYTES = 8 * _DIGEST
 _SLOT = _BYTES + 1
+#: What :meth:`SpareStep._catch_up` returns when a member failed while the step's result was sent.
+_FAILED = object()
 
 
 class SpareStep:
@@ -60,12 +62,21 @@ class SpareStep:
         prefetching if wanted; without it every micro-batch is read directly.
     collate_fn : callable, default ``torch.utils.data.default_collate``
     checkpoint : str or os.PathLike, optional
-        File of the last checkpoint (``torch.save`` of :meth:`state_dict`, written
-        atomically by the lowest live group when a step that is a multiple of
-        ``checkpoint_every`` begins); loaded at start when it exists.  The job restarts
-        from it after a wipe-out.
+        File of the last checkpoint (``torch.save`` of :meth:`state_dict` and of
+        ``checkpoint_extra``, written atomically by the lowest live group when a step
+        that is a multiple of ``checkpoint_every`` begins, and once the sampler's last
+        step is applied); loaded at start when it exists.  The job restarts from it
+        after a wipe-out.
     checkpoint_every : int, default 0
-        Steps between checkpoints (0: never).
+        Steps between checkpoints (0: only the final one).
+    checkpoint_extra : dict or callable, optional
+        Entries of the user's own written at the top level of every checkpoint, beside
+        ``model``, ``optimizer``, ``step`` and ``state`` (which they may not replace):
+        a dict of picklable values (``{"model_args": ..., "config": ...}``, what
+        nanoGPT's ``sample.py`` reads), or a callable that returns one, called at each
+        save (for values that change, such as the best validation loss).  The entries
+        of the checkpoint loaded at start are in :attr:`restored_extra`.  They are not
+        sent in a heal.
     before_step : callable, optional
         ``before_step(step) -> bool or None``, called on every rank once the step's
         gradient is reduced: every parameter's ``.grad`` holds the *global* gradient (the
@@ -105,11 +116,17 @@ class SpareStep:
         The trainable parameters (for ``clip_grad_norm_`` in ``before_step``).
     current : tuple of int or None
         ``(step, shard type, micro-batch)`` while ``loss_fn`` runs.
+    restored_extra : dict
+        The ``checkpoint_extra`` entries of the checkpoint loaded at start (empty when
+        none was loaded).
 
     Raises
     ------
+    spare_opt.ParameterTypeError
+        ``checkpoint_extra`` is neither a dict with string keys nor a callable.
     spare_opt.ParameterError
-        The optimizer holds parameters that are not the model's (built before
+        ``checkpoint_extra`` names an entry of :meth:`state_dict`; the optimizer holds
+        parameters that are not the model's (built before
         ``fully_shard``); the model is sharded (FSDP2) over another number of ranks than the DP group's
         (``SpareGroup(group_process_group=...)`` missing), only partly sharded, or
         wrapped in FSDP1 in a DP group of several ranks.
@@ -125,7 +142,9 @@ class SpareStep:
     The state of a step boundary (:meth:`state_dict`) is taken when the next step
     begins, so whatever the loop does between two calls (``scheduler.step()``,
     ``RandomState`` draws, a curriculum update) is in the checkpoint and in the heal;
-    repaired groups are admitted at that moment too.
+    repaired groups are admitted at that moment too.  The final checkpoint (when the
+    sampler has ``steps``) is taken when the last step is applied, inside the last
+    call: what the loop does after it is not in it.
 
     The consistency check: each live group puts three float64 checksums of its state
     (the sum of its parameters, of its optimizer's state tensors, of the optimizer's
@@ -149,8 +168,8 @@ class SpareStep:
     """
 
     def __init__(self, group, model, optimizer, loss_fn, sampler, dataset, *, loader=None,
-                 collate_fn=default_collate, checkpoint=None, checkpoint_every=0, before_step=None, state=None,
-                 check_every=10, seed=None, micro_batch_rng=True):
+                 collate_fn=default_collate, checkpoint=None, checkpoint_every=0, checkpoint_extra=None,
+                 before_step=None, state=None, check_every=10, seed=None, micro_batch_rng=True):
         self.group = group
         self.model = model
         self.optimizer = optimizer
@@ -161,6 +180,10 @@ class SpareStep:
         self.collate_fn = collate_fn
         self.checkpoint = None if checkpoint is None else os.fspath(checkpoint)
         self.checkpoint_every = int(checkpoint_every)
+        if checkpoint_extra is not None and not callable(checkpoint_extra):
+            _check_extra(checkpoint_extra)
+        self.checkpoint_extra = checkpoint_extra
+        self.restored_extra = {}
         if before_step is not None and not callable(before_step):
             raise spare_opt.ParameterTypeError(f"before_step must be callable, got {type(before_step).__name__}")
         self.before_step = before_step
@@ -202,7 +225,9 @@ class SpareStep:
         if group.joined_late:
             self._heal()
         elif self.checkpoint is not None and os.path.exists(self._checkpoint_file()):
-            self.load_state_dict(self._restore(torch.load(self._checkpoint_file(), weights_only=False)))
+            saved = torch.load(self._checkpoint_file(), weights_only=False)
+            self.load_state_dict(self._restore(saved))
+            self.restored_extra = {k: v for k, v in saved.items() if k not in _STATE_KEYS}
             self._saved_step = self.step
             group._event("restored", step=self.step)
         sampler.set_start_step(self.step)
@@ -236,18 +261,29 @@ class SpareStep:
         self.step = int(state["step"])
 
     def save_checkpoint(self, path=None):
-        """Write :meth:`state_dict` to ``path`` (default: ``checkpoint``) atomically (a temporary file, then ``os.replace``).
+        """Write :meth:`state_dict` and ``checkpoint_extra`` to ``path`` (default: ``checkpoint``) atomically.
 
-        In a DP group of ``K > 1`` ranks every rank writes its own part,
-        ``{path}.rank{k}`` (sharded tensors as their local shards), and loads it back
-        at a restart.
+        A temporary file, then ``os.replace``.  In a DP group of ``K > 1`` ranks every
+        rank writes its own part, ``{path}.rank{k}`` (sharded tensors as their local
+        shards), and loads it back at a restart.  The step helper calls it on the
+        lowest live group's ranks; called by hand it writes from every caller.
+
+        Raises
+        ------
+        spare_opt.ParameterError
+            No path; or ``checkpoint_extra`` (called) gave no dict, or one that names an
+            entry of :meth:`state_dict`.
         """
         path = self.checkpoint if path is None else os.fspath(path)
         if path is None:
             raise spare_opt.ParameterError("no checkpoint path: pass one, or checkpoint= to SpareStep")
         path = self._checkpoint_file(path)
+        state = _portable(self.state_dict())
+        extra = self.checkpoint_extra() if callable(self.checkpoint_extra) else self.checkpoint_extra
+        if extra is not None:
+            state.update(_check_extra(extra))
         temporary = f"{path}.tmp{os.getpid()}"
-        torch.save(_portable(self.state_dict()), temporary)
+        torch.save(state, temporary)
         os.replace(temporary, path)
 
     def _checkpoint_file(self, path=None):
@@ -365,15 +401,21 @@ class SpareStep:
                         group._event("recovered", step=step)
                     return loss
             # A member failed: agree, rebuild, then patch (or catch up).
-            passed = group.recover({"step": step, "phase": "step"})
-            recovering = True
-            steps = {record["step"] for record in passed[-1]["records"].values()}
-            if len(steps) > 1:
+            while True:
+                passed = group.recover({"step": step, "phase": "step"})
+                recovering = True
+                steps = {record["step"] for record in passed[-1]["records"].values()}
+                if len(steps) == 1:
+                    break
                 caught_up = self._catch_up(step, min(steps), max(steps))
+                if caught_up is _FAILED:
+                    continue  # a member died while the step's result was sent: agree again
                 if caught_up is not None:
                     group._event("recovered", step=step)
                     return caught_up
                 fresh = True  # this rank was ahead: restart its step under the new plan
+                break
+            if fresh:
                 continue
             for agreed in passed:
                 plan = agreed["plan"]
@@ -460,6 +502,12 @@ class SpareStep:
         self._last = (step, buffer)
         self.step = step + 1
         self.losses.append(loss)
+        if self.checkpoint is not None and self.step == getattr(self.sampler, "steps", None) \
+                and self._saved_step != self.step:
+            # The final state: no later step begins to write it.
+            self._saved_step = self.step
+            if self.group.group == self.group.members[0]:
+                self.save_checkpoint()
         return loss
 
     # ------------------------------------------------------------- consistency
@@ -511,53 +559,92 @@ class SpareStep:
 
     # ------------------------------------------------------------- recovery
     def _catch_up(self, step, low, high):
-        """Some members committed step ``low`` before its all-reduce failed elsewhere: they send its result."""
+        """Some members committed step ``low`` before its all-reduce failed elsewhere: they send its result.
+
+        Returns the step's loss on a member that was behind, ``None`` on one that sent
+        it, :data:`_FAILED` when a member failed during the broadcast (the epoch is
+        aborted: agree again, and catch up or patch under the new record).
+        """
         group = self.group
         records = group.records
         source = min(g for g, record in records.items() if record["step"] == high)
         if step == low:
             received = torch.zeros_like(self._buffers[0])
-            ok = group.broadcast(received, source)
-            if not ok:
-                raise RuntimeError("a member failed while the step's result was sent: not handled")
+            if not group.broadcast(received, source):
+                return _FAILED
             group._event("caught-up", step=step)
             return self._commit(step, received, divided=True)
         last_step, last = self._last
         payload = last.clone() if group.group == source else torch.zeros_like(last)
-        ok = group.broadcast(payload, source)
-        if not ok:
-            raise RuntimeError("a member failed while the step's result was sent: not handled")
+        if not group.broadcast(payload, source):
+            return _FAILED
         return None
 
     def _boundary(self):
-        """A repaired group asked to rejoin: admit it at this step boundary and send it the state."""
+        """A repaired group asked to rejoin: admit it at this step boundary and send it the state.
+
+        A member that fails while the state is sent makes every rank agree again (the
+        repaired groups stay joiners) and send it again, until every joiner holds it;
+        when no member that holds the state is left, the agreement raises
+        :class:`WipeOut`.
+        """
         group = self.group
-        passed = group.recover({"step": self.step, "phase": "boundary"})
-        # A joiner's record (step -1) is in when its admitting epoch's rebuild failed.
-        steps = {record["step"] for g, record in passed[-1]["records"].items() if g not in group.joiners}
-        if len(steps) > 1:
-            self._catch_up(self.step, min(steps), max(steps))
-            return
-        if group.joiners:
-            self._send_state()
+        while True:
+            passed = group.recover({"step": self.step, "phase": "boundary"})
+            # A joiner's record (step -1) is in when its admitting epoch's rebuild or heal failed.
+            steps = {record["step"] for g, record in passed[-1]["records"].items() if g not in group.joiners}
+            if len(steps) > 1:
+                if self._catch_up(self.step, min(steps), max(steps)) is _FAILED:
+                    continue
+                return
+            if not group.joiners or self._send_state():
+                return
 
     def _send_state(self):
+        """Send the state to the joiners; ``True`` once every rank agreed that they hold it."""
         group = self.group
         source = min(g for g in group.members if g not in group.joiners)
-        if group.broadcast_object(_portable(self.state_dict()) if group.group == source else None, source) is None:
-            raise RuntimeError("a member failed while the state was sent to a repaired group: not handled")
+        sent = group.broadcast_object(_portable(self.state_dict()) if group.group == source else None, source)
+        if not group._settle_heal(sent is not None):
+            return False
         self._check_due = True
         group._event("healed", step=self.step, joiners=list(group.joiners))
+        return True
 
     def _heal(self):
+        """This repaired group receives the state from a member; again after every failed attempt."""
         group = self.group
-        source = min(g for g in group.members if g not in group.joiners)
-        state = group.broadcast_object(None, source)
-        if state is None:
-            raise RuntimeError("a member failed while this repaired group received the state: not handled")
+        while True:
+            source = min(g for g in group.members if g not in group.joiners)
+            state = group.broadcast_object(None, source)
+            if group._settle_heal(state is not None):
+                break
+            # A member died during the heal: agree again (this group stays a joiner, or
+            # the agreement raises WipeOut when no member holding the state is left).
+            group.recover({"step": -1, "phase": "boundary"})
+            if group.group not in group.joiners:
+                raise RuntimeError(f"group {group.group} was not kept a joiner after a failed heal (epoch "
+                                   f"{group.epoch}): it holds no state")
         self.load_state_dict(self._restore(state))
         self._check_due = True
         group._event("healed", step=self.step)
+
+
+#: The entries of :meth:`SpareStep.state_dict`, which ``checkpoint_extra`` may not replace.
+_STATE_KEYS = ("model", "optimizer", "step", "state")
+
+
+def _check_extra(extra):
+    """``extra`` (``checkpoint_extra`` or what it returned) if it is a dict of new string keys; else raise."""
+    if not isinstance(extra, dict) or not all(isinstance(k, str) for k in extra):
+        raise spare_opt.ParameterTypeError(
+            f"checkpoint_extra must be a dict with string keys or a callable that returns one, got "
+            f"{type(extra).__name__}")
+    taken = sorted(set(extra) & set(_STATE_KEYS))
+    if taken:
+        raise spare_opt.ParameterError(f"checkpoint_extra may not name {', '.join(map(repr, taken))}: the step "
+                                       "helper writes those entries")
+    return extra
 
 
 def _checksum(tensors):

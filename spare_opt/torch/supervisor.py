@@ -17,7 +17,7 @@ import torch.distributed as dist
 
 import spare_opt
 
-from .elastic import Evicted, WipeOut, _peek, post_death
+from .elastic import Evicted, JobEnded, WipeOut, _peek, post_death
 
 __all__ = ["Supervisor", "WorkerContext", "WIPE_OUT_EXIT", "EVICTED_EXIT", "LAYOUT_EXIT"]
 
@@ -53,6 +53,9 @@ def _entry(target, context, args):
     except Evicted:
         sys.stdout.flush()
         os._exit(EVICTED_EXIT)
+    except JobEnded as exc:  # a repaired group not admitted: the job ended (0) or restarts (75)
+        sys.stdout.flush()
+        os._exit(WIPE_OUT_EXIT if exc.restart else 0)
     except spare_opt.LayoutError as exc:
         print(f"group {context.group}: {exc}", file=sys.stderr)
         sys.stdout.flush()
