@@ -53,11 +53,11 @@ def _module():
     return module
 
 
-def _reference(args):
-    """The fault-free run's final parameters and the tolerance of an exact result (absolute)."""
+def _reference(args, ranks):
+    """The fault-free run's final parameters (DP groups of ``ranks`` ranks) and the tolerance of an exact result."""
     import training_job
 
-    config = _module().config_of(_module().parse(["--out", "-", *args]))
+    config = {**_module().config_of(_module().parse(["--out", "-", *args])), "group_ranks": ranks}
     reference = training_job.reference_run(config)
     original = training_job.lm_loss_fn
     # One ulp more in every micro-batch's loss: any other order of the same sums moves the
@@ -148,19 +148,21 @@ def main(argv=None):
     options = parser.parse_args(argv)
     args = ["--model", "gpt", "--groups", str(options.groups), "--steps", str(options.steps), "--step-sleep", "0.05",
             "--await-repairs", "120"]
-    reference, tolerance = _reference(args)
     plan = [1] * options.single + [2] * options.pairs
     # Interleaved, so that a change of the machine's load during the benchmark hits both kinds.
     order = sorted(range(len(plan)), key=lambda i: (i if plan[i] == 1 else i - options.single) /
                    max(1, options.single if plan[i] == 1 else options.pairs))
+    references = {k: _reference(args, k) for k in sorted(set(plan))}
     rows = []
     for i in order:
         row = _run(plan[i], args, options.timeout, options.load, options.heartbeat_timeout)
         if not row["lost"]:
             results = row.pop("params")
+            reference, tolerance = references[row["ranks"]]
             row["max_difference"] = max(float((a - b).abs().max()) for r in results.values()
                                         for a, b in zip(r["params"], reference))
             row["exact"] = row["max_difference"] <= tolerance
+            row["tolerance"] = tolerance
         rows.append(row)
         if not options.json:
             print(json.dumps(row), flush=True)
@@ -178,7 +180,7 @@ def main(argv=None):
             "over_bound": sum(t > options.heartbeat_timeout + 1.0 for t in totals),
             "survivor_wait_warnings": sum(r.get("survivor_warnings", 0) for r in mine)}
     document = {"heartbeat_timeout": options.heartbeat_timeout, "load": options.load, "cpus": os.cpu_count(),
-                "tolerance": tolerance, "summary": summary, "rows": rows}
+                "summary": summary, "rows": rows}
     if options.json:
         print(json.dumps(document, indent=2))
         return
