@@ -164,8 +164,8 @@ def main(argv=None):
             row["exact"] = row["max_difference"] <= tolerance
             row["tolerance"] = tolerance
         rows.append(row)
-        if not options.json:
-            print(json.dumps(row), flush=True)
+        # Each run as it ends (on stderr with --json): a benchmark stopped early keeps its runs.
+        print(json.dumps(row), file=sys.stderr if options.json else sys.stdout, flush=True)
     summary = {}
     for k in (1, 2):
         mine = [r for r in rows if r["ranks"] == k]
