@@ -164,7 +164,8 @@ class SpareGroup:
         different ``m`` is used with a :class:`~spare_opt.RecommendationWarning`.
     heartbeat_interval : float, default 0.05
         Seconds between heartbeats (and between checks of the abort flag, the peers'
-        heartbeats, death notices and rejoin requests).
+        heartbeats, death notices and rejoin requests, and between looks for the
+        agreed record of an epoch while this rank waits for it).
     heartbeat_timeout : float, default 2.0
         Seconds without a peer's heartbeat after which it counts as failed.
     timeout : float, default 60.0
