@@ -838,15 +838,15 @@ class SpareGroup:
         key = f"epoch/{epoch}"
         # Rank 0 may wait ``timeout`` for a silent member before it is declared failed.
         deadline = time.monotonic() + 2 * self.timeout_seconds
-        while True:
-            if self._wait_for_key(key, time.monotonic() + self.interval):  # as the members that do not propose
-                break
+        # A look every heartbeat interval, never a timed-out store wait (see _wait_for_key).
+        while not store.check([key]):
             self._poll_fatal()
             self._check_group_lost()
             if time.monotonic() > deadline:
                 self._lose_group(f"rank {self.group_rank} of group {self.group} saw no agreement within "
                                  f"{2 * self.timeout_seconds:g} s")
                 self._check_group_lost()
+            time.sleep(self.interval)
         return self._adopt(epoch, previous, json.loads(_text(store.get(key))))
 
     def _wait_for_key(self, key, until):
