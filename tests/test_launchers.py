@@ -9,6 +9,7 @@ fault-free single-process run (float64, 1e-12 of the parameter scale).
 import contextlib
 import datetime
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -136,6 +137,40 @@ def assert_exact(out, args, groups, scale_tolerance=1e-12, **settings):
     return results
 
 
+#: torch's log line for a TCPStore wait that timed out on the client (``socket.cpp``).
+WAIT_TIMEOUT_WARNING = re.compile(r"waitForInput.*likely a timeout")
+
+
+def wait_timeout_warnings(out, groups):
+    """How many timed-out TCPStore waits torch logged in these groups' torchrun logs (their workers' stderr).
+
+    torch formats each one with the socket's addresses, looked up in reverse DNS in the
+    waiting thread before the wait is cancelled: a lost DNS query held a survivor's
+    agreement for the resolver's 5 s retry.  The survivors of a kill must log none.
+    """
+    found = 0
+    for g in groups:
+        with open(os.path.join(out, f"torchrun-g{g}.log")) as handle:
+            found += len(WAIT_TIMEOUT_WARNING.findall(handle.read()))
+    return found
+
+
+def test_a_timed_out_store_wait_is_logged_where_the_kill_tests_look():
+    """The check of the survivors' logs can fail: a timed-out ``store.wait`` in a worker's environment is logged."""
+    server = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
+    code = ("import datetime, sys, torch.distributed as dist\n"
+            f"store = dist.TCPStore('127.0.0.1', {server.port}, is_master=False, wait_for_workers=False)\n"
+            "try:\n"
+            "    store.wait(['never'], datetime.timedelta(milliseconds=20))\n"
+            "except dist.DistStoreError:\n"
+            "    sys.exit(0)\n"
+            "sys.exit(1)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=TIMEOUT,
+                          env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert done.returncode == 0, done.stderr
+    assert WAIT_TIMEOUT_WARNING.search(done.stderr), done.stderr
+
+
 def logs(out):
     text = ""
     for name in sorted(os.listdir(out)):
@@ -155,6 +190,8 @@ def test_torchrun_per_group_kill_rejoin_and_a_late_joiner(tmp_path):
         os.kill(worker_pid(client, 0, 1), signal.SIGKILL)
         codes = finish(processes)
         assert codes == {g: 0 for g in range(4)}, logs(out)
+        # The survivors waited for the agreement without a store wait that timed out.
+        assert wait_timeout_warnings(out, [0, 2, 3]) == 0, logs(out)
         results = assert_exact(out, args, range(4))
         assert results[1]["rejoined"] and not results[0]["rejoined"]
         assert all(r["members"] == [0, 1, 2, 3] for r in results.values())
@@ -274,6 +311,7 @@ def test_dp_groups_of_two_ranks_with_fsdp2_kill_one_rank_and_rejoin(tmp_path):
         os.kill(worker_pid(client, 0, 1, rank=1), signal.SIGKILL)
         codes = finish(processes)
         assert codes == {g: 0 for g in range(3)}, logs(out)
+        assert wait_timeout_warnings(out, [0, 2]) == 0, logs(out)  # rank 1 of each survivor followed rank 0
         results = assert_exact(out, args, range(3), group_ranks=2)
         assert results[1]["rejoined"] and not results[0]["rejoined"]
         assert all(r["members"] == [0, 1, 2] for r in results.values())

@@ -188,7 +188,8 @@ class SpareGroup:
         different ``m`` is used with a :class:`~spare_opt.RecommendationWarning`.
     heartbeat_interval : float, default 0.05
         Seconds between heartbeats (and between checks of the abort flag, the peers'
-        heartbeats, death notices and rejoin requests).
+        heartbeats, death notices and rejoin requests, and between looks for the
+        agreed record of an epoch while this rank waits for it).
     heartbeat_timeout : float, default 2.0
         Seconds without a peer's heartbeat after which it counts as failed.
     timeout : float, default 60.0
@@ -805,28 +806,21 @@ class SpareGroup:
         key = f"epoch/{epoch}"
         deadline = time.monotonic() + self.timeout_seconds
         # The first member to join reads the store every 2 ms until it can propose.  The
-        # others wait on the store for the agreed record (a store-side wait, checked again
-        # every heartbeat interval; a look every few ms from each member was the
-        # agreement's load at large N) and look at the proposal's conditions themselves
-        # every heartbeat timeout, so that they propose when the first one died or hung
-        # after it joined (the first proposal wins).
+        # others look for the agreed record once every heartbeat interval (one request; a
+        # look every few ms from each member was the agreement's load at large N) and at
+        # the proposal's conditions themselves every heartbeat timeout, so that they
+        # propose when the first one died or hung after it joined (the first proposal
+        # wins).  A ``check``, never a ``store.wait`` that times out: torch logs every
+        # timed-out wait with the socket's addresses, looked up in reverse DNS in this
+        # thread before the wait is cancelled, and one lost DNS query held the agreement
+        # for the resolver's 5 s retry (see _wait_for_key).
         first = int(store.add(f"joins/{epoch}", 1)) == 1
         looked = time.monotonic()
         decided = None
         while decided is None:
             if not first:
-                try:
-                    store.wait([key], datetime.timedelta(seconds=self.interval))
-                    decided = _peek(store, key)  # it exists: one request (a get is two)
+                if self._wait_for_key(key, looked + self.heartbeat_timeout):
                     break
-                except dist.DistStoreError:  # not yet
-                    pass
-                # ``check``, not ``_peek``: a ``compare_set`` of an absent key wakes every
-                # member waiting on it (TCPStore's server does), and they spun.
-                if store.check([key]):
-                    break
-                if time.monotonic() - looked < self.heartbeat_timeout:
-                    continue
                 looked = time.monotonic()
             self._poll_fatal()
             joined = _int_list(_peek(store, f"joined/{epoch}"))
@@ -880,19 +874,35 @@ class SpareGroup:
         key = f"epoch/{epoch}"
         # Rank 0 may wait ``timeout`` for a silent member before it is declared failed.
         deadline = time.monotonic() + 2 * self.timeout_seconds
-        while True:
-            try:  # a store-side wait, as the members that do not propose (see _agree)
-                store.wait([key], datetime.timedelta(seconds=self.interval))
-                break
-            except dist.DistStoreError:  # not yet
-                pass
+        # A look every heartbeat interval, never a timed-out store wait (see _wait_for_key).
+        while not store.check([key]):
             self._poll_fatal()
             self._check_group_lost()
             if time.monotonic() > deadline:
                 self._lose_group(f"rank {self.group_rank} of group {self.group} saw no agreement within "
                                  f"{2 * self.timeout_seconds:g} s")
                 self._check_group_lost()
+            time.sleep(self.interval)
         return self._adopt(epoch, previous, json.loads(_text(store.get(key))))
+
+    def _wait_for_key(self, key, until):
+        """Whether ``key`` exists by ``until`` (``time.monotonic()``): a look every heartbeat interval, never a timed-out wait.
+
+        One ``check`` per look, as many requests as a store-side wait of one interval
+        (a wait that times out is two: the wait and its cancellation) and none of its
+        cost: torch's client logs each timed-out wait (``waitForInput ... likely a
+        timeout``, twice) with the socket's local and remote addresses, which it looks
+        up in reverse DNS first, in the waiting thread, before it cancels the wait.  A
+        lookup whose query is lost costs the resolver's retry timeout (5 s by default),
+        so a wait of 50 ms lasted 5 s and the recovery with it.
+        """
+        while True:
+            if self.store.check([key]):
+                return True
+            left = until - time.monotonic()
+            if left <= 0:
+                return False
+            time.sleep(min(self.interval, left))
 
     def _adopt(self, epoch, previous, decided):
         """Enter epoch ``epoch`` with its agreed record ``decided`` (the members before it: ``previous``)."""
