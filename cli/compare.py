@@ -1,5 +1,8 @@
 """`spare-opt compare`: the operator's verdict, checkpointing alone, replication and SPARe on the same failures."""
 
+import math
+import sys
+
 import click
 
 from spare_opt._core import validation as check
@@ -40,6 +43,9 @@ from .options import (
     json_option,
     progress_bar,
     quiet_option,
+    input_spelling,
+    refuse_inputs,
+    refuse_overflowing_time,
     refuse_unused,
     scheduler_option,
     time_unit_option,
@@ -238,24 +244,35 @@ def command(ctx, trace_path, trace_format, time_unit, window, model_path, preset
                                              ("node_mtbf_hours", node_mtbf_hours),
                                              ("job_mttf_hours", job_mttf_hours)) if value is not None}
     if len(rates) > 1:
-        refuse_unused("--" + sorted(rates)[1].replace("_", "-"), "and --" + sorted(rates)[0].replace("_", "-") +
-                      " are two failure rates: give one")
+        refuse_inputs(ctx, "{} and {} are two failure rates: give one",
+                      *("--" + name.replace("_", "-") for name in sorted(rates)[1::-1]))
     if rates and (trace_path is not None or model_path is not None):
-        refuse_unused("--" + next(iter(rates)).replace("_", "-"),
-                      "is a source of failures, as --trace and --failure-model are: give one")
+        refuse_inputs(ctx, "{} is a source of failures, as {} and {} are: give one",
+                      "--" + next(iter(rates)).replace("_", "-"), "--trace", "--failure-model")
     if (job_nodes is None) != (job_mttf_hours is None):
-        refuse_unused("--job-nodes" if job_mttf_hours is None else "--job-mttf-hours",
-                      "needs --job-mttf-hours" if job_mttf_hours is None else "needs --job-nodes")
+        refuse_inputs(ctx, "{} needs {}", *(("--job-nodes", "--job-mttf-hours") if job_mttf_hours is None
+                                            else ("--job-mttf-hours", "--job-nodes")))
     if repair_hours is not None and not rates:
-        refuse_unused("--repair-hours", "goes with a failure rate (--failures-per-1000-node-days, --node-mtbf-hours, "
-                      "--job-mttf-hours); a trace or a failure model has its own repairs")
+        refuse_inputs(ctx, "{} goes with a failure rate ({}, {}, {}); a trace or a failure model has its own "
+                      "repairs", "--repair-hours", "--failures-per-1000-node-days", "--node-mtbf-hours",
+                      "--job-mttf-hours")
+    (allreduce_seconds, gradient_bytes, bandwidth_bytes_per_second,
+     allreduce_latency_seconds) = _one_allreduce_source(ctx, allreduce_seconds, gradient_bytes,
+                                                        bandwidth_bytes_per_second, allreduce_latency_seconds)
     if (gradient_bytes is None) != (bandwidth_bytes_per_second is None):
-        refuse_unused("--gradient-bytes" if bandwidth_bytes_per_second is None else "--bandwidth-bytes-per-second",
-                      "needs --bandwidth-bytes-per-second" if bandwidth_bytes_per_second is None
-                      else "needs --gradient-bytes")
+        refuse_inputs(ctx, "{} needs {}", *(("--gradient-bytes", "--bandwidth-bytes-per-second")
+                                            if bandwidth_bytes_per_second is None
+                                            else ("--bandwidth-bytes-per-second", "--gradient-bytes")))
     if allreduce_latency_seconds is not None and gradient_bytes is None:
-        refuse_unused("--allreduce-latency-seconds", "is part of the ring model: give --gradient-bytes and "
-                      "--bandwidth-bytes-per-second")
+        refuse_inputs(ctx, "{} is part of the ring model: give {} and {}", "--allreduce-latency-seconds",
+                      "--gradient-bytes", "--bandwidth-bytes-per-second")
+    _refuse_overflowing_rates(ctx, failures_per_1000_node_days, node_mtbf_hours, job_mttf_hours, job_nodes,
+                              repair_hours)
+    if gradient_bytes is not None and bandwidth_bytes_per_second is not None:
+        _refuse_overflow(ctx, 2.0 * (gradient_bytes / bandwidth_bytes_per_second) + (allreduce_latency_seconds or 0.0),
+                         "{} / {}: the ring model's all-reduce time overflows (%g B / %g B/s)"
+                         % (gradient_bytes, bandwidth_bytes_per_second), "--gradient-bytes",
+                         "--bandwidth-bytes-per-second")
     if trace_path is None:
         for name, option in (("trace_format", "--format"), ("time_unit", "--time-unit"),
                              ("time_scale", "--time-scale"), ("window", "--window"), ("nodes", "--nodes")):
@@ -333,6 +350,11 @@ def command(ctx, trace_path, trace_format, time_unit, window, model_path, preset
                    "(ignored)", err=True)
     # The whole file's cluster: a --window names fewer nodes.
     traced = None if trace is None else trace_cluster_size(whole, preset, nodes)
+    if trace is None or steps is not None:  # else the steps are one trace span: T0 cannot overflow
+        refuse_overflowing_time(ctx, preset, steps=steps, step_seconds=step_seconds,
+                                allreduce_seconds=overrides.get("allreduce_seconds"), wall_factor=cycles,
+                                allreduce_options=("--gradient-bytes", "--bandwidth-bytes-per-second")
+                                if gradient_bytes is not None else ("--allreduce-seconds",))
     params = compare_parameters(
         preset, groups, trace=trace, trace_nodes=traced, restart_seconds=restart_seconds,
         save_seconds=save_seconds, step_seconds=step_seconds, time_scale=time_scale, steps=steps, **overrides)
@@ -403,6 +425,65 @@ def command(ctx, trace_path, trace_format, time_unit, window, model_path, preset
             click.echo(f"recommendation written to {recommended}: SPARe was NOT chosen; the file holds the best "
                        f"exact SPARe setting, {setting}, for a job that deploys SPARe (recommendation.chosen_strategy "
                        "names the verdict's choice)", err=as_json)
+
+
+#: The all-reduce's two sources: a measured time, and the ring model's inputs.
+_RING_OPTIONS = ("--gradient-bytes", "--bandwidth-bytes-per-second", "--allreduce-latency-seconds")
+
+
+def _one_allreduce_source(ctx, allreduce_seconds, gradient_bytes, bandwidth, latency):
+    """The all-reduce given once: a measured ``--allreduce-seconds`` or the ring model, never both.
+
+    Both from the command line, or both from the cluster file: refused (the one would be
+    silently dropped).  One from each: the command line wins, and a warning names the
+    file's keys that give way.  Returns the four values, those that gave way as None.
+    """
+    ring = [option for option, value in zip(_RING_OPTIONS, (gradient_bytes, bandwidth, latency)) if value is not None]
+    if allreduce_seconds is None or not ring:
+        return allreduce_seconds, gradient_bytes, bandwidth, latency
+    measured_path = input_spelling(ctx, "--allreduce-seconds")[1]
+    ring_paths = {option: input_spelling(ctx, option)[1] for option in ring}
+    from_line = [option for option in ring if ring_paths[option] is None]
+    if (measured_path is None) == bool(from_line):  # both sources on one side
+        refuse_inputs(ctx, "{} and {} are two sources of the all-reduce time (a measured time and the ring model): "
+                      "give one", "--allreduce-seconds", (from_line or ring)[0])
+    if measured_path is None:  # a measured time on the command line: the file's ring model gives way
+        dropped = ", ".join(input_spelling(ctx, option)[0] for option in ring)
+        click.echo(f"Warning: {measured_path or ring_paths[ring[0]]}: --allreduce-seconds on the command line "
+                   f"replaces the file's {dropped} (ignored)", err=True)
+        return allreduce_seconds, None, None, None
+    click.echo(f"Warning: {measured_path}: {' and '.join(from_line)} on the command line "
+               f"{'replace' if len(from_line) > 1 else 'replaces'} the file's allreduce_seconds (ignored)", err=True)
+    return None, gradient_bytes, bandwidth, latency
+
+
+_LARGEST = sys.float_info.max
+
+
+def _refuse_overflow(ctx, value, message, *options):
+    """Refuse a value derived from the user's ``options`` that overflowed, naming them as given."""
+    if not math.isfinite(value):
+        refuse_inputs(ctx, message, *options)
+
+
+def _refuse_overflowing_rates(ctx, failures_per_1000_node_days, node_mtbf_hours, job_mttf_hours, job_nodes,
+                              repair_hours):
+    """A failure rate or repair time whose seconds overflow: refused under the user's option or file key."""
+    if node_mtbf_hours is not None:
+        _refuse_overflow(ctx, node_mtbf_hours * 3600.0, "{}: %g hours does not fit in seconds (at most %.4g hours)"
+                         % (node_mtbf_hours, _LARGEST / 3600.0), "--node-mtbf-hours")
+    if repair_hours is not None:
+        _refuse_overflow(ctx, repair_hours * 3600.0, "{}: %g hours does not fit in seconds (at most %.4g hours)"
+                         % (repair_hours, _LARGEST / 3600.0), "--repair-hours")
+    if failures_per_1000_node_days is not None:
+        _refuse_overflow(ctx, 1000.0 / failures_per_1000_node_days * 86400.0,
+                         "{}: %g is a node MTBF too long to fit in seconds (at least %.4g failures per 1,000 "
+                         "node-days)" % (failures_per_1000_node_days, 1000.0 * 86400.0 / _LARGEST),
+                         "--failures-per-1000-node-days")
+    if job_mttf_hours is not None and job_nodes is not None:
+        _refuse_overflow(ctx, job_mttf_hours * 3600.0 * job_nodes,
+                         "{} x {}: a node MTBF of %g hours x %d nodes does not fit in seconds"
+                         % (job_mttf_hours, job_nodes), "--job-mttf-hours", "--job-nodes")
 
 
 def _within_groups(values, groups, option):

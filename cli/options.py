@@ -1,6 +1,7 @@
 """Options, parameter types and helpers shared by the ``spare-opt`` commands."""
 
 import contextlib
+import math
 import os
 import sys
 
@@ -43,6 +44,9 @@ __all__ = [
     "given",
     "warn_ignored",
     "refuse_unused",
+    "refuse_inputs",
+    "refuse_overflowing_time",
+    "input_spelling",
     "trace_format_option",
     "time_unit_option",
     "load_topology",
@@ -144,6 +148,80 @@ def warn_ignored(option, reason):
 def refuse_unused(option, reason):
     """Refuse ``option`` as a usage error (for options that describe the experiment but would do nothing)."""
     raise click.UsageError(f"{option} {reason}")
+
+
+def input_spelling(ctx, option):
+    """How the user gave ``option`` (``"--node-mtbf-hours"``): ``(spelling, cluster file or None)``.
+
+    A value that came from a ``--cluster`` file is named by the file's key
+    (``"[failures] node_mtbf_hours"``) with the file, so that an error names what
+    the user wrote, not an option never typed; otherwise the option itself.
+    """
+    path, from_file = ctx.meta.get("cluster_file", (None, {}))
+    name = _parameter_of(ctx, option)
+    if name in from_file and ctx.get_parameter_source(name) == ParameterSource.DEFAULT_MAP:
+        return _file_key(from_file[name]), path
+    return option, None
+
+
+def refuse_inputs(ctx, message, *options):
+    """Refuse inputs that do not go together, each named as the user gave it.
+
+    ``message`` is a :meth:`str.format` template whose ``{}`` take the ``options``
+    (``"--gradient-bytes"``) in order.  Options given on the command line keep their
+    spelling and the refusal is a usage error (exit 2), word for word as
+    :func:`refuse_unused` says it.  When any of them came from a ``--cluster`` file,
+    the message starts with the file, names its keys (``[failures] node_mtbf_hours``),
+    names the options not given at all by their keys too, and exits 1 (as the file's
+    other errors do).
+    """
+    spelled = [input_spelling(ctx, option) for option in options]
+    files = [path for _, path in spelled if path is not None]
+    if not files:
+        raise click.UsageError(message.format(*options))
+    names = [spelling if path is not None or given(ctx, _parameter_of(ctx, option) or "") else _file_key(
+        option[2:].replace("-", "_")) for option, (spelling, path) in zip(options, spelled)]
+    raise click.ClickException(f"{files[0]}: " + message.format(*names))
+
+
+def refuse_overflowing_time(ctx, preset, *, steps=None, step_seconds=None, allreduce_seconds=None, wall_factor=None,
+                            steps_option="--steps", allreduce_options=("--allreduce-seconds",)):
+    """Refuse a fault-free time ``T0 = steps x (step + all-reduce)`` that overflows, or the runs' wall-time cap.
+
+    Named by the options (or cluster-file keys) that set it, not by the simulation's
+    field names; values not given are the preset's.  ``allreduce_options`` name the
+    source of ``allreduce_seconds`` (the ring model's options when it gave the time).
+    """
+    from spare_opt.simulation.parameters import preset_parameters
+
+    base = preset_parameters(preset, 1)
+    steps_used = base.steps if steps is None else steps
+    step_used = base.layer_compute_seconds if step_seconds is None else step_seconds
+    allreduce_used = 0.0 if allreduce_seconds is None else allreduce_seconds
+    if math.isfinite(steps_used * (step_used + allreduce_used) * max(wall_factor or 0.0, base.max_wall_factor)):
+        return
+    named = [option for option, value in ((steps_option, steps), ("--step-seconds", step_seconds)) if value is not None]
+    if allreduce_seconds is not None:
+        named += list(allreduce_options)
+    named = named or [steps_option]
+    refuse_inputs(ctx, " and ".join(["{}"] * len(named)) + ": the fault-free time steps x (step + all-reduce) = "
+                  f"{steps_used:g} x ({step_used:g} s + {allreduce_used:g} s), and the runs' wall-time cap, overflow "
+                  f"in seconds: lower {'them' if len(named) > 1 else 'it'}", *named)
+
+
+def _parameter_of(ctx, option):
+    """The parameter name of ``option`` (``"--groups"`` -> ``"groups"``) in this command, or None."""
+    for param in ctx.command.params:
+        if option in getattr(param, "opts", ()):
+            return param.name
+    return None
+
+
+def _file_key(key):
+    """A cluster-file key as the file spells it: ``[failures] node_mtbf_hours``, ``gradient_bytes``."""
+    from spare_opt.simulation.cluster import FAILURE_KEYS
+
+    return f"[failures] {key}" if key in FAILURE_KEYS else key
 
 
 class OutputExists(click.FileError):
@@ -567,6 +645,8 @@ def deprecated_alias(old, new, name, *, type=None, convert=None, metavar=None, r
                 click.echo(f"Warning: {old} is deprecated, use {new}", err=True)
                 ctx.meta.setdefault("given_aliases", set()).add(name)
                 kwargs[name] = convert(value) if convert is not None else value
+                if isinstance(kwargs[name], float) and not math.isfinite(kwargs[name]):  # minutes x 60 overflowed
+                    raise click.UsageError(f"{old}: {value:g} does not fit in the unit of {new} (it overflows)")
             elif required and kwargs.get(name) is None:
                 raise click.UsageError(f"Missing option '{new.split('/')[0]}'.")
             return func(*args, **kwargs)

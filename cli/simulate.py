@@ -31,6 +31,8 @@ from .options import (
     layout_micro_batches,
     progress_bar,
     quiet_option,
+    refuse_inputs,
+    refuse_overflowing_time,
     refuse_unused,
     scheduler_option,
     time_unit_option,
@@ -144,7 +146,7 @@ def command(ctx, preset, groups, strategy, redundancy, checkpoint_period_seconds
         time_unit=time_unit, time_scale=time_scale, window=window)
     _refuse_unused_options(ctx, strategy, trace_path, overrides)
     if window is not None and trace_path is None:
-        refuse_unused("--window", "cuts a trace: it needs --trace")
+        refuse_inputs(ctx, "{} cuts a trace: it needs {}", "--window", "--trace")
     _refuse_unused_repair_options(ctx, strategy, semantics, trace_path, fault_model_path, overrides)
     overrides = cluster_overrides(ctx, overrides)
     if semantics != "repair" and not given(ctx, "heal_seconds"):
@@ -164,6 +166,10 @@ def command(ctx, preset, groups, strategy, redundancy, checkpoint_period_seconds
             if field in parse_overrides(settings):
                 refuse_unused(f"--set {field}", f"and {option} give the same setting; use {option}")
             overrides[field] = value
+    refuse_overflowing_time(ctx, preset, steps=overrides.get("steps"), step_seconds=step_seconds,
+                            allreduce_seconds=overrides.get("allreduce_seconds") if allreduce_seconds is None
+                            else allreduce_seconds, wall_factor=overrides.get("max_wall_factor"),
+                            steps_option="--set steps")
     fault_model = None
     if fault_model_path is not None:
         from spare_opt.traces.failure_model import FailureModel

@@ -13,6 +13,7 @@ from .options import (
     cluster_overrides,
     check_output_path,
     given,
+    refuse_overflowing_time,
     refuse_unused,
     warn_ignored,
     echo_json,
@@ -88,6 +89,10 @@ def command(ctx, preset, groups, seeds, workers, scheduler, settings, micro_batc
                 refuse_unused(f"--set {field}", f"and {option} give the same setting; use {option}")
             overrides[field] = value
     overrides = cluster_overrides(ctx, overrides)
+    refuse_overflowing_time(ctx, preset, steps=overrides.get("steps"), step_seconds=step_seconds,
+                            allreduce_seconds=overrides.get("allreduce_seconds"),
+                            wall_factor=overrides.get("max_wall_factor"), steps_option="--set steps",
+                            allreduce_options=("--set allreduce_seconds",))
     overrides.pop("heal_seconds", None)  # a cluster file's heal time: tune draws Weibull failures, no repairs
     with executor_for(scheduler, workers) as executor, progress_bar(quiet, "simulating") as progress:
         results = tune_preset(preset, groups=groups, seeds=seeds, micro_batches=list(micro_batches or (1,)),

@@ -156,6 +156,60 @@ def _check_recommendation(layout, source):
         raise LayoutFileError(f"{source}: the recommendation's fingerprint {shown!r} is not the layout's "
                               f"({actual}): the stacks or the fingerprint were changed after the recommendation "
                               "was written")
+    # The m deployed is metadata.micro_batches: it must be the m the verdict chose, and
+    # (from version 2) the whole recommendation as written (contents_fingerprint).
+    m = layout.metadata.get("micro_batches")
+    spare = recommendation.get("spare")
+    if isinstance(spare, dict):
+        for key, value, name in (("micro_batches", m, "metadata.micro_batches"),
+                                 ("redundancy", layout.redundancy, "the layout's r")):
+            if key in spare and spare[key] != value:
+                raise LayoutFileError(f"{source}: {name} = {value!r} is not the recommendation's "
+                                      f"(metadata.recommendation.spare.{key} = {spare[key]!r}): the file was changed "
+                                      "after the recommendation was written")
+    version = recommendation.get("version")
+    contents = recommendation.get("contents_fingerprint")
+    if contents is None and not (type(version) is int and version >= 2):
+        return  # a version 1 recommendation: no contents fingerprint
+    if not isinstance(contents, str):
+        raise LayoutFileError(f"{source}: the recommendation has no fingerprint of its contents "
+                              "(metadata.recommendation.contents_fingerprint must be a \"sha256:...\" string)")
+    actual = recommendation_digest(m, recommendation)
+    if contents != actual:
+        shown = contents[:71] + ("..." if len(contents) > 71 else "")
+        raise LayoutFileError(f"{source}: the recommendation's contents_fingerprint {shown!r} does not verify "
+                              f"({actual}): metadata.micro_batches or metadata.recommendation was changed after the "
+                              "recommendation was written")
+
+
+def recommendation_digest(micro_batches, recommendation):
+    """SHA-256 of a recommendation's contents, as written in its ``contents_fingerprint``.
+
+    Parameters
+    ----------
+    micro_batches : int or None
+        The layout's ``metadata["micro_batches"]``, the ``m`` it recommends.
+    recommendation : dict
+        ``metadata["recommendation"]`` (its own ``contents_fingerprint`` left out).
+
+    Returns
+    -------
+    str
+        ``"sha256:"`` and 64 hex digits over the JSON text of ``{"micro_batches": m,
+        "recommendation": ...}`` with sorted keys, no spaces (``separators=(",", ":")``)
+        and ASCII escapes (Python's :func:`json.dumps` with ``sort_keys=True``), read back
+        from JSON first so that a written and a loaded recommendation give the same text.
+    """
+    import hashlib
+    import json
+
+    from .._core.io import json_default
+
+    body = {key: value for key, value in recommendation.items() if key != "contents_fingerprint"}
+    document = json.loads(json.dumps({"micro_batches": micro_batches, "recommendation": body},
+                                     default=json_default, allow_nan=False))
+    text = json.dumps(document, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return "sha256:" + hashlib.sha256(text.encode("ascii")).hexdigest()
 
 
 def recommended_micro_batches(layout, micro_batches=None):

@@ -15,12 +15,12 @@ import math
 from .._core import validation as check
 from .._core.errors import ParameterError
 from .._core.stats import finite_or_none
-from ..layouts.layout import Layout, stacks_digest
+from ..layouts.layout import Layout, recommendation_digest, stacks_digest
 
 __all__ = ["RECOMMENDATION_VERSION", "layout_fingerprint", "recommendation_layout", "write_recommendation"]
 
 #: Version of ``metadata["recommendation"]``.
-RECOMMENDATION_VERSION = 1
+RECOMMENDATION_VERSION = 2
 
 
 def layout_fingerprint(layout):
@@ -68,7 +68,10 @@ def recommendation_layout(result):
         chosen), ``assumptions`` (:meth:`CompareResult.assumptions`: failures with the
         file's fingerprint, the timings used, all-reduce source, global batch, grid,
         notes, the verdict line; plus source, seeds, cycles), ``verdict`` (one row
-        per strategy) and ``fingerprint`` (:func:`layout_fingerprint`).
+        per strategy), ``fingerprint`` (:func:`layout_fingerprint`) and
+        ``contents_fingerprint`` (over ``micro_batches`` and everything above:
+        :func:`spare_opt.layouts.layout.recommendation_digest`; loading refuses a file
+        whose ``m`` or recommendation was edited).
 
     Raises
     ------
@@ -113,8 +116,10 @@ def recommendation_layout(result):
         "conclusion": result.conclusion(),
         "fingerprint": layout_fingerprint(stacks),
     }
-    metadata = dict(stacks.metadata, micro_batches=spare["micro_batches"],
-                    recommendation=finite_or_none(recommendation))
+    recommendation = finite_or_none(recommendation)
+    # Over the m and everything above: loading refuses a file whose m or verdict was edited.
+    recommendation["contents_fingerprint"] = recommendation_digest(spare["micro_batches"], recommendation)
+    metadata = dict(stacks.metadata, micro_batches=spare["micro_batches"], recommendation=recommendation)
     return Layout(stacks.stacks, method=stacks.method, offsets=stacks.offsets, metadata=metadata)
 
 

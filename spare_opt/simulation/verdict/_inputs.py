@@ -250,6 +250,9 @@ def _allreduce_source(params, allreduce_seconds, gradient_bytes, bandwidth, late
     ring = gradient_bytes is not None or bandwidth is not None
     if ring and (gradient_bytes is None or bandwidth is None):
         raise ParameterError("the ring all-reduce model needs both gradient_bytes and bandwidth_bytes_per_second")
+    if latency and not ring:  # else the latency given would be dropped without a word
+        raise ParameterError("allreduce_latency_seconds is part of the ring all-reduce model: give gradient_bytes "
+                             "and bandwidth_bytes_per_second too")
     if allreduce_seconds is not None:
         if ring:
             raise ParameterError("give the all-reduce once: allreduce_seconds or gradient_bytes and "

@@ -156,7 +156,8 @@ def compare(params, *, trace=None, semantics="repair", rep_redundancies=DEFAULT_
         would be dropped); a global batch of fewer sequences than groups; a window
         without a trace or with bad bounds (:func:`spare_opt.window_trace`);
         ``trace_nodes`` without a trace, below the nodes the trace names or above
-        ``2**31 - 1``.
+        ``2**31 - 1``; the all-reduce given twice (``allreduce_seconds`` and the ring
+        model), half a ring model, or ``allreduce_latency_seconds`` without one.
 
     Notes
     -----
