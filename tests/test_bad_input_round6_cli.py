@@ -238,3 +238,8 @@ def test_an_overflowing_step_time_names_the_option_in_simulate_and_tune(command)
 def test_an_old_spelling_that_overflows_in_the_new_unit_is_named():
     line = error_line(cli("compare", "-N", 12, *FAST, "--node-mtbf-hours", 5, "--restart-minutes", "1e308"), 2)
     assert line.startswith("Error: --restart-minutes: 1e+308 does not fit"), line
+
+
+def test_a_rate_far_too_high_is_refused_in_one_short_line():
+    line = error_line(cli("compare", "-N", 12, *FAST, "--node-mtbf-hours", "1e-300"), 1)
+    assert "failure events of the model" in line and "e+305" in line and len(line) < 300, line

@@ -32,6 +32,11 @@ def test_readme_quick_start_matches_ci():
     blocks = re.findall(r"```bash\n(.*?)\n```", readme, flags=re.S)
     test_command = next(block for block in blocks if "pytest" in block)
     assert test_command.strip() in (REPO / ".ci" / "run").read_text(encoding="utf-8")
+    # The first two commands CI runs are the quick start's two, word for word and in its order.
+    demo_command = next(block for block in blocks if "spare-opt demo" in block)
+    commands = [line for line in (REPO / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+                if line.strip() and not line.startswith(("#", "set ", "cd "))]
+    assert commands[:2] == [demo_command.strip(), test_command.strip()]
 
 
 # --- Docs that stand alone -------------------------------------------------------------

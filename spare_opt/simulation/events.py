@@ -659,8 +659,9 @@ class _ModelSource:
         if model.window_seconds > 0:
             expected = min(expected, horizon / (model.window_seconds * stretch))
         if not expected <= MAX_SAMPLE_EVENTS:  # refuse before drawing (the count drawn is bounded too)
+            count = f"{expected:,.0f}" if expected < 1e15 else f"{expected:.3g}"  # not 300 digits
             raise ParameterError(
-                f"the run needs about {expected:,.0f} failure events of the model (one every "
+                f"the run needs about {count} failure events of the model (one every "
                 f"{self.model.event_mtbf_seconds * self.stretch:g} s on {self.groups} groups, up to {horizon:.3g} s), "
                 f"more than {MAX_SAMPLE_EVENTS:,}: lower max_wall_factor or steps, or use a model with rarer failures")
         while self.now <= horizon:

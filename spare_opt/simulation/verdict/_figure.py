@@ -13,8 +13,8 @@ def plot_compare(result, path, *, force=False, title=None):
     """Figure of the verdict: ``TTT/T0`` (best period, 95% interval) of every setting tried.
 
     One marker per setting, grouped by strategy (checkpointing, replication by ``r``,
-    SPARe by ``r`` with one series per ``m``, elastic); the best setting of each strategy is
-    circled and a dotted line marks checkpointing alone.
+    SPARe by ``r`` with one series per ``m``, redistribution by ``m``, elastic); the best
+    setting of each strategy is circled and a dotted line marks checkpointing alone.
 
     Parameters
     ----------
@@ -77,6 +77,10 @@ def plot_compare(result, path, *, force=False, title=None):
         rows = [row for row in spare_rows if row["micro_batches"] == m]
         xs = draw(rows, colours[i % len(colours)], f"SPARe+CKPT m = {m}")
         ticks += [(xi, f"r = {row['redundancy']}") for xi, row in zip(xs, rows)]
+    redistribute = [row for row in settings if row["strategy"] == "redistribute"]
+    if redistribute:  # every survivor may take any micro-batch (r = N): one marker per m
+        xs = draw(redistribute, "tab:cyan", STRATEGY_LABELS["redistribute"])
+        ticks += [(xi, f"r = N, m = {row['micro_batches']}") for xi, row in zip(xs, redistribute)]
     elastic = [row for row in settings if row["strategy"] == "elastic"]
     if elastic:  # not exact: drawn apart, last
         xs = draw(elastic, "tab:olive", STRATEGY_LABELS["elastic"])
@@ -84,7 +88,9 @@ def plot_compare(result, path, *, force=False, title=None):
     ckpt = [row for row in settings if row["strategy"] == "ckpt"]
     if ckpt and math.isfinite(ckpt[0]["ttt_ratio"]):
         ax.axhline(ckpt[0]["ttt_ratio"], color="tab:gray", linestyle=":", linewidth=1)
-    ax.set_xticks([t for t, _ in ticks], [label for _, label in ticks], fontsize=7)
+    # Upright labels of one line each: side by side they ran into one another.
+    ax.set_xticks([t for t, _ in ticks], [label.replace("\n", ", ") for _, label in ticks], fontsize=7,
+                  rotation=90)
     ax.set_ylabel("TTT / T0 (best T_c, 95% CI)")
     ax.grid(alpha=0.3, axis="y")
     ax.legend(fontsize=7)
