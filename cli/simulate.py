@@ -32,6 +32,7 @@ from .options import (
     progress_bar,
     quiet_option,
     refuse_inputs,
+    input_spelling,
     refuse_overflowing_time,
     refuse_unused,
     scheduler_option,
@@ -161,15 +162,22 @@ def command(ctx, preset, groups, strategy, redundancy, checkpoint_period_seconds
     for field, value, option in (("heal_seconds", heal_seconds, "--heal-seconds"),
                                  ("restart_seconds", restart_seconds, "--restart-seconds"),
                                  ("save_seconds", save_seconds, "--save-seconds"),
-                                 ("layer_compute_seconds", step_seconds, "--step-seconds")):
+                                 ("layer_compute_seconds", step_seconds, "--step-seconds"),
+                                 ("allreduce_seconds", allreduce_seconds, "--allreduce-seconds")):
         if value is not None:
             if field in parse_overrides(settings):
+                if input_spelling(ctx, option)[1] is not None:
+                    continue  # the cluster file's value: a --set on the command line wins over the file
                 refuse_unused(f"--set {field}", f"and {option} give the same setting; use {option}")
             overrides[field] = value
-    refuse_overflowing_time(ctx, preset, steps=overrides.get("steps"), step_seconds=step_seconds,
-                            allreduce_seconds=overrides.get("allreduce_seconds") if allreduce_seconds is None
-                            else allreduce_seconds, wall_factor=overrides.get("max_wall_factor"),
-                            steps_option="--set steps")
+    # The all-reduce the runs use, as the parameters printed say: the option's, a --set's or the file's.
+    allreduce_seconds = overrides.get("allreduce_seconds")
+    set_here = parse_overrides(settings)
+    refuse_overflowing_time(ctx, preset, steps=overrides.get("steps"), step_seconds=None
+                            if "layer_compute_seconds" in set_here else step_seconds,
+                            allreduce_seconds=allreduce_seconds, wall_factor=overrides.get("max_wall_factor"),
+                            steps_option="--set steps", allreduce_options=("--set allreduce_seconds",)
+                            if "allreduce_seconds" in set_here else ("--allreduce-seconds",))
     fault_model = None
     if fault_model_path is not None:
         from spare_opt.traces.failure_model import FailureModel

@@ -1,5 +1,8 @@
 """``spare-opt sweep``: Monte-Carlo and closed forms over a range of r and layout methods."""
 
+import math
+import sys
+
 import click
 
 from spare_opt import theory
@@ -115,6 +118,9 @@ def command(ctx, groups, r_min, r_max, methods, trials, seed, micro_batches, wor
           --trials 300 --seed 0 --workers 2 --plot sweep.png
       spare-opt sweep --groups 600 --r-min 4 --r-max 12 --methods sidon --micro-batches 1,4,8,16
     """
+    if not math.isfinite(mtbf_minutes * 60):  # named as given, not as the seconds it overflows to
+        raise click.UsageError(f"--mtbf: {mtbf_minutes:g} minutes does not fit in seconds (at most "
+                               f"{sys.float_info.max / 60:.4g} minutes)")
     # Options of how the work runs, ignored where there is no such work: warnings.
     if force and plot_path is None:
         warn_ignored("--force", "there is no output file to overwrite without --plot")

@@ -13,6 +13,7 @@ from .options import (
     cluster_overrides,
     check_output_path,
     given,
+    input_spelling,
     refuse_overflowing_time,
     refuse_unused,
     warn_ignored,
@@ -86,10 +87,13 @@ def command(ctx, preset, groups, seeds, workers, scheduler, settings, micro_batc
                                  ("layer_compute_seconds", step_seconds, "--step-seconds")):
         if value is not None:
             if field in overrides:
+                if input_spelling(ctx, option)[1] is not None:
+                    continue  # the cluster file's value: a --set on the command line wins over the file
                 refuse_unused(f"--set {field}", f"and {option} give the same setting; use {option}")
             overrides[field] = value
     overrides = cluster_overrides(ctx, overrides)
-    refuse_overflowing_time(ctx, preset, steps=overrides.get("steps"), step_seconds=step_seconds,
+    refuse_overflowing_time(ctx, preset, steps=overrides.get("steps"), step_seconds=None
+                            if "layer_compute_seconds" in parse_overrides(settings) else step_seconds,
                             allreduce_seconds=overrides.get("allreduce_seconds"),
                             wall_factor=overrides.get("max_wall_factor"), steps_option="--set steps",
                             allreduce_options=("--set allreduce_seconds",))

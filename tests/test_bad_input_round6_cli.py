@@ -243,3 +243,27 @@ def test_an_old_spelling_that_overflows_in_the_new_unit_is_named():
 def test_a_rate_far_too_high_is_refused_in_one_short_line():
     line = error_line(cli("compare", "-N", 12, *FAST, "--node-mtbf-hours", "1e-300"), 1)
     assert "failure events of the model" in line and "e+305" in line and len(line) < 300, line
+
+
+def test_simulate_takes_the_all_reduce_once_and_prints_the_one_it_ran(tmp_path):
+    line = error_line(cli("simulate", "-N", 12, "--seeds", 1, "-q", "--allreduce-seconds", 3, "--set",
+                          "allreduce_seconds=5"), 2)
+    assert line == "Error: --set allreduce_seconds and --allreduce-seconds give the same setting; use " \
+                   "--allreduce-seconds"
+    path = cluster_file(tmp_path, "groups = 12\nallreduce_seconds = 7\n")
+    for extra, expected in (([], 7.0), (["--allreduce-seconds", 3], 3.0), (["--set", "allreduce_seconds=4"], 4.0)):
+        result = cli("simulate", "--cluster", path, "--seeds", 1, "-q", "--json", *extra)
+        assert result.exit_code == 0, result.output
+        assert json.loads(result.stdout)["parameters"]["allreduce_seconds"] == expected, extra
+
+
+def test_a_sweep_mtbf_that_overflows_in_seconds_is_named():
+    line = error_line(cli("sweep", "--groups", 50, "--r-min", 2, "--r-max", 3, "--mtbf", "1e308"), 2)
+    assert line.startswith("Error: --mtbf: 1e+308 minutes does not fit in seconds"), line
+
+
+def test_the_library_refuses_parameters_with_a_given_all_reduce_beside_the_ring_model():
+    params = so.compare_parameters("trace-400", 12, steps=1000, allreduce_seconds=3.0)
+    with pytest.raises(ParameterError, match="give the all-reduce once"):
+        so.compare(params, fault_model=so.failure_model_from_rates(12, node_mtbf_seconds=3.6e5), seeds=1,
+                   rep_redundancies=[], spare_redundancies=[3], gradient_bytes=1e9, bandwidth_bytes_per_second=1e9)

@@ -199,6 +199,18 @@ def recommendation_digest(micro_batches, recommendation):
         "recommendation": ...}`` with sorted keys, no spaces (``separators=(",", ":")``)
         and ASCII escapes (Python's :func:`json.dumps` with ``sort_keys=True``), read back
         from JSON first so that a written and a loaded recommendation give the same text.
+
+    Raises
+    ------
+    ValueError
+        A NaN or infinite number (JSON has none; a recommendation holds ``None`` there).
+    TypeError
+        A value JSON cannot represent.
+
+    Notes
+    -----
+    ``recommendation["fingerprint"]`` (:func:`stacks_digest`) is part of the text, so
+    this digest covers ``N``, ``r`` and the stacks too.
     """
     import hashlib
     import json

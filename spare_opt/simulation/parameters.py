@@ -261,7 +261,8 @@ def steps_in(seconds, params, what="the trace span times the trace time scale"):
     steps = seconds / step
     if not math.isfinite(steps):
         raise ParameterError(f"{what} overflows a float in seconds or in steps of {step:g} s; "
-                             "lower the trace time scale or give the number of steps")
+                             "lower the trace time scale (--time-scale, trace_time_scale) or give the number of "
+                             "steps (steps)")
     if steps > MAX_STEPS + 0.5:
         raise ParameterError(f"{what} ({seconds:.3g} s) is {steps:.3g} steps of {step:g} s, more than the "
                              f"{MAX_STEPS:,} a run may have; lower the trace time scale or give the number of steps")

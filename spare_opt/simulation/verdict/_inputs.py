@@ -262,6 +262,10 @@ def _allreduce_source(params, allreduce_seconds, gradient_bytes, bandwidth, late
                                                             "text": f"all-reduce {seconds:g} s (given)"}
     if ring:
         seconds = ring_allreduce_seconds(n, gradient_bytes, bandwidth, latency)
+        if params.allreduce_seconds not in (seconds, allreduce_model(n)):  # the operator's own time: not dropped
+            raise ParameterError(f"give the all-reduce once: params.allreduce_seconds = {params.allreduce_seconds:g} "
+                                 f"s (given) or the ring model's {seconds:.3g} s (gradient_bytes and "
+                                 "bandwidth_bytes_per_second), not both")
         text = (f"all-reduce {seconds:.3g} s (ring model: 2 (N-1)/N x {gradient_bytes:.4g} B / "
                 f"{bandwidth:.4g} B/s + {latency:g} s)")
         return replace(params, allreduce_seconds=seconds), {
