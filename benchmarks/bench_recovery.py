@@ -185,6 +185,9 @@ def main(argv=None):
         print(json.dumps(document, indent=2))
         return
     for kind, s in summary.items():
+        if s["kill_to_next_step_max"] is None:
+            print(f"{kind}: {s['runs']} runs, {s['lost']} lost: no recovery measured")
+            continue
         print(f"{kind}: {s['runs']} runs, {s['lost']} lost, {s['exact']} exact; kill to next step median "
               f"{s['kill_to_next_step_median']:.3f} s, max {s['kill_to_next_step_max']:.3f} s "
               f"({s['over_bound']} over heartbeat_timeout + 1 s); {s['survivor_wait_warnings']} waitForInput warnings")

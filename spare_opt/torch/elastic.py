@@ -891,7 +891,7 @@ class SpareGroup:
         One ``check`` per look, as many requests as a store-side wait of one interval
         (a wait that times out is two: the wait and its cancellation) and none of its
         cost: torch's client logs each timed-out wait (``waitForInput ... likely a
-        timeout``, twice) with the socket's local and remote addresses, which it looks
+        timeout``, in two lines) with the socket's local and remote addresses, which it looks
         up in reverse DNS first, in the waiting thread, before it cancels the wait.  A
         lookup whose query is lost costs the resolver's retry timeout (5 s by default),
         so a wait of 50 ms lasted 5 s and the recovery with it.
