@@ -258,7 +258,25 @@ def _cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def measure(groups, *, notices, interval, timeout, hosts, watch=8, redundancy=2, quiet=3.0, seed=0, deadline=600.0):
+def measure(groups, **options):
+    """One run at ``groups`` emulated groups (see :func:`_measure`), the caller's environment left as it was.
+
+    The run sets ``RES_OPTIONS`` and ``TORCH_CPP_LOG_LEVEL`` for the processes it starts;
+    a test that calls it in-process must not pass them on to later tests (a warning that a
+    later test looks for would then never be logged).
+    """
+    saved = {name: os.environ.get(name) for name in ("RES_OPTIONS", "TORCH_CPP_LOG_LEVEL")}
+    try:
+        return _measure(groups, **options)
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def _measure(groups, *, notices, interval, timeout, hosts, watch=8, redundancy=2, quiet=3.0, seed=0, deadline=600.0):
     """One run at ``groups`` emulated groups: a SIGKILL of one, the survivors' detection and agreement.
 
     Returns

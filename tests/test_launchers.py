@@ -41,7 +41,9 @@ def start_store():
 
 
 def torchrun(port, group, args, out, restarts, extra_env=None, nproc=1, script=SCRIPT):
+    # TORCH_CPP_LOG_LEVEL at torch's default: the survivors' logs are searched for its warnings.
     env = {**os.environ, "SPARE_STORE": f"127.0.0.1:{port}", "SPARE_GROUP": str(group), "OMP_NUM_THREADS": "1",
+           "TORCH_CPP_LOG_LEVEL": "WARNING",
            "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]), **(extra_env or {})}
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(nproc),
                "--max-restarts", str(restarts), "--monitor-interval", "0.1", script, "--out", out, *args]
@@ -166,7 +168,7 @@ def test_a_timed_out_store_wait_is_logged_where_the_kill_tests_look():
             "    sys.exit(0)\n"
             "sys.exit(1)\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=TIMEOUT,
-                          env={**os.environ, "OMP_NUM_THREADS": "1"})
+                          env={**os.environ, "OMP_NUM_THREADS": "1", "TORCH_CPP_LOG_LEVEL": "WARNING"})
     assert done.returncode == 0, done.stderr
     assert WAIT_TIMEOUT_WARNING.search(done.stderr), done.stderr
 
