@@ -8,10 +8,11 @@ holds no state of its own and reads and writes the attributes that
 ``heartbeat_timeout``, ``timeout_seconds``, ``epoch``, ``failed``, ``members``,
 ``joiners``, ``plan``, ``plan_seconds``, ``_joiner_tokens``, ``_heal_due``,
 ``_pg_ready``, ``_start_epoch``, ``_token``, ``_group_lost``), uses the membership's
-``_stale``, ``_poll_fatal``, ``_lose_group``, ``_check_group_lost``, ``aborted`` and
-``fail_epoch``, and calls the host's ``_enter``, ``_event`` and ``close``.  Nothing here
-needs a process group: the agreement is store requests only.  The store keys are listed
-in :mod:`spare_opt.torch.elastic`.
+``_meet_group``, ``_await_registration``, ``_stale``, ``_poll_fatal``, ``_lose_group``,
+``_check_group_lost``, ``aborted`` and ``fail_epoch``, and calls the host's ``_enter``,
+``_event`` and ``close``.  Nothing here needs a process group (but the meeting of a DP
+group of several ranks at its start): the agreement is store requests only.  The store
+keys are listed in :mod:`spare_opt.torch.elastic`.
 """
 
 import json

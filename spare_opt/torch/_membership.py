@@ -25,7 +25,7 @@ from ._errors import DuplicateGroup, Evicted, GroupTimeout
 
 
 class Membership:
-    """The heartbeat, the watch ring, death notices and the abort flag of a :class:`~spare_opt.torch.SpareGroup`."""
+    """The registration, the heartbeat, the watch ring, death notices and the abort flag of a :class:`~spare_opt.torch.SpareGroup`."""
 
     # ------------------------------------------------------------ registration
     def _register(self, rejoin):
