@@ -1,0 +1,387 @@
+"""The agreement of a SPARe job's epochs: the proposal, follow and adopt, the admission of repaired groups, the heal verdict.
+
+The role of :class:`~spare_opt.torch.SpareGroup` that decides, through ``compare_set``
+on the store, which groups make up the next epoch.  It is a mixin: :class:`Agreement`
+holds no state of its own and reads and writes the attributes that
+``SpareGroup.__init__`` and ``SpareGroup._enter`` set (``store``, ``group``, ``groups``,
+``group_rank``, ``group_world_size``, ``leader``, ``watch``, ``interval``,
+``heartbeat_timeout``, ``timeout_seconds``, ``epoch``, ``failed``, ``members``,
+``joiners``, ``plan``, ``plan_seconds``, ``_joiner_tokens``, ``_heal_due``,
+``_pg_ready``, ``_start_epoch``, ``_token``, ``_group_lost``), uses the membership's
+``_meet_group``, ``_await_registration``, ``_stale``, ``_poll_fatal``, ``_lose_group``,
+``_check_group_lost``, ``aborted`` and ``fail_epoch``, and calls the host's ``_enter``,
+``_event`` and ``close``.  Nothing here needs a process group (but the meeting of a DP
+group of several ranks at its start): the agreement is store requests only.  The store
+keys are listed in :mod:`spare_opt.torch.elastic`.
+"""
+
+import json
+import time
+
+from ._errors import Evicted, GroupTimeout, JobEnded, WipeOut
+from ._membership import _dead_hint, _int_list, _peek, _text, post_death
+
+
+class Agreement:
+    """An epoch's proposal, follow and adopt, the admission of repaired groups and the heal verdict of a :class:`~spare_opt.torch.SpareGroup`."""
+
+    # ------------------------------------------------------------ start
+    def _first_epoch(self, rejoin):
+        """Enter the epoch this group starts in: epoch 0 once every group registered, or the one that admits it (``rejoin``)."""
+        store, group = self.store, self.group
+        # Read before the group's ranks meet, so before rank 0 may ask to rejoin: the epoch
+        # that admits it comes later, and a follower scans the epochs from here.
+        self._start_epoch = int(_peek(store, "epoch") or 0)
+        if self.group_world_size > 1:
+            self._meet_group(rejoin)
+        if not self.leader:
+            epoch, record = self._follow_start(rejoin)
+        elif rejoin:
+            epoch, record = self._await_admission()
+        else:
+            store.set(f"hb/{group}", "0")
+            self._await_registration()
+            epoch = 0
+            record = json.loads(_text(store.compare_set("epoch/0", "", json.dumps({"failed": [], "joiners": {}}))))
+            store.compare_set("epoch", "", "0")
+        self._enter(epoch, record)
+
+    def _follow_start(self, rejoin):
+        """Rank ``k > 0``: the record of the epoch this group starts in (epoch 0, or the one that admits it)."""
+        store = self.store
+        # Rank 0 may wait ``timeout`` for the registration, then again for the admission.
+        limit = 2 * self.timeout_seconds + 5.0
+        deadline = time.monotonic() + limit
+        epoch = 0 if not rejoin else self._start_epoch
+        while True:
+            self._poll_fatal()
+            key = f"epoch/{epoch if not rejoin else epoch + 1}"
+            if store.check([key]):
+                record = json.loads(_text(store.get(key)))
+                if not rejoin:
+                    return 0, record
+                epoch += 1
+                if record.get("joiners", {}).get(str(self.group)) == self._token:
+                    self._event("admitted", epoch=epoch)
+                    return epoch, record
+                continue
+            ended = _peek(store, "ended") if rejoin else None
+            if ended is not None:
+                raise JobEnded(f"group {self.group} was not admitted: the job "
+                               f"{'restarted in a new generation' if ended == 'restart' else 'has ended'}",
+                               restart=ended == "restart")
+            if time.monotonic() > deadline:
+                raise GroupTimeout(f"rank {self.group_rank} of group {self.group} saw no agreed epoch within "
+                                   f"{limit:g} s: rank 0 of "
+                                   "its group or the job never got that far")
+            time.sleep(self.interval / 5)
+
+    # ------------------------------------------------------------ an epoch
+    def _agree(self, epoch, record):
+        store = self.store
+        previous = list(self.members)
+        store.set(f"join/{epoch}/{self.group}", json.dumps(record))
+        store.append(f"joined/{epoch}", f"{self.group},")
+        key = f"epoch/{epoch}"
+        deadline = time.monotonic() + self.timeout_seconds
+        # The first member to join reads the store every 2 ms until it can propose.  The
+        # others look for the agreed record once every heartbeat interval (one request; a
+        # look every few ms from each member was the agreement's load at large N) and at
+        # the proposal's conditions themselves every heartbeat timeout, so that they
+        # propose when the first one died or hung after it joined (the first proposal
+        # wins).  A ``check``, never a ``store.wait`` that times out: torch logs every
+        # timed-out wait with the socket's addresses, looked up in reverse DNS in this
+        # thread before the wait is cancelled, and one lost DNS query held the agreement
+        # for the resolver's 5 s retry (see _wait_for_key).
+        first = int(store.add(f"joins/{epoch}", 1)) == 1
+        looked = time.monotonic()
+        decided = None
+        while decided is None:
+            if not first:
+                if self._wait_for_key(key, looked + self.heartbeat_timeout):
+                    break
+                looked = time.monotonic()
+            self._poll_fatal()
+            joined = _int_list(_peek(store, f"joined/{epoch}"))
+            present = [g for g in previous if g in joined]
+            missing = [g for g in previous if g not in joined]
+            hinted = _dead_hint(store) if missing else set()
+            dead = [g for g in missing if self._stale(g) or (g in hinted and store.check([f"dead/{g}"]))]
+            if len(dead) < len(missing) and time.monotonic() > deadline:
+                dead = missing  # alive (a heartbeat) but silent for the whole timeout: a hung rank
+            if len(dead) == len(missing):
+                failed = set(self.failed) | set(dead)
+                joiners = {}
+                texts = [_text(v) for v in store.multi_get([f"join/{epoch}/{g}" for g in present])]
+                records = [json.loads(text) for text in set(texts)]
+                if all(r.get("phase") == "boundary" for r in records):
+                    for g in sorted(self.failed):
+                        # An admitted joiner deletes its request as soon as another
+                        # member's proposal is decided: read it without blocking.
+                        token = _peek(store, f"rejoin/{g}")
+                        if token is not None:
+                            joiners[str(g)] = token
+                            failed.discard(g)
+                if not self._pg_ready or self._heal_due:
+                    # The last epoch's process group was never built, or the state sent to
+                    # its joiners did not reach them all (a member died during the heal), so
+                    # its joiners hold no state: they stay joiners (the step helper sends it
+                    # again, and they heal from a member that is not one), else a joiner
+                    # waits for a state that no member sends while the members run the next
+                    # step.
+                    joiners.update({g: token for g, token in self._joiner_tokens.items() if int(g) not in failed})
+                # The survivors are the members present (``dead`` is ``missing``): their
+                # records go into the agreed record, one entry per distinct record, so each
+                # member reads one key (a read of every survivor's key by every member was
+                # N^2 keys).
+                survivors = {}
+                for g, text in zip(present, texts):
+                    survivors.setdefault(text, []).append(g)
+                proposal = json.dumps({"failed": sorted(failed), "joiners": joiners,
+                                       "records": [[json.loads(text), gs] for text, gs in survivors.items()]})
+                decided = _text(store.compare_set(key, "", proposal))  # ours, or the proposal that won
+            elif first:
+                time.sleep(0.002)
+                if store.check([key]):
+                    break
+        return self._adopt(epoch, previous, json.loads(decided if decided is not None else _text(store.get(key))))
+
+    def _follow(self, epoch):
+        """Rank ``k > 0`` of a DP group: wait for epoch ``epoch``'s agreed record (rank 0 of each group agrees it)."""
+        store = self.store
+        previous = list(self.members)
+        key = f"epoch/{epoch}"
+        # Rank 0 may wait ``timeout`` for a silent member before it is declared failed.
+        deadline = time.monotonic() + 2 * self.timeout_seconds
+        # A look every heartbeat interval, never a timed-out store wait (see _wait_for_key).
+        while not store.check([key]):
+            self._poll_fatal()
+            self._check_group_lost()
+            if time.monotonic() > deadline:
+                self._lose_group(f"rank {self.group_rank} of group {self.group} saw no agreement within "
+                                 f"{2 * self.timeout_seconds:g} s")
+                self._check_group_lost()
+            time.sleep(self.interval)
+        return self._adopt(epoch, previous, json.loads(_text(store.get(key))))
+
+    def _wait_for_key(self, key, until):
+        """Whether ``key`` exists by ``until`` (``time.monotonic()``): a look every heartbeat interval, never a timed-out wait.
+
+        One ``check`` per look, as many requests as a store-side wait of one interval
+        (a wait that times out is two: the wait and its cancellation) and none of its
+        cost: torch's client logs each timed-out wait (``waitForInput ... likely a
+        timeout``, in two lines) with the socket's local and remote addresses, which it looks
+        up in reverse DNS first, in the waiting thread, before it cancels the wait.  A
+        lookup whose query is lost costs the resolver's retry timeout (5 s by default),
+        so a wait of 50 ms lasted 5 s and the recovery with it.
+        """
+        while True:
+            if self.store.check([key]):
+                return True
+            left = until - time.monotonic()
+            if left <= 0:
+                return False
+            time.sleep(min(self.interval, left))
+
+    def _adopt(self, epoch, previous, decided):
+        """Enter epoch ``epoch`` with its agreed record ``decided`` (the members before it: ``previous``)."""
+        store = self.store
+        if self.leader:
+            store.set("epoch", str(epoch))
+        self._event("agree", epoch=epoch, failed=decided["failed"])
+        if self.group in decided["failed"]:
+            raise Evicted(f"group {self.group} was declared failed in epoch {epoch}")
+        if "records" in decided:
+            records = {g: dict(r) for r, gs in decided["records"] for g in gs}
+        else:
+            survivors = [g for g in previous if g not in decided["failed"]]
+            records = {g: json.loads(_text(v))
+                       for g, v in zip(survivors, store.multi_get([f"join/{epoch}/{g}" for g in survivors]))}
+        self._enter(epoch, decided)
+        self.records = records
+        self._event("plan", epoch=epoch, seconds=self.plan_seconds)
+        if not self.plan.masked:
+            self.close()
+            raise WipeOut(self.failed)
+        if all(g in self.joiners for g in self.members):
+            # Every member that held the state died during a heal: the joiners have none.
+            self.close()
+            raise WipeOut(self.failed, "every live group is a repaired group that has not received the state yet")
+        return {"epoch": epoch, "failed": sorted(self.failed), "joiners": self.joiners, "plan": self.plan,
+                "records": records}
+
+    def _await_admission(self):
+        store = self.store
+        deadline = time.monotonic() + self.timeout_seconds
+        beats = {}  # group -> (its heartbeat value, when this group first saw it)
+
+        def check_end():
+            ended = _peek(store, "ended")
+            if ended is None and self._no_live_member(beats):
+                # Every member died (a crash of every group, a wipe-out that nobody
+                # survived to report): nobody will admit this group.  End the generation
+                # so that every restarted group starts the next one from the checkpoint
+                # (run_worker moves the job on) instead of waiting out the timeout.
+                if _peek(store, f"rejoin/{self.group}") == self._token:
+                    store.delete_key(f"rejoin/{self.group}")
+                    store.add("pending_rejoins", -1)
+                ended = _text(store.compare_set("ended", "", "restart"))
+                if ended == "restart":
+                    self._event("no-live-member", seconds=self._liveness_window)
+                    raise JobEnded(f"group {self.group} found no live member to admit it (no heartbeat moved for "
+                                   f"{self._liveness_window:g} s): the job restarts from its last checkpoint in a new "
+                                   "generation", restart=True)
+            if ended is not None:
+                restart = ended == "restart"
+                raise JobEnded(f"group {self.group} was not admitted: the job "
+                               f"{'restarted in a new generation' if restart else 'has ended'}", restart=restart)
+            if time.monotonic() > deadline:
+                raise GroupTimeout(f"group {self.group}'s death was not agreed within {self.timeout_seconds:g} s "
+                                   "(SpareGroup(timeout=...)): no live member answered")
+
+        # Its death must be agreed before it may ask: the live groups admit only failed
+        # groups, and its death notice must be gone before it is a member again.  A
+        # launcher that restarts it (torchrun --max-restarts) posts no notice: post it.
+        while True:
+            check_end()
+            epoch = _peek(store, "epoch")
+            if epoch is not None:
+                record = json.loads(_text(store.get(f"epoch/{epoch}")))
+                if self.group in record["failed"]:
+                    break
+                if _peek(store, f"dead/{self.group}") is None:
+                    post_death(store, self.group, "restarted")
+            time.sleep(self.interval / 5)
+        store.delete_key(f"dead/{self.group}")
+        store.set(f"rejoin/{self.group}", self._token)
+        store.add("pending_rejoins", 1)
+        epoch = int(_text(store.get("epoch")))
+        deadline = time.monotonic() + self.timeout_seconds
+        while True:
+            self._poll_fatal()
+            key = f"epoch/{epoch + 1}"
+            if store.check([key]):
+                epoch += 1
+                record = json.loads(_text(store.get(key)))
+                if record.get("joiners", {}).get(str(self.group)) == self._token:
+                    store.delete_key(f"rejoin/{self.group}")
+                    # Withdrawn here, not after the rebuild: a joiner that dies or is
+                    # evicted before its first process group leaves no request behind.
+                    store.add("pending_rejoins", -1)
+                    self._event("admitted", epoch=epoch)
+                    return epoch, record
+            elif time.monotonic() > deadline or _peek(store, "ended") is not None:
+                ended = _peek(store, "ended")
+                if ended is not None:
+                    if _peek(store, f"rejoin/{self.group}") == self._token:
+                        store.delete_key(f"rejoin/{self.group}")
+                        store.add("pending_rejoins", -1)
+                    check_end()
+                # Withdrawn (a member that admits it in the instant between leaves it a
+                # joiner that never connects: the rebuild barrier's timeout ends that).
+                if _peek(store, f"rejoin/{self.group}") == self._token:
+                    store.delete_key(f"rejoin/{self.group}")
+                    store.add("pending_rejoins", -1)
+                raise GroupTimeout(f"group {self.group} was not admitted within {self.timeout_seconds:g} s "
+                                   "(SpareGroup(timeout=...)): no live member reached a step boundary")
+            else:
+                check_end()
+                time.sleep(self.interval / 5)
+
+    @property
+    def _liveness_window(self):
+        """Seconds without a heartbeat of any other group after which a repaired group finds no live member."""
+        return max(2 * self.heartbeat_timeout, self.heartbeat_timeout + 1.0)
+
+    def _no_live_member(self, beats):
+        """Whether no other group's heartbeat moved for :attr:`_liveness_window` seconds (a repaired group's wait).
+
+        ``beats`` remembers each group's heartbeat value and when it was first seen.  Only
+        once the job started (``epoch``): before it the groups do not beat yet.  A live
+        member beats every ``heartbeat_interval`` from a thread of its own, even in a long
+        step; one silent for longer than its ``heartbeat_timeout`` is declared failed by
+        its peers anyway.  Every ``heartbeat_interval`` it reads the heartbeats of the
+        (up to) ``watch`` groups after it on the ring, and every group's only at its
+        first look and when those all look dead (at most every half window): when every
+        group died at once and all of them restart, ``N`` repaired groups would read
+        ``N`` keys each every beat.
+        """
+        now = time.monotonic()
+        if now - beats.get("read", -1e9) < self.interval:
+            return False
+        beats["read"] = now
+        if _peek(self.store, "epoch") is None:
+            return False
+        others = [g for g in range(self.groups) if g != self.group]
+        if not others or not self.store.check([f"hb/{g}" for g in others]):
+            return False  # a group that never registered: the members' own wait ends the job
+        near = [(self.group + k) % self.groups for k in range(1, min(self.watch or 8, len(others)) + 1)]
+
+        def look(groups):
+            for g, value in zip(groups, self.store.multi_get([f"hb/{g}" for g in groups])):
+                if beats.get(g, (None, 0.0))[0] != value:
+                    beats[g] = (value, now)
+            return all(now - beats[g][1] > self._liveness_window for g in groups)
+
+        if "all" not in beats:
+            look(others)
+            beats["all"] = now
+        if not look(near) or now - beats["all"] < self._liveness_window / 2:
+            return False
+        beats["all"] = now
+        return look(others)
+
+    # ------------------------------------------------------------ the heal
+    def _settle_heal(self, received):
+        """Whether the state sent to this epoch's joiners reached every rank of every member; the same answer everywhere.
+
+        Called by the step helper on every rank of every member (joiners included) after
+        the state's broadcast, with ``received``: whether it completed here.  A
+        broadcast can complete on some ranks and fail on others (a member dies during
+        it), so each rank writes its outcome and the first verdict written wins
+        (``go`` once every rank wrote a success; ``retry`` at a failure, an abort, a
+        member's death or the timeout), as the barrier of :meth:`_rebuild` does.  On
+        ``retry`` the epoch is aborted: every rank agrees again (:meth:`recover`), the
+        joiners stay joiners and the state is sent again.
+
+        Returns
+        -------
+        bool
+            ``True`` when every joiner holds the state (``go``).
+        """
+        store = self.store
+        epoch = self.epoch
+        key = f"heal/{epoch}"
+
+        def mine(g, k):
+            return f"{key}/{g}" if k == 0 else f"{key}/{g}/{k}"
+
+        store.set(mine(self.group, self.group_rank), "1" if received else "0")
+        ranks = range(self.group_world_size)
+        others = {g: [mine(g, k) for k in ranks if (g, k) != (self.group, self.group_rank)] for g in self.members}
+        everyone = [name for names in others.values() for name in names]
+        deadline = time.monotonic() + self.timeout_seconds
+        while True:
+            self._poll_fatal()
+            if not received:
+                verdict = store.compare_set(key, "", "retry")
+                break
+            if store.check(everyone):
+                answers = [_text(v) for v in store.multi_get(everyone)] if everyone else []
+                verdict = store.compare_set(key, "", "go" if all(a == "1" for a in answers) else "retry")
+                break
+            if store.check([key]):
+                verdict = store.get(key)
+                break
+            if self.aborted() or self._group_lost is not None or time.monotonic() > deadline or \
+                    any(self._stale(g) or (g != self.group and store.check([f"dead/{g}"]))
+                        for g, names in others.items() if names and not store.check(names)):
+                verdict = store.compare_set(key, "", "retry")
+                break
+            time.sleep(0.001)
+        if _text(verdict) != "go":
+            self._event("heal-failed", epoch=epoch, joiners=list(self.joiners))
+            self.fail_epoch("a member failed while the state was sent to the repaired groups")
+            return False
+        self._heal_due = False
+        return True

@@ -1,0 +1,350 @@
+"""Membership of a DP group in a SPARe job: registration, heartbeats, the watch ring, death notices, the abort flag.
+
+The role of :class:`~spare_opt.torch.SpareGroup` that keeps track of who is alive.  It is
+a mixin: :class:`Membership` holds no state of its own and reads and writes the
+attributes that ``SpareGroup.__init__`` sets (``store``, ``group``, ``groups``,
+``group_rank``, ``group_world_size``, ``leader``, ``watch``, ``interval``,
+``heartbeat_timeout``, ``timeout_seconds``, ``book``, ``epoch``, ``members``, ``_lock``,
+``_aborted_epoch``, ``_waiter``, ``_stop``, ``_last_seen``, ``_sibling_seen``,
+``_group_lost``, ``_fatal``, ``_fatal_polled``, ``_token``, ``_hb_store``) and calls the
+host's ``_event`` and ``close``.  Nothing here needs a process group: :meth:`_beat` runs
+on a store alone (the control-plane benchmark drives it from outside, a test drives it
+on a ``TCPStore``).  The store keys are listed in :mod:`spare_opt.torch.elastic`.
+
+The store helpers (:func:`_peek`, :func:`_text`) and :func:`post_death` live here
+because every role writes and reads notices with them.
+"""
+
+import time
+
+import torch.distributed as dist
+
+import spare_opt
+
+from ._errors import DuplicateGroup, Evicted, GroupTimeout
+
+
+class Membership:
+    """The registration, the heartbeat, the watch ring, death notices and the abort flag of a :class:`~spare_opt.torch.SpareGroup`."""
+
+    # ------------------------------------------------------------ registration
+    def _register(self, rejoin):
+        """Register this rank: the layout's fingerprint, the group's size, the counters and (rank 0 of a fresh group) the owner token."""
+        store, group = self.store, self.group
+        registered = _text(store.compare_set("layout", "", self.book.fingerprint))
+        if registered != self.book.fingerprint:
+            message = (f"group {group}'s layout (fingerprint {self.book.fingerprint}) differs from the job's "
+                       f"({registered}): every rank must build the same layout")
+            store.compare_set("layout_mismatch", "", message)
+            store.add("deaths", 1)  # the running ranks' heartbeats read the notice
+            raise spare_opt.LayoutError(message)
+        self._poll_fatal(force=True)
+        size = self.group_world_size
+        registered = _text(store.compare_set("group_world_size", "", str(size)))
+        if registered != str(size):
+            raise spare_opt.LayoutError(
+                f"group {group} has {size} rank(s) but the job's DP groups have {registered}: every group needs the "
+                "same number of ranks (the gradient SUM pairs the ranks of the same position in each group)")
+        for counter in ("deaths", "pending_rejoins"):  # read with the heartbeats: must exist
+            store.compare_set(counter, "", "0")
+        if self.leader and not rejoin:
+            # One process speaks for a group: a second one (the ranks of a DP group started
+            # without group_process_group, a group launched twice) would share its keys and
+            # its rank in every process group, and hang there.
+            owner = _text(store.compare_set(f"owner/{group}", "", self._token))
+            if owner != self._token:
+                raise DuplicateGroup(
+                    f"group {group} was already started in this job by another process: pass the DP group's "
+                    f"process group as group_process_group= when a group has several ranks, rejoin=True when a "
+                    f"group is restarted", group)
+
+    # ------------------------------------------- a DP group of several ranks
+    @property
+    def _beat_key(self):
+        """This rank's heartbeat key: ``hb/{g}`` for the group's rank 0, ``hb/{g}/{k}`` for rank ``k``."""
+        return f"hb/{self.group}" if self.leader else f"hb/{self.group}/{self.group_rank}"
+
+    def _sibling_keys(self):
+        """The heartbeats of this DP group's other ranks that this rank reads: rank 0 reads its ranks', they read rank 0's."""
+        if self.leader:
+            return [f"hb/{self.group}/{k}" for k in range(1, self.group_world_size)]
+        return [f"hb/{self.group}"]
+
+    def _meet_group(self, rejoin):
+        """Check with this DP group's other ranks that they are the same group and take rank 0's admission token."""
+        if not self.leader:
+            # Written before rank 0's heartbeat reads it (that read waits until every key exists).
+            self.store.set(self._beat_key, "0")
+        gathered = [None] * self.group_world_size
+        dist.all_gather_object(gathered, (self.group, bool(rejoin), self._token), group=self.group_process_group)
+        if any(g != self.group or r != bool(rejoin) for g, r, _ in gathered):
+            raise spare_opt.ParameterError(
+                "the ranks of one DP group must pass the same group and rejoin; they passed (group, rejoin) "
+                f"{[(g, r) for g, r, _ in gathered]}")
+        # Rank 0 asks for the admission; every rank of the group recognises it by this token.
+        self._token = gathered[0][2]
+
+    def _lose_group(self, reason):
+        """A rank of this DP group died: the whole group leaves (its death notice stays, every epoch is aborted)."""
+        with self._lock:
+            if self._group_lost is not None:
+                return
+            self._group_lost = reason
+        if _peek(self.store, f"dead/{self.group}") is None:
+            post_death(self.store, self.group, reason)
+        self._abort(self.epoch, reason)
+
+    def _check_group_lost(self):
+        if self._group_lost is not None:
+            self.close()
+            raise Evicted(f"group {self.group} leaves: {self._group_lost}")
+
+    # ------------------------------------------------------------ fatal errors
+    def _poll_fatal(self, force=False):
+        """Raise the job's fatal error (another rank's layout differs) if there is one; reads the store at most every 0.1 s."""
+        if self._fatal is None and (force or time.monotonic() - self._fatal_polled >= 0.1):
+            self._fatal_polled = time.monotonic()
+            message = _peek(self.store, "layout_mismatch")
+            if message is not None:
+                self._fatal = spare_opt.LayoutError(f"the job stops: {message}")
+        if self._fatal is not None:
+            raise self._fatal
+
+    def _await_registration(self):
+        """Wait until every other group registered (or has a death notice); at most ``timeout`` seconds."""
+        store = self.store
+        others = [g for g in range(self.groups) if g != self.group]
+        deadline = time.monotonic() + self.timeout_seconds
+        # A count of the groups registered gates the check of every group's key: a look is
+        # one request of one key until the count is complete (a check of N keys from each
+        # of N groups was the store's load while a large job started).
+        store.add("registered", 1)
+        while True:
+            self._poll_fatal()
+            if int(store.add("registered", 0)) >= self.groups and store.check([f"hb/{g}" for g in others]):
+                return
+            # A few requests per look whatever N (a check of one key per group, from every
+            # group every beat, was O(N^2) requests while the job started).
+            hinted = _dead_hint(store)
+            if hinted and store.check([f"hb/{g}" for g in others if g not in hinted]) and \
+                    all(store.check([f"hb/{g}"]) or store.check([f"dead/{g}"]) for g in hinted if g in others):
+                return
+            if time.monotonic() > deadline:
+                missing = [g for g in others if not store.check([f"hb/{g}"]) and not store.check([f"dead/{g}"])]
+                if not missing:
+                    return
+                self._poll_fatal(force=True)
+                raise GroupTimeout(f"groups {missing} did not register within {self.timeout_seconds:g} s (SpareGroup(timeout=...)): "
+                                   "a rank that never started, or crashed before joining", missing)
+            # Every group looks: at large N a look every 50 ms from each is a load of its own.
+            time.sleep(min(self.interval, 0.05) * max(1.0, self.groups / 64))
+
+    def aborted(self):
+        """bool: whether the current epoch was aborted (a member failed): stop waiting, call :meth:`recover`."""
+        return self._aborted_epoch >= self.epoch
+
+    def rejoin_pending(self):
+        """bool: whether a repaired group asked to rejoin (seen by the heartbeat thread)."""
+        return self._pending_rejoins > 0
+
+    _pending_rejoins = 0
+
+    # ------------------------------------------------------------ heartbeat
+    def _watched(self):
+        """The members whose heartbeats this group reads: the ``watch`` next ones on the ring of members (all when ``None``)."""
+        members = self.members
+        others = [g for g in members if g != self.group]
+        if self.watch is None or len(others) <= self.watch or self.group not in members:
+            return others
+        index = members.index(self.group)
+        return [members[(index + k) % len(members)] for k in range(1, self.watch + 1)]
+
+    def _heartbeat(self):
+        state = _Beats()
+        while not self._stop.wait(self.interval):
+            if not self._beat(state) and not self._stop.is_set():
+                time.sleep(self.interval)
+
+    def _beat(self, state):
+        """One heartbeat: write this rank's key, read the watched ones, the counters and (when they moved) the notices.
+
+        ``state`` (a :class:`_Beats`) is what the beats remember between calls.  Returns
+        ``False`` when the store failed (it went away: the job is over).  The heartbeat
+        thread calls it every ``heartbeat_interval``; the control-plane benchmark drives
+        many emulated groups' beats from one thread.
+        """
+        store = self._hb_store
+        try:
+            state.count += 1
+            store.set(self._beat_key, str(state.count))
+            epoch = self.epoch
+            # Rank k > 0 of a DP group watches rank 0 of its group only: rank 0 speaks for it.
+            watched = self._watched() if self.leader else []
+            siblings = self._sibling_keys() if self.group_world_size > 1 else []
+            # One read: the watched heartbeats and the two counters.  It waits until every
+            # key exists, so the time is taken when it returned: a time taken before it
+            # made every peer stale after a rank that started late.
+            values = store.multi_get([f"hb/{g}" for g in watched] + siblings + ["deaths", "pending_rejoins"])
+            now = time.monotonic()
+            for g, value in zip(watched, values):
+                if self._last_seen.get(g, (None, 0))[0] != value:
+                    self._last_seen[g] = (value, now)
+            for key, value in zip(siblings, values[len(watched):]):
+                if self._sibling_seen.get(key, (None, 0))[0] != value:
+                    self._sibling_seen[key] = (value, now)
+                elif now - self._sibling_seen[key][1] > self.heartbeat_timeout:
+                    self._lose_group(f"{'rank ' + key.rsplit('/', 1)[1] if self.leader else 'rank 0'} of group "
+                                     f"{self.group} stopped beating")
+            seen = int(values[-2])
+            self._pending_rejoins = int(values[-1])
+            stale = [g for g in watched if self._stale(g)]
+            for g in stale:
+                # The others may not read g's heartbeat (``watch``): tell them.
+                if state.posted.get(g) != self._last_seen[g][0]:
+                    state.posted[g] = self._last_seen[g][0]
+                    post_death(store, g, f"{_SUSPICION} (seen by group {self.group})")
+            notice = False
+            flag = False
+            if seen != state.deaths or state.checked != epoch:
+                state.deaths, state.checked = seen, epoch
+                if self._fatal is None:
+                    message = _peek(store, "layout_mismatch")
+                    if message is not None:
+                        self._fatal = spare_opt.LayoutError(f"the job stops: {message}")
+                        self._abort(self.epoch, "layout mismatch")
+                hinted = _dead_hint(store)
+                if self.group in hinted and self.group in self.members:
+                    self._own_notice(store)
+                notice = any(store.check([f"dead/{g}"]) for g in hinted if g in self.members and g != self.group)
+                flag = store.check([f"abort/{epoch}"])
+            if epoch > self._aborted_epoch:
+                reason = "abort flag" if flag else "death notice" if notice else "stale heartbeat" if stale else None
+                if reason is not None:
+                    if not flag:
+                        self._post_abort(epoch)
+                    self._abort(epoch, reason)
+            return True
+        except Exception:  # the store went away: the job is over
+            return False
+
+    def _own_notice(self, store):
+        """A death notice about this group while it runs and is a member: withdraw a suspicion, or leave."""
+        if self.group_world_size == 1:
+            # A peer found its heartbeat stale (a stall); it is alive: withdraw it.
+            store.delete_key(f"dead/{self.group}")
+            return
+        value = _peek(store, f"dead/{self.group}")
+        if value is None or self._group_lost is not None:
+            return
+        if not value.startswith(_SUSPICION):
+            # A launcher saw a rank of this group die, or a rank of it found another silent.
+            self._lose_group(f"death notice: {value}")
+        elif self.leader:
+            # A watcher found rank 0's heartbeat stale (a stall) and every rank of the group
+            # still beats (a silent one would have made it lose the group): withdraw it.
+            store.delete_key(f"dead/{self.group}")
+
+    def _post_abort(self, epoch):
+        """Raise epoch ``epoch``'s abort flag for every member (the counter makes their heartbeats read it)."""
+        self.store.set(f"abort/{epoch}", str(self.group))
+        self.store.add("deaths", 1)
+
+    def _stale(self, g):
+        seen = self._last_seen.get(g)
+        return seen is not None and time.monotonic() - seen[1] > self.heartbeat_timeout
+
+    def _abort(self, epoch, reason):
+        with self._lock:
+            if epoch > self._aborted_epoch:
+                self._aborted_epoch = epoch
+                if epoch == self.epoch:
+                    self._event("detect", source=reason, epoch=epoch)
+            waiter = self._waiter
+        if waiter is not None:
+            waiter.set()
+
+    def fail_epoch(self, reason):
+        """Abort the current epoch: this rank saw a member fail (a collective raised)."""
+        epoch = self.epoch
+        try:
+            self._post_abort(epoch)
+        finally:
+            self._abort(epoch, reason)
+
+
+class _Beats:
+    """What a group's heartbeats remember between beats (:meth:`SpareGroup._beat`)."""
+
+    def __init__(self):
+        self.count = 0  # this group's beats so far (its heartbeat value)
+        self.deaths = None  # the ``deaths`` counter when the notices were last read
+        self.checked = None  # the epoch whose abort flag and notices were last read
+        self.posted = {}  # group -> its heartbeat value when this group posted its death notice
+
+
+def _int_list(text):
+    """The set of ints of a ``"3,5,"`` list (``None``: empty)."""
+    return {int(v) for v in text.split(",") if v} if text else set()
+
+
+def _dead_hint(store):
+    """The groups that ever got a death notice (``dead_list``): which ``dead/{g}`` keys to check."""
+    return _int_list(_peek(store, "dead_list"))
+
+
+def post_death(store, group, reason="died"):
+    """Tell the live groups that group ``group``'s process died: they need not wait for its heartbeat.
+
+    What a launcher or a node agent calls when it sees a rank's process end with a
+    failure (the :class:`~spare_opt.torch.Supervisor` does so).  Without it the live
+    groups notice the death when its heartbeat is ``heartbeat_timeout`` old.
+
+    Parameters
+    ----------
+    store : torch.distributed.Store
+        The job's store of the current generation (the same prefix the workers use).
+    group : int
+        The DP group whose process died.
+    reason : str, default "died"
+        Stored as the notice's value (for people reading the store).
+
+    Notes
+    -----
+    Writes ``dead/{group}``, appends ``group`` to ``dead_list`` (so a reader checks the
+    notices of the groups listed there, not of every group) and bumps the ``deaths``
+    counter, which every live group's heartbeat thread reads each beat.  A notice for a group that is already agreed
+    failed does nothing; a repaired group deletes its own notice before it asks to
+    rejoin.
+    """
+    store.set(f"dead/{int(group)}", str(reason))
+    store.append("dead_list", f"{int(group)},")
+    store.add("deaths", 1)
+
+
+def _text(value):
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+_ABSENT = "\x00absent"
+#: How a watcher's death notice begins: a suspicion (a stale heartbeat), which the group
+#: withdraws when it is alive; a launcher's notice is a fact.
+_SUSPICION = "stale heartbeat"
+
+
+def _peek(store, key):
+    """The value of ``key`` as text, or ``None`` when the store has no such key; never waits.
+
+    ``store.get`` waits until the key exists, so ``check`` then ``get`` hangs for the
+    store's timeout when another rank deletes the key in between.  ``compare_set`` with
+    an expected value that no key holds answers in one round trip: it returns the
+    current value and changes nothing, or, when the key is absent, returns the
+    expected value without creating the key (``TCPStore``, ``HashStore`` and
+    ``FileStore`` all do so).
+    """
+    value = _text(store.compare_set(key, _ABSENT, _ABSENT))
+    return None if value == _ABSENT else value
+
+
+def _short(exc):
+    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return text[:120]
