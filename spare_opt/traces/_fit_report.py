@@ -143,7 +143,15 @@ def _report_lines(result):
                  f"{n['expected_never_failed_if_uniform']:.0f} never failing, not {n['nodes_never_failed']} "
                  + (f"(dispersion index {n['dispersion_index']:.2f}, {_p_value(n['p_value'])})"
                     if math.isfinite(n["dispersion_index"]) else ""))
-    lines += ["", "Failure model" + ("" if result.model is None else " (for a simulation: -o FILE writes it)")]
+    lines += _model_lines(result)
+    if result.notes:
+        lines += ["", "Notes"] + [f"  - {note}" for note in result.notes]
+    return lines
+
+
+def _model_lines(result):
+    """The report's lines on the fitted failure model (or why there is none)."""
+    lines = ["", "Failure model" + ("" if result.model is None else " (for a simulation: -o FILE writes it)")]
     if result.model is None:
         lines.append(f"  - ({result.model_error})")
     else:
@@ -159,6 +167,4 @@ def _report_lines(result):
                f" (median {_duration(f.repair_median_seconds)}, sigma {f.repair_sigma:.3g}, "
                f"mean {_duration(f.repair_mean_seconds)})"),
         ]
-    if result.notes:
-        lines += ["", "Notes"] + [f"  - {note}" for note in result.notes]
     return lines

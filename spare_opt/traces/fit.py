@@ -300,17 +300,7 @@ def fit_trace(trace, *, nodes=None, window_minutes=DEFAULT_WINDOW_MINUTES, start
     repair_distribution = check.choice("repair_distribution", repair_distribution, REPAIR_DISTRIBUTIONS)
     notes = []
     cluster = _cluster_size(trace, nodes)  # the whole trace's cluster: a window names fewer nodes
-    if window is not None:
-        if start_day is not None or end_day is not None:
-            raise ParameterError("give the observation window once: window, or start_day / end_day")
-        from .window import _window_bounds, window_trace
-
-        trace = window_trace(trace, *_window_bounds(window))
-    carried = np.zeros(trace.n_events, dtype=bool)  # starts of faults open at the window's start
-    if trace.window is not None:
-        if start_day is not None or end_day is not None:
-            raise ParameterError("the trace is cut to a window already: its bounds are the observation's")
-        carried[:trace.window["open_at_start"]] = True  # they come first, at day 0
+    trace, carried = _cut_to_window(trace, window, start_day, end_day)
 
     usable = ~np.asarray(trace.ignored, dtype=bool)
     is_start = np.asarray(trace.is_start, dtype=bool)
@@ -324,7 +314,90 @@ def fit_trace(trace, *, nodes=None, window_minutes=DEFAULT_WINDOW_MINUTES, start
             f"{trace.n_starts} fault_start and {trace.n_ends} fault_end, {ignored_starts + ignored_ends} ignored")
         raise TraceError(f"{trace.source}: no usable fault_start to fit ({what})")
 
-    # Observation window.
+    start, end, window_rule = _observation_window(trace, times, start_day, end_day, notes)
+    observation = end - start
+    distinct = np.unique(times)
+    resolution = float(np.diff(distinct).min()) if distinct.size > 1 else math.nan
+
+    if not math.isfinite(observation * SECONDS_PER_DAY * cluster["nodes"]):
+        # Rates and repairs are figured in seconds, up-time over every node: they would overflow.
+        raise TraceError(f"{trace.source}: the observation of {observation:.3g} days is too long to fit (its "
+                         "node-seconds overflow a float); times are days from the start of the trace")
+
+    # Faults: each usable start with the usable end that closes it (faults open at the
+    # window's start first: left out, their start is unknown).
+    fault_start, fault_end = _pair_faults(trace, usable)
+    fault_start, fault_end = fault_start[int(carried.sum()):], fault_end[int(carried.sum()):]
+    open_faults = int(np.isnan(fault_end).sum())
+    if ignored_starts or ignored_ends:
+        notes.append(_ignored_note(trace, ignored_starts, ignored_ends))
+
+    events = _events(times[start_mask], np.asarray(trace.node)[start_mask], window_minutes / 1440.0)
+    instants = _events(times[start_mask], np.asarray(trace.node)[start_mask], 0.0)
+    down = _nodes_down(times, is_start, usable, start, end, cluster["nodes"])
+
+    mtbf = _mtbf(n_faults, events, observation, cluster["nodes"], down, confidence)
+    interarrival = _interarrival(events, window_minutes / 1440.0, confidence)
+    repairs = _repairs(fault_start, fault_end, end, resolution, confidence, resamples, seed)
+    correlation = {
+        "window_minutes": window_minutes,
+        "same_instant": _correlation_summary(instants),
+        "within_window": _correlation_summary(events),
+        "event_size_counts": np.bincount(events["sizes"])[1:].tolist(),
+    }
+    node_counts = _node_counts(trace, start_mask, cluster["nodes"])
+    if repairs["below_resolution"]:
+        notes.append(f"{repairs['below_resolution']} repair(s) of length 0 (start and end at the same instant, below "
+                     f"the time resolution {_duration(resolution * SECONDS_PER_DAY)}): left-censored at the resolution "
+                     "in the lognormal fit")
+    if open_faults:
+        notes.append(f"{open_faults} fault(s) still open at the end of the window: right-censored at day {end:g}")
+
+    model, model_error = _build_model(trace, cluster["nodes"], events, observation, interarrival, repairs,
+                                      repair_distribution, window_minutes, fault_start, fault_end)
+    return FitResult(
+        source=trace.source,
+        trace=_trace_section(trace, ignored_starts, ignored_ends, n_faults, open_faults),
+        observation={
+            "start_day": start,
+            "end_day": end,
+            "observation_days": observation,
+            "time_resolution_days": resolution,
+            "rule": window_rule,
+        },
+        cluster=cluster,
+        mtbf=mtbf,
+        interarrival=interarrival,
+        repairs=repairs,
+        correlation=correlation,
+        nodes_down=down,
+        node_counts=node_counts,
+        model=model,
+        model_error=model_error,
+        notes=tuple(notes),
+        confidence=confidence,
+    )
+
+
+# ----------------------------------------------------------------------------- parts of the fit
+def _cut_to_window(trace, window, start_day, end_day):
+    """The trace cut to ``window`` (if given) and the mask of the starts of faults open at the window's start."""
+    if window is not None:
+        if start_day is not None or end_day is not None:
+            raise ParameterError("give the observation window once: window, or start_day / end_day")
+        from .window import _window_bounds, window_trace
+
+        trace = window_trace(trace, *_window_bounds(window))
+    carried = np.zeros(trace.n_events, dtype=bool)  # starts of faults open at the window's start
+    if trace.window is not None:
+        if start_day is not None or end_day is not None:
+            raise ParameterError("the trace is cut to a window already: its bounds are the observation's")
+        carried[:trace.window["open_at_start"]] = True  # they come first, at day 0
+    return trace, carried
+
+
+def _observation_window(trace, times, start_day, end_day, notes):
+    """``(start, end, rule)`` of the observation in days, the rule in words; notes what a cut window dropped."""
     first, last = float(times[0]), float(times[-1])
     if trace.window is not None:
         w = trace.window
@@ -355,86 +428,34 @@ def fit_trace(trace, *, nodes=None, window_minutes=DEFAULT_WINDOW_MINUTES, start
         if end < last:
             raise ParameterError(f"end_day must not be before the last event (day {last}), got {end}")
         window_rule = window_rule.replace("the last event", "end_day")
-    observation = end - start
-    distinct = np.unique(times)
-    resolution = float(np.diff(distinct).min()) if distinct.size > 1 else math.nan
+    return start, end, window_rule
 
-    if not math.isfinite(observation * SECONDS_PER_DAY * cluster["nodes"]):
-        # Rates and repairs are figured in seconds, up-time over every node: they would overflow.
-        raise TraceError(f"{trace.source}: the observation of {observation:.3g} days is too long to fit (its "
-                         "node-seconds overflow a float); times are days from the start of the trace")
 
-    # Faults: each usable start with the usable end that closes it (faults open at the
-    # window's start first: left out, their start is unknown).
-    fault_start, fault_end = _pair_faults(trace, usable)
-    fault_start, fault_end = fault_start[int(carried.sum()):], fault_end[int(carried.sum()):]
-    open_faults = int(np.isnan(fault_end).sum())
-    if ignored_starts or ignored_ends:
-        # a CSV row whose start is ignored is ignored whole: its end is not "an end for a node that is up"
-        without_start = min(ignored_ends, trace.irregular_counts()["end-without-start"])
-        of_rows = ignored_ends - without_start
-        notes.append(f"{ignored_starts} fault_start and {ignored_ends} fault_end ignored as the reader flagged them "
-                     f"(a start for a node already down; {without_start} end(s) for a node that is up"
-                     + (f", {of_rows} end(s) of rows whose start was ignored" if of_rows else "") + ")")
+def _ignored_note(trace, ignored_starts, ignored_ends):
+    """The note on the starts and ends the reader flagged as ignored."""
+    # a CSV row whose start is ignored is ignored whole: its end is not "an end for a node that is up"
+    without_start = min(ignored_ends, trace.irregular_counts()["end-without-start"])
+    of_rows = ignored_ends - without_start
+    return (f"{ignored_starts} fault_start and {ignored_ends} fault_end ignored as the reader flagged them "
+            f"(a start for a node already down; {without_start} end(s) for a node that is up"
+            + (f", {of_rows} end(s) of rows whose start was ignored" if of_rows else "") + ")")
 
-    events = _events(times[start_mask], np.asarray(trace.node)[start_mask], window_minutes / 1440.0)
-    instants = _events(times[start_mask], np.asarray(trace.node)[start_mask], 0.0)
-    down = _nodes_down(times, is_start, usable, start, end, cluster["nodes"])
 
-    mtbf = _mtbf(n_faults, events, observation, cluster["nodes"], down, confidence)
-    interarrival = _interarrival(events, window_minutes / 1440.0, confidence)
-    repairs = _repairs(fault_start, fault_end, end, resolution, confidence, resamples, seed)
-    correlation = {
-        "window_minutes": window_minutes,
-        "same_instant": _correlation_summary(instants),
-        "within_window": _correlation_summary(events),
-        "event_size_counts": np.bincount(events["sizes"])[1:].tolist(),
+def _trace_section(trace, ignored_starts, ignored_ends, n_faults, open_faults):
+    """The ``trace`` section of :class:`FitResult`: what was read and used."""
+    return {
+        "format": trace.format,
+        "events": trace.n_events,
+        "fault_starts": trace.n_starts,
+        "fault_ends": trace.n_ends,
+        "nodes_named": trace.n_nodes,
+        "ignored_starts": ignored_starts,
+        "ignored_ends": ignored_ends,
+        "node_faults": n_faults,
+        "open_at_end": open_faults,
     }
-    node_counts = _node_counts(trace, start_mask, cluster["nodes"])
-    if repairs["below_resolution"]:
-        notes.append(f"{repairs['below_resolution']} repair(s) of length 0 (start and end at the same instant, below "
-                     f"the time resolution {_duration(resolution * SECONDS_PER_DAY)}): left-censored at the resolution "
-                     "in the lognormal fit")
-    if open_faults:
-        notes.append(f"{open_faults} fault(s) still open at the end of the window: right-censored at day {end:g}")
-
-    model, model_error = _build_model(trace, cluster["nodes"], events, observation, interarrival, repairs,
-                                      repair_distribution, window_minutes, fault_start, fault_end)
-    return FitResult(
-        source=trace.source,
-        trace={
-            "format": trace.format,
-            "events": trace.n_events,
-            "fault_starts": trace.n_starts,
-            "fault_ends": trace.n_ends,
-            "nodes_named": trace.n_nodes,
-            "ignored_starts": ignored_starts,
-            "ignored_ends": ignored_ends,
-            "node_faults": n_faults,
-            "open_at_end": open_faults,
-        },
-        observation={
-            "start_day": start,
-            "end_day": end,
-            "observation_days": observation,
-            "time_resolution_days": resolution,
-            "rule": window_rule,
-        },
-        cluster=cluster,
-        mtbf=mtbf,
-        interarrival=interarrival,
-        repairs=repairs,
-        correlation=correlation,
-        nodes_down=down,
-        node_counts=node_counts,
-        model=model,
-        model_error=model_error,
-        notes=tuple(notes),
-        confidence=confidence,
-    )
 
 
-# ----------------------------------------------------------------------------- parts of the fit
 def _cluster_size(trace, nodes):
     """Cluster size, where it came from, and the assumption in words."""
     named = trace.n_nodes
