@@ -34,12 +34,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._core import validation as check
-from .._core.durations import huge_duration
 from .._core.results import Result
-from .._core.stats import rng_keyword
 from .._core.errors import ParameterError, TraceError
 from .trace import FaultTrace
-from .failure_model import Estimate, FailureModel, REPAIR_DISTRIBUTIONS, SECONDS_PER_DAY, SECONDS_PER_HOUR, _BRACKET_STEPS, _plain, _truncated_weibull_mean
+from .failure_model import Estimate, FailureModel, REPAIR_DISTRIBUTIONS, SECONDS_PER_DAY, _plain, _truncated_weibull_mean
+from ._fit_repairs import _SAME, _profile_bounds, _repairs
+from ._fit_report import _duration, _report_lines
 
 __all__ = [
     "DEFAULT_RESAMPLES",
@@ -61,8 +61,6 @@ MAX_RESAMPLES = 100_000
 
 #: Width of the lines of :meth:`FitResult.format_text`.
 REPORT_WIDTH = 100
-#: Relative difference below which two durations count as equal (float noise of differences of times).
-_SAME = 1e-9
 
 
 # ----------------------------------------------------------------------------- the fit
@@ -302,17 +300,7 @@ def fit_trace(trace, *, nodes=None, window_minutes=DEFAULT_WINDOW_MINUTES, start
     repair_distribution = check.choice("repair_distribution", repair_distribution, REPAIR_DISTRIBUTIONS)
     notes = []
     cluster = _cluster_size(trace, nodes)  # the whole trace's cluster: a window names fewer nodes
-    if window is not None:
-        if start_day is not None or end_day is not None:
-            raise ParameterError("give the observation window once: window, or start_day / end_day")
-        from .window import _window_bounds, window_trace
-
-        trace = window_trace(trace, *_window_bounds(window))
-    carried = np.zeros(trace.n_events, dtype=bool)  # starts of faults open at the window's start
-    if trace.window is not None:
-        if start_day is not None or end_day is not None:
-            raise ParameterError("the trace is cut to a window already: its bounds are the observation's")
-        carried[:trace.window["open_at_start"]] = True  # they come first, at day 0
+    trace, carried = _cut_to_window(trace, window, start_day, end_day)
 
     usable = ~np.asarray(trace.ignored, dtype=bool)
     is_start = np.asarray(trace.is_start, dtype=bool)
@@ -326,7 +314,90 @@ def fit_trace(trace, *, nodes=None, window_minutes=DEFAULT_WINDOW_MINUTES, start
             f"{trace.n_starts} fault_start and {trace.n_ends} fault_end, {ignored_starts + ignored_ends} ignored")
         raise TraceError(f"{trace.source}: no usable fault_start to fit ({what})")
 
-    # Observation window.
+    start, end, window_rule = _observation_window(trace, times, start_day, end_day, notes)
+    observation = end - start
+    distinct = np.unique(times)
+    resolution = float(np.diff(distinct).min()) if distinct.size > 1 else math.nan
+
+    if not math.isfinite(observation * SECONDS_PER_DAY * cluster["nodes"]):
+        # Rates and repairs are figured in seconds, up-time over every node: they would overflow.
+        raise TraceError(f"{trace.source}: the observation of {observation:.3g} days is too long to fit (its "
+                         "node-seconds overflow a float); times are days from the start of the trace")
+
+    # Faults: each usable start with the usable end that closes it (faults open at the
+    # window's start first: left out, their start is unknown).
+    fault_start, fault_end = _pair_faults(trace, usable)
+    fault_start, fault_end = fault_start[int(carried.sum()):], fault_end[int(carried.sum()):]
+    open_faults = int(np.isnan(fault_end).sum())
+    if ignored_starts or ignored_ends:
+        notes.append(_ignored_note(trace, ignored_starts, ignored_ends))
+
+    events = _events(times[start_mask], np.asarray(trace.node)[start_mask], window_minutes / 1440.0)
+    instants = _events(times[start_mask], np.asarray(trace.node)[start_mask], 0.0)
+    down = _nodes_down(times, is_start, usable, start, end, cluster["nodes"])
+
+    mtbf = _mtbf(n_faults, events, observation, cluster["nodes"], down, confidence)
+    interarrival = _interarrival(events, window_minutes / 1440.0, confidence)
+    repairs = _repairs(fault_start, fault_end, end, resolution, confidence, resamples, seed)
+    correlation = {
+        "window_minutes": window_minutes,
+        "same_instant": _correlation_summary(instants),
+        "within_window": _correlation_summary(events),
+        "event_size_counts": np.bincount(events["sizes"])[1:].tolist(),
+    }
+    node_counts = _node_counts(trace, start_mask, cluster["nodes"])
+    if repairs["below_resolution"]:
+        notes.append(f"{repairs['below_resolution']} repair(s) of length 0 (start and end at the same instant, below "
+                     f"the time resolution {_duration(resolution * SECONDS_PER_DAY)}): left-censored at the resolution "
+                     "in the lognormal fit")
+    if open_faults:
+        notes.append(f"{open_faults} fault(s) still open at the end of the window: right-censored at day {end:g}")
+
+    model, model_error = _build_model(trace, cluster["nodes"], events, observation, interarrival, repairs,
+                                      repair_distribution, window_minutes, fault_start, fault_end)
+    return FitResult(
+        source=trace.source,
+        trace=_trace_section(trace, ignored_starts, ignored_ends, n_faults, open_faults),
+        observation={
+            "start_day": start,
+            "end_day": end,
+            "observation_days": observation,
+            "time_resolution_days": resolution,
+            "rule": window_rule,
+        },
+        cluster=cluster,
+        mtbf=mtbf,
+        interarrival=interarrival,
+        repairs=repairs,
+        correlation=correlation,
+        nodes_down=down,
+        node_counts=node_counts,
+        model=model,
+        model_error=model_error,
+        notes=tuple(notes),
+        confidence=confidence,
+    )
+
+
+# ----------------------------------------------------------------------------- parts of the fit
+def _cut_to_window(trace, window, start_day, end_day):
+    """The trace cut to ``window`` (if given) and the mask of the starts of faults open at the window's start."""
+    if window is not None:
+        if start_day is not None or end_day is not None:
+            raise ParameterError("give the observation window once: window, or start_day / end_day")
+        from .window import _window_bounds, window_trace
+
+        trace = window_trace(trace, *_window_bounds(window))
+    carried = np.zeros(trace.n_events, dtype=bool)  # starts of faults open at the window's start
+    if trace.window is not None:
+        if start_day is not None or end_day is not None:
+            raise ParameterError("the trace is cut to a window already: its bounds are the observation's")
+        carried[:trace.window["open_at_start"]] = True  # they come first, at day 0
+    return trace, carried
+
+
+def _observation_window(trace, times, start_day, end_day, notes):
+    """``(start, end, rule)`` of the observation in days, the rule in words; notes what a cut window dropped."""
     first, last = float(times[0]), float(times[-1])
     if trace.window is not None:
         w = trace.window
@@ -357,86 +428,34 @@ def fit_trace(trace, *, nodes=None, window_minutes=DEFAULT_WINDOW_MINUTES, start
         if end < last:
             raise ParameterError(f"end_day must not be before the last event (day {last}), got {end}")
         window_rule = window_rule.replace("the last event", "end_day")
-    observation = end - start
-    distinct = np.unique(times)
-    resolution = float(np.diff(distinct).min()) if distinct.size > 1 else math.nan
+    return start, end, window_rule
 
-    if not math.isfinite(observation * SECONDS_PER_DAY * cluster["nodes"]):
-        # Rates and repairs are figured in seconds, up-time over every node: they would overflow.
-        raise TraceError(f"{trace.source}: the observation of {observation:.3g} days is too long to fit (its "
-                         "node-seconds overflow a float); times are days from the start of the trace")
 
-    # Faults: each usable start with the usable end that closes it (faults open at the
-    # window's start first: left out, their start is unknown).
-    fault_start, fault_end = _pair_faults(trace, usable)
-    fault_start, fault_end = fault_start[int(carried.sum()):], fault_end[int(carried.sum()):]
-    open_faults = int(np.isnan(fault_end).sum())
-    if ignored_starts or ignored_ends:
-        # a CSV row whose start is ignored is ignored whole: its end is not "an end for a node that is up"
-        without_start = min(ignored_ends, trace.irregular_counts()["end-without-start"])
-        of_rows = ignored_ends - without_start
-        notes.append(f"{ignored_starts} fault_start and {ignored_ends} fault_end ignored as the reader flagged them "
-                     f"(a start for a node already down; {without_start} end(s) for a node that is up"
-                     + (f", {of_rows} end(s) of rows whose start was ignored" if of_rows else "") + ")")
+def _ignored_note(trace, ignored_starts, ignored_ends):
+    """The note on the starts and ends the reader flagged as ignored."""
+    # a CSV row whose start is ignored is ignored whole: its end is not "an end for a node that is up"
+    without_start = min(ignored_ends, trace.irregular_counts()["end-without-start"])
+    of_rows = ignored_ends - without_start
+    return (f"{ignored_starts} fault_start and {ignored_ends} fault_end ignored as the reader flagged them "
+            f"(a start for a node already down; {without_start} end(s) for a node that is up"
+            + (f", {of_rows} end(s) of rows whose start was ignored" if of_rows else "") + ")")
 
-    events = _events(times[start_mask], np.asarray(trace.node)[start_mask], window_minutes / 1440.0)
-    instants = _events(times[start_mask], np.asarray(trace.node)[start_mask], 0.0)
-    down = _nodes_down(times, is_start, usable, start, end, cluster["nodes"])
 
-    mtbf = _mtbf(n_faults, events, observation, cluster["nodes"], down, confidence)
-    interarrival = _interarrival(events, window_minutes / 1440.0, confidence)
-    repairs = _repairs(fault_start, fault_end, end, resolution, confidence, resamples, seed)
-    correlation = {
-        "window_minutes": window_minutes,
-        "same_instant": _correlation_summary(instants),
-        "within_window": _correlation_summary(events),
-        "event_size_counts": np.bincount(events["sizes"])[1:].tolist(),
+def _trace_section(trace, ignored_starts, ignored_ends, n_faults, open_faults):
+    """The ``trace`` section of :class:`FitResult`: what was read and used."""
+    return {
+        "format": trace.format,
+        "events": trace.n_events,
+        "fault_starts": trace.n_starts,
+        "fault_ends": trace.n_ends,
+        "nodes_named": trace.n_nodes,
+        "ignored_starts": ignored_starts,
+        "ignored_ends": ignored_ends,
+        "node_faults": n_faults,
+        "open_at_end": open_faults,
     }
-    node_counts = _node_counts(trace, start_mask, cluster["nodes"])
-    if repairs["below_resolution"]:
-        notes.append(f"{repairs['below_resolution']} repair(s) of length 0 (start and end at the same instant, below "
-                     f"the time resolution {_duration(resolution * SECONDS_PER_DAY)}): left-censored at the resolution "
-                     "in the lognormal fit")
-    if open_faults:
-        notes.append(f"{open_faults} fault(s) still open at the end of the window: right-censored at day {end:g}")
-
-    model, model_error = _build_model(trace, cluster["nodes"], events, observation, interarrival, repairs,
-                                      repair_distribution, window_minutes, fault_start, fault_end)
-    return FitResult(
-        source=trace.source,
-        trace={
-            "format": trace.format,
-            "events": trace.n_events,
-            "fault_starts": trace.n_starts,
-            "fault_ends": trace.n_ends,
-            "nodes_named": trace.n_nodes,
-            "ignored_starts": ignored_starts,
-            "ignored_ends": ignored_ends,
-            "node_faults": n_faults,
-            "open_at_end": open_faults,
-        },
-        observation={
-            "start_day": start,
-            "end_day": end,
-            "observation_days": observation,
-            "time_resolution_days": resolution,
-            "rule": window_rule,
-        },
-        cluster=cluster,
-        mtbf=mtbf,
-        interarrival=interarrival,
-        repairs=repairs,
-        correlation=correlation,
-        nodes_down=down,
-        node_counts=node_counts,
-        model=model,
-        model_error=model_error,
-        notes=tuple(notes),
-        confidence=confidence,
-    )
 
 
-# ----------------------------------------------------------------------------- parts of the fit
 def _cluster_size(trace, nodes):
     """Cluster size, where it came from, and the assumption in words."""
     named = trace.n_nodes
@@ -622,39 +641,6 @@ def _weibull_profile(gaps, window):
     return profile, scale
 
 
-def _profile_bounds(profile, estimate, maximum, confidence, step):
-    """The two points where ``profile`` falls ``chi2_1(confidence) / 2`` below ``maximum``.
-
-    The search steps out from ``estimate`` by ``step``, doubling it each time
-    (:data:`_BRACKET_STEPS` times at most), halves back a step whose profile is not
-    finite, and solves the bracket with Brent's method; a side that never falls far
-    enough gives ``-inf`` / ``inf``.
-    """
-    from scipy import optimize, stats
-
-    drop = stats.chi2.ppf(confidence, 1) / 2.0
-
-    def gap(theta):
-        return maximum - profile(theta) - drop
-
-    bounds = []
-    for direction in (-1.0, 1.0):
-        inner, width, found = estimate, step, direction * math.inf
-        for _ in range(_BRACKET_STEPS):
-            outer = inner + direction * width
-            value = gap(outer)
-            if not math.isfinite(value):  # overflow far out: come back halfway
-                width /= 2.0
-                continue
-            if value > 0:
-                found = optimize.brentq(gap, min(inner, outer), max(inner, outer),
-                                        xtol=1e-12 * max(1.0, abs(outer)))
-                break
-            inner, width = outer, width * 2.0
-        bounds.append(found)
-    return bounds[0], bounds[1]
-
-
 def _interarrival(events, window_days, confidence):
     from scipy import optimize, stats
 
@@ -707,177 +693,6 @@ def _interarrival(events, window_days, confidence):
     else:
         result.update(lag1_rank_correlation=math.nan, lag1_p_value=math.nan)
     return result
-
-
-def _censored_normal_loglik(observed, right, left):
-    """Log-likelihood of a normal sample with right- and left-censored values (constants dropped).
-
-    Written with ``scipy.special.log_ndtr`` (the log of the normal CDF, accurate in
-    the tails) rather than ``scipy.stats.norm``, whose per-call overhead dominates
-    the profile-likelihood searches.
-    """
-    from scipy.special import log_ndtr
-
-    def loglik(mu, sigma):
-        z = (observed - mu) / sigma
-        return float(-0.5 * (z @ z) - observed.size * math.log(sigma)
-                     + log_ndtr((mu - right) / sigma).sum() + log_ndtr((left - mu) / sigma).sum())
-
-    return loglik
-
-
-def _lognormal_fit(done_seconds, open_seconds, resolution_seconds, confidence):
-    """Lognormal fit of repair times: ``(mu, sigma, mu interval, sigma interval, method)`` or a reason string."""
-    from scipy import optimize, stats
-
-    positive = done_seconds[done_seconds > 0]
-    zeros = int((done_seconds == 0).sum())
-    left = np.full(zeros if math.isfinite(resolution_seconds) else 0, resolution_seconds)
-    right = open_seconds[open_seconds > 0]  # a fault opened at the window's end says nothing
-    if positive.size < 2:
-        return f"the lognormal fit needs at least 2 positive repair times, got {positive.size}"
-    if np.ptp(np.log(positive)) <= _SAME:
-        # The maximum-likelihood sigma of equal values is 0: no lognormal (a point mass).
-        return (f"all {positive.size:,} positive repair times are equal ({_duration(float(positive[0]))}, to a "
-                f"relative {_SAME:g}): the lognormal's maximum-likelihood sigma would be 0, so the fit needs "
-                "repair times that differ")
-    if left.size == 0 and right.size == 0:
-        sigma, _, scale = stats.lognorm.fit(positive, floc=0)
-        mu, sigma = math.log(scale), float(sigma)
-        logs = np.log(positive)
-        n = logs.size
-        sd = float(logs.std(ddof=1))
-        half = float(stats.t.ppf((1 + confidence) / 2, n - 1)) * sd / math.sqrt(n)
-        sigma_ci = (sd * math.sqrt((n - 1) / stats.chi2.ppf((1 + confidence) / 2, n - 1)),
-                    sd * math.sqrt((n - 1) / stats.chi2.ppf((1 - confidence) / 2, n - 1)))
-        return mu, sigma, (mu - half, mu + half), sigma_ci, "exact (Student t, chi-square)"
-    # The likelihood of scipy.stats.lognorm.fit(CensoredData(...), floc=0), on the log scale
-    # with a vectorised objective (tests check both give the same fit); the start is the
-    # fit of the uncensored values.
-    logs = np.log(positive)
-    loglik = _censored_normal_loglik(logs, np.log(right), np.log(left))
-    best = optimize.minimize(lambda p: -loglik(p[0], math.exp(p[1])), x0=[float(logs.mean()), math.log(logs.std())],
-                             method="Nelder-Mead", options={"xatol": 1e-10, "fatol": 1e-12, "maxiter": 4000})
-    mu, log_sigma = float(best.x[0]), float(best.x[1])
-    top = -float(best.fun)
-    n = positive.size + left.size + right.size
-
-    def profile_mu(value):
-        inner = optimize.minimize_scalar(lambda s: -loglik(value, math.exp(s)), bracket=(log_sigma - 0.5, log_sigma))
-        return -float(inner.fun)
-
-    def profile_log_sigma(value):
-        sigma = math.exp(value)
-        inner = optimize.minimize_scalar(lambda m: -loglik(m, sigma), bracket=(mu - sigma, mu))
-        return -float(inner.fun)
-
-    sigma = math.exp(log_sigma)
-    mu_ci = _profile_bounds(profile_mu, mu, top, confidence, step=sigma / math.sqrt(n))
-    log_sigma_ci = _profile_bounds(profile_log_sigma, log_sigma, top, confidence, step=1.0 / math.sqrt(2 * n))
-    return mu, sigma, mu_ci, (math.exp(log_sigma_ci[0]), math.exp(log_sigma_ci[1])), "profile likelihood (censored)"
-
-
-def _median_interval(done, open_, confidence):
-    """Median repair time with its interval: order statistics, or Kaplan-Meier when censored."""
-    import warnings
-
-    from scipy import stats
-
-    if open_.size == 0:
-        median = float(np.median(done))
-        if done.size < 2:
-            return Estimate(median)
-        ci = stats.quantile_test(done, q=median, p=0.5).confidence_interval(confidence)
-        return Estimate(median, float(ci.low), float(ci.high))
-    km = stats.ecdf(stats.CensoredData(uncensored=done, right=open_)).sf
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # the band is undefined where S(t) is 0 or 1
-        band = km.confidence_interval(confidence, method="log-log")
-    return Estimate(_first_below_half(km), _first_below_half(band.low), _first_below_half(band.high))
-
-
-def _first_below_half(curve):
-    """Smallest time at which a survival curve is at or below 0.5 (``inf`` if it never is)."""
-    probabilities = np.nan_to_num(curve.probabilities, nan=1.0)
-    below = np.flatnonzero(probabilities <= 0.5)
-    return float(curve.quantiles[below[0]]) if below.size else math.inf
-
-
-def _mean_interval(values, confidence, resamples, seed):
-    """Sample mean with a BCa bootstrap interval (NaN bounds when every value is equal or n < 2)."""
-    import warnings
-
-    from scipy import stats
-
-    mean = float(values.mean())
-    if values.size < 2 or np.unique(values).size < 2:
-        return Estimate(mean)
-    options = {rng_keyword(stats.bootstrap): np.random.default_rng(seed)}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # BCa warns on degenerate resamples; the interval is still given
-        result = stats.bootstrap((values,), np.mean, confidence_level=confidence, n_resamples=resamples,
-                                 method="BCa", batch=100, **options)
-    return Estimate(mean, float(result.confidence_interval.low), float(result.confidence_interval.high))
-
-
-def _repairs(fault_start, fault_end, end, resolution, confidence, resamples, seed):
-    from scipy import stats
-
-    closed = ~np.isnan(fault_end)
-    done_days = fault_end[closed] - fault_start[closed]
-    open_days = end - fault_start[~closed]
-    hours = 24.0
-    result = {"completed": int(done_days.size), "open": int(open_days.size),
-              "below_resolution": int((done_days == 0).sum()),
-              "max_hours": float(done_days.max() * hours) if done_days.size else math.nan,
-              "longest_open_hours": float(open_days.max() * hours) if open_days.size else math.nan}
-    none = Estimate(math.nan)
-    lognormal_empty = dict(lognormal_median_hours=none, lognormal_sigma=none, lognormal_mean_hours=math.nan,
-                           lognormal_ci_method=None, lognormal_fit_p_value=math.nan)
-    if done_days.size == 0:
-        result.update(median_hours=none, mean_hours=none, mean_is_lower_bound=None, **lognormal_empty,
-                      reason=f"no repair completed ({open_days.size} still open at the end of the window: "
-                             "no repair time observed)")
-        return result
-    result["median_hours"] = _median_interval(done_days, open_days, confidence).scaled(hours)
-    result["mean_hours"] = _mean_interval(np.concatenate((done_days, open_days)), confidence, resamples,
-                                          seed).scaled(hours)
-    result["mean_is_lower_bound"] = bool(open_days.size > 0)
-    fit = _lognormal_fit(done_days * SECONDS_PER_DAY, open_days * SECONDS_PER_DAY, resolution * SECONDS_PER_DAY,
-                         confidence)
-    if isinstance(fit, str):
-        result.update(lognormal_empty, reason=fit)
-        return result
-    mu, sigma, mu_ci, sigma_ci, method = fit
-    to_hours = 1.0 / SECONDS_PER_HOUR
-    result.update(
-        lognormal_median_hours=Estimate(math.exp(mu) * to_hours, math.exp(mu_ci[0]) * to_hours,
-                                        math.exp(mu_ci[1]) * to_hours),
-        lognormal_sigma=Estimate(sigma, sigma_ci[0], sigma_ci[1]),
-        lognormal_mean_hours=_safe_exp(mu + sigma**2 / 2.0) * to_hours,
-        lognormal_ci_method=method,
-        lognormal_median_seconds=math.exp(mu),
-    )
-    positive = done_days[done_days > 0] * SECONDS_PER_DAY
-    if open_days.size == 0 and positive.size >= 3 and np.unique(positive).size >= 3:
-        options = {rng_keyword(stats.goodness_of_fit): np.random.default_rng(seed)}
-        test = stats.goodness_of_fit(stats.lognorm, positive, known_params={"loc": 0}, statistic="ad",
-                                     n_mc_samples=resamples, **options)
-        result["lognormal_fit_p_value"] = float(test.pvalue)
-        result["lognormal_fit_test"] = (f"Anderson-Darling, Monte-Carlo p-value, on the {positive.size} "
-                                        "positive durations")
-    else:
-        result["lognormal_fit_p_value"] = math.nan
-        result["lognormal_fit_test"] = ("not run: needs 3 different positive durations and no open fault "
-                                        "(the test does not take censored data)")
-    return result
-
-
-def _safe_exp(value):
-    try:
-        return math.exp(value)
-    except OverflowError:
-        return math.inf
 
 
 def _node_counts(trace, start_mask, nodes):
@@ -934,159 +749,3 @@ def _build_model(trace, nodes, events, observation, interarrival, repairs, repai
     except ParameterError as exc:  # a few events packed into a short window: mean gap below the window
         return None, f"no failure model: {exc}"
     return model, None
-
-
-# ----------------------------------------------------------------------------- text report
-def _duration(seconds):
-    """A duration in a readable unit: ``"8.64 s"``, ``"12 min"``, ``"14.4 h"``, ``"239 days"``."""
-    if not math.isfinite(seconds):
-        return "-" if math.isnan(seconds) else "inf"
-    huge = huge_duration(seconds)
-    if huge is not None:
-        return huge
-    unit, scale = _unit(seconds)
-    return f"{seconds / scale:.3g} {unit}"
-
-
-def _unit(seconds):
-    if abs(seconds) < 120:
-        return "s", 1.0
-    if abs(seconds) < 2 * SECONDS_PER_HOUR:
-        return "min", 60.0
-    if abs(seconds) < 2 * SECONDS_PER_DAY:
-        return "h", SECONDS_PER_HOUR
-    return "days", SECONDS_PER_DAY
-
-
-def _interval(estimate, to_seconds=None):
-    """``"14.4 h [12.1, 17.0]"``: value and bounds in the value's unit (``to_seconds``) or as numbers."""
-    def number(value, scale):
-        if math.isnan(value):
-            return "-"
-        return "inf" if math.isinf(value) else f"{value / scale:.3g}"
-
-    if math.isnan(estimate.value):
-        return "-"
-    if to_seconds is None:
-        text, unit, scale = f"{estimate.value:.3g}", "", 1.0
-    else:
-        unit, scale = _unit(estimate.value * to_seconds)
-        scale /= to_seconds
-        text, unit = f"{estimate.value / scale:.3g}", f" {unit}"
-    if math.isnan(estimate.low) and math.isnan(estimate.high):
-        return text + unit
-    return f"{text}{unit} [{number(estimate.low, scale)}, {number(estimate.high, scale)}]"
-
-
-def _percent(value):
-    return "-" if value is None or not math.isfinite(value) else f"{100 * value:.1f}%"
-
-
-def _p_value(value):
-    """``"p = 0.012"``, ``"p < 1e-4"`` or ``"p = -"``."""
-    if not math.isfinite(value):
-        return "p = -"
-    return f"p = {value:.2g}" if value >= 1e-4 else "p < 1e-4"
-
-
-def _report_lines(result):
-    t, o, c, m = result.trace, result.observation, result.cluster, result.mtbf
-    level = f"{100 * result.confidence:g}%"
-    day, hour = SECONDS_PER_DAY, SECONDS_PER_HOUR
-    lines = [
-        f"Fit of {result.source} ({t['format']}, {t['events']} events, {t['nodes_named']} nodes named)",
-        f"Window: days {o['start_day']:g} to {o['end_day']:g} ({o['observation_days']:.2f} days): {o['rule']}",
-        f"Cluster: {c['assumption']}",
-        f"Used: {t['node_faults']} node faults in {m['failure_events']} failure events; ignored (irregular): "
-        f"{t['ignored_starts']} fault_start, {t['ignored_ends']} fault_end; open at the end: {t['open_at_end']}",
-        "",
-        f"Failure rates ({level} intervals, widened for bursts: dispersion {m['dispersion_node_faults']:.3g} for "
-        f"node faults, {m['dispersion_events']:.3g} for events)",
-    ]
-    if "reason" in m:
-        lines.append(f"  - ({m['reason']})")
-    else:
-        lines += [
-            f"  per-node MTBF  {_interval(m['node_mtbf_days'], day):<22} up-time / node faults "
-            f"(calendar: {_interval(m['node_mtbf_calendar_days'], day)})",
-            f"  system MTBF    {_interval(m['system_mtbf_hours'], hour):<22} between node faults in the "
-            f"{c['nodes']}-node cluster",
-            f"  event MTBF     {_interval(m['event_mtbf_hours'], hour):<22} between failure events "
-            f"({result.correlation['window_minutes']:g}-min window)",
-        ]
-    i = result.interarrival
-    lines += ["", f"Gaps between failure events ({i['gaps']} gaps)"]
-    if "reason" in i:
-        lines.append(f"  - ({i['reason']})")
-    else:
-        verdict = ("shape < 1 (bursty) is significant" if i["bursty"] else
-                   "shape < 1 (bursty) is not significant" if i["weibull_shape"].value < 1 else
-                   "shape >= 1: not bursty")
-        lines += [
-            f"  Weibull shape {_interval(i['weibull_shape'])}, scale {_duration(i['weibull_scale_hours'].value * hour)}"
-            f" (mean gap {_duration(i['weibull_mean_gap_hours'] * hour)}; observed "
-            f"{_duration(i['mean_gap_hours'] * hour)})",
-            f"  {verdict}: one-sided {_p_value(i['p_value_shape_below_1'])} (likelihood ratio, against shape 1)",
-        ]
-        if math.isfinite(i["lag1_rank_correlation"]):
-            lines.append(f"  lag-1 rank correlation of the gaps {i['lag1_rank_correlation']:.3f} "
-                         f"({_p_value(i['lag1_p_value'])}; a renewal process has 0)")
-    r = result.repairs
-    lines += ["", f"Repairs ({r['completed']} completed, {r['open']} open at the end, {r['below_resolution']} of "
-                  "length 0)"]
-    if "reason" in r and math.isnan(r["median_hours"].value):
-        lines.append(f"  - ({r['reason']})")
-    else:
-        bound = " (a lower bound: open faults counted to the end)" if r["mean_is_lower_bound"] else ""
-        lines.append(f"  median {_interval(r['median_hours'], hour)}, mean {_interval(r['mean_hours'], hour)}"
-                     f"{bound}, max {_duration(r['max_hours'] * hour)}")
-        if r["open"]:
-            lines.append(f"  longest still open: {_duration(r['longest_open_hours'] * hour)}")
-        if math.isnan(r["lognormal_sigma"].value):
-            lines.append(f"  lognormal fit: - ({r.get('reason')})")
-        else:
-            lines.append(f"  lognormal fit: median {_interval(r['lognormal_median_hours'], hour)}, "
-                         f"sigma {_interval(r['lognormal_sigma'])}, mean {_duration(r['lognormal_mean_hours'] * hour)}")
-            fit_p = r["lognormal_fit_p_value"]
-            if math.isfinite(fit_p):
-                verdict = "rejected" if fit_p < 1 - result.confidence else "not rejected"
-                lines.append(f"  Anderson-Darling {_p_value(fit_p)}: the lognormal is {verdict}")
-    k = result.correlation
-    lines += ["", "Failure events that take several nodes"]
-    for name, part in (("same instant", k["same_instant"]),
-                       (f"within {k['window_minutes']:g} min", k["within_window"])):
-        lines.append(
-            f"  {name:<13} {part['multi_node_events']}/{part['events']} events "
-            f"({_percent(part['multi_node_event_fraction'])}), {part['node_faults_in_multi_node_events']}/"
-            f"{part['node_faults']} node faults ({_percent(part['node_fault_fraction_in_multi_node_events'])}), "
-            f"largest {part['largest_nodes']} nodes (day {part['largest_day']:g})")
-    d = result.nodes_down
-    lines += ["", (f"Nodes down: mean {d['mean']:.2f} of {c['nodes']} ({_percent(d['mean_fraction'])}), "
-                   f"peak {d['peak']} (day {d['peak_day']:g}); some node down "
-                   f"{_percent(d['fraction_of_time_any_down'])} of the time") if math.isfinite(d["mean"]) else
-              f"Nodes down: peak {d['peak']} (day {d['peak_day']:g}); no mean ({d.get('reason')})"]
-    n = result.node_counts
-    lines.append(f"Faults per node: {n['nodes_failed']} of {c['nodes']} nodes failed, at most "
-                 f"{n['max_faults_one_node']} times; equal rates would leave "
-                 f"{n['expected_never_failed_if_uniform']:.0f} never failing, not {n['nodes_never_failed']} "
-                 + (f"(dispersion index {n['dispersion_index']:.2f}, {_p_value(n['p_value'])})"
-                    if math.isfinite(n["dispersion_index"]) else ""))
-    lines += ["", "Failure model" + ("" if result.model is None else " (for a simulation: -o FILE writes it)")]
-    if result.model is None:
-        lines.append(f"  - ({result.model_error})")
-    else:
-        f = result.model
-        lines += [
-            f"  events every {_duration(f.event_mtbf_seconds)}, Weibull shape {f.weibull_shape:.3g}; "
-            f"{f.mean_event_size:.3g} nodes per event, several with probability {_percent(f.multi_node_probability)}",
-            f"  system MTBF {_duration(f.system_mtbf_seconds)}, per-node MTBF {_duration(f.node_mtbf_seconds)}, "
-            f"cluster of {f.cluster_nodes} nodes",
-            f"  repairs: {f.repair_distribution}"
-            + (f" ({len(f.repair_empirical_seconds)} observed durations, mean {_duration(f.repair_mean_seconds)})"
-               if f.repair_distribution == "empirical" else
-               f" (median {_duration(f.repair_median_seconds)}, sigma {f.repair_sigma:.3g}, "
-               f"mean {_duration(f.repair_mean_seconds)})"),
-        ]
-    if result.notes:
-        lines += ["", "Notes"] + [f"  - {note}" for note in result.notes]
-    return lines
