@@ -14,7 +14,6 @@ is the paper's model.
 import hashlib
 import math
 import struct
-import warnings
 from collections import namedtuple
 from dataclasses import dataclass, field
 
@@ -22,6 +21,10 @@ import numpy as np
 
 from .._core.results import Result
 from .._core.errors import ParameterError, PlanError
+from ._plan_checks import _check_masked_plan, _int_array, _is_int, _require
+# The split-layer helpers are the planners' too: exact.py and controller.py import them from here.
+from ._plan_checks import _derived_order, _holders_by_layer, _split_layers, _touched_layers  # noqa: F401
+from ._plan_io import _INT32_MAX, _INT64_MAX, _PLAN_KEYS, _doc_array, _doc_integer, _patch_pairs
 
 __all__ = [
     "Plan",
@@ -674,88 +677,6 @@ class Plan(Result):
         }
 
 
-_INT32_MAX = int(np.iinfo(np.int32).max)
-_INT64_MAX = int(np.iinfo(np.int64).max)
-
-
-def _doc_integer(name, value, low, high, suffix="", *, text=False):
-    """``value`` of a plan document as an int: the one rule of :meth:`Plan.from_dict` for
-    every integer (ids, counts, sizes): a JSON integer (a Python or numpy integer, or a
-    float with a whole, finite value, as JSON writers may give) in ``[low, high]``; never a
-    bool, a string (``text``: the digits of a JSON object key, as ``patch`` keys are), a
-    fraction, an infinity or NaN."""
-    if text and isinstance(value, str):
-        if not (value.isascii() and (value.isdigit() or value[:1] == "-" and value[1:].isdigit())):
-            raise PlanError(f"plan document: {name} must be an integer, got {value!r}")
-        value = int(value)
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise PlanError(f"plan document: {name} must be an integer {suffix}".rstrip() + f", got {value!r}")
-    if isinstance(value, (float, np.floating)):
-        if not (math.isfinite(value) and float(value).is_integer()):
-            raise PlanError(f"plan document: {name} must be an integer {suffix}".rstrip() + f", got {value!r}")
-        value = int(value)
-    value = int(value)
-    if not low <= value <= high:
-        raise PlanError(f"plan document: {name} must be in [{low:,}, {high:,}], got {value:,}")
-    return value
-
-
-def _doc_array(name, value, ndim, low):
-    """A list of the plan document as an int32 array of ``ndim`` dimensions, each entry by
-    the rule of :func:`_doc_integer` (in ``[low, 2**31 - 1]``); a string, a ragged or
-    more deeply nested list is refused, not flattened."""
-    if isinstance(value, (str, bytes, dict)) or not isinstance(value, (list, tuple, np.ndarray)):
-        raise PlanError(f"plan document: {name} must be a list, got {value!r}")
-    try:
-        array = np.asarray(value)
-    except ValueError:
-        raise PlanError(f"plan document: {name} is not a rectangular list") from None
-    if array.size == 0 and array.ndim <= ndim:
-        return np.zeros((0,) * ndim if ndim == 1 else (0, 0), dtype=np.int32)
-    if array.dtype == object or array.ndim != ndim:
-        got = "" if array.dtype == object else f", got a {array.ndim}-D list"
-        raise PlanError(f"plan document: {name} must be a {ndim}-D list of integers{got}")
-    if isinstance(value, (list, tuple)) and array.dtype.kind in "iu":
-        # numpy reads [1, True] as [1, 1]: a bool among integers is refused as everywhere else.
-        if any(isinstance(item, bool) for item in np.asarray(value, dtype=object).ravel().tolist()):
-            raise PlanError(f"plan document: {name} holds a bool, not an integer")
-    if array.dtype.kind == "f":
-        if not (np.isfinite(array).all() and (array == np.round(array)).all()):
-            bad = array[~np.isfinite(array) | (array != np.round(array))]
-            raise PlanError(f"plan document: {name} holds {bad.flat[0]!r}, not an integer")
-    elif array.dtype.kind not in "iu":
-        raise PlanError(f"plan document: {name} must hold integers, got {array.dtype.name} values")
-    if array.min() < low or array.max() > _INT32_MAX:
-        bad = array[(array < low) | (array > _INT32_MAX)]
-        raise PlanError(f"plan document: {name} holds {bad.flat[0]:,}, outside [{low}, {_INT32_MAX:,}]")
-    return array.astype(np.int32)
-
-
-_PLAN_KEYS = ("status", "stack_number", "lower_bound", "failed", "lost_shards", "assignment", "order", "moves",
-              "patch", "micro_batches", "load", "step_cost", "split")
-
-
-def _patch_pairs(patch, micro_batches):
-    """``patch`` with every item a ``(shard type, micro-batch)`` tuple of ints; bare shard
-    types (the ``m = 1`` form before release 0.3) become ``(t, 0)`` with a DeprecationWarning."""
-    pairs, old_form = {}, False
-    for g, items in patch.items():
-        converted = []
-        for item in items:
-            if isinstance(item, (tuple, list, np.ndarray)):
-                t, j = item
-                converted.append((int(t), int(j)))
-            else:
-                old_form = True
-                converted.append((int(item), 0))
-        pairs[int(g)] = converted
-    if old_form:
-        if micro_batches != 1:
-            raise PlanError(f"patch items must be (shard type, micro-batch) pairs at micro_batches = {micro_batches}")
-        warnings.warn("a Plan patch of bare shard types is deprecated: patch items are (shard type, micro-batch) "
-                      "pairs at every m since spare-opt 0.3 ((t, 0) at m = 1); Plan.patch_shard_types gives the "
-                      "shard types alone", DeprecationWarning, stacklevel=4)
-    return pairs
 
 
 def check_plan(layout, plan, previous_order=None, previous_split=None):
@@ -845,59 +766,7 @@ def check_plan(layout, plan, previous_order=None, previous_split=None):
                  "a wipe-out plan must have load, step_cost and split None")
         return
     _require(plan.status == MASKED, f"status is {plan.status!r} but every shard type has a live holder")
-    s = plan.stack_number
-    _require(s is not None and plan.lower_bound <= s <= r, f"S* = {s} is outside [c(k), r] = [{plan.lower_bound}, {r}]")
-    _require(plan.assignment is not None, "a masked plan must have an assignment")
-    assignment = _int_array(plan.assignment, "assignment", 1)
-    _require(assignment.shape == (n,), f"assignment has shape {assignment.shape}, expected ({n},)")
-    _require(assignment.min() >= 0 and assignment.max() < n, "assignment names a group outside [0, N)")
-    _require(np.all(alive[assignment]), f"shard type {int(np.argmin(alive[assignment]))} is assigned to a failed group")
-    split, layer = _check_split(layout, plan.split, alive, m)
-    _require(np.array_equal(assignment, split[:, 0]), "assignment differs from split[:, 0]")
-    load = np.bincount(split.ravel(), minlength=n)
-    _require(plan.load is not None and load.max() == plan.load,
-             f"load is {plan.load} but group {int(load.argmax())} computes {int(load.max())} micro-batches")
-    bound = lower_bound(n, len(failed), m)
-    _require(plan.load >= bound, f"load {plan.load} is below the bound ceil(m N / (N - k)) = {bound}")
-    _require(plan.step_cost == plan.load / m, f"step_cost is {plan.step_cost}, not load / m = {plan.load / m}")
-    touched = _touched_layers(layout.stacks, split, layer)  # (N, r): group g computes part of stacks[g, l]
-    if m == 1:
-        _require(plan.load == s, f"load is {plan.load} but S* is {s} at m = 1")
-    else:
-        widest = int(touched[alive].sum(axis=1).max())
-        _require(s == widest, f"stack_number is {s} but a live group computes part of {widest} shard types")
-    _require(plan.order is not None, "a masked plan must have an order")
-    order = _int_array(plan.order, "order", 2)
-    _require(order.shape == (n, r), f"order has shape {order.shape}, expected {(n, r)}")
-    _require(np.all(order[~alive] == -1), "failed groups must have order rows of -1")
-    live_rows = np.flatnonzero(alive)
-    same = np.all(np.sort(order[live_rows], axis=1) == np.sort(layout.stacks[live_rows], axis=1), axis=1)
-    _require(same.all(), f"order row of group {int(live_rows[np.argmin(same)]) if same.size else -1} "
-                         "is not a permutation of its stack")
-    in_top = np.zeros((n, r), dtype=bool)  # in_top[g, l]: stacks[g, l] is in g's top S* of order
-    for p in range(s):
-        in_top |= order[:, p:p + 1] == layout.stacks
-    outside = touched & ~in_top
-    _require(not outside.any(), f"shard type {int(layout.stacks[outside][0]) if outside.any() else -1} is "
-                                "outside the top S* of a group computing it")
-    if m == 1 and previous_order is not None:
-        prev_top = np.asarray(previous_order)[assignment, :s]
-        outside = int((~(prev_top == np.arange(n)[:, None]).any(axis=1)).sum())
-        _require(plan.moves == outside, f"moves = {plan.moves} but {outside} assigned types were outside the old top S*")
-    if m > 1 and previous_split is not None:
-        previous = np.asarray(previous_split)
-        _require(previous.shape == split.shape, f"previous_split has shape {previous.shape}, expected {split.shape}")
-        changed = int((previous != split).sum())
-        _require(plan.moves == changed, f"moves = {plan.moves} but {changed} micro-batches changed contributor")
-    for g, items in plan.patch.items():
-        _require(_is_int(g) and 0 <= g < n and alive[g], f"patch work given to group {g!r}, which is not live")
-        _require(isinstance(items, (list, tuple)), f"patch work of group {g} is a {type(items).__name__}, not a list")
-        _require(all(isinstance(item, (list, tuple)) and len(item) == 2 and all(map(_is_int, item))
-                     for item in items),
-                 f"patch work of group {g} names something other than (shard type, micro-batch) pairs")
-        wrong = [(t, j) for t, j in items if not (0 <= t < n and 0 <= j < m) or split[t, j] != g]
-        _require(not wrong, f"patch work {wrong[0] if wrong else -1} given to group {g}, "
-                            "which does not contribute it")
+    _check_masked_plan(layout, plan, alive, lower_bound(n, len(failed), m), previous_order, previous_split)
 
 
 def is_valid_plan(layout, plan, previous_order=None):
@@ -917,95 +786,3 @@ def is_valid_plan(layout, plan, previous_order=None):
     except PlanError:
         return False
     return True
-
-
-def _require(condition, message):
-    if not condition:
-        raise PlanError(message)
-
-
-def _is_int(value):
-    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
-
-
-def _int_array(value, name, ndim):
-    """``value`` as an int64 array of ``ndim`` dimensions; :class:`PlanError` otherwise (empty lists are fine)."""
-    try:
-        array = np.asarray(value)
-    except (ValueError, TypeError):  # ragged nested lists
-        raise PlanError(f"{name} is not a rectangular array") from None
-    if array.ndim != ndim:
-        raise PlanError(f"{name} must be a {ndim}-D array, got {array.ndim}-D")
-    if array.size and not np.issubdtype(array.dtype, np.integer):
-        raise PlanError(f"{name} has dtype {array.dtype}, not integer")
-    return array.astype(np.int64)
-
-
-def _check_split(layout, split, alive, m):
-    """``(split, layer)``: ``split`` as an int array after checking its shape and that every
-    entry is a live holder, and the layer each entry holds its type at (:func:`_split_layers`)."""
-    n = layout.groups
-    _require(split is not None, "a masked plan must have a split")
-    split = _int_array(split, "split", 2)
-    _require(split.shape == (n, m), f"split has shape {split.shape}, expected ({n}, {m})")
-    bad = (split < 0) | (split >= n)
-    _require(not bad.any(), f"split names group {int(split[bad][0]) if bad.any() else -1} outside [0, {n})")
-    dead = ~alive[split]
-    if dead.any():
-        t, j = np.argwhere(dead)[0]
-        raise PlanError(f"micro-batch ({t}, {j}) is given to failed group {split[t, j]}")
-    layer = _split_layers(layout.stacks, split)
-    if (layer < 0).any():
-        t, j = np.argwhere(layer < 0)[0]
-        raise PlanError(f"micro-batch ({t}, {j}) is given to group {split[t, j]}, which does not hold shard type {t}")
-    return split, layer
-
-
-def _holders_by_layer(stacks):
-    """int32 (N, r): entry ``[t, l]`` is the group holding shard type ``t`` at layer ``l``.
-
-    Every layer of a layout is a permutation, so each column inverts in ``O(N)``.
-    """
-    n, r = stacks.shape
-    holders = np.empty((n, r), dtype=np.int32)
-    groups = np.arange(n, dtype=np.int32)
-    for layer in range(r):
-        holders[stacks[:, layer], layer] = groups
-    return holders
-
-
-def _split_layers(stacks, split):
-    """int (N, m): entry ``[t, j]`` is the layer at which group ``split[t, j]`` holds shard
-    type ``t``, or -1 where it does not hold it.  ``O(N m r)`` time and booleans."""
-    match = _holders_by_layer(stacks)[:, None, :] == split[:, :, None]
-    return np.where(match.any(axis=2), match.argmax(axis=2), -1)
-
-
-def _touched_layers(stacks, split, layer=None):
-    """bool (N, r): entry ``[g, l]`` says whether group ``g`` computes part of shard type ``stacks[g, l]``.
-
-    ``split`` must give every micro-batch to a holder of its type; ``layer`` is its
-    :func:`_split_layers` when the caller has it already.
-    """
-    n, r = stacks.shape
-    if layer is None:
-        layer = _split_layers(stacks, split)
-    touched = np.zeros((n, r), dtype=bool)
-    touched[split, layer] = True
-    return touched
-
-
-def _derived_order(stacks, touched, alive):
-    """Orders at ``m > 1``: per live group the shard types it computes part of, then the
-    others, each in layout order; rows of failed groups are ``-1``."""
-    # A stable partition of every row in O(N r): the touched entries keep their relative
-    # order at positions 0, 1, ...; the others follow (argsort of ~touched, kind="stable",
-    # gives the same rows at several times the cost).
-    touched = np.asarray(touched, dtype=bool)
-    kept = np.cumsum(touched, axis=1, dtype=np.int32)
-    rest = np.cumsum(~touched, axis=1, dtype=np.int32)
-    position = np.where(touched, kept - 1, kept[:, -1:] + rest - 1)
-    order = np.empty(stacks.shape, dtype=np.int32)
-    np.put_along_axis(order, position, stacks, axis=1)
-    order[~alive] = -1
-    return order
