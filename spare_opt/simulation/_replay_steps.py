@@ -210,24 +210,26 @@ class _ReplayState:
     def repair_one(self, is_start, events, node, group, now, decided):
         """Repair semantics, a batch of one event whose node is in one group (or none): scalars."""
         k = int(events[0])
+        node_open, down_count = self.node_open, self.down_count
         if not is_start:
-            if self.node_replaced[node]:
+            node_replaced = self.node_replaced
+            if node_replaced[node]:
                 decided[k] = ("replaced", -1, 0)
                 self.ends_after_restart += 1
-                self.node_replaced[node] = False
+                node_replaced[node] = False
             if k not in decided:
                 decided[k] = ("end", -1, 0)
-            if not self.node_open[node]:
+            if not node_open[node]:
                 return
-            self.node_open[node] = False
-            self.down_count[group] -= 1
-            if self.down_count[group] or self.alive[group]:
+            node_open[node] = False
+            down_count[group] -= 1
+            if down_count[group] or self.alive[group]:
                 return
             decision, moves = self.recover(np.array([group], dtype=np.int32))
             decided[k] = ("recovered", decision, moves)  # the batch's one end brings its group back
             return
-        self.node_open[node] = True
-        self.down_count[group] += 1
+        node_open[node] = True
+        down_count[group] += 1
         if self.alive[group]:  # its one group is live
             self.fail(np.array([group], dtype=np.int32), events, now, decided)
 
