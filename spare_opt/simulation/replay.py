@@ -27,9 +27,10 @@ from .._core import validation as check
 from .._core.errors import ParameterError
 from .._core.results import Result
 from .events import SEMANTICS
-from ..planning.plan import MASKED, WIPE_OUT, check_micro_batches, check_plan
+from ..planning.plan import MASKED, WIPE_OUT, check_micro_batches
 from ..traces.trace import FaultTrace, _cuts, _placement_text
 from ..layouts.layout import check_layout
+from ._replay_steps import _ControllerEngine, _ExactEngine, _ReplayState
 
 __all__ = [
     "PLANNERS",
@@ -212,72 +213,6 @@ def _shortened(items, shown=SHOWN_IRREGULAR):
     return text
 
 
-class _ControllerEngine:
-    """Reorder decisions from the online controller."""
-
-    name = "controller"
-
-    def __init__(self, layout, micro_batches):
-        from ..planning.controller import ReorderController
-
-        self.controller = ReorderController(layout, micro_batches=micro_batches)
-
-    def fail(self, groups):
-        # one group as an int: the controller's scalar path, without normalising an array
-        return self.controller.fail(int(groups[0]) if len(groups) == 1 else groups)
-
-    def recover(self, groups):
-        return self.controller.recover(int(groups[0]) if len(groups) == 1 else groups)
-
-    def restart(self):
-        self.controller.restart()
-
-
-class _ExactEngine:
-    """Reorder decisions from the exact planner, carrying the failed set and the previous plan."""
-
-    name = "exact"
-
-    def __init__(self, layout, micro_batches):
-        self.layout = layout
-        self.micro_batches = micro_batches
-        self.restart()
-
-    def _plan(self, failed, order):
-        from ..planning.exact import plan_reorder
-
-        if self.micro_batches == 1:
-            return plan_reorder(self.layout, failed, order=order, stack_number=self.stack_number)
-        return plan_reorder(self.layout, failed, micro_batches=self.micro_batches, split=self.split)
-
-    def _adopt(self, plan, failed):
-        if plan.status == MASKED:
-            self.failed = failed
-            self.order = plan.order
-            self.stack_number = plan.stack_number
-            self.split = plan.split
-        return plan
-
-    def fail(self, groups):
-        failed = np.sort(np.concatenate([self.failed, np.asarray(groups, dtype=np.int32)]))
-        return self._adopt(self._plan(failed, self.order), failed)
-
-    def recover(self, groups):
-        back = np.asarray(groups, dtype=np.int32)
-        failed = self.failed[~np.isin(self.failed, back)]
-        order = None
-        if self.order is not None:  # a returning group resumes with its layout order
-            order = np.array(self.order, dtype=np.int32)
-            order[back] = self.layout.stacks[back]
-        return self._adopt(self._plan(failed, order), failed)
-
-    def restart(self):
-        self.failed = np.zeros(0, dtype=np.int32)
-        self.order = None
-        self.stack_number = 1
-        self.split = None
-
-
 def replay_trace(layout, trace, *, planner="controller", semantics="paper", micro_batches=1, progress=None,
                  check_plans=False, placement_seed=None, placement=None, exact=None):
     """Replay a fault trace on a layout (``docs/replay.md``; ``repair`` semantics: ``docs/repair.md``).
@@ -375,265 +310,139 @@ def replay_trace(layout, trace, *, planner="controller", semantics="paper", micr
     and Sec. 6 (failed groups never rejoin before a restart); ``repair`` semantics:
     ``docs/model.md``, "Repairs".
     """
+    planner, semantics, m, check_plans = _resolved_arguments(layout, trace, planner, semantics, micro_batches,
+                                                             progress, check_plans, exact)
+    repair = semantics == "repair"
+    started = time.perf_counter()
+    engine = _ExactEngine(layout, m) if planner == "exact" else _ControllerEngine(layout, m)
+    members = trace.node_groups(layout.groups, seed=placement_seed, placement=placement, members=True)
+    cuts = _cuts(trace, members)  # the instants and batches, cut once per trace and placement
+    state = _ReplayState(layout, trace, engine, m, check_plans, members, repair)
+    rows, already_out = _replay_instants(state, cuts, progress)
+    summary = _replay_summary(state, cuts.node_group, already_out, semantics, _placement_text(placement_seed, placement))
+    return ReplayResult(summary=summary, rows=tuple(rows), elapsed_seconds=time.perf_counter() - started)
+
+
+def _resolved_arguments(layout, trace, planner, semantics, micro_batches, progress, check_plans, exact):
+    """The checked arguments of :func:`replay_trace`: ``(planner, semantics, m, check_plans)``."""
     check_layout(layout)
     check.instance("trace", trace, FaultTrace, " (spare_opt.read_fault_trace)")
     check.callback("progress", progress)
     check_plans = check.flag("check_plans", check_plans)
     if exact is not None:
-        warnings.warn("replay_trace(exact=...) is deprecated; use planner='exact'", DeprecationWarning, stacklevel=2)
+        # stacklevel 3: the warning names the caller of replay_trace
+        warnings.warn("replay_trace(exact=...) is deprecated; use planner='exact'", DeprecationWarning, stacklevel=3)
         planner = "exact" if check.flag("exact", exact) else "controller"
     planner = check.choice("planner", planner, PLANNERS)
     semantics = check.choice("semantics", semantics, SEMANTICS)
     m = check_micro_batches(micro_batches, layout.groups)
-    repair = semantics == "repair"
-    started = time.perf_counter()
-    n = layout.groups
-    engine = _ExactEngine(layout, m) if planner == "exact" else _ControllerEngine(layout, m)
-    members = trace.node_groups(n, seed=placement_seed, placement=placement, members=True)
-    cuts = _cuts(trace, members)  # the instants and batches, cut once per trace and placement
-    instants, node_group = cuts.instants, cuts.node_group
-    if repair:
-        indptr, group_ids = members
-        batch_lists = cuts.batch_lists()
-        # every node in at most one group (no placement on domains): a batch of one event
-        # takes the scalar path below, without the array calls of the general one
-        single = not group_ids.size or int(np.diff(indptr).max()) <= 1
-        node_open = np.zeros(trace.n_nodes, dtype=bool)  # an effective fault that holds its groups out
-        node_replaced = np.zeros(trace.n_nodes, dtype=bool)  # down at the last restart: its end is ignored
-        down_count = np.zeros(n, dtype=np.int64)  # nodes of each group with an open fault
-    times = trace.times_days
+    return planner, semantics, m, check_plans
+
+
+def _replay_instants(state, cuts, progress):
+    """Replay the instants of ``cuts`` on ``state``, in time order: the rows and the ``already-out`` starts."""
+    trace = state.trace
     count = trace.n_events
+    batch_lists = cuts.batch_lists() if state.repair else None
     # the per-event columns as Python lists, read once (scalar reads of numpy arrays cost more)
-    node_list, is_start_list, ignored_list = trace.node.tolist(), trace.is_start.tolist(), trace.ignored.tolist()
-    time_list, node_group_list, node_ids, fault_class = times.tolist(), node_group.tolist(), trace.node_ids, trace.fault_class
-
-    alive = np.ones(n, dtype=bool)
-    failed_now = 0
-    stack_number, load = 1, m
-    order = layout.stacks if check_plans else None
+    node_list, node_group_list = trace.node.tolist(), cuts.node_group.tolist()
+    columns = (node_list, trace.is_start.tolist(), trace.ignored.tolist(), trace.times_days.tolist(),
+               node_group_list, trace.node_ids, trace.fault_class)
     rows = []
-    new_row = ReplayRow._make
-    batches = masked = masked_batches = wipe_outs = already_out = wiped_groups = 0
-    recoveries = recovery_batches = ends_after_restart = decisions = 0
-    total_moves = max_failed = 0
-    max_stack, max_load = 1, m
-    wipe_out_days = []
-    masked_before_wipe_out = []
-    masked_in_epoch = 0
-    # The time-weighted means of S and of the step cost: integral / span, and the same
-    # sum in fractions of the span, which stays finite whatever the times
-    # (S * (now - t_prev) overflows near 1.8e308 days); the first is kept when finite
-    # (the figures of earlier versions).
-    first, last = trace.span_days
-    span = last - first
-    area = cost_area = 0.0
-    mean_stack = mean_cost = 0.0
-    t_prev = float(times[0]) if count else 0.0
-
-    for i, instant in enumerate(instants):
-        a, b, now = instant.start, instant.stop, instant.time_days
-        if span > 0:
-            area += stack_number * (now - t_prev)
-            mean_stack += stack_number * ((now - t_prev) / span)
-            cost_area += load / m * (now - t_prev)
-            mean_cost += load / m * ((now - t_prev) / span)
-        t_prev = now
+    already_out = 0
+    for i, instant in enumerate(cuts.instants):
+        now = instant.time_days
+        state.advance(now)
         decided = {}  # event index -> (status, decision, moves)
-        if repair:
-            batch_list = batch_lists[i]
-        else:
-            batch_list = [(True, instant.failing_events)] if instant.failing.size else []
-        for is_start, events in batch_list:
-            scalar = repair and single and events.size == 1
-            if scalar:  # one event, one group: scalars
-                k = int(events[0])
-                node = node_list[k]
-                group = node_group_list[node]
-                if not is_start:
-                    if node_replaced[node]:
-                        decided[k] = ("replaced", -1, 0)
-                        ends_after_restart += 1
-                        node_replaced[node] = False
-                    if k not in decided:
-                        decided[k] = ("end", -1, 0)
-                    if not node_open[node]:
-                        continue
-                    node_open[node] = False
-                    down_count[group] -= 1
-                    if down_count[group] or alive[group]:
-                        continue
-                    back = np.array([group], dtype=np.int32)
+        if state.repair:
+            for is_start, events in batch_lists[i]:
+                if state.single and events.size == 1:
+                    node = node_list[int(events[0])]
+                    state.repair_one(is_start, events, node, node_group_list[node], now, decided)
+                elif is_start:
+                    state.repair_starts(events, now, decided)
                 else:
-                    node_open[node] = True
-                    down_count[group] += 1
-                    if not alive[group]:
-                        continue
-                    groups = np.array([group], dtype=np.int32)
-            elif repair:
-                nodes = trace.node[events]
-            if scalar:
-                pass
-            elif not is_start:  # repair: the groups with no node down any more come back
-                for k in events[node_replaced[nodes]].tolist():
-                    decided[k] = ("replaced", -1, 0)
-                    ends_after_restart += 1
-                node_replaced[nodes] = False
-                closing = node_open[nodes]
-                node_open[nodes[closing]] = False
-                groups, group_events = _groups_of(indptr, group_ids, nodes[closing], events[closing])
-                np.add.at(down_count, groups, -1)
-                returning = (down_count[groups] == 0) & ~alive[groups]
-                back = np.unique(groups[returning]).astype(np.int32)
-                for k in events.tolist():
-                    if k not in decided:
-                        decided[k] = ("end", -1, 0)
-                if not back.size:
-                    continue
-            if not is_start:
-                plan = engine.recover(back)
-                if check_plans:
-                    check_plan(layout, plan, previous_order=_restored(layout, order, back) if m == 1 else None)
-                alive[back] = True
-                failed_now -= int(back.size)
-                recoveries += int(back.size)
-                recovery_batches += 1
-                moves = int(plan.moves)
-                total_moves += moves
-                stack_number, load = int(plan.stack_number), int(plan.load)
-                max_stack = max(max_stack, stack_number)  # at m > 1 a recovery's split can widen S
-                max_load = max(max_load, load)
-                order = plan.order if check_plans else None
-                if scalar:  # the batch's one end brings its group back
-                    decided[k] = ("recovered", decisions, moves)
-                else:
-                    last_end = {}  # each returning group is brought back by the last end of its nodes, in file order
-                    for group, k in zip(groups[returning].tolist(), group_events[returning].tolist()):
-                        last_end[group] = max(k, last_end.get(group, k))
-                    for k in set(last_end.values()):
-                        decided[k] = ("recovered", decisions, moves)
-                decisions += 1
-                continue
-            if scalar:
-                pass
-            elif repair:  # the groups of the batch's nodes go out (those already out stay out)
-                node_open[nodes] = True
-                groups, group_events = _groups_of(indptr, group_ids, nodes, events)
-                np.add.at(down_count, groups, 1)
-                groups, events = _once(groups, group_events)
-            else:
-                groups = instant.failing
-            if scalar:  # its one group is live (checked above)
-                fresh, fresh_events = groups, events
-            else:
-                live = alive[groups]
-                fresh, fresh_events = groups[live], events[live]
-                if not fresh.size:
-                    continue
-            alive[fresh] = False
-            batch = decisions
-            decisions += 1
-            batches += 1
-            plan = engine.fail(fresh)
-            if check_plans:
-                check_plan(layout, plan, previous_order=None if plan.status != MASKED or m > 1 else order)
-            failed_now += int(fresh.size)
-            max_failed = max(max_failed, failed_now)
-            moves = 0
-            if plan.status == WIPE_OUT:
-                outcome = WIPE_OUT
-                wipe_outs += 1
-                wiped_groups += int(fresh.size)
-                wipe_out_days.append(now)
-                masked_before_wipe_out.append(masked_in_epoch)
-                masked_in_epoch = 0
-                engine.restart()
-                if repair:  # spares replace every node still down
-                    node_replaced |= node_open
-                    node_open[:] = False
-                    down_count[:] = 0
-                alive[:] = True
-                failed_now = 0
-                stack_number, load = 1, m
-                order = layout.stacks if check_plans else None
-            else:
-                outcome = MASKED
-                masked += int(fresh.size)
-                masked_in_epoch += int(fresh.size)
-                masked_batches += 1
-                moves = int(plan.moves)
-                total_moves += moves
-                stack_number, load = int(plan.stack_number), int(plan.load)
-                max_stack = max(max_stack, stack_number)
-                max_load = max(max_load, load)
-                order = plan.order if check_plans else None
-            for k in (fresh_events.tolist() if fresh_events.size == 1 else np.unique(fresh_events).tolist()):
-                decided[k] = (outcome, batch, moves)
-        for k in range(a, b):
-            node = node_list[k]
-            group = node_group_list[node]
-            if k in decided:
-                status, batch, moves = decided[k]
-            else:
-                batch, moves = -1, 0
-                if ignored_list[k]:
-                    status = "irregular"
-                elif group < 0:
-                    status = "skipped" if is_start_list[k] else "end"
-                elif not is_start_list[k]:
-                    status = "end"
-                else:
-                    status = "already-out"
-                    already_out += 1
-            # positional, in the order of ReplayRow's fields (index, time_days, node, node_id, group, kind,
-            # fault_class, status, stack_number, failed_groups, batch, moves): a call per event
-            rows.append(new_row((k, time_list[k], node, node_ids[node], group,
-                                 "fault_start" if is_start_list[k] else "fault_end", fault_class[k], status,
-                                 stack_number, failed_now, batch, moves)))
+                    state.repair_ends(events, decided)
+        elif instant.failing.size:  # paper semantics: the instant's starts on live groups, one batch
+            state.fail_live(instant.failing, instant.failing_events, now, decided)
+        already_out += _instant_rows(rows, instant.start, instant.stop, decided, columns, state.stack_number,
+                                     state.failed_now)
         if progress is not None:
-            progress(b, count)
+            progress(instant.stop, count)
+    return rows, already_out
 
-    if span > 0:
-        mean_stack = float(area / span) if np.isfinite(area) else float(mean_stack)
-        mean_cost = float(cost_area / span) if np.isfinite(cost_area) else float(mean_cost)
-    else:
-        mean_stack, mean_cost = float(stack_number), load / m
+
+def _instant_rows(rows, a, b, decided, columns, stack_number, failed_now):
+    """Append the rows of the events ``a .. b - 1`` of one instant; returns how many are ``already-out``."""
+    node_list, is_start_list, ignored_list, time_list, node_group_list, node_ids, fault_class = columns
+    new_row = ReplayRow._make
+    already_out = 0
+    for k in range(a, b):
+        node = node_list[k]
+        group = node_group_list[node]
+        if k in decided:
+            status, batch, moves = decided[k]
+        else:
+            batch, moves = -1, 0
+            if ignored_list[k]:
+                status = "irregular"
+            elif group < 0:
+                status = "skipped" if is_start_list[k] else "end"
+            elif not is_start_list[k]:
+                status = "end"
+            else:
+                status = "already-out"
+                already_out += 1
+        # positional, in the order of ReplayRow's fields (index, time_days, node, node_id, group, kind,
+        # fault_class, status, stack_number, failed_groups, batch, moves): a call per event
+        rows.append(new_row((k, time_list[k], node, node_ids[node], group,
+                             "fault_start" if is_start_list[k] else "fault_end", fault_class[k], status,
+                             stack_number, failed_now, batch, moves)))
+    return already_out
+
+
+def _replay_summary(state, node_group, already_out, semantics, placement_text):
+    """The ``summary`` of a :class:`ReplayResult` from the state at the end of the replay."""
+    layout, trace = state.layout, state.trace
+    count = trace.n_events
+    mean_stack, mean_cost = state.means()
     skipped_nodes = int((node_group < 0).sum())
     skipped_mask = node_group[trace.node] < 0 if count else np.zeros(0, dtype=bool)
-    summary = {
-        "planner": engine.name,
+    return {
+        "planner": state.engine.name,
         "semantics": semantics,
-        "micro_batches": m,
-        "groups": n,
+        "micro_batches": state.m,
+        "groups": layout.groups,
         "redundancy": layout.redundancy,
         "method": layout.method,
         "trace": trace.source,
         "trace_format": trace.format,
-        "placement": _placement_text(placement_seed, placement),
+        "placement": placement_text,
         "events": count,
         "nodes": trace.n_nodes,
-        "span_days": [first, last],
+        "span_days": [state.first, state.last],
         "faults": trace.n_starts,
         "fault_ends": trace.n_ends,
-        "group_failures": masked + wiped_groups,
-        "batches": batches,
-        "masked": masked,
-        "masked_batches": masked_batches,
-        "wipe_outs": wipe_outs,
-        "wipe_out_days": wipe_out_days,
-        "masked_before_wipe_out": masked_before_wipe_out,
-        "masked_since_last_restart": masked_in_epoch,
+        "group_failures": state.masked + state.wiped_groups,
+        "batches": state.batches,
+        "masked": state.masked,
+        "masked_batches": state.masked_batches,
+        "wipe_outs": state.wipe_outs,
+        "wipe_out_days": state.wipe_out_days,
+        "masked_before_wipe_out": state.masked_before_wipe_out,
+        "masked_since_last_restart": state.masked_in_epoch,
         "already_out": already_out,
-        "recoveries": recoveries,
-        "recovery_batches": recovery_batches,
-        "ends_after_restart": ends_after_restart,
-        "max_stack_number": max_stack,
+        "recoveries": state.recoveries,
+        "recovery_batches": state.recovery_batches,
+        "ends_after_restart": state.ends_after_restart,
+        "max_stack_number": state.max_stack,
         "mean_stack_number": mean_stack,
-        "final_stack_number": stack_number,
-        "max_load": max_load,
+        "final_stack_number": state.stack_number,
+        "max_load": state.max_load,
         "mean_step_cost": mean_cost,
-        "max_failed_groups": max_failed,
-        "max_out": max_failed,
-        "total_moves": total_moves,
+        "max_failed_groups": state.max_failed,
+        "max_out": state.max_failed,
+        "total_moves": state.total_moves,
         "irregular": trace.irregular_counts(),
         "irregular_events": [e.message for e in trace.irregular],
         "skipped": {
@@ -642,31 +451,6 @@ def replay_trace(layout, trace, *, planner="controller", semantics="paper", micr
             "events": int(skipped_mask.sum()),
         },
     }
-    return ReplayResult(summary=summary, rows=tuple(rows), elapsed_seconds=time.perf_counter() - started)
-
-
-def _groups_of(indptr, group_ids, nodes, events):
-    """Every group of ``nodes`` (CSR ``indptr``/``group_ids``), with the event of each (``events[i]`` of ``nodes[i]``)."""
-    sizes = np.diff(indptr)[nodes]
-    starts = np.repeat(indptr[nodes], sizes)
-    within = np.arange(starts.size) - np.repeat(np.cumsum(sizes) - sizes, sizes)
-    return group_ids[starts + within].astype(np.int32), np.repeat(events, sizes).astype(np.int64)
-
-
-def _once(groups, events):
-    """``groups`` each once, in event order, with the first event of each."""
-    _, first = np.unique(groups, return_index=True)
-    keep = np.sort(first)
-    return groups[keep], events[keep]
-
-
-def _restored(layout, order, back):
-    """``order`` with the rows of the returning groups ``back`` set to their layout order."""
-    if order is None:
-        return None
-    order = np.array(order, dtype=np.int32)
-    order[back] = layout.stacks[back]
-    return order
 
 
 # ----------------------------------------------------------------------------- placements

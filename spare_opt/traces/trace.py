@@ -609,6 +609,47 @@ def _build_trace(raw, *, source, fmt, cluster_nodes=None, metadata=None, node_do
     def where(i):
         return f"event {i}" if raw.where is None else raw.where[i]
 
+    _check_event_times(times, count, source, where)
+    order = _time_order(times, starts, partner, count, csv_rows)
+    times_sorted = times[order]
+    starts_sorted = starts[order]
+    classes_sorted = tuple(classes[i] for i in order)
+    position = np.empty(count, dtype=np.int64)
+    position[order] = np.arange(count)
+    provisional, names = _provisional_nodes(order, ids, count)
+
+    irregular = []
+    if count and not csv_rows:
+        irregular.extend(_out_of_order_events(times, starts, ids, position, where))
+    ignored, down_since = _node_states(order, position, partner, times_sorted, starts_sorted, classes_sorted,
+                                       provisional, names, where, irregular)
+    irregular.sort(key=lambda e: (e.index, e.kind))
+    nodes, node_ids, domains = _final_nodes(provisional, starts_sorted, ignored, names, node_domains, count)
+
+    for array in (times_sorted, starts_sorted, nodes, ignored):
+        array.setflags(write=False)
+    file_index = order.astype(np.int64)
+    file_index.setflags(write=False)
+    return FaultTrace(
+        times_days=times_sorted,
+        is_start=starts_sorted,
+        node=nodes,
+        node_ids=tuple(node_ids),
+        fault_class=classes_sorted,
+        file_index=file_index,
+        ignored=ignored,
+        irregular=tuple(irregular),
+        source=source,
+        format=fmt,
+        cluster_nodes=cluster_nodes,
+        metadata=dict(metadata or {}),
+        open_at_end=len(down_since),
+        node_domains=domains,
+    )
+
+
+def _check_event_times(times, count, source, where):
+    """Raise TraceError when the times span more than a float holds or one is before day 0."""
     with np.errstate(over="ignore"):
         span_finite = count == 0 or np.isfinite(times.max() - times.min())
     if not span_finite:
@@ -622,6 +663,10 @@ def _build_trace(raw, *, source, fmt, cluster_nodes=None, metadata=None, node_do
         first = int(np.argmax(times < 0))
         raise TraceError(f"{source}: {where(first)}: time {times[first]:g} days is before day 0 "
                          "(times are days from the start of the trace)")
+
+
+def _time_order(times, starts, partner, count, csv_rows):
+    """The file indices of the events in time order (stable; CSV rows: ends, starts, zero-length ends)."""
     if csv_rows:
         # rank 0: an end that closes a fault of positive length; 1: a start; 2: the end
         # of a zero-length fault (it must follow its own start).
@@ -630,38 +675,42 @@ def _build_trace(raw, *, source, fmt, cluster_nodes=None, metadata=None, node_do
         zero = ~starts & has_partner
         zero[zero] = times[partner[zero]] == times[zero]
         rank[zero] = 2
-        order = np.lexsort((np.arange(count), rank, times))
-    else:
-        order = np.argsort(times, kind="stable")
-    times_sorted = times[order]
-    starts_sorted = starts[order]
-    classes_sorted = tuple(classes[i] for i in order)
-    position = np.empty(count, dtype=np.int64)
-    position[order] = np.arange(count)
+        return np.lexsort((np.arange(count), rank, times))
+    return np.argsort(times, kind="stable")
 
-    # Provisional node numbers (first appearance in time order), for the state below.
+
+def _provisional_nodes(order, ids, count):
+    """Provisional node numbers (first appearance in time order) of the sorted events, and the node names."""
     first_seen = {}
     provisional = np.empty(count, dtype=np.int64)
     for k, i in enumerate(order.tolist()):
         provisional[k] = first_seen.setdefault(ids[i], len(first_seen))
-    names = tuple(first_seen)
+    return provisional, tuple(first_seen)
 
-    irregular = []
-    # Out of order: earlier than something before it in the file (JSON events only).
-    if count and not csv_rows:
-        running_max = np.maximum.accumulate(times)
-        late = np.flatnonzero(times[1:] < running_max[:-1]) + 1
-        for i in late.tolist():
-            irregular.append(
-                IrregularEvent(
-                    int(position[i]), int(i), "out-of-order",
-                    f"{where(i)}: {'fault_start' if starts[i] else 'fault_end'} at day {float(times[i])} for node "
-                    f"{_shown_text(ids[i])} comes after an event at day {float(running_max[i - 1])} in the file: "
-                    "sorted into place",
-                )
-            )
 
-    # Up/down state per node, in time order.
+def _out_of_order_events(times, starts, ids, position, where):
+    """The JSON events earlier than something before them in the file (``out-of-order``)."""
+    running_max = np.maximum.accumulate(times)
+    late = np.flatnonzero(times[1:] < running_max[:-1]) + 1
+    return [
+        IrregularEvent(
+            int(position[i]), int(i), "out-of-order",
+            f"{where(i)}: {'fault_start' if starts[i] else 'fault_end'} at day {float(times[i])} for node "
+            f"{_shown_text(ids[i])} comes after an event at day {float(running_max[i - 1])} in the file: "
+            "sorted into place",
+        )
+        for i in late.tolist()
+    ]
+
+
+def _node_states(order, position, partner, times_sorted, starts_sorted, classes_sorted, provisional, names, where,
+                 irregular):
+    """Up/down state per node, in time order: the ignored events (appended to ``irregular``) and the open faults.
+
+    Returns ``(ignored, down_since)``: a mask of the sorted events, and node -> sorted index of
+    the start of its fault still open at the end.
+    """
+    count = len(order)
     ignored = np.zeros(count, dtype=bool)
     down_since = {}
     last_end = {}
@@ -705,11 +754,16 @@ def _build_trace(raw, *, source, fmt, cluster_nodes=None, metadata=None, node_do
                         f"{_shown_text(names[node])}, which is not down ({context}): ignored",
                     )
                 )
-    irregular.sort(key=lambda e: (e.index, e.kind))
+    return ignored, down_since
 
-    # Final node numbers: order of the first *effective* fault (a fault_start the reader
-    # did not ignore), then nodes with none, in order of first appearance.  An ignored
-    # event therefore changes no node's group (docs/replay.md).
+
+def _final_nodes(provisional, starts_sorted, ignored, names, node_domains, count):
+    """Final node numbers of the sorted events, the node names and domains in that numbering.
+
+    The order of the first *effective* fault (a fault_start the reader did not ignore),
+    then nodes with none, in order of first appearance.  An ignored event therefore
+    changes no node's group (docs/replay.md).
+    """
     renumber = np.full(len(names), -1, dtype=np.int64)
     next_id = 0
     for k in np.flatnonzero(starts_sorted & ~ignored).tolist():
@@ -731,27 +785,7 @@ def _build_trace(raw, *, source, fmt, cluster_nodes=None, metadata=None, node_do
         for old, new in enumerate(renumber.tolist()):
             domains[new] = node_domains.get(names[old])
         domains = tuple(domains)
-
-    for array in (times_sorted, starts_sorted, nodes, ignored):
-        array.setflags(write=False)
-    file_index = order.astype(np.int64)
-    file_index.setflags(write=False)
-    return FaultTrace(
-        times_days=times_sorted,
-        is_start=starts_sorted,
-        node=nodes,
-        node_ids=tuple(node_ids),
-        fault_class=classes_sorted,
-        file_index=file_index,
-        ignored=ignored,
-        irregular=tuple(irregular),
-        source=source,
-        format=fmt,
-        cluster_nodes=cluster_nodes,
-        metadata=dict(metadata or {}),
-        open_at_end=len(down_since),
-        node_domains=domains,
-    )
+    return nodes, node_ids, domains
 
 
 def _shown_text(text, limit=60):
