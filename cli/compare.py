@@ -52,6 +52,7 @@ from .options import (
     trace_format_option,
     window_option,
     workers_option,
+    warn_unused_trace_keys,
 )
 
 __all__ = ["command"]
@@ -68,6 +69,19 @@ _OWN_OPTIONS = {
     "max_wall_factor": "--cycles",
     "allreduce_seconds": "--allreduce-seconds",
 }
+
+
+def _in_input_terms(ctx, message):
+    """``message`` with the simulation fields of :data:`_OWN_OPTIONS` named as the user gave them.
+
+    Only fields whose name cannot be an English word (``max_wall_factor``, not ``steps``)
+    are replaced: by the option (``--cycles``), or by a ``--cluster`` file's key when the
+    value came from the file (:func:`input_spelling`).
+    """
+    import re
+
+    terms = {field: input_spelling(ctx, option)[0] for field, option in _OWN_OPTIONS.items() if "_" in field}
+    return re.sub(r"\b(%s)\b" % "|".join(terms), lambda match: terms[match.group(1)], message)
 
 
 def _integer_list(ctx, param, value):
@@ -278,6 +292,8 @@ def command(ctx, trace_path, trace_format, time_unit, window, model_path, preset
                              ("time_scale", "--time-scale"), ("window", "--window"), ("nodes", "--nodes")):
             if given(ctx, name):
                 refuse_unused(option, "needs --trace")
+        warn_unused_trace_keys(ctx, trace_path, trace_format=trace_format, time_unit=time_unit,
+                               time_scale=time_scale, window=window)
     elif model_path is not None:
         refuse_unused("--failure-model", "and --trace are two sources of failures: give one")
     if plot_path is not None:
@@ -382,20 +398,24 @@ def command(ctx, trace_path, trace_format, time_unit, window, model_path, preset
         rep_redundancies = _within_groups(rep_redundancies, params.groups, "--rep-r")
     if not given(ctx, "spare_redundancies"):
         spare_redundancies = _within_groups(spare_redundancies, params.groups, "--spare-r")
-    with executor_for(scheduler, workers) as executor, progress_bar(quiet, "comparing") as progress:
-        result = compare(params, trace=trace, fault_model=fault_model, semantics=semantics,
-                         trace_nodes=traced,
-                         rep_redundancies=rep_redundancies,
-                         spare_redundancies=spare_redundancies, micro_batches=micro_batches, seeds=seeds,
-                         cycles=cycles, workers=workers, executor=executor, progress=progress,
-                         include_elastic=not no_elastic, global_batch=global_batch,
-                         micro_batch_overhead_seconds=micro_batch_overhead_seconds,
-                         on_setting=_announce if verbose else None, allreduce_seconds=given_allreduce,
-                         gradient_bytes=gradient_bytes, bandwidth_bytes_per_second=bandwidth_bytes_per_second,
-                         allreduce_latency_seconds=allreduce_latency_seconds or 0.0,
-                         include_redistribution=not no_redistribution, allreduce_sensitivity=not no_sensitivity,
-                         nodes_per_group=nodes_per_group or 1, failures_path=model_path,
-                         **({"period_factors": grid["period_factors"]} if quick else {}))
+    try:
+        with executor_for(scheduler, workers) as executor, progress_bar(quiet, "comparing") as progress:
+            result = compare(params, trace=trace, fault_model=fault_model, semantics=semantics,
+                             trace_nodes=traced,
+                             rep_redundancies=rep_redundancies,
+                             spare_redundancies=spare_redundancies, micro_batches=micro_batches, seeds=seeds,
+                             cycles=cycles, workers=workers, executor=executor, progress=progress,
+                             include_elastic=not no_elastic, global_batch=global_batch,
+                             micro_batch_overhead_seconds=micro_batch_overhead_seconds,
+                             on_setting=_announce if verbose else None, allreduce_seconds=given_allreduce,
+                             gradient_bytes=gradient_bytes, bandwidth_bytes_per_second=bandwidth_bytes_per_second,
+                             allreduce_latency_seconds=allreduce_latency_seconds or 0.0,
+                             include_redistribution=not no_redistribution, allreduce_sensitivity=not no_sensitivity,
+                             nodes_per_group=nodes_per_group or 1, failures_path=model_path,
+                             **({"period_factors": grid["period_factors"]} if quick else {}))
+    except SpareError as exc:
+        # The library names its parameters (max_wall_factor); the operator gave options or a file's keys.
+        raise click.ClickException(_in_input_terms(ctx, str(exc))) from None
     result.grid["quick"] = bool(quick)
     if trace is not None and nodes is None and not trace.cluster_nodes:
         # The verdict's own notes say what it did; what the command line assumed is said here.

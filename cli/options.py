@@ -58,6 +58,7 @@ __all__ = [
     "cluster_option",
     "cluster_overrides",
     "cluster_failure_sources",
+    "warn_unused_trace_keys",
     "deprecated_alias",
 ]
 
@@ -610,6 +611,29 @@ def cluster_failure_sources(ctx, **values):
     click.echo(f"Warning: {path}: {flags} on the command line replaces the file's [failures] "
                f"{', '.join(from_file[name] for name in dropped)} (ignored)", err=True)
     return tuple(values.values())
+
+
+def warn_unused_trace_keys(ctx, trace_path, **values):
+    """Say on stderr which of a ``--cluster`` file's trace keys the run does not use.
+
+    ``values`` maps parameter names (``trace_format``, ``time_unit``, ``time_scale``,
+    ``window``) to the values the command got.  Without a trace, a file's ``[failures]``
+    ``format``, ``time_unit``, ``time_scale`` or ``window`` describes nothing the run reads.
+    A cluster file describes the cluster for every command, so such keys are not refused
+    (:func:`given`), but they are not dropped silently either: one warning names them.
+    Keys that :func:`cluster_failure_sources` already replaced (back to their defaults,
+    with their own warning) are not named again.
+    """
+    path, from_file = ctx.meta.get("cluster_file", (None, {}))
+    if trace_path is not None or not from_file:
+        return
+    params = {param.name: param for param in ctx.command.params}
+    unused = [from_file[name] for name, value in values.items()
+              if name in from_file and ctx.get_parameter_source(name) == ParameterSource.DEFAULT_MAP
+              and value != params[name].default]
+    if unused:
+        click.echo(f"Warning: {path}: [failures] {', '.join(unused)} describe a trace, and the run has no trace "
+                   "(ignored)", err=True)
 
 
 def cluster_overrides(ctx, overrides):

@@ -40,6 +40,7 @@ from .options import (
     trace_format_option,
     warn_ignored,
     workers_option,
+    warn_unused_trace_keys,
 )
 
 __all__ = ["command"]
@@ -146,6 +147,7 @@ def command(ctx, preset, groups, strategy, redundancy, checkpoint_period_seconds
         ctx, trace_path=trace_path, fault_model_path=fault_model_path, trace_format=trace_format,
         time_unit=time_unit, time_scale=time_scale, window=window)
     _refuse_unused_options(ctx, strategy, trace_path, overrides)
+    warn_unused_trace_keys(ctx, trace_path, trace_format=trace_format, time_unit=time_unit, time_scale=time_scale)
     if window is not None and trace_path is None:
         refuse_inputs(ctx, "{} cuts a trace: it needs {}", "--window", "--trace")
     _refuse_unused_repair_options(ctx, strategy, semantics, trace_path, fault_model_path, overrides)

@@ -243,6 +243,29 @@ def test_an_old_spelling_that_overflows_in_the_new_unit_is_named():
 def test_a_rate_far_too_high_is_refused_in_one_short_line():
     line = error_line(cli("compare", "-N", 12, *FAST, "--node-mtbf-hours", "1e-300"), 1)
     assert "failure events of the model" in line and "e+305" in line and len(line) < 300, line
+    assert "lower --cycles" in line and "max_wall_factor" not in line, line  # the option, not the field
+
+
+@pytest.mark.parametrize("command", ["compare", "simulate"])
+def test_a_files_trace_keys_without_a_trace_are_named_as_ignored(tmp_path, command):
+    """A cluster file describes the cluster for every command: trace keys without a trace warn, not refuse."""
+    keys = 'format = "csv"\ntime_unit = "hours"\ntime_scale = 0.5\n'
+    window = "window = [0, 10]\n" if command == "compare" else ""  # simulate refuses a window (above)
+    if command == "compare":
+        source, extra = "node_mtbf_hours = 500\n", FAST
+    else:  # simulate takes its failures from a failure model or a trace, not a rate
+        so.failure_model_from_rates(12, node_mtbf_seconds=3.6e5).save(tmp_path / "m.json")
+        source, extra = 'failure_model = "m.json"\n', ["--seeds", 1, "-q", "--set", "steps=50"]
+    path = cluster_file(tmp_path, f"groups = 12\n[failures]\n{source}{keys}{window}")
+    result = cli(command, "--cluster", path, *extra)
+    assert result.exit_code == 0, result.output
+    named = "format, time_unit, time_scale" + (", window" if window else "")
+    assert f"Warning: {path}: [failures] {named} describe a trace, and the run has no trace (ignored)" \
+        in result.stderr, result.stderr
+    # Without those keys: no such warning (the warning can tell the two apart).
+    path = cluster_file(tmp_path, f"groups = 12\n[failures]\n{source}", name="plain.toml")
+    result = cli(command, "--cluster", path, *extra)
+    assert result.exit_code == 0 and "describe a trace" not in result.stderr, result.output
 
 
 def test_simulate_takes_the_all_reduce_once_and_prints_the_one_it_ran(tmp_path):
