@@ -229,7 +229,7 @@ def test_a_live_group_on_another_machine_is_told_by_its_beat(server):
     """A predecessor elsewhere (its pid means nothing here): refused while its presence beats, taken over once it
     stopped for the window."""
     env = {"SPARE_STORE": f"127.0.0.1:{server.port}", "SPARE_GROUP": "2"}
-    server.add("gen/0/joins/2", 1)
+    server.add("gen/0/launches/2", 1)
     stop = threading.Event()
 
     def beat():

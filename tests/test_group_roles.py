@@ -31,10 +31,12 @@ class _Roles(Membership, Agreement):
     _event = SpareGroup._event
     on_event = None
 
-    def __init__(self, port, group, *, heartbeat_timeout, watch=8, rejoin=False):
+    def __init__(self, port, group, *, heartbeat_timeout, watch=8, rejoin=False, prefix=None):
         self.book = PlanBook(spare_opt.consecutive(GROUPS, 2), 1)
         self.store = self._hb_store = dist.TCPStore("127.0.0.1", port, is_master=False, wait_for_workers=False,
                                                     timeout=datetime.timedelta(seconds=30))
+        if prefix is not None:  # the keys of one generation, as join_job gives them
+            self.store = self._hb_store = dist.PrefixStore(prefix, self.store)
         self.group, self.groups, self.watch = group, GROUPS, watch
         self.group_rank, self.group_world_size, self.leader = 0, 1, True
         self.interval, self.heartbeat_timeout, self.timeout_seconds = 0.01, heartbeat_timeout, 20.0
@@ -144,3 +146,29 @@ def test_the_agreement_admits_a_repaired_group_and_settles_its_heal(store):
     everyone = survivors + [rejoined]
     assert _in_threads([lambda r=r: r._settle_heal(True) for r in everyone]) == [True] * GROUPS
     assert store.get("heal/2").decode() == "go" and not any(r._heal_due for r in everyone)
+
+
+def test_a_death_notice_makes_the_agreement_prompt_whichever_groups_started(store):
+    """The first member to join an epoch proposes at once when the missing group has a death notice.
+
+    Every group starts through ``join_job``, which counts its starts in the same store; it
+    used to count them under ``joins/{g}``, the agreement's own counter of epoch ``g``:
+    in epoch 1 (after group 1 was launched) no member was the first, and every member
+    waited out the heartbeat timeout (here 30 s) before it proposed, notice or not.
+    """
+    from spare_opt.torch import launchers
+
+    generation = "gen/0"
+    env = {"SPARE_STORE": f"127.0.0.1:{store.port}", "SPARE_STORE_TIMEOUT": "10"}
+    for g in range(GROUPS):  # what each group's first start writes (here, in one process)
+        launchers.join_job({**env, "SPARE_GROUP": str(g)})
+    launchers._presence.stop.set()
+    roles = _in_threads([lambda g=g: _Roles(store.port, g, heartbeat_timeout=30.0, prefix=generation)
+                         for g in range(GROUPS)])
+    post_death(dist.PrefixStore(generation, store), 1, "killed")  # as the launcher's worker does for group 1
+    survivors = [roles[0], roles[2], roles[3]]
+    started = time.monotonic()
+    agreed = _in_threads([lambda r=r: r._agree(1, {"step": 4, "phase": "step"}) for r in survivors])
+    elapsed = time.monotonic() - started
+    assert [a["failed"] for a in agreed] == [[1]] * 3
+    assert elapsed < 10.0, f"the agreement waited {elapsed:.1f} s: nobody proposed before the heartbeat timeout"

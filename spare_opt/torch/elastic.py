@@ -54,6 +54,11 @@ generation):
   one written;
 * ``owner/{g}``: the token of the process that speaks for group ``g`` (a second process
   that starts as ``g`` afresh is refused);
+* ``launches/{g}`` (``launches/{g}/{k}``), ``alive/{g}`` (``alive/{g}/{k}``),
+  ``started/{g}`` (``started/{g}/{k}``), ``starts/{g}/{k}``: written by
+  :func:`~spare_opt.torch.join_job`: the starts of group ``g``'s rank ``k`` (a later one
+  is a restart), its presence beat (a second live process is refused), its pid, and the
+  count that gives each start of the group fresh process-group keys;
 * ``ended``: the job of this generation is over (``"done"``: it finished; ``"restart"``:
   a wipe-out moved the job to a new generation, or a repaired group found no live
   member to admit it); a repaired group still waiting for admission leaves with

@@ -467,7 +467,10 @@ def join_job(environ=None):
     suffix = f"{group}" if group_rank == 0 else f"{group}/{group_rank}"
     key = f"started/{suffix}"
     # Counted, not peeked: of two processes that start as the same group at once, one is second.
-    started = store.add(f"joins/{suffix}", 1) > 1
+    # A key of its own: under ``joins/{g}`` group g's start counted as a join of epoch g's
+    # agreement, whose first joiner then never proposed (every member waited out the
+    # heartbeat timeout before proposing itself, though a death notice was there).
+    started = store.add(f"launches/{suffix}", 1) > 1
     if started:
         _refuse_duplicate(store, group, group_rank, f"alive/{suffix}", f"hb/{suffix}")
     if rejoin is None:
