@@ -326,6 +326,43 @@ def test_dp_groups_of_two_ranks_with_fsdp2_kill_one_rank_and_rejoin(tmp_path):
 
 
 @pytest.mark.slow
+def test_dp_groups_of_two_ranks_with_fsdp2_wipe_out_restarts_in_process_from_the_per_rank_checkpoint(tmp_path):
+    """N = 3, r = 2, groups of 2 ranks (FSDP2, the GPT-style model): groups 1 and 2, the two holders of shard type 2,
+    each lose one rank (rank 1 of group 1, rank 0 of group 2) together: a wipe-out.
+
+    Both ranks of group 0 restart in their processes in generation 1 (the DP group's
+    process group destroyed and built again) and load their own part of the checkpoint
+    (``checkpoint.pt.rank{k}``, sharded); torchrun restarts the killed groups as a whole
+    (``--max-restarts 1``), into generation 1 directly or through generation 0's end.
+    Every group ends as close to the fault-free run as the K = 2 kill test.
+    """
+    out = str(tmp_path)
+    args = ["--groups", "3", "--steps", "10", "--step-sleep", "0.05", "--checkpoint-every", "3", "--model", "gpt"]
+    with launched(3, args, out, restarts=1, nproc=2) as (port, client, processes):
+        wait_for(lambda: int(read(client, "gen/0/progress") or 0) >= 4, "four steps", processes, out)
+        victims = [worker_pid(client, 0, 1, rank=1), worker_pid(client, 0, 2, rank=0)]
+        for pid in victims:
+            os.kill(pid, signal.SIGKILL)
+        codes = finish(processes)
+        assert codes == {g: 0 for g in range(3)}, logs(out)
+        assert read(client, "generation") == "1"
+        assert read(client, "gen/0/ended") == "restart"
+        with open(os.path.join(out, "torchrun-g0.log")) as handle:
+            survivor = handle.read()
+        # Both ranks of the survivor started again in their processes, from their parts of the checkpoint.
+        assert survivor.count("this worker starts again there, from the last checkpoint") == 2, logs(out)
+        assert read(client, "gen/1/started/0") is not None and read(client, "gen/1/started/0/1") is not None
+        assert wait_timeout_warnings(out, [0]) == 0, logs(out)
+        results = assert_exact(out, args, range(3), group_ranks=2)
+        assert all(r["generation"] == 1 and r["members"] == [0, 1, 2] for r in results.values())
+        # Every group of generation 1 started from the same checkpoint, written in generation 0 (step 3 or later).
+        restored = [[extra.get("step") for name, _, extra in r["timeline"] if name == "restored"]
+                    for r in results.values()]
+        assert len({tuple(steps) for steps in restored}) == 1 and len(restored[0]) == 1, restored
+        assert restored[0][0] in (3, 6, 9), restored
+
+
+@pytest.mark.slow
 def test_fsdp2_groups_with_a_no_grad_evaluation_on_one_group_finish_exact(tmp_path):
     """2 groups of 2 ranks (FSDP2, gloo, the GPT-style model); group 0 evaluates under torch.no_grad() before steps 0
     and 2, as nanoGPT does.  FSDP2's root module then keeps its parameters gathered; the consistency check (every
