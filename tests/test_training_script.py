@@ -330,6 +330,17 @@ def test_a_diverged_replica_is_named_within_k_steps():
     assert "group" in errors[0]["message"] and "[2]" in errors[0]["message"]
 
 
+def test_a_divergence_without_a_majority_blames_neither_side():
+    """Two groups that disagree (or two halves): the check cannot tell which is wrong, and the message says so."""
+    tie = str(ReplicaDivergence(5, [1], [0], ["parameters"]))
+    assert "groups [0] and groups [1] disagree in their parameters" in tie and "either may be the wrong one" in tie
+    assert "differ from" not in tie
+    halves = ReplicaDivergence(5, [2, 3], [0, 1], ["optimizer state"])
+    assert halves.groups == [2, 3] and "neither is a majority" in str(halves)
+    majority = str(ReplicaDivergence(5, [2], [0, 1, 3], ["parameters"]))
+    assert "groups [2] differ from groups [0, 1, 3]" in majority and "majority" not in majority
+
+
 def test_a_rank_that_never_starts_ends_every_other_rank_within_the_timeout():
     """N = 4, timeout 4 s: group 2's process never builds its SpareGroup; the others raise GroupTimeout, none hangs."""
     out = __import__("tempfile").mkdtemp(prefix="spare-never-")

@@ -51,7 +51,9 @@ class ReplicaDivergence(spare_opt.SpareError, RuntimeError):
     groups : list of int
         The groups that differ from the largest agreeing set.
     agreeing : list of int
-        The largest set of groups that agree.
+        The largest set of groups that agree (of two sets of one size, the one with the
+        lowest group: then no set is a majority, and the message says that either may be
+        the wrong one).
     parts : list of str
         What differs: ``"parameters"``, ``"optimizer state"``, ``"optimizer hyper-parameters"``.
     """
@@ -61,10 +63,16 @@ class ReplicaDivergence(spare_opt.SpareError, RuntimeError):
         self.groups = sorted(groups)
         self.agreeing = sorted(agreeing)
         self.parts = list(parts)
+        parts = " and ".join(self.parts)
+        if len(self.agreeing) > len(self.groups):
+            found = f"groups {self.groups} differ from groups {self.agreeing} in their {parts}"
+        else:  # no majority: the check cannot tell which side is wrong, and does not guess
+            found = (f"groups {self.agreeing} and groups {self.groups} disagree in their {parts}, and neither is a "
+                     f"majority (either may be the wrong one)")
         super().__init__(
-            f"replica divergence at step {self.step}: groups {self.groups} differ from groups {self.agreeing} in "
-            f"their {' and '.join(self.parts)} (a state that was not healed, a rank-dependent update, or a "
-            f"non-deterministic optimizer); the job stops: find the cause before restarting it, or it comes back")
+            f"replica divergence at step {self.step}: {found} (a state that was not healed, a rank-dependent "
+            f"update, or a non-deterministic optimizer); the job stops: find the cause before restarting it, or it "
+            f"comes back")
 
 
 class DuplicateGroup(spare_opt.ParameterError):
