@@ -1,5 +1,7 @@
 """`spare-opt fit`: fit a failure model (MTBF, Weibull gaps, repairs, correlated failures) to a fault trace."""
 
+import re
+
 import click
 
 from spare_opt._core.errors import SpareError
@@ -37,9 +39,11 @@ __all__ = ["command"]
               metavar="MIN", help="Node faults starting within MIN minutes of an event's first fault join that "
                                   "failure event (0: same instant only).")
 @click.option("--start-day", type=FLOAT, default=None, metavar="DAY",
-              help="Start of the observation window (default: day 0, or the first event if earlier).")
+              help="Start of the observation window, at or before the first event: it widens the window, it "
+                   "does not cut the trace (default: day 0, or the first event if earlier).")
 @click.option("--end-day", type=FLOAT, default=None, metavar="DAY",
-              help="End of the observation window (default: the last event); open faults are censored there.")
+              help="End of the observation window, at or after the last event (default: the last event); open "
+                   "faults are censored there.")
 @click.option("--repair-distribution", type=click.Choice(list(REPAIR_DISTRIBUTIONS)), default="empirical",
               show_default=True, help="What the failure model draws repair times from: the observed durations, "
                                       "or the lognormal fit.")
@@ -73,9 +77,13 @@ def command(trace_path, trace_format, time_unit, window, nodes, window_minutes, 
     if force and output is None:
         warn_ignored("--force", "there is no output file to overwrite without --output")
     trace = read_fault_trace(trace_path, format=trace_format, time_unit=time_unit)
-    result = fit_trace(trace, nodes=nodes, window_minutes=window_minutes, start_day=start_day, end_day=end_day,
-                       repair_distribution=repair_distribution, confidence=confidence, resamples=resamples,
-                       seed=seed, window=window)
+    try:
+        result = fit_trace(trace, nodes=nodes, window_minutes=window_minutes, start_day=start_day, end_day=end_day,
+                           repair_distribution=repair_distribution, confidence=confidence, resamples=resamples,
+                           seed=seed, window=window)
+    except SpareError as exc:  # the library names its arguments; the operator gave options
+        raise click.ClickException(re.sub(r"\b(start_day|end_day|window_minutes)\b",
+                                          lambda match: "--" + match.group(1).replace("_", "-"), str(exc))) from None
     written = None
     if output is not None and result.model is not None:
         written = str(result.model.save(output, force=force))

@@ -348,8 +348,8 @@ def _format(preset, strategy, groups, runs, summary, max_wall_factor):
     if first.trace is not None and "outside_cluster" not in first.trace:  # a fault model's events
         t = first.trace
         lines.append(f"fault model (fitted to {t['source']}), seed 0 only: {t['used']} group failures in "
-                     f"{t['failure_events']} failure events drawn, of them and the repairs {t['beyond_run']} events "
-                     "past the run's end (drawn, unused); 'masked failures' above counts failure events (a "
+                     f"{t['failure_events']} failure events drawn; {t['beyond_run']} events (failures and repairs) fell "
+                     "after the run's end (drawn, unused); 'masked failures' above counts failure events (a "
                      "multi-group event once), mean over the seeds")
     elif first.trace is not None:
         t = first.trace

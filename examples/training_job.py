@@ -312,7 +312,7 @@ def train_worker(context, config):
     result = {"params": [p.detach().clone() for p in model.parameters()], "timeline": group.timeline,
               "losses": step.losses, "members": group.members, "epoch": group.epoch,
               "plan_seconds": group.plan_seconds, "generation": context.generation,
-              "fingerprint": plan_fingerprint(group.plan), "rejoined": context.rejoin,
+              "fingerprint": plan_fingerprint(group.plan), "rejoined": group.joined_late,
               "lr": None if scheduler is None else scheduler.get_last_lr(),
               "checks": sum(1 for name, _, _ in group.timeline if name == "checked")}
     path = os.path.join(config["out"], f"g{context.group}.pt")

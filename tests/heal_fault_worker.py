@@ -1,9 +1,14 @@
-"""``examples/launch/train.py`` with one fault placed for ``tests/test_launchers.py``: a member held in the heal.
+"""``examples/launch/train.py`` with one fault placed for ``tests/test_launchers.py``: a member held in the heal, or a group held while the job starts.
 
 The group named by ``SPARE_TEST_HOLD_HEAL``, in its first start, stops once the process
 group of an epoch that admits a repaired group is built, just before the state is sent
 to it (the heal), writes ``held/{g}`` (its pid) to the store and sleeps (at most 60 s);
 the test SIGKILLs it there, while the other members are sending the state.
+
+The group named by ``SPARE_TEST_HOLD_START`` (``g:point``), in its first start, stops
+while the job starts, before every group registered: at ``join`` (``join_job`` counted
+its start, no ``SpareGroup`` yet) or at ``register`` (its heartbeat key written, the
+registration not counted), writes ``held/{g}`` and sleeps the same way.
 """
 
 import importlib.util
@@ -18,13 +23,32 @@ train = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(train)
 
 
-class HeldInTheHeal(train.SpareGroup):
-    """A :class:`SpareGroup` whose group ``SPARE_TEST_HOLD_HEAL`` holds at the first heal it takes part in."""
+def _hold_here(store, group):
+    store.set(f"held/{group}", str(os.getpid()))
+    time.sleep(60.0)
 
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        if self.group == int(os.environ["SPARE_TEST_HOLD_HEAL"]) and not self.joined_late:
+
+def _held_at_start(group, point):
+    """Whether ``group``, in its first start, holds at ``point`` (``SPARE_TEST_HOLD_START``)."""
+    wanted = os.environ.get("SPARE_TEST_HOLD_START")
+    return (wanted == f"{group}:{point}" and os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") == "0"
+            and os.environ.get("LOCAL_RANK", "0") == "0")
+
+
+class HeldFaultWorker(train.SpareGroup):
+    """A :class:`SpareGroup` whose group ``SPARE_TEST_HOLD_HEAL`` holds at its first heal, or ``SPARE_TEST_HOLD_START`` at its start."""
+
+    def __init__(self, layout, group, store, **kwargs):
+        if _held_at_start(group, "join"):
+            _hold_here(store, group)
+        super().__init__(layout, group, store, **kwargs)
+        if self.group == int(os.environ.get("SPARE_TEST_HOLD_HEAL", -1)) and not self.joined_late:
             self.on_event = self._hold
+
+    def _await_registration(self):
+        if _held_at_start(self.group, "register"):
+            _hold_here(self.store, self.group)
+        super()._await_registration()
 
     def _hold(self, name, extra):
         if name == "rebuild" and self.joiners and self.group not in self.joiners:
@@ -32,7 +56,7 @@ class HeldInTheHeal(train.SpareGroup):
             time.sleep(60.0)
 
 
-train.SpareGroup = HeldInTheHeal
+train.SpareGroup = HeldFaultWorker
 
 if __name__ == "__main__":
     train.run_worker(train.train, train.parse(sys.argv[1:]))

@@ -70,7 +70,10 @@ def test_fit_bad_input(tmp_path):
     assert run("fit", REAL, "--confidence", 1).exit_code == 2
     huge = run("fit", REAL, "--resamples", 10**11)  # was: accepted, then hours of bootstrap
     assert huge.exit_code == 2 and "99<=x<=100000" in huge.output
-    assert "must not be after the first event" in one_error_line(run("fit", REAL, "--start-day", 10))
+    # Named as the operator typed it (it read "start_day"), and the help says the window only widens.
+    assert "--start-day must not be after the first event" in one_error_line(run("fit", REAL, "--start-day", 10))
+    help_text = " ".join(run("fit", "--help").output.split())
+    assert "it widens the window, it does not cut the trace" in help_text
 
 
 def test_fit_without_a_model_reports_and_refuses_to_write_one(tmp_path):

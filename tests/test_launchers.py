@@ -197,6 +197,10 @@ def test_torchrun_per_group_kill_rejoin_and_a_late_joiner(tmp_path):
         results = assert_exact(out, args, range(4))
         assert results[1]["rejoined"] and not results[0]["rejoined"]
         assert all(r["members"] == [0, 1, 2, 3] for r in results.values())
+        # The operator's logs say what happened: the survivors' recovery, the rejoin.
+        text = "".join(open(os.path.join(out, f"torchrun-g{g}.log")).read() for g in range(4))
+        assert re.search(r"spare-opt: group 0: step \d+ recovered in epoch \d+: failed groups \[1\], 3 of 4 live", text)
+        assert re.search(r"spare-opt: group 1: rejoined at step \d+ \(state received from group 0\)", text)
         # A group restarted after the end of the job: it leaves at once, cleanly.
         started = time.monotonic()
         late = torchrun(port, 2, args, out, restarts=0)
@@ -265,6 +269,38 @@ def test_torchrun_per_group_a_member_killed_during_the_heal(tmp_path):
         healing = [name for name, _, extra in results[1]["timeline"]
                    if name == "heal-failed" or (name == "healed" and "joiners" not in extra)]
         assert healing == ["heal-failed", "healed"], healing
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("point", ["join", "register"])
+def test_a_group_killed_while_the_job_starts_starts_again_as_a_fresh_member(tmp_path, point):
+    """N = 3, r = 2: group 0 SIGKILLed in its first seconds, before every group registered; the job finishes exact.
+
+    ``join``: after ``join_job`` counted its start, before its ``SpareGroup``; ``register``:
+    its heartbeat key written, its registration not counted.  Its torchrun restarts it
+    and ``join_job`` takes it for a repaired group, but nobody could admit it: the others
+    wait for its registration.  It used to wait for an admission and the others for its
+    registration until both timed out, and every restart after that failed: the job was
+    lost.  Now it starts as a fresh member of the first epoch.
+    """
+    out = str(tmp_path)
+    args = ["--groups", "3", "--steps", "8", "--timeout", "60"]
+    script = str(REPO / "tests" / "heal_fault_worker.py")
+    with launched(3, args, out, restarts=1, script=script, extra_env={"SPARE_TEST_HOLD_START": f"0:{point}"}) as \
+            (port, client, processes):
+        wait_for(lambda: read(client, "gen/0/held/0") is not None, "group 0 held at its start", processes, out)
+        assert read(client, "gen/0/epoch/0") is None  # the job has not begun: the others wait for group 0
+        os.kill(int(read(client, "gen/0/held/0")), signal.SIGKILL)
+        started = time.monotonic()
+        codes = finish(processes, timeout=50.0)  # well within the timeout that every wait used to run out
+        assert codes == {g: 0 for g in range(3)}, logs(out)
+        assert time.monotonic() - started < 50.0
+        assert "did not register" not in logs(out) and "death was not agreed" not in logs(out), logs(out)
+        assert read(client, "generation") in (None, "0")  # no restart from a checkpoint was needed
+        results = assert_exact(out, args, range(3))
+        assert not any(r["rejoined"] for r in results.values())
+        assert [name for name, _, _ in results[0]["timeline"]].count("fresh-start") == 1
+        assert all(r["members"] == [0, 1, 2] for r in results.values())
 
 
 def test_worker_configuration_from_the_environment():

@@ -458,6 +458,66 @@ def test_the_final_state_and_the_users_entries_are_in_the_checkpoint(tmp_path):
         group.close()
 
 
+def test_a_checkpoint_of_another_job_is_refused_and_every_resume_is_said(tmp_path, capfd):
+    """A checkpoint left by another job (another seed, global batch or model) is refused; a resume says so on stderr.
+
+    The file used to be resumed silently, whatever job wrote it.  Another number of
+    steps continues the same run (the line says so); a file with no job record (an
+    earlier version's) is resumed with a note.
+    """
+    from spare_opt.torch import CheckpointMismatch
+
+    store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
+    dataset = text_dataset()
+    path = tmp_path / "c.pt"
+
+    def loss_fn(model, batch):
+        x, y = batch
+        return F.cross_entropy(model(x).reshape(-1, 256), y.reshape(-1))
+
+    group = SpareGroup(spare_opt.consecutive(1, 1), 0, dist.PrefixStore("gen/0", store), micro_batches=2)
+    try:
+        model, optimizer, _, _ = build({"seed": 3})
+        helper = SpareStep(group, model, optimizer, loss_fn, SpareBatchSampler(group, len(dataset), 4, steps=2, seed=3),
+                           dataset, checkpoint=path)
+        while helper.step < 2:
+            helper()
+        capfd.readouterr()
+        assert torch.load(path, weights_only=False)["spare_job"]["seed"] == 3
+
+        def resume(seed=3, batch=4, steps=2, model_seed=4, width=16):
+            again, again_optimizer, _, _ = build({"seed": model_seed})
+            if width != 16:
+                again = TinyGPT(width=width).to(torch.float64)
+                again_optimizer = torch.optim.AdamW(again.parameters(), lr=LR)
+            sampler = SpareBatchSampler(group, len(dataset), batch, steps=steps, seed=seed)
+            return SpareStep(group, again, again_optimizer, loss_fn, sampler, dataset, checkpoint=path)
+
+        for other, named in (({"seed": 5}, "seed 3 (this job: 5)"), ({"batch": 8}, "global_batch_size 4 (this job: 8)")):
+            with pytest.raises(CheckpointMismatch, match=r"written by another job \(" + named.replace("(", r"\(")
+                               .replace(")", r"\)")) as caught:
+                resume(**other)
+            assert caught.value.path == str(path)
+        resumed = resume(steps=5)
+        assert resumed.step == 2
+        err = capfd.readouterr().err
+        assert f"resumes from checkpoint {path} at step 2" in err and "a job of 2 steps; this one has 5" in err
+        resume()
+        assert "nothing is left to train" in capfd.readouterr().err
+        saved = torch.load(path, weights_only=False)
+        del saved["spare_job"]
+        torch.save(saved, path)
+        resume()
+        assert "records no job" in capfd.readouterr().err
+        with pytest.raises(CheckpointMismatch, match="does not fit this model"):
+            resume(width=8)
+        torch.save({"weights": 1}, path)
+        with pytest.raises(CheckpointMismatch, match="holds no SpareStep state"):
+            resume()
+    finally:
+        group.close()
+
+
 def test_the_micro_batch_stream_is_a_pure_function_of_its_identity_and_leaves_the_outer_stream_alone():
     """Same identity, same draws, whatever came before; another identity, other draws; the outer stream goes on."""
     from spare_opt.torch import micro_batch_generator, micro_batch_seed

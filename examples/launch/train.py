@@ -143,7 +143,7 @@ def train(args):
     if group.group_rank:
         return
     result = {"params": [p.detach().clone() for p in params], "members": group.members,
-              "generation": job.generation, "rejoined": job.rejoin, "fingerprint": plan_fingerprint(group.plan),
+              "generation": job.generation, "rejoined": group.joined_late, "fingerprint": plan_fingerprint(group.plan),
               "timeline": group.timeline}
     path = os.path.join(args.out, f"g{job.group}.pt")
     torch.save(result, path + ".tmp")

@@ -54,7 +54,7 @@ except ImportError as exc:  # pragma: no cover - exercised without torch only
     ) from exc
 
 from ._plans import PlanBook, layout_fingerprint, plan_fingerprint
-from .elastic import (DuplicateGroup, Evicted, GroupTimeout, JobEnded, ReplicaDivergence, SpareGroup, WipeOut,
+from .elastic import (CheckpointMismatch, DuplicateGroup, Evicted, GroupTimeout, JobEnded, ReplicaDivergence, SpareGroup, WipeOut,
                       post_death)
 from .randomness import RandomState, micro_batch_generator, micro_batch_rng, micro_batch_seed
 from .sampler import SpareBatchSampler, global_batch_indices
@@ -74,6 +74,7 @@ __all__ = [
     "new_generation",
     "run_worker",
     "serve_store",
+    "CheckpointMismatch",
     "DuplicateGroup",
     "EVICTED_EXIT",
     "Evicted",

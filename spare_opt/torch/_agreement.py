@@ -27,13 +27,31 @@ class Agreement:
 
     # ------------------------------------------------------------ start
     def _first_epoch(self, rejoin):
-        """Enter the epoch this group starts in: epoch 0 once every group registered, or the one that admits it (``rejoin``)."""
+        """Enter the epoch this group starts in: epoch 0 once every group registered, or the one that admits it (``rejoin``).
+
+        Returns whether the group rejoins after all: a repaired group whose job has not
+        agreed its first epoch yet (its predecessor died while the job started, before
+        every group registered) starts as a fresh member instead, since no member exists
+        yet to admit it and the others wait for its registration.
+        """
         store, group = self.store, self.group
         # Read before the group's ranks meet, so before rank 0 may ask to rejoin: the epoch
         # that admits it comes later, and a follower scans the epochs from here.
         self._start_epoch = int(_peek(store, "epoch") or 0)
+        # Rank 0 decides for its whole DP group (its ranks read the store at other times).
+        fresh = bool(rejoin) and self.leader and not store.check(["epoch/0"])
         if self.group_world_size > 1:
-            self._meet_group(rejoin)
+            fresh = self._meet_group(rejoin, fresh)
+        if fresh:
+            rejoin = False
+            # The predecessor's token may hold the key (it died after it registered);
+            # join_job saw the predecessor gone, and a user's rejoin=True says the same.
+            if self.leader:
+                store.set(f"owner/{group}", self._token)
+                # A predecessor that died of an error posted its own notice; this process
+                # is a member of the first epoch, and that notice would evict it.
+                store.delete_key(f"dead/{group}")
+            self._event("fresh-start", reason="the job had not begun when this repaired group started")
         if not self.leader:
             epoch, record = self._follow_start(rejoin)
         elif rejoin:
@@ -45,6 +63,7 @@ class Agreement:
             record = json.loads(_text(store.compare_set("epoch/0", "", json.dumps({"failed": [], "joiners": {}}))))
             store.compare_set("epoch", "", "0")
         self._enter(epoch, record)
+        return bool(rejoin)
 
     def _follow_start(self, rejoin):
         """Rank ``k > 0``: the record of the epoch this group starts in (epoch 0, or the one that admits it)."""

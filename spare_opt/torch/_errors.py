@@ -93,6 +93,25 @@ class DuplicateGroup(spare_opt.ParameterError):
         super().__init__(message)
 
 
+class CheckpointMismatch(spare_opt.ParameterError):
+    """The checkpoint found at start was written by another job: its data order, or its model, differs.
+
+    Resuming it would not continue that run (another global batch, seed or dataset, so
+    other samples in every step) or cannot (another model).  The job refuses to start;
+    :func:`~spare_opt.torch.launchers.run_worker` exits with 77 (``LAYOUT_EXIT``): do
+    not restart it until the file is moved away or ``checkpoint=`` names another path.
+
+    Attributes
+    ----------
+    path : str
+        The checkpoint file.
+    """
+
+    def __init__(self, message, path):
+        self.path = str(path)
+        super().__init__(message)
+
+
 class JobEnded(RuntimeError):
     """A repaired group was not admitted: the job ended (``ended`` marker) or restarted in a new generation.
 

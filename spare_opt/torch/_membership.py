@@ -70,19 +70,25 @@ class Membership:
             return [f"hb/{self.group}/{k}" for k in range(1, self.group_world_size)]
         return [f"hb/{self.group}"]
 
-    def _meet_group(self, rejoin):
-        """Check with this DP group's other ranks that they are the same group and take rank 0's admission token."""
+    def _meet_group(self, rejoin, fresh=False):
+        """Check with this DP group's other ranks that they are the same group and take rank 0's admission token.
+
+        Returns rank 0's ``fresh`` (a repaired group that starts as a fresh member: the
+        job had not begun), which every rank of the group follows.
+        """
         if not self.leader:
             # Written before rank 0's heartbeat reads it (that read waits until every key exists).
             self.store.set(self._beat_key, "0")
         gathered = [None] * self.group_world_size
-        dist.all_gather_object(gathered, (self.group, bool(rejoin), self._token), group=self.group_process_group)
-        if any(g != self.group or r != bool(rejoin) for g, r, _ in gathered):
+        dist.all_gather_object(gathered, (self.group, bool(rejoin), self._token, bool(fresh)),
+                               group=self.group_process_group)
+        if any(g != self.group or r != bool(rejoin) for g, r, _, _ in gathered):
             raise spare_opt.ParameterError(
                 "the ranks of one DP group must pass the same group and rejoin; they passed (group, rejoin) "
-                f"{[(g, r) for g, r, _ in gathered]}")
+                f"{[(g, r) for g, r, _, _ in gathered]}")
         # Rank 0 asks for the admission; every rank of the group recognises it by this token.
         self._token = gathered[0][2]
+        return gathered[0][3]
 
     def _lose_group(self, reason):
         """A rank of this DP group died: the whole group leaves (its death notice stays, every epoch is aborted)."""

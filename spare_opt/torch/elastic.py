@@ -76,14 +76,14 @@ import spare_opt
 
 from ._agreement import Agreement
 from ._collectives import Collectives
-from ._errors import DuplicateGroup, Evicted, GroupTimeout, JobEnded, ReplicaDivergence, WipeOut
+from ._errors import CheckpointMismatch, DuplicateGroup, Evicted, GroupTimeout, JobEnded, ReplicaDivergence, WipeOut
 # ``_Beats``, ``_peek`` and ``_text`` are imported from here by the launchers, the supervisor and the
 # control-plane benchmark.
 from ._membership import Membership, _Beats, _peek, _short, _text, post_death  # noqa: F401
 from ._plans import PlanBook
 
 __all__ = ["SpareGroup", "WipeOut", "Evicted", "GroupTimeout", "ReplicaDivergence", "DuplicateGroup", "JobEnded",
-           "post_death"]
+           "CheckpointMismatch", "post_death"]
 
 
 class SpareGroup(Membership, Agreement, Collectives):
@@ -122,7 +122,10 @@ class SpareGroup(Membership, Agreement, Collectives):
         This process is a repaired group: it asks to rejoin and waits until the live
         groups admit it at a step boundary.  When the live groups have not yet agreed
         that this group failed (nobody posted its death: a launcher restarted it), it
-        posts its predecessor's death notice itself first.
+        posts its predecessor's death notice itself first.  When the job has not
+        agreed its first epoch yet (the predecessor died while the job started, before
+        every group registered), nobody could admit it: it starts as a fresh member,
+        and :attr:`joined_late` is ``False``.
     group_process_group : torch.distributed.ProcessGroup, optional
         The process group of this DP group's own ranks (the default group of a
         ``torchrun`` per DP group, FSDP2's mesh), of ``K`` ranks; ``None``: the group
@@ -156,6 +159,9 @@ class SpareGroup(Membership, Agreement, Collectives):
     members : list of int
         The live groups, sorted; this group's rank in the process group between the
         live groups is ``members.index(group)``.
+    joined_late : bool
+        This group was admitted as a repaired group and heals from a live one (the
+        step helper receives the state); ``False`` for a member of the first epoch.
     timeline : list of (str, float, dict)
         Events with their wall-clock times (``time.time()``): ``detect``, ``agree``,
         ``plan``, ``rebuild`` and those the step helper adds.
@@ -221,7 +227,6 @@ class SpareGroup(Membership, Agreement, Collectives):
         self._fatal_polled = 0.0
         self.backend = backend
         self.timeline = []
-        self.joined_late = bool(rejoin)
         self.joiners = []
         self.records = {}
         self._lock = threading.Lock()
@@ -232,8 +237,8 @@ class SpareGroup(Membership, Agreement, Collectives):
         self._sibling_seen = {}  # heartbeat key of a rank of this DP group -> (value, time first seen)
         self._token = f"{os.getpid()}-{time.time_ns()}"
         self._register(rejoin)
-        self._first_epoch(rejoin)
-        if rejoin and self.leader:
+        self.joined_late = self._first_epoch(rejoin)
+        if self.joined_late and self.leader:
             # Written once admitted, not before: a rewrite while it waits for admission
             # would look like a beat of its dead predecessor.
             store.set(f"hb/{group}", "0")

@@ -65,7 +65,7 @@ import torch.distributed as dist
 
 import spare_opt
 
-from .elastic import DuplicateGroup, Evicted, GroupTimeout, JobEnded, WipeOut, post_death, _peek, _text
+from .elastic import CheckpointMismatch, DuplicateGroup, Evicted, GroupTimeout, JobEnded, WipeOut, post_death, _peek, _text
 from .supervisor import EVICTED_EXIT, LAYOUT_EXIT, WIPE_OUT_EXIT
 
 __all__ = ["Job", "join_job", "post_death", "run_worker", "end_job", "new_generation", "connect_store",
@@ -505,8 +505,9 @@ def run_worker(main, *args, **kwargs):
       to do); when it restarted in a new generation (a wipe-out, or this repaired group
       found no live member to admit it), ``main`` runs again in the new generation as
       after a wipe-out (exit 75 with ``SPARE_RESTART_IN_PROCESS=0``);
-    * ``spare_opt.LayoutError`` (this or another rank's layout differs): a message,
-      exit 77 (``LAYOUT_EXIT``): the job cannot run, do not restart;
+    * ``spare_opt.LayoutError`` (this or another rank's layout differs) or
+      :class:`CheckpointMismatch` (the checkpoint found at start is another job's): a
+      message, exit 77 (``LAYOUT_EXIT``): the job cannot run, do not restart;
     * :class:`DuplicateGroup` (another live process already runs this group): a
       message, no death notice (the live process goes on), exit 77: do not restart;
     * :class:`GroupTimeout` (a wait outlasted ``timeout``: a group that never
@@ -580,7 +581,7 @@ def _run_once(main, args, kwargs):
     except DuplicateGroup as exc:  # no death notice: the group's live process must go on
         print(f"spare-opt: {exc}", file=sys.stderr)
         return LAYOUT_EXIT
-    except spare_opt.LayoutError as exc:
+    except (spare_opt.LayoutError, CheckpointMismatch) as exc:  # the job's configuration: a restart fails again
         print(f"spare-opt: {exc}", file=sys.stderr)
         return LAYOUT_EXIT
     except (GroupTimeout, spare_opt.SpareError) as exc:  # a wait outlasted its bound; bad settings
@@ -627,14 +628,21 @@ def _main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m spare_opt.torch.launchers",
                                      description="Post to a SPARe job's store what a launcher saw.")
     commands = parser.add_subparsers(dest="command", required=True)
-    death = commands.add_parser("post-death", help="group G's process failed: the live groups stop waiting for it")
-    death.add_argument("--store", required=True, help="host:port of the job's store")
-    death.add_argument("--group", type=int, required=True)
-    death.add_argument("--reason", default="died")
-    end = commands.add_parser("end", help="mark the current generation's job as finished")
-    end.add_argument("--store", required=True)
-    show = commands.add_parser("generation", help="print the job's current generation")
-    show.add_argument("--store", required=True)
+    death = commands.add_parser("post-death", help="group G's process failed: the live groups stop waiting for it",
+                                description="Post DP group G's death notice in the job's current generation: "
+                                            "the live groups agree without it at once instead of after the "
+                                            "heartbeat timeout (run it when a worker dies, as the SLURM "
+                                            "recipe's loop does).")
+    death.add_argument("--store", required=True, metavar="HOST:PORT", help="host:port of the job's store")
+    death.add_argument("--group", type=int, required=True, metavar="G", help="the DP group that died, 0 <= G < N")
+    death.add_argument("--reason", default="died", help="a word or two for the survivors' logs (default: died)")
+    end = commands.add_parser("end", help="mark the current generation's job as finished",
+                              description="Mark the job of the current generation as finished: a repaired "
+                                          "group that starts later leaves at once (exit 0).")
+    end.add_argument("--store", required=True, metavar="HOST:PORT", help="host:port of the job's store")
+    show = commands.add_parser("generation", help="print the job's current generation",
+                               description="Print the job's current generation (it moves on at every wipe-out).")
+    show.add_argument("--store", required=True, metavar="HOST:PORT", help="host:port of the job's store")
     options = parser.parse_args(argv)
     try:
         root = connect_store(options.store, 10.0)

@@ -3,13 +3,14 @@
 import collections
 import inspect
 import os
+import sys
 
 import torch
 from torch.utils.data import default_collate
 
 import spare_opt
 
-from .elastic import ReplicaDivergence, WipeOut
+from .elastic import CheckpointMismatch, ReplicaDivergence, WipeOut
 from .randomness import micro_batch_rng
 
 __all__ = ["SpareStep"]
@@ -66,7 +67,11 @@ class SpareStep:
         ``checkpoint_extra``, written atomically by the lowest live group when a step
         that is a multiple of ``checkpoint_every`` begins, and once the sampler's last
         step is applied); loaded at start when it exists.  The job restarts from it
-        after a wipe-out.
+        after a wipe-out.  It records the job that wrote it (``spare_job``: the
+        sampler's dataset size, global batch size, shuffle and seed, the steps, N, m and
+        the layout's fingerprint): a file of a job that drew its samples in another
+        order is refused (:class:`~spare_opt.torch.CheckpointMismatch`), and every
+        resume says on stderr which file, at which step, and what else differs.
     checkpoint_every : int, default 0
         Steps between checkpoints (0: only the final one).
     checkpoint_extra : dict or callable, optional
@@ -130,6 +135,9 @@ class SpareStep:
         ``fully_shard``); the model is sharded (FSDP2) over another number of ranks than the DP group's
         (``SpareGroup(group_process_group=...)`` missing), only partly sharded, or
         wrapped in FSDP1 in a DP group of several ranks.
+    CheckpointMismatch
+        The checkpoint found at start was written by a job with another data order, or
+        does not fit the model or optimizer.
     ReplicaDivergence
         (from a call) The consistency check found groups whose parameters, optimizer
         state or hyper-parameters (learning rates) differ from the others'.
@@ -225,11 +233,7 @@ class SpareStep:
         if group.joined_late:
             self._heal()
         elif self.checkpoint is not None and os.path.exists(self._checkpoint_file()):
-            saved = torch.load(self._checkpoint_file(), weights_only=False)
-            self.load_state_dict(self._restore(saved))
-            self.restored_extra = {k: v for k, v in saved.items() if k not in _STATE_KEYS}
-            self._saved_step = self.step
-            group._event("restored", step=self.step)
+            self._resume(self._checkpoint_file())
         sampler.set_start_step(self.step)
 
     # ------------------------------------------------------------- state
@@ -282,9 +286,62 @@ class SpareStep:
         extra = self.checkpoint_extra() if callable(self.checkpoint_extra) else self.checkpoint_extra
         if extra is not None:
             state.update(_check_extra(extra))
+        state[_JOB_KEY] = self._job_record()
         temporary = f"{path}.tmp{os.getpid()}"
         torch.save(state, temporary)
         os.replace(temporary, path)
+
+    def _job_record(self):
+        """What a checkpoint records of the job that wrote it: its data order, its layout, its steps."""
+        sampler, group = self.sampler, self.group
+        return {"dataset_size": getattr(sampler, "dataset_size", None),
+                "global_batch_size": getattr(sampler, "global_batch_size", None),
+                "shuffle": getattr(sampler, "shuffle", None), "seed": getattr(sampler, "seed", None),
+                "steps": getattr(sampler, "steps", None), "groups": group.groups,
+                "micro_batches": group.micro_batches, "layout": group.book.fingerprint}
+
+    def _resume(self, path):
+        """Load the checkpoint ``path`` found at start, once it is known to be this job's; say so on stderr.
+
+        Refused (:class:`CheckpointMismatch`) when the job that wrote it drew its samples
+        in another order (dataset size, global batch size, shuffle, seed), since the run
+        would not continue that one, or when its model or optimizer does not fit.  Another
+        layout (N, r, m) or another number of steps continues the same run: the line says so.
+        """
+        saved = torch.load(path, weights_only=False)
+        if not isinstance(saved, dict) or not all(k in saved for k in ("model", "optimizer", "step")):
+            raise CheckpointMismatch(f"checkpoint {path} holds no SpareStep state (model, optimizer, step): move "
+                                     "it away, or pass checkpoint= another path", path)
+        ours, theirs = self._job_record(), saved.get(_JOB_KEY)
+        notes = []
+        if isinstance(theirs, dict):
+            order = ("dataset_size", "global_batch_size", "shuffle", "seed")
+            differ = [k for k in order if theirs.get(k) != ours[k]]
+            if differ:
+                pairs = ", ".join(f"{k} {theirs.get(k)} (this job: {ours[k]})" for k in differ)
+                raise CheckpointMismatch(
+                    f"checkpoint {path} was written by another job ({pairs}): resuming it would not continue that "
+                    f"run; move it away, or pass checkpoint= another path", path)
+            if theirs.get("layout") != ours["layout"]:
+                notes.append(f"written under N={theirs.get('groups')}, m={theirs.get('micro_batches')}, layout "
+                             f"{theirs.get('layout')}; this job: N={ours['groups']}, m={ours['micro_batches']}")
+            if theirs.get("steps") != ours["steps"]:
+                notes.append(f"written by a job of {theirs.get('steps')} steps; this one has {ours['steps']}")
+        else:
+            notes.append("it records no job (written by hand or by an earlier version): its data order is not checked")
+        try:
+            self.load_state_dict(self._restore(saved))
+        except (RuntimeError, KeyError, ValueError, spare_opt.ParameterError) as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise CheckpointMismatch(f"checkpoint {path} does not fit this model or optimizer ({first}): move it "
+                                     "away, or pass checkpoint= another path", path) from exc
+        self.restored_extra = {k: v for k, v in saved.items() if k not in _STATE_KEYS}
+        self._saved_step = self.step
+        steps = ours["steps"]
+        if steps is not None and self.step >= steps:
+            notes.append(f"its step is past this job's last ({steps}): nothing is left to train")
+        self._say(f"resumes from checkpoint {path} at step {self.step}" + "".join(f"; {note}" for note in notes))
+        self.group._event("restored", step=self.step)
 
     def _checkpoint_file(self, path=None):
         path = self.checkpoint if path is None else path
@@ -399,6 +456,7 @@ class SpareStep:
                     loss = self._commit(step, buffer)
                     if recovering:
                         group._event("recovered", step=step)
+                        self._say_recovered(step)
                     return loss
             # A member failed: agree, rebuild, then patch (or catch up).
             while True:
@@ -412,6 +470,7 @@ class SpareStep:
                     continue  # a member died while the step's result was sent: agree again
                 if caught_up is not None:
                     group._event("recovered", step=step)
+                    self._say_recovered(step)
                     return caught_up
                 fresh = True  # this rank was ahead: restart its step under the new plan
                 break
@@ -609,6 +668,7 @@ class SpareStep:
             return False
         self._check_due = True
         group._event("healed", step=self.step, joiners=list(group.joiners))
+        self._say(f"groups {list(group.joiners)} rejoined at step {self.step} (state sent by group {source})")
         return True
 
     def _heal(self):
@@ -628,10 +688,23 @@ class SpareStep:
         self.load_state_dict(self._restore(state))
         self._check_due = True
         group._event("healed", step=self.step)
+        self._say(f"rejoined at step {self.step} (state received from group {source})")
+
+    def _say(self, text):
+        """One line on stderr for the operator's log, from rank 0 of this DP group."""
+        if self.group.group_rank == 0:
+            print(f"spare-opt: group {self.group.group}: {text}", file=sys.stderr, flush=True)
+
+    def _say_recovered(self, step):
+        group = self.group
+        self._say(f"step {step} recovered in epoch {group.epoch}: failed groups {sorted(group.failed) or 'none'}, "
+                  f"{group.world_size} of {group.groups} live" + (f", joiners {group.joiners}" if group.joiners else ""))
 
 
 #: The entries of :meth:`SpareStep.state_dict`, which ``checkpoint_extra`` may not replace.
-_STATE_KEYS = ("model", "optimizer", "step", "state")
+_STATE_KEYS = ("model", "optimizer", "step", "state", "spare_job")
+#: The entry of a checkpoint that records the job that wrote it (:meth:`SpareStep._job_record`).
+_JOB_KEY = "spare_job"
 
 
 def _check_extra(extra):
