@@ -417,6 +417,13 @@ def command(ctx, trace_path, trace_format, time_unit, window, model_path, preset
         # The library names its parameters (max_wall_factor); the operator gave options or a file's keys.
         raise click.ClickException(_in_input_terms(ctx, str(exc))) from None
     result.grid["quick"] = bool(quick)
+    # The library's note on m names its argument and cannot know that --quick chose the grid.
+    own_grid = "(--quick's grid;" if quick and not given(ctx, "micro_batches") else "(the grid given;"
+    result.notes = [note.replace("(the grid given;", own_grid).replace("give global_batch for", "give --global-batch for")
+                    for note in result.notes]
+    if trace is None and model_path is None and not rates:
+        result.notes.append(f"no failure source given (--trace, --failure-model, or a rate such as --node-mtbf-hours): "
+                            f"the failures are the preset {preset}'s, Weibull clocks per group (see the first line)")
     if trace is not None and nodes is None and not trace.cluster_nodes:
         # The verdict's own notes say what it did; what the command line assumed is said here.
         result.notes.append(f"the trace's cluster is taken as {traced:,} nodes: the file gives no cluster size and "

@@ -305,6 +305,21 @@ def test_cli_compare_leaves_out_default_redundancies_above_n_and_says_so():
     assert explicit.exit_code == 1 and "each value must be <= 4, got 5" in explicit.output
 
 
+def test_cli_compare_notes_say_where_the_failures_and_the_m_grid_came_from():
+    """Without a failure source the preset's failures are named; --quick's grid is not called "the grid given"."""
+    runner = CliRunner()
+    base = ["compare", "--groups", "6", "--quick", "--seeds", "1", "--steps", "5", "-q"]
+    result = runner.invoke(main, base)
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.split())
+    assert "no failure source given" in text and "the preset paper-600k's" in text
+    assert "m tried: 1, 16 (--quick's grid;" in text and "give --global-batch for" in text
+    given_grid = runner.invoke(main, base + ["--micro-batches", "1,4", "--node-mtbf-hours", "50000"])
+    assert given_grid.exit_code == 0, given_grid.output
+    text = " ".join(given_grid.output.split())
+    assert "m tried: 1, 4 (the grid given;" in text and "no failure source given" not in text
+
+
 def test_cli_compare_takes_the_traced_cluster_size_from_nodes():
     """A CSV fault log names only the nodes that failed: --nodes gives the cluster's size.
 
