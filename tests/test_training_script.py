@@ -493,24 +493,31 @@ def test_a_checkpoint_of_another_job_is_refused_and_every_resume_is_said(tmp_pat
             sampler = SpareBatchSampler(group, len(dataset), batch, steps=steps, seed=seed)
             return SpareStep(group, again, again_optimizer, loss_fn, sampler, dataset, checkpoint=path)
 
-        for other, named in (({"seed": 5}, "seed 3 (this job: 5)"), ({"batch": 8}, "global_batch_size 4 (this job: 8)")):
-            with pytest.raises(CheckpointMismatch, match=r"written by another job \(" + named.replace("(", r"\(")
-                               .replace(")", r"\)")) as caught:
+        for other, named in (({"seed": 5}, "seed 3 there, 5 here"), ({"batch": 8}, "global_batch_size 4 there, 8 here")):
+            with pytest.raises(CheckpointMismatch, match=r"written by another job \(" + named) as caught:
                 resume(**other)
             assert caught.value.path == str(path)
+        # The whole job stops (a restart would meet the same file): a group that starts now is refused at once.
+        assert "written by another job" in store.get("gen/0/fatal").decode()
+        with pytest.raises(spare_opt.LayoutError, match="the job stops: checkpoint .* written by another job"):
+            SpareGroup(spare_opt.consecutive(1, 1), 0, dist.PrefixStore("gen/0", store), micro_batches=2, rejoin=True,
+                       timeout=5)
+        store.delete_key("gen/0/fatal")
         resumed = resume(steps=5)
         assert resumed.step == 2
         err = capfd.readouterr().err
         assert f"resumes from checkpoint {path} at step 2" in err and "a job of 2 steps; this one has 5" in err
         resume()
-        assert "nothing is left to train" in capfd.readouterr().err
+        assert "this job has 2 steps: nothing is left to train" in capfd.readouterr().err
         saved = torch.load(path, weights_only=False)
         del saved["spare_job"]
         torch.save(saved, path)
         resume()
         assert "records no job" in capfd.readouterr().err
-        with pytest.raises(CheckpointMismatch, match="does not fit this model"):
+        with pytest.raises(CheckpointMismatch, match="does not fit this model") as caught:
             resume(width=8)
+        assert "size mismatch for" in str(caught.value) and "\n" not in str(caught.value)  # torch's keys, one line
+        store.delete_key("gen/0/fatal")
         torch.save({"weights": 1}, path)
         with pytest.raises(CheckpointMismatch, match="holds no SpareStep state"):
             resume()

@@ -35,8 +35,7 @@ class Membership:
         if registered != self.book.fingerprint:
             message = (f"group {group}'s layout (fingerprint {self.book.fingerprint}) differs from the job's "
                        f"({registered}): every rank must build the same layout")
-            store.compare_set("layout_mismatch", "", message)
-            store.add("deaths", 1)  # the running ranks' heartbeats read the notice
+            self.stop_job(message)
             raise spare_opt.LayoutError(message)
         self._poll_fatal(force=True)
         size = self.group_world_size
@@ -106,11 +105,23 @@ class Membership:
             raise Evicted(f"group {self.group} leaves: {self._group_lost}")
 
     # ------------------------------------------------------------ fatal errors
+    def stop_job(self, message):
+        """Stop the whole job for a configuration error that a restart cannot mend.
+
+        Writes ``fatal`` (``message``; the first one wins) and wakes the heartbeats: every
+        rank of the job raises ``spare_opt.LayoutError("the job stops: ...")`` at its next
+        look, and a restarted one as it registers, instead of a rejoin that fails again
+        (:func:`~spare_opt.torch.launchers.run_worker` exits 77 for it).  Used for a
+        layout that differs and for another job's checkpoint.
+        """
+        self.store.compare_set("fatal", "", str(message))
+        self.store.add("deaths", 1)  # the running ranks' heartbeats read the notice
+
     def _poll_fatal(self, force=False):
         """Raise the job's fatal error (another rank's layout differs) if there is one; reads the store at most every 0.1 s."""
         if self._fatal is None and (force or time.monotonic() - self._fatal_polled >= 0.1):
             self._fatal_polled = time.monotonic()
-            message = _peek(self.store, "layout_mismatch")
+            message = _peek(self.store, "fatal")
             if message is not None:
                 self._fatal = spare_opt.LayoutError(f"the job stops: {message}")
         if self._fatal is not None:
@@ -214,10 +225,10 @@ class Membership:
             if seen != state.deaths or state.checked != epoch:
                 state.deaths, state.checked = seen, epoch
                 if self._fatal is None:
-                    message = _peek(store, "layout_mismatch")
+                    message = _peek(store, "fatal")
                     if message is not None:
                         self._fatal = spare_opt.LayoutError(f"the job stops: {message}")
-                        self._abort(self.epoch, "layout mismatch")
+                        self._abort(self.epoch, "the job stops")
                 hinted = _dead_hint(store)
                 if self.group in hinted and self.group in self.members:
                     self._own_notice(store)

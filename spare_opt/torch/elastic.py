@@ -23,8 +23,11 @@ Store keys (under the store the caller passes, usually a ``PrefixStore`` per job
 generation):
 
 * ``layout``: the layout fingerprint, written once (``compare_set``); a rank whose layout
-  differs refuses to start and writes ``layout_mismatch`` (its message, the first one
-  wins), and every other rank of the job stops with the same ``LayoutError``;
+  differs refuses to start and writes ``fatal`` (its message, the first one wins), and
+  every other rank of the job stops with the same ``LayoutError``;
+* ``fatal``: a configuration error that stops the whole job (a layout that differs,
+  another job's checkpoint: :meth:`SpareGroup.stop_job`); a restarted rank reads it as it
+  registers and stops too;
 * ``hb/{g}``: group ``g``'s heartbeat counter, bumped every ``heartbeat_interval`` by its
   rank 0; ``hb/{g}/{k}``: rank ``k > 0``'s of a DP group of several ranks (read by its
   rank 0 only, and rank ``k`` reads ``hb/{g}``);

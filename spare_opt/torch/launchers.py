@@ -320,6 +320,15 @@ def _identity():
     return f"{socket.gethostname()}/{namespace}/{os.getpid()}/{_started_at(os.getpid())}"
 
 
+def _described(presence):
+    """A presence beat's process in words: ``process 13431 on host vm`` (``unknown process`` when unreadable)."""
+    identity = (presence or "").rpartition(" ")[0]
+    parts = identity.split("/")
+    if len(parts) < 4 or not parts[-2].isdigit():
+        return "an unknown process"
+    return f"process {parts[-2]} on host {'/'.join(parts[:-3])}"
+
+
 def _alive(identity):
     """Whether the process named ``identity`` (:func:`_identity`) still runs: ``True`` or ``False`` when it ran on
     this machine, in this PID namespace (its pid and start time tell), ``None`` when that cannot be told from here."""
@@ -381,9 +390,8 @@ def _refuse_duplicate(store, group, group_rank, presence_key, beat_key):
             value = now
         if alive:
             who = f"group {group}" if group_rank == 0 else f"rank {group_rank} of group {group}"
-            where = value.rpartition(" ")[0] if value else "unknown"
             raise DuplicateGroup(
-                f"{who} is already running in this job (process {where} is alive): a group is launched once, and "
+                f"{who} is already running in this job ({_described(value)} is alive): a group is launched once, and "
                 "restarted only after it ended; this process leaves without touching the job", group)
 
 

@@ -230,6 +230,8 @@ class SpareStep:
         self._admit_due = False  # a repaired group asked to rejoin: admit it when the next step begins
         self._check_due = True  # the first step of every process is checked
         self._saved_step = None
+        if any(name == "fresh-start" for name, _, _ in group.timeline):
+            self._say("started again as a fresh member: it died while the job started, before anyone could admit it")
         if group.joined_late:
             self._heal()
         elif self.checkpoint is not None and os.path.exists(self._checkpoint_file()):
@@ -308,6 +310,14 @@ class SpareStep:
         would not continue that one, or when its model or optimizer does not fit.  Another
         layout (N, r, m) or another number of steps continues the same run: the line says so.
         """
+        try:
+            self._load_checkpoint(path)
+        except CheckpointMismatch as exc:
+            # Every restart would meet the same file: stop the job, not only this group.
+            self.group.stop_job(str(exc))
+            raise
+
+    def _load_checkpoint(self, path):
         saved = torch.load(path, weights_only=False)
         if not isinstance(saved, dict) or not all(k in saved for k in ("model", "optimizer", "step")):
             raise CheckpointMismatch(f"checkpoint {path} holds no SpareStep state (model, optimizer, step): move "
@@ -318,7 +328,7 @@ class SpareStep:
             order = ("dataset_size", "global_batch_size", "shuffle", "seed")
             differ = [k for k in order if theirs.get(k) != ours[k]]
             if differ:
-                pairs = ", ".join(f"{k} {theirs.get(k)} (this job: {ours[k]})" for k in differ)
+                pairs = "; ".join(f"{k} {theirs.get(k)} there, {ours[k]} here" for k in differ)
                 raise CheckpointMismatch(
                     f"checkpoint {path} was written by another job ({pairs}): resuming it would not continue that "
                     f"run; move it away, or pass checkpoint= another path", path)
@@ -332,14 +342,17 @@ class SpareStep:
         try:
             self.load_state_dict(self._restore(saved))
         except (RuntimeError, KeyError, ValueError, spare_opt.ParameterError) as exc:
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise CheckpointMismatch(f"checkpoint {path} does not fit this model or optimizer ({first}): move it "
+            # torch's message is several lines (a heading, then the keys and shapes): one line of it.
+            what = " ".join(str(exc).split()) or type(exc).__name__
+            if len(what) > 400:
+                what = what[:400] + " ..."
+            raise CheckpointMismatch(f"checkpoint {path} does not fit this model or optimizer ({what}): move it "
                                      "away, or pass checkpoint= another path", path) from exc
         self.restored_extra = {k: v for k, v in saved.items() if k not in _STATE_KEYS}
         self._saved_step = self.step
         steps = ours["steps"]
         if steps is not None and self.step >= steps:
-            notes.append(f"its step is past this job's last ({steps}): nothing is left to train")
+            notes.append(f"this job has {steps} steps: nothing is left to train")
         self._say(f"resumes from checkpoint {path} at step {self.step}" + "".join(f"; {note}" for note in notes))
         self.group._event("restored", step=self.step)
 
@@ -668,7 +681,8 @@ class SpareStep:
             return False
         self._check_due = True
         group._event("healed", step=self.step, joiners=list(group.joiners))
-        self._say(f"groups {list(group.joiners)} rejoined at step {self.step} (state sent by group {source})")
+        sender = "this group sent the state" if group.group == source else f"state sent by group {source}"
+        self._say(f"groups {list(group.joiners)} rejoined at step {self.step} ({sender})")
         return True
 
     def _heal(self):

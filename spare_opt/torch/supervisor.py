@@ -240,7 +240,7 @@ class Supervisor:
                         break
                     raise TimeoutError(f"the job did not end within {timeout} s")
             if LAYOUT_EXIT in self.exit_codes.values():
-                message = _peek(self.generation_store(), "layout_mismatch") or "some rank's layout differs"
+                message = _peek(self.generation_store(), "fatal") or "some rank's layout differs"
                 raise spare_opt.LayoutError(f"the job stopped: {message} (exit codes {dict(sorted(self.exit_codes.items()))})")
             if WIPE_OUT_EXIT in self.exit_codes.values() and self.generation < self.max_restarts:
                 self.generation += 1
