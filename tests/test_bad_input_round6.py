@@ -213,6 +213,7 @@ def test_a_second_live_process_of_a_group_is_refused_and_a_restart_after_its_dea
         """, env=env)
         assert run.returncode == LAYOUT_EXIT, run.stderr
         assert run.stderr.count("\n") == 1 and f"spare-opt: {who} is already running in this job" in run.stderr
+        assert f"(process {holder.pid} on host {socket.gethostname()} is alive)" in run.stderr
         assert not server.check(["gen/0/dead/1"]) and holder.poll() is None
         with pytest.raises(DuplicateGroup):
             join_job({**env, "SPARE_REJOIN": "1"})  # forcing a rejoin does not evict a live process
