@@ -76,7 +76,9 @@ Job = collections.namedtuple(
     "Job", "group rejoin generation store root restart_count group_rank group_world_size group_store")
 Job.__doc__ = """A worker's place in the job (what :func:`join_job` returns).
 
-``group`` (int), ``rejoin`` (bool: pass it to :class:`SpareGroup`), ``generation`` (int),
+``group`` (int), ``rejoin`` (bool: this group started before in this generation; pass it
+to :class:`SpareGroup`, which starts it as a fresh member when the job had not begun:
+``group.joined_late`` says whether it heals from a live group), ``generation`` (int),
 ``store`` (the generation's ``PrefixStore``: pass it to :class:`SpareGroup`), ``root``
 (the ``TCPStore`` client itself), ``restart_count`` (the launcher's restarts of this
 process so far), ``group_rank`` and ``group_world_size`` (this process's rank in its
