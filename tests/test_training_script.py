@@ -118,6 +118,12 @@ def build(config):
     return model, optimizer, scheduler, scaler
 
 
+def byte_lm_loss(model, batch):
+    """The next-byte cross-entropy of one micro-batch (the tests' ``loss_fn`` without a loss scaler)."""
+    x, y = batch
+    return F.cross_entropy(model(x).reshape(-1, 256), y.reshape(-1))
+
+
 def make_loss_fn(scaler):
     def loss_fn(model, batch, step):
         x, y = batch
@@ -421,15 +427,11 @@ def test_the_final_state_and_the_users_entries_are_in_the_checkpoint(tmp_path):
     path = tmp_path / "c.pt"
     best = {"val_loss": 9.0}
 
-    def loss_fn(model, batch):
-        x, y = batch
-        return F.cross_entropy(model(x).reshape(-1, 256), y.reshape(-1))
-
     group = SpareGroup(spare_opt.consecutive(1, 1), 0, dist.PrefixStore("gen/0", store), micro_batches=2)
     try:
         model, optimizer, _, _ = build({"seed": 3})
         sampler = SpareBatchSampler(group, len(dataset), 4, steps=3, seed=3)
-        helper = SpareStep(group, model, optimizer, loss_fn, sampler, dataset, checkpoint=path, checkpoint_every=2,
+        helper = SpareStep(group, model, optimizer, byte_lm_loss, sampler, dataset, checkpoint=path, checkpoint_every=2,
                            checkpoint_extra=lambda: {"model_args": {"width": 16}, "best": dict(best)})
         assert helper.restored_extra == {}
         while helper.step < 3:
@@ -441,7 +443,7 @@ def test_the_final_state_and_the_users_entries_are_in_the_checkpoint(tmp_path):
         assert all(torch.equal(saved["model"][k], v) for k, v in model.state_dict().items())
         # A restart from it: the final state, the user's entries back, nothing left to run.
         again, optimizer2, _, _ = build({"seed": 4})
-        restarted = SpareStep(group, again, optimizer2, loss_fn, SpareBatchSampler(group, len(dataset), 4, steps=3,
+        restarted = SpareStep(group, again, optimizer2, byte_lm_loss, SpareBatchSampler(group, len(dataset), 4, steps=3,
                                                                                    seed=3),
                               dataset, checkpoint=path, checkpoint_every=2)
         assert restarted.step == 3 and restarted.restored_extra == {"model_args": {"width": 16},
@@ -450,7 +452,7 @@ def test_the_final_state_and_the_users_entries_are_in_the_checkpoint(tmp_path):
         for bad, kind in (({"model": 1}, spare_opt.ParameterError), (3, spare_opt.ParameterTypeError),
                           ({1: 2}, spare_opt.ParameterTypeError)):
             with pytest.raises(kind):
-                SpareStep(group, model, optimizer, loss_fn, sampler, dataset, checkpoint_extra=bad)
+                SpareStep(group, model, optimizer, byte_lm_loss, sampler, dataset, checkpoint_extra=bad)
         helper.checkpoint_extra = lambda: {"step": 0}
         with pytest.raises(spare_opt.ParameterError, match="may not name 'step'"):
             helper.save_checkpoint()
@@ -471,15 +473,11 @@ def test_a_checkpoint_of_another_job_is_refused_and_every_resume_is_said(tmp_pat
     dataset = text_dataset()
     path = tmp_path / "c.pt"
 
-    def loss_fn(model, batch):
-        x, y = batch
-        return F.cross_entropy(model(x).reshape(-1, 256), y.reshape(-1))
-
     group = SpareGroup(spare_opt.consecutive(1, 1), 0, dist.PrefixStore("gen/0", store), micro_batches=2)
     try:
         model, optimizer, _, _ = build({"seed": 3})
-        helper = SpareStep(group, model, optimizer, loss_fn, SpareBatchSampler(group, len(dataset), 4, steps=2, seed=3),
-                           dataset, checkpoint=path)
+        sampler = SpareBatchSampler(group, len(dataset), 4, steps=2, seed=3)
+        helper = SpareStep(group, model, optimizer, byte_lm_loss, sampler, dataset, checkpoint=path)
         while helper.step < 2:
             helper()
         capfd.readouterr()
@@ -491,7 +489,7 @@ def test_a_checkpoint_of_another_job_is_refused_and_every_resume_is_said(tmp_pat
                 again = TinyGPT(width=width).to(torch.float64)
                 again_optimizer = torch.optim.AdamW(again.parameters(), lr=LR)
             sampler = SpareBatchSampler(group, len(dataset), batch, steps=steps, seed=seed)
-            return SpareStep(group, again, again_optimizer, loss_fn, sampler, dataset, checkpoint=path)
+            return SpareStep(group, again, again_optimizer, byte_lm_loss, sampler, dataset, checkpoint=path)
 
         for other, named in (({"seed": 5}, "seed 3 there, 5 here"), ({"batch": 8}, "global_batch_size 4 there, 8 here")):
             with pytest.raises(CheckpointMismatch, match=r"written by another job \(" + named) as caught:

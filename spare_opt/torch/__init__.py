@@ -54,8 +54,8 @@ except ImportError as exc:  # pragma: no cover - exercised without torch only
     ) from exc
 
 from ._plans import PlanBook, layout_fingerprint, plan_fingerprint
-from .elastic import (CheckpointMismatch, DuplicateGroup, Evicted, GroupTimeout, JobEnded, ReplicaDivergence, SpareGroup, WipeOut,
-                      post_death)
+from .elastic import (CheckpointMismatch, DuplicateGroup, Evicted, GroupTimeout, JobEnded, ReplicaDivergence,
+                      SpareGroup, WipeOut, post_death)
 from .randomness import RandomState, micro_batch_generator, micro_batch_rng, micro_batch_seed
 from .sampler import SpareBatchSampler, global_batch_indices
 from .step import SpareStep

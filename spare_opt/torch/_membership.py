@@ -118,7 +118,7 @@ class Membership:
         self.store.add("deaths", 1)  # the running ranks' heartbeats read the notice
 
     def _poll_fatal(self, force=False):
-        """Raise the job's fatal error (another rank's layout differs) if there is one; reads the store at most every 0.1 s."""
+        """Raise the job's fatal error (``fatal``: :meth:`stop_job`) if there is one; reads the store at most every 0.1 s."""
         if self._fatal is None and (force or time.monotonic() - self._fatal_polled >= 0.1):
             self._fatal_polled = time.monotonic()
             message = _peek(self.store, "fatal")

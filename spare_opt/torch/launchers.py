@@ -65,7 +65,8 @@ import torch.distributed as dist
 
 import spare_opt
 
-from .elastic import CheckpointMismatch, DuplicateGroup, Evicted, GroupTimeout, JobEnded, WipeOut, post_death, _peek, _text
+from .elastic import (CheckpointMismatch, DuplicateGroup, Evicted, GroupTimeout, JobEnded, WipeOut, post_death, _peek,
+                      _text)
 from .supervisor import EVICTED_EXIT, LAYOUT_EXIT, WIPE_OUT_EXIT
 
 __all__ = ["Job", "join_job", "post_death", "run_worker", "end_job", "new_generation", "connect_store",

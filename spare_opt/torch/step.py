@@ -318,6 +318,10 @@ class SpareStep:
             raise
 
     def _load_checkpoint(self, path):
+        """:meth:`_resume`'s work: read ``path``, check its job record, load it, say so.
+
+        Raises :class:`CheckpointMismatch`.
+        """
         saved = torch.load(path, weights_only=False)
         if not isinstance(saved, dict) or not all(k in saved for k in ("model", "optimizer", "step")):
             raise CheckpointMismatch(f"checkpoint {path} holds no SpareStep state (model, optimizer, step): move "
@@ -468,8 +472,7 @@ class SpareStep:
                 if ok:
                     loss = self._commit(step, buffer)
                     if recovering:
-                        group._event("recovered", step=step)
-                        self._say_recovered(step)
+                        self._recovered(step)
                     return loss
             # A member failed: agree, rebuild, then patch (or catch up).
             while True:
@@ -482,8 +485,7 @@ class SpareStep:
                 if caught_up is _FAILED:
                     continue  # a member died while the step's result was sent: agree again
                 if caught_up is not None:
-                    group._event("recovered", step=step)
-                    self._say_recovered(step)
+                    self._recovered(step)
                     return caught_up
                 fresh = True  # this rank was ahead: restart its step under the new plan
                 break
@@ -709,16 +711,19 @@ class SpareStep:
         if self.group.group_rank == 0:
             print(f"spare-opt: group {self.group.group}: {text}", file=sys.stderr, flush=True)
 
-    def _say_recovered(self, step):
+    def _recovered(self, step):
+        """The step during which a member failed is applied: the ``recovered`` event and the operator's line."""
         group = self.group
+        group._event("recovered", step=step)
         self._say(f"step {step} recovered in epoch {group.epoch}: failed groups {sorted(group.failed) or 'none'}, "
-                  f"{group.world_size} of {group.groups} live" + (f", joiners {group.joiners}" if group.joiners else ""))
+                  f"{group.world_size} of {group.groups} live"
+                  + (f", joiners {group.joiners}" if group.joiners else ""))
 
 
-#: The entries of :meth:`SpareStep.state_dict`, which ``checkpoint_extra`` may not replace.
-_STATE_KEYS = ("model", "optimizer", "step", "state", "spare_job")
 #: The entry of a checkpoint that records the job that wrote it (:meth:`SpareStep._job_record`).
 _JOB_KEY = "spare_job"
+#: The entries of :meth:`SpareStep.state_dict` and the job record, which ``checkpoint_extra`` may not replace.
+_STATE_KEYS = ("model", "optimizer", "step", "state", _JOB_KEY)
 
 
 def _check_extra(extra):
