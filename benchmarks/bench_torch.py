@@ -271,7 +271,7 @@ def check_cost_rows(reps=50, seed=0):
     from types import SimpleNamespace
 
     from training_job import DEFAULTS, TinyGPT, lm_loss_fn
-    from spare_opt.torch.step import _SLOT
+    from spare_opt.torch._consistency import _SLOT
 
     torch.set_num_threads(1)
     torch.manual_seed(seed)

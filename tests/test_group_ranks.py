@@ -94,7 +94,7 @@ _SHARDED_STATE = textwrap.dedent("""
     import os, torch, torch.distributed as dist
     from torch.distributed.fsdp import fully_shard
     import spare_opt
-    from spare_opt.torch.step import _from_portable, _portable
+    from spare_opt.torch._tensors import _from_portable, _portable
     dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
     def build(seed):
         torch.manual_seed(seed)
@@ -113,7 +113,7 @@ _SHARDED_STATE = textwrap.dedent("""
     restored = _from_portable(received, mesh)
     target.load_state_dict(restored["model"])
     target_optimizer.load_state_dict(restored["optimizer"])
-    from spare_opt.torch.step import _check_optimizer
+    from spare_opt.torch._tensors import _check_optimizer
     stale_model, _ = build(2)
     stale = torch.optim.AdamW(torch.nn.Linear(4, 3).parameters())  # not the model's: never changes it
     try:

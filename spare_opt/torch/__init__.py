@@ -31,8 +31,11 @@ Where each part lives:
 
 * the group and its agreement: ``elastic`` (:class:`SpareGroup`, the errors,
   :func:`post_death`) and ``_plans`` (:class:`PlanBook`, the fingerprints);
-* the step and the sampler: ``step``, ``sampler`` and ``randomness`` (the micro-batch
-  random streams), with ``timeline`` (:func:`recovery_phases`);
+* the step and the sampler: ``step`` (:class:`SpareStep`, the step and the recovery,
+  with its roles ``_checkpoints``: the state, checkpoints and the resume;
+  ``_consistency``: the replica-consistency check; ``_tensors``: sharded tensors),
+  ``sampler`` and ``randomness`` (the micro-batch random streams), with ``timeline``
+  (:func:`recovery_phases`);
 * the launchers: ``launchers`` (the contract for ``torchrun``, SLURM and Kubernetes),
   ``store`` (the standalone store) and ``supervisor`` (:class:`Supervisor`, the
   one-machine launcher);

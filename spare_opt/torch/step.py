@@ -10,27 +10,18 @@ from torch.utils.data import default_collate
 
 import spare_opt
 
-from .elastic import CheckpointMismatch, ReplicaDivergence, WipeOut
+from ._checkpoints import Checkpoints, _check_extra
+from ._consistency import _BYTES, _SLOT, Consistency
+from ._tensors import _check_group_model, _check_optimizer, _is_dtensor, _local, _portable, _reshard
 from .randomness import micro_batch_rng
 
 __all__ = ["SpareStep"]
 
-#: Numbers per group in the consistency check: the sums of the parameters, of the
-#: optimizer's state tensors and of its numeric hyper-parameters (learning rates
-#: included); then a flag (1: this group sent a checksum).
-_DIGEST = 3
-_PARTS = ("parameters", "optimizer state", "optimizer hyper-parameters")
-#: Entries per row of a checksum's partial sums.
-_CHUNK = 4096
-#: The checksums travel as their bytes (one buffer entry each, exact in any floating dtype
-#: of at least 8 significant bits, and summed with zeros only), then the flag.
-_BYTES = 8 * _DIGEST
-_SLOT = _BYTES + 1
 #: What :meth:`SpareStep._catch_up` returns when a member failed while the step's result was sent.
 _FAILED = object()
 
 
-class SpareStep:
+class SpareStep(Checkpoints, Consistency):
     """Run training steps whose gradient equals the fault-free one whatever fails.
 
     Each call computes this rank's micro-batches of the step (the plan's ``work``),
@@ -237,137 +228,6 @@ class SpareStep:
         elif self.checkpoint is not None and os.path.exists(self._checkpoint_file()):
             self._resume(self._checkpoint_file())
         sampler.set_start_step(self.step)
-
-    # ------------------------------------------------------------- state
-    def state_dict(self):
-        """``{"model", "optimizer", "step", "state"}``: what a repaired group heals from, and what checkpoints hold.
-
-        ``"state"`` maps every name of the ``state`` argument to its object's ``state_dict()``.
-        """
-        return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(), "step": self.step,
-                "state": {name: value.state_dict() for name, value in self.extra_state.items()}}
-
-    def load_state_dict(self, state):
-        """Restore :meth:`state_dict`'s result.
-
-        Raises
-        ------
-        spare_opt.ParameterError
-            ``state`` lacks an object registered with the ``state`` argument.
-        """
-        extra = state.get("state", {})
-        missing = sorted(set(self.extra_state) - set(extra))
-        if missing:
-            raise spare_opt.ParameterError(f"the saved state has no {', '.join(map(repr, missing))} (registered "
-                                           f"with state=): it was written by a job that did not register them")
-        self.model.load_state_dict(state["model"])
-        self.optimizer.load_state_dict(state["optimizer"])
-        for name, value in self.extra_state.items():
-            value.load_state_dict(extra[name])
-        self.step = int(state["step"])
-
-    def save_checkpoint(self, path=None):
-        """Write :meth:`state_dict` and ``checkpoint_extra`` to ``path`` (default: ``checkpoint``) atomically.
-
-        A temporary file, then ``os.replace``.  In a DP group of ``K > 1`` ranks every
-        rank writes its own part, ``{path}.rank{k}`` (sharded tensors as their local
-        shards), and loads it back at a restart.  The step helper calls it on the
-        lowest live group's ranks; called by hand it writes from every caller.
-
-        Raises
-        ------
-        spare_opt.ParameterError
-            No path; or ``checkpoint_extra`` (called) gave no dict, or one that names an
-            entry of :meth:`state_dict`.
-        """
-        path = self.checkpoint if path is None else os.fspath(path)
-        if path is None:
-            raise spare_opt.ParameterError("no checkpoint path: pass one, or checkpoint= to SpareStep")
-        path = self._checkpoint_file(path)
-        state = _portable(self.state_dict())
-        extra = self.checkpoint_extra() if callable(self.checkpoint_extra) else self.checkpoint_extra
-        if extra is not None:
-            state.update(_check_extra(extra))
-        state[_JOB_KEY] = self._job_record()
-        temporary = f"{path}.tmp{os.getpid()}"
-        torch.save(state, temporary)
-        os.replace(temporary, path)
-
-    def _job_record(self):
-        """What a checkpoint records of the job that wrote it: its data order, its layout, its steps."""
-        sampler, group = self.sampler, self.group
-        return {"dataset_size": getattr(sampler, "dataset_size", None),
-                "global_batch_size": getattr(sampler, "global_batch_size", None),
-                "shuffle": getattr(sampler, "shuffle", None), "seed": getattr(sampler, "seed", None),
-                "steps": getattr(sampler, "steps", None), "groups": group.groups,
-                "micro_batches": group.micro_batches, "layout": group.book.fingerprint}
-
-    def _resume(self, path):
-        """Load the checkpoint ``path`` found at start, once it is known to be this job's; say so on stderr.
-
-        Refused (:class:`CheckpointMismatch`) when the job that wrote it drew its samples
-        in another order (dataset size, global batch size, shuffle, seed), since the run
-        would not continue that one, or when its model or optimizer does not fit.  Another
-        layout (N, r, m) or another number of steps continues the same run: the line says so.
-        """
-        try:
-            self._load_checkpoint(path)
-        except CheckpointMismatch as exc:
-            # Every restart would meet the same file: stop the job, not only this group.
-            self.group.stop_job(str(exc))
-            raise
-
-    def _load_checkpoint(self, path):
-        """:meth:`_resume`'s work: read ``path``, check its job record, load it, say so.
-
-        Raises :class:`CheckpointMismatch`.
-        """
-        saved = torch.load(path, weights_only=False)
-        if not isinstance(saved, dict) or not all(k in saved for k in ("model", "optimizer", "step")):
-            raise CheckpointMismatch(f"checkpoint {path} holds no SpareStep state (model, optimizer, step): move "
-                                     "it away, or pass checkpoint= another path", path)
-        ours, theirs = self._job_record(), saved.get(_JOB_KEY)
-        notes = []
-        if isinstance(theirs, dict):
-            order = ("dataset_size", "global_batch_size", "shuffle", "seed")
-            differ = [k for k in order if theirs.get(k) != ours[k]]
-            if differ:
-                pairs = "; ".join(f"{k} {theirs.get(k)} there, {ours[k]} here" for k in differ)
-                raise CheckpointMismatch(
-                    f"checkpoint {path} was written by another job ({pairs}): resuming it would not continue that "
-                    f"run; move it away, or pass checkpoint= another path", path)
-            if theirs.get("layout") != ours["layout"]:
-                notes.append(f"written under N={theirs.get('groups')}, m={theirs.get('micro_batches')}, layout "
-                             f"{theirs.get('layout')}; this job: N={ours['groups']}, m={ours['micro_batches']}")
-            if theirs.get("steps") != ours["steps"]:
-                notes.append(f"written by a job of {theirs.get('steps')} steps; this one has {ours['steps']}")
-        else:
-            notes.append("it records no job (written by hand or by an earlier version): its data order is not checked")
-        try:
-            self.load_state_dict(self._restore(saved))
-        except (RuntimeError, KeyError, ValueError, spare_opt.ParameterError) as exc:
-            # torch's message is several lines (a heading, then the keys and shapes): one line of it.
-            what = " ".join(str(exc).split()) or type(exc).__name__
-            if len(what) > 400:
-                what = what[:400] + " ..."
-            raise CheckpointMismatch(f"checkpoint {path} does not fit this model or optimizer ({what}): move it "
-                                     "away, or pass checkpoint= another path", path) from exc
-        self.restored_extra = {k: v for k, v in saved.items() if k not in _STATE_KEYS}
-        self._saved_step = self.step
-        steps = ours["steps"]
-        if steps is not None and self.step >= steps:
-            notes.append(f"this job has {steps} steps: nothing is left to train")
-        self._say(f"resumes from checkpoint {path} at step {self.step}" + "".join(f"; {note}" for note in notes))
-        self.group._event("restored", step=self.step)
-
-    def _checkpoint_file(self, path=None):
-        path = self.checkpoint if path is None else path
-        return path if self.group.group_world_size == 1 else f"{path}.rank{self.group.group_rank}"
-
-    def _restore(self, state):
-        """:meth:`state_dict`'s result from its portable form (local shards back into this rank's sharded tensors)."""
-        mesh = next((p.device_mesh for p in self._params if _is_dtensor(p)), None)
-        return _from_portable(state, mesh)
 
     def _split(self, buffer):
         views, offset = [], 0
@@ -584,53 +444,6 @@ class SpareStep:
                 self.save_checkpoint()
         return loss
 
-    # ------------------------------------------------------------- consistency
-    def _digest(self):
-        """Three float64 checksums of this group's state (see the class's Notes)."""
-        optimizer_tensors = []
-        for per_param in self.optimizer.state.values():
-            optimizer_tensors += [v for v in per_param.values() if torch.is_tensor(v)]
-        hyper = _number_sum([{k: v for k, v in g.items() if k != "params"} for g in self.optimizer.param_groups])
-        return torch.tensor([_checksum(self.model.parameters()), _checksum(optimizer_tensors), hyper],
-                            dtype=torch.float64)
-
-    def _check(self, step, buffer):
-        """The step's mean loss and admission flag; compare the groups' checksums alike on every rank, raise on a difference.
-
-        In a DP group of several ranks each rank compares its position's checksums, and
-        the verdicts, losses and flags are summed over the group's ranks (one small
-        all-reduce), so that every rank of every group decides alike.
-        """
-        group = self.group
-        n = group.groups
-        slots = buffer[self._digest_at:].view(n, _SLOT)
-        sent = [g for g in range(n) if float(slots[g, _BYTES]) > 0]
-        odd, differ = [], set()
-        if sent:
-            digests = {g: slots[g, :_BYTES].round().to(torch.uint8).view(torch.float64) for g in sent}
-            matches = {g: [h for h in sent if torch.equal(digests[g], digests[h])] for g in sent}
-            reference = max(sent, key=lambda g: (len(matches[g]), -g))
-            odd = [g for g in sent if g not in matches[reference]]
-            differ = {i for g in odd for i in range(_DIGEST) if not torch.equal(digests[g][i], digests[reference][i])}
-        loss, admit = float(buffer[self._size]), float(buffer[self._size + 1]) > 0
-        if group.group_world_size > 1:
-            verdict = torch.zeros(2 + 2 * n + _DIGEST, dtype=torch.float64)
-            verdict[0], verdict[1] = loss, float(admit)
-            verdict[2 + torch.tensor(sent, dtype=torch.long)] = 1.0
-            verdict[2 + n + torch.tensor(odd, dtype=torch.long)] = 1.0
-            verdict[2 + 2 * n + torch.tensor(sorted(differ), dtype=torch.long)] = 1.0
-            group.all_reduce_in_group(verdict)
-            loss, admit = float(verdict[0]) / group.group_world_size, float(verdict[1]) > 0
-            sent = [g for g in range(n) if verdict[2 + g] > 0]
-            odd = [g for g in range(n) if verdict[2 + n + g] > 0]
-            differ = {i for i in range(_DIGEST) if verdict[2 + 2 * n + i] > 0}
-        if sent:
-            self._check_due = False
-            if odd:
-                raise ReplicaDivergence(step, odd, [g for g in sent if g not in odd], [_PARTS[i] for i in sorted(differ)])
-            group._event("checked", step=step, groups=sent)
-        return loss, admit
-
     # ------------------------------------------------------------- recovery
     def _catch_up(self, step, low, high):
         """Some members committed step ``low`` before its all-reduce failed elsewhere: they send its result.
@@ -718,162 +531,6 @@ class SpareStep:
         self._say(f"step {step} recovered in epoch {group.epoch}: failed groups {sorted(group.failed) or 'none'}, "
                   f"{group.world_size} of {group.groups} live"
                   + (f", joiners {group.joiners}" if group.joiners else ""))
-
-
-#: The entry of a checkpoint that records the job that wrote it (:meth:`SpareStep._job_record`).
-_JOB_KEY = "spare_job"
-#: The entries of :meth:`SpareStep.state_dict` and the job record, which ``checkpoint_extra`` may not replace.
-_STATE_KEYS = ("model", "optimizer", "step", "state", _JOB_KEY)
-
-
-def _check_extra(extra):
-    """``extra`` (``checkpoint_extra`` or what it returned) if it is a dict of new string keys; else raise."""
-    if not isinstance(extra, dict) or not all(isinstance(k, str) for k in extra):
-        raise spare_opt.ParameterTypeError(
-            f"checkpoint_extra must be a dict with string keys or a callable that returns one, got "
-            f"{type(extra).__name__}")
-    taken = sorted(set(extra) & set(_STATE_KEYS))
-    if taken:
-        raise spare_opt.ParameterError(f"checkpoint_extra may not name {', '.join(map(repr, taken))}: the step "
-                                       "helper writes those entries")
-    return extra
-
-
-def _checksum(tensors):
-    """The sum of every entry of ``tensors`` as a float64, the same whatever the number of threads.
-
-    Each tensor is summed in rows of ``_CHUNK`` entries (one thread sums one row, in an
-    order that does not depend on the thread count; half-precision rows in float32),
-    and the row sums are added in float64: as cheap as a native ``sum``, and bitwise
-    equal for bitwise-equal tensors on the same kind of device.  Tensors smaller than a
-    row are concatenated first (per dtype and device), so a model of many small tensors
-    costs a few operations, not a few per tensor.
-    """
-    parts, small = [], {}
-    for t in tensors:
-        flat = _local(t).detach().reshape(-1)
-        if flat.is_complex():
-            flat = torch.view_as_real(flat).reshape(-1)
-        if flat.dtype == torch.bool:
-            flat = flat.to(torch.uint8)
-        if flat.numel() < _CHUNK:
-            small.setdefault((flat.dtype, flat.device), []).append(flat)
-        else:
-            parts += _row_sums(flat)
-    for pieces in small.values():
-        parts += _row_sums(torch.cat(pieces))
-    return float(torch.cat(parts).sum()) if parts else 0.0
-
-
-def _row_sums(flat):
-    wide = torch.float32 if flat.dtype in (torch.float16, torch.bfloat16) else None
-    whole = flat.numel() - flat.numel() % _CHUNK
-    sums = []
-    if whole:
-        sums.append(flat[:whole].view(-1, _CHUNK).sum(dim=1, dtype=wide).to("cpu", torch.float64))
-    if flat.numel() > whole:
-        sums.append(flat[whole:].sum(dtype=wide).reshape(1).to("cpu", torch.float64))
-    return sums
-
-
-def _is_dtensor(tensor):
-    return type(tensor).__name__ == "DTensor" and hasattr(tensor, "to_local")
-
-
-def _local(tensor):
-    """This rank's shard of a sharded tensor (FSDP2's ``DTensor`` parameters, gradients and optimizer state); the tensor itself otherwise."""
-    return tensor.to_local() if _is_dtensor(tensor) else tensor
-
-
-class _Shard(collections.namedtuple("_Shard", "local shape stride placements")):
-    """A ``DTensor`` in a state sent or saved: its local shard and what rebuilds it on a rank of the same position."""
-
-
-def _portable(value):
-    """``value`` (a nested state) with every ``DTensor`` replaced by its local :class:`_Shard` (picklable alone)."""
-    if _is_dtensor(value):
-        return _Shard(value.to_local().detach().clone(), tuple(value.shape), tuple(value.stride()),
-                      tuple(value.placements))
-    if isinstance(value, dict):
-        return type(value)((k, _portable(v)) for k, v in value.items())
-    if isinstance(value, (list, tuple)) and not hasattr(value, "_fields"):
-        return type(value)(_portable(v) for v in value)
-    return value
-
-
-def _from_portable(value, mesh):
-    """The inverse of :func:`_portable` on a rank whose sharded tensors live on ``mesh``."""
-    if isinstance(value, _Shard):
-        from torch.distributed.tensor import DTensor
-
-        return DTensor.from_local(value.local, mesh, value.placements, run_check=False, shape=torch.Size(value.shape),
-                                  stride=value.stride)
-    if isinstance(value, dict):
-        return type(value)((k, _from_portable(v, mesh)) for k, v in value.items())
-    if isinstance(value, (list, tuple)) and not hasattr(value, "_fields"):
-        return type(value)(_from_portable(v, mesh) for v in value)
-    return value
-
-
-def _reshard(model):
-    """Put every FSDP2 module of ``model`` back in its sharded state (its registered parameters the sharded
-    ``DTensor`` ones, which the optimizer updates), whatever a forward without backward left gathered; no
-    collective, and a no-op for a model without FSDP2."""
-    try:
-        from torch.distributed.fsdp import FSDPModule
-    except ImportError:  # a torch without FSDP2
-        return
-    for module in model.modules():
-        if isinstance(module, FSDPModule):
-            module.reshard()
-
-
-def _check_optimizer(model, optimizer):
-    """Refuse an optimizer that holds parameters the model does not (built before ``fully_shard`` replaced them)."""
-    owned = {id(p) for p in model.parameters()}
-    foreign = sum(1 for g in optimizer.param_groups for p in g["params"] if id(p) not in owned)
-    if foreign:
-        raise spare_opt.ParameterError(
-            f"the optimizer holds {foreign} parameter(s) that are not the model's, so its steps would not change "
-            "the model: build the optimizer after fully_shard (which replaces the parameters with sharded ones) "
-            "or any other wrapping")
-
-
-def _check_group_model(group, model):
-    """Refuse a model whose gradients the DP group cannot reduce exactly (FSDP1, partly sharded, sharded over other ranks)."""
-    meshes = {p.device_mesh.size() for p in model.parameters() if _is_dtensor(p)}
-    if meshes and meshes != {group.group_world_size}:
-        raise spare_opt.ParameterError(
-            f"the model is sharded over {max(meshes)} ranks (FSDP2) but the SpareGroup has "
-            f"{group.group_world_size}: pass the DP group's process group as SpareGroup(group_process_group=...)")
-    if group.group_world_size == 1:
-        return
-    if type(model).__name__ == "FullyShardedDataParallel":
-        raise spare_opt.ParameterError(
-            "a DP group of several ranks takes a model sharded with FSDP2 (fully_shard) or a replicated one, not "
-            "FSDP1's FullyShardedDataParallel (its flat shards cannot be told from replicated parameters)")
-    sharded = [_is_dtensor(p) for p in model.parameters() if p.requires_grad]
-    if any(sharded) and not all(sharded):
-        raise spare_opt.ParameterError(
-            f"{sharded.count(False)} of the model's {len(sharded)} trainable parameters are not sharded: apply "
-            "fully_shard to the root module too, so that every gradient is reduced inside the DP group")
-
-
-def _number_sum(value):
-    """The sum of every number (bools and NaNs excluded) and real tensor entry in a nested state, as a float."""
-    if isinstance(value, bool) or value is None:
-        return 0.0
-    if isinstance(value, (int, float)):
-        return float(value) if value == value else 0.0
-    if torch.is_tensor(value):
-        if value.is_complex() or not value.numel():
-            return 0.0
-        return float(value.detach().to(torch.float64).nan_to_num().sum())
-    if isinstance(value, dict):
-        return sum(_number_sum(v) for v in value.values())
-    if isinstance(value, (list, tuple)):
-        return sum(_number_sum(v) for v in value)
-    return 0.0
 
 
 def _takes_three(function):
