@@ -10,6 +10,10 @@ CPU build of PyTorch first, then the extra::
   an abort flag, one agreed failed set per epoch, rebuild of the process group;
 * :class:`SpareBatchSampler` - a ``torch.utils.data`` batch sampler that yields this
   rank's micro-batches of every step under the current plan;
+* DP groups that are whole model replicas: ``SpareGroup(mesh=...)`` takes the group's
+  ranks as a device mesh (``pp``, ``dp_shard``, ``tp``, as torchtitan builds one replica)
+  and ``SpareStep(stages=..., schedule=...)`` runs each step's micro-batches through a
+  ``torch.distributed.pipelining`` schedule;
 * :class:`SpareStep` - the step helper: accumulates this rank's micro-batch gradients,
   all-reduces a SUM over the live ranks and divides by ``N m``; on a failure it computes
   only the patch micro-batches; a ``before_step`` hook sees the global gradient, extra
@@ -33,7 +37,9 @@ Where each part lives:
   :func:`post_death`) and ``_plans`` (:class:`PlanBook`, the fingerprints);
 * the step and the sampler: ``step`` (:class:`SpareStep`, the step and the recovery,
   with its roles ``_checkpoints``: the state, checkpoints and the resume;
-  ``_consistency``: the replica-consistency check; ``_tensors``: sharded tensors),
+  ``_consistency``: the replica-consistency check; ``_tensors``: sharded tensors and the
+  norm over a group; ``_pipeline``: the schedules of a pipeline inside a group), the
+  shape of a group (``_group_mesh``),
   ``sampler`` and ``randomness`` (the micro-batch random streams), with ``timeline``
   (:func:`recovery_phases`);
 * the launchers: ``launchers`` (the contract for ``torchrun``, SLURM and Kubernetes),

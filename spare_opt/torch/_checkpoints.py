@@ -15,7 +15,7 @@ import torch
 import spare_opt
 
 from ._errors import CheckpointMismatch
-from ._tensors import _from_portable, _is_dtensor, _portable
+from ._tensors import _from_portable, _meshes_of, _portable
 
 #: The entry of a checkpoint that records the job that wrote it (:meth:`SpareStep._job_record`).
 _JOB_KEY = "spare_job"
@@ -167,5 +167,4 @@ class Checkpoints:
 
     def _restore(self, state):
         """:meth:`state_dict`'s result from its portable form (local shards back into this rank's sharded tensors)."""
-        mesh = next((p.device_mesh for p in self._params if _is_dtensor(p)), None)
-        return _from_portable(state, mesh)
+        return _from_portable(state, _meshes_of(self._params, self.group.group_mesh))

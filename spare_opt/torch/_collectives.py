@@ -53,8 +53,8 @@ class Collectives:
             return None
         return value if sending else pickle.loads(data.numpy().tobytes())
 
-    def all_reduce_in_group(self, tensor):
-        """All-reduce ``tensor`` (SUM) over this DP group's own ranks (``group_process_group``).
+    def all_reduce_in_group(self, tensor, op="sum"):
+        """All-reduce ``tensor`` (``op``: ``"sum"`` or ``"max"``) over this DP group's own ranks (``group_process_group``).
 
         Raises
         ------
@@ -68,7 +68,8 @@ class Collectives:
             return tensor
         deadline = time.monotonic() + self.timeout_seconds
         try:
-            work = dist.all_reduce(tensor, group=self.group_process_group, async_op=True)
+            reduce_op = dist.ReduceOp.MAX if op == "max" else dist.ReduceOp.SUM
+            work = dist.all_reduce(tensor, op=reduce_op, group=self.group_process_group, async_op=True)
             while not work.is_completed():
                 self._check_group_lost()
                 if time.monotonic() > deadline:

@@ -1,7 +1,8 @@
 """The replica-consistency check of :class:`~spare_opt.torch.SpareStep`: checksums in the gradient's all-reduce.
 
 A mixin: :class:`Consistency` reads the attributes that ``SpareStep.__init__`` sets
-(``group``, ``model``, ``optimizer``, ``_size``, ``_digest_at``, ``_check_due``).  Each
+(``group``, ``model``, ``optimizer``, ``_size``, ``_digest_at``, ``_check_due``,
+``_replicated``).  Each
 live group puts three float64 checksums of its state, as their bytes, into its own slot
 of the step's gradient all-reduce; every rank compares the slots alike after the
 reduction and raises :class:`~spare_opt.torch.ReplicaDivergence` on a difference.
@@ -62,7 +63,9 @@ class Consistency:
             verdict[2 + n + torch.tensor(odd, dtype=torch.long)] = 1.0
             verdict[2 + 2 * n + torch.tensor(sorted(differ), dtype=torch.long)] = 1.0
             group.all_reduce_in_group(verdict)
-            loss, admit = float(verdict[0]) / group.group_world_size, float(verdict[1]) > 0
+            # Each rank's loss is its share of the group's mean (its part of the samples, its
+            # stage); a group that averaged its ranks' parts before the SUM has it K times.
+            loss, admit = float(verdict[0]) / (group.group_world_size if self._replicated else 1), float(verdict[1]) > 0
             sent = [g for g in range(n) if verdict[2 + g] > 0]
             odd = [g for g in range(n) if verdict[2 + n + g] > 0]
             differ = {i for i in range(_DIGEST) if verdict[2 + 2 * n + i] > 0}

@@ -3,7 +3,7 @@
 The role of :class:`~spare_opt.torch.SpareGroup` that keeps track of who is alive.  It is
 a mixin: :class:`Membership` holds no state of its own and reads and writes the
 attributes that ``SpareGroup.__init__`` sets (``store``, ``group``, ``groups``,
-``group_rank``, ``group_world_size``, ``leader``, ``watch``, ``interval``,
+``group_rank``, ``group_world_size``, ``group_mesh``, ``leader``, ``watch``, ``interval``,
 ``heartbeat_timeout``, ``timeout_seconds``, ``book``, ``epoch``, ``members``, ``_lock``,
 ``_aborted_epoch``, ``_waiter``, ``_stop``, ``_last_seen``, ``_sibling_seen``,
 ``_group_lost``, ``_fatal``, ``_fatal_polled``, ``_token``, ``_hb_store``) and calls the
@@ -44,6 +44,12 @@ class Membership:
             raise spare_opt.LayoutError(
                 f"group {group} has {size} rank(s) but the job's DP groups have {registered}: every group needs the "
                 "same number of ranks (the gradient SUM pairs the ranks of the same position in each group)")
+        shape = self.group_mesh.description
+        registered = _text(store.compare_set("group_mesh", "", shape))
+        if registered != shape:
+            raise spare_opt.LayoutError(
+                f"group {group}'s ranks form the mesh {shape} but the job's DP groups form {registered}: every group "
+                "needs the same mesh (the gradient SUM pairs the ranks of the same mesh position in each group)")
         for counter in ("deaths", "pending_rejoins"):  # read with the heartbeats: must exist
             store.compare_set(counter, "", "0")
         if self.leader and not rejoin:

@@ -11,6 +11,7 @@ import torch
 
 import spare_opt
 
+
 def _is_dtensor(tensor):
     return type(tensor).__name__ == "DTensor" and hasattr(tensor, "to_local")
 
@@ -20,15 +21,20 @@ def _local(tensor):
     return tensor.to_local() if _is_dtensor(tensor) else tensor
 
 
-class _Shard(collections.namedtuple("_Shard", "local shape stride placements")):
-    """A ``DTensor`` in a state sent or saved: its local shard and what rebuilds it on a rank of the same position."""
+class _Shard(collections.namedtuple("_Shard", "local shape stride placements mesh_dims", defaults=(None,))):
+    """A ``DTensor`` in a state sent or saved: its local shard and what rebuilds it on a rank of the same position.
+
+    ``mesh_dims``: the names of its mesh's dimensions (``None``: an unnamed mesh, or a
+    state written before they were recorded), by which the receiver finds its own mesh.
+    """
 
 
 def _portable(value):
     """``value`` (a nested state) with every ``DTensor`` replaced by its local :class:`_Shard` (picklable alone)."""
     if _is_dtensor(value):
+        names = value.device_mesh.mesh_dim_names
         return _Shard(value.to_local().detach().clone(), tuple(value.shape), tuple(value.stride()),
-                      tuple(value.placements))
+                      tuple(value.placements), tuple(names) if names else None)
     if isinstance(value, dict):
         return type(value)((k, _portable(v)) for k, v in value.items())
     if isinstance(value, (list, tuple)) and not hasattr(value, "_fields"):
@@ -37,17 +43,49 @@ def _portable(value):
 
 
 def _from_portable(value, mesh):
-    """The inverse of :func:`_portable` on a rank whose sharded tensors live on ``mesh``."""
+    """The inverse of :func:`_portable` on a rank whose sharded tensors live on ``mesh``.
+
+    ``mesh``: a ``DeviceMesh`` (every sharded tensor on it), or a callable that returns
+    the mesh of a tensor from its ``mesh_dims`` (a DP group's mesh and its submeshes:
+    FSDP2 with tensor parallelism holds norms on ``dp_shard`` and weights on
+    ``(dp_shard, tp)``).
+    """
     if isinstance(value, _Shard):
         from torch.distributed.tensor import DTensor
 
-        return DTensor.from_local(value.local, mesh, value.placements, run_check=False, shape=torch.Size(value.shape),
-                                  stride=value.stride)
+        where = mesh(value.mesh_dims) if callable(mesh) else mesh
+        return DTensor.from_local(value.local, where, value.placements, run_check=False,
+                                  shape=torch.Size(value.shape), stride=value.stride)
     if isinstance(value, dict):
         return type(value)((k, _from_portable(v, mesh)) for k, v in value.items())
     if isinstance(value, (list, tuple)) and not hasattr(value, "_fields"):
         return type(value)(_from_portable(v, mesh) for v in value)
     return value
+
+
+def _meshes_of(parameters, group_mesh=None):
+    """A function ``names -> DeviceMesh`` for :func:`_from_portable`: the meshes of ``parameters`` by their
+    dimension names, else the DP group's submesh of those names; the only mesh when a name is missing."""
+    known = {}
+    for p in parameters:
+        if _is_dtensor(p):
+            names = p.device_mesh.mesh_dim_names
+            known.setdefault(tuple(names) if names else None, p.device_mesh)
+
+    def find(names):
+        names = tuple(names) if names else None
+        if names in known:
+            return known[names]
+        found = group_mesh.submesh(names) if group_mesh is not None and names else None
+        if found is not None:
+            return found
+        if len(known) == 1:  # a state written before the names were recorded: one mesh only
+            return next(iter(known.values()))
+        raise spare_opt.ParameterError(
+            f"a sharded tensor of the state lives on a mesh of dimensions {names}, which this rank's model does not "
+            f"have (its meshes: {sorted(map(str, known))}): the state was written by a model sharded otherwise")
+
+    return find
 
 
 def _reshard(model):
@@ -76,6 +114,10 @@ def _check_optimizer(model, optimizer):
 
 def _check_group_model(group, model):
     """Refuse a model whose gradients the DP group cannot reduce exactly (FSDP1, partly sharded, sharded over other ranks)."""
+    shape = getattr(group, "group_mesh", None)
+    if shape is not None and shape.dims:
+        _check_mesh_model(shape, model)
+        return
     meshes = {p.device_mesh.size() for p in model.parameters() if _is_dtensor(p)}
     if meshes and meshes != {group.group_world_size}:
         raise spare_opt.ParameterError(
@@ -92,3 +134,62 @@ def _check_group_model(group, model):
         raise spare_opt.ParameterError(
             f"{sharded.count(False)} of the model's {len(sharded)} trainable parameters are not sharded: apply "
             "fully_shard to the root module too, so that every gradient is reduced inside the DP group")
+
+
+def _check_mesh_model(shape, model):
+    """Refuse a model that does not live on the DP group's mesh (``GroupMesh`` ``shape``): sharded tensors on
+    meshes of other dimensions, or parameters that FSDP2 does not shard over ``dp_shard``."""
+    if type(model).__name__ == "FullyShardedDataParallel":
+        raise spare_opt.ParameterError("a DP group given as a mesh takes a model sharded with FSDP2 (fully_shard), "
+                                       "not FSDP1's FullyShardedDataParallel")
+    trainable = [(name, p) for name, p in model.named_parameters() if p.requires_grad]
+    for name, p in trainable:
+        if _is_dtensor(p):
+            names = p.device_mesh.mesh_dim_names
+            if not names or not set(names) <= set(shape.dims):
+                raise spare_opt.ParameterError(
+                    f"parameter {name} is sharded over a mesh of dimensions {names}, not over the DP group's mesh "
+                    f"({shape.description}): shard the model over the group's submeshes (mesh['tp'], "
+                    "mesh['dp_shard'])")
+    if shape.dims.get("dp_shard", 1) > 1:
+        unsharded = [name for name, p in trainable
+                     if not _is_dtensor(p) or "dp_shard" not in (p.device_mesh.mesh_dim_names or ())]
+        if unsharded:
+            raise spare_opt.ParameterError(
+                f"{len(unsharded)} of the model's {len(trainable)} trainable parameters (first: {unsharded[0]}) are "
+                "not sharded over the mesh's 'dp_shard' dimension: apply fully_shard(..., mesh=mesh['dp_shard']) to "
+                "every block and to the root module, so that every gradient is reduced among the ranks that split "
+                "the samples")
+
+
+def _group_grad_norm(parameters, group, norm_type=2.0):
+    """The norm of the gradients of ``parameters`` over the whole DP group (every rank of ``group``), a float64 tensor.
+
+    Each rank adds ``|g|^p`` of its local shard of every gradient, divided by the number
+    of the group's ranks that hold that shard alike (:meth:`GroupMesh.replication`:
+    tensor-parallel rows hold norms and embeddings whole), and one all-reduce (SUM; MAX
+    for the infinity norm) over the group's process group gives the norm of the whole
+    model's gradient, as torchtitan's ``clip_grad_norm_`` does with a reduction over
+    the ``tp`` and ``pp`` ranks.  The same bits on every rank of the group, and on every
+    group (the same gradients, the same order).
+    """
+    shape = group.group_mesh
+    p = float(norm_type)
+    infinite = p == float("inf")
+    total = torch.zeros((), dtype=torch.float64)
+    for param in parameters:
+        if param.grad is None:
+            continue
+        local = _local(param.grad).detach()
+        if not local.numel():
+            continue
+        if infinite:
+            total = torch.maximum(total, local.abs().max().to(torch.float64))
+        else:
+            norm = torch.linalg.vector_norm(local, p, dtype=torch.float64)
+            total = total + norm ** p / shape.replication(param.grad)
+    if shape.size > 1:
+        total = total.reshape(1)
+        group.all_reduce_in_group(total, op="max" if infinite else "sum")
+        total = total.reshape(())
+    return total if infinite else total ** (1.0 / p)

@@ -31,8 +31,9 @@ generation):
 * ``hb/{g}``: group ``g``'s heartbeat counter, bumped every ``heartbeat_interval`` by its
   rank 0; ``hb/{g}/{k}``: rank ``k > 0``'s of a DP group of several ranks (read by its
   rank 0 only, and rank ``k`` reads ``hb/{g}``);
-* ``group_world_size``: the ranks per DP group, written once: a group that comes with
-  another number is refused;
+* ``group_world_size``, ``group_mesh``: the ranks per DP group and their mesh
+  (``pp2.tp2``; ``ranks4`` without one), written once: a group that comes with another
+  number or shape is refused;
 * ``dead/{g}``, ``dead_list``, ``deaths``: a death notice (:func:`post_death`), written by
   a launcher that saw ``g``'s process die, by a watcher that found ``g``'s heartbeat
   stale, or by ``g``'s restarted process; ``deaths`` counts notices and abort flags, so a
@@ -80,6 +81,7 @@ import spare_opt
 from ._agreement import Agreement
 from ._collectives import Collectives
 from ._errors import CheckpointMismatch, DuplicateGroup, Evicted, GroupTimeout, JobEnded, ReplicaDivergence, WipeOut
+from ._group_mesh import GroupMesh
 # ``_Beats``, ``_peek`` and ``_text`` are imported from here by the launchers, the supervisor and the
 # control-plane benchmark.
 from ._membership import Membership, _Beats, _peek, _short, _text, post_death  # noqa: F401
@@ -131,13 +133,24 @@ class SpareGroup(Membership, Agreement, Collectives):
         and :attr:`joined_late` is ``False``.
     group_process_group : torch.distributed.ProcessGroup, optional
         The process group of this DP group's own ranks (the default group of a
-        ``torchrun`` per DP group, FSDP2's mesh), of ``K`` ranks; ``None``: the group
-        is this one process (``K = 1``).  Every rank of the group builds a
-        ``SpareGroup`` with the same ``group`` and ``rejoin``; the gradient SUM runs
-        between the ranks of the same position in every live group, so every group
-        of the job must have the same ``K`` (a group that comes back with another
-        ``K`` is refused).  Any rank's death fails the whole group: its other ranks
-        leave with :class:`Evicted` and the launcher restarts the group as a whole.
+        ``torchrun`` per DP group), of ``K`` ranks that split the samples (FSDP2 over
+        all of them, or a replicated model); ``None``: the group is this one process
+        (``K = 1``), or, with ``mesh``, the default process group.  Every rank of the
+        group builds a ``SpareGroup`` with the same ``group`` and ``rejoin``; the
+        gradient SUM runs between the ranks of the same position in every live group,
+        so every group of the job must have the same shape (a group that comes back
+        with another ``K`` or mesh is refused).  Any rank's death fails the whole group:
+        its other ranks leave with :class:`Evicted` and the launcher restarts the group
+        as a whole.
+    mesh : torch.distributed.device_mesh.DeviceMesh, optional
+        The DP group's ranks as a mesh with named dimensions, as torchtitan builds a
+        model replica: ``pp`` (pipeline stages), ``dp_shard`` (FSDP2 inside the group:
+        each rank takes its own part of every micro-batch) and ``tp`` (tensor
+        parallelism: the ranks of a row see the same samples), each at most once, over
+        exactly the group's ranks (``init_device_mesh("cuda", (2, 8), mesh_dim_names=
+        ("pp", "tp"))`` under one ``torchrun`` per DP group).  A rank's position is its
+        rank in the group; the ranks of the same position in every group hold the same
+        part of the model.  See :mod:`spare_opt.torch._group_mesh`.
     watch : int or None, default 8
         How many peers' heartbeats each group reads every beat: the next ``watch``
         members on the ring of live groups (``None``: all).  A group whose heartbeat is
@@ -152,7 +165,15 @@ class SpareGroup(Membership, Agreement, Collectives):
     ----------
     group_rank, group_world_size : int
         This rank's position ``k`` in its DP group and the group's size ``K`` (0 and 1
-        without ``group_process_group``).
+        for a group of one process).
+    mesh : DeviceMesh or None
+        The ``mesh`` argument.
+    data_part, data_parts : int
+        The part of every micro-batch this rank takes and the number of parts (its
+        ``dp_shard`` coordinate and size with a mesh; ``k`` and ``K`` without one).
+    pipeline_stage, pipeline_stages : int
+        This rank's ``pp`` coordinate and the number of pipeline stages (0 and 1
+        without pipeline parallelism).
     epoch : int
         The current epoch; every change of membership starts a new one.
     failed : frozenset of int
@@ -176,7 +197,11 @@ class SpareGroup(Membership, Agreement, Collectives):
         rank's does (every rank of the job stops, whichever registered first); or this
         group's ``K`` differs from the job's (this group is refused, the job goes on).
     spare_opt.ParameterError
-        The ranks of ``group_process_group`` disagree on ``group`` or ``rejoin``.
+        The ranks of ``group_process_group`` disagree on ``group`` or ``rejoin``; the
+        mesh has a dimension without a name, with another name than ``pp``,
+        ``dp_shard`` and ``tp``, or over other ranks than the group's.
+    spare_opt.ParameterTypeError
+        ``mesh`` is not a ``DeviceMesh``.
     DuplicateGroup
         Another process already started as ``group`` afresh in this job (the ranks of
         a DP group started without ``group_process_group``, a group launched twice).
@@ -195,7 +220,7 @@ class SpareGroup(Membership, Agreement, Collectives):
     """
 
     def __init__(self, layout, group, store, *, micro_batches=None, heartbeat_interval=0.05, heartbeat_timeout=2.0,
-                 timeout=60.0, rejoin=False, watch=8, backend="gloo", group_process_group=None):
+                 timeout=60.0, rejoin=False, watch=8, backend="gloo", group_process_group=None, mesh=None):
         self.book = PlanBook(layout, micro_batches)
         # The first plan of a process compiles (or loads) the planner's kernels: seconds
         # on a busy machine.  Done before this group's first heartbeat, not between its
@@ -213,12 +238,10 @@ class SpareGroup(Membership, Agreement, Collectives):
         self.watch = watch
         if backend not in ("gloo", "nccl"):
             raise spare_opt.ParameterError(f"backend must be 'gloo' or 'nccl', got {backend!r}")
-        self.group_process_group = group_process_group
-        if group_process_group is None:
-            self.group_rank, self.group_world_size = 0, 1
-        else:
-            self.group_rank = dist.get_rank(group_process_group)
-            self.group_world_size = dist.get_world_size(group_process_group)
+        self.group_mesh = GroupMesh(mesh, group_process_group)
+        self.mesh = mesh
+        self.group_process_group = self.group_mesh.process_group
+        self.group_rank, self.group_world_size = self.group_mesh.rank, self.group_mesh.size
         self.leader = self.group_rank == 0
         self._pg = None
         self._group_lost = None  # why this DP group must leave (a rank of it died), once known
@@ -273,6 +296,26 @@ class SpareGroup(Membership, Agreement, Collectives):
         self.plan = self.book.plan(self.failed)
         self.plan_seconds = time.perf_counter() - t0
         self._pg_ready = False
+
+    @property
+    def data_part(self):
+        """int: the part of every micro-batch this rank takes (its ``dp_shard`` coordinate; ``k`` without a mesh)."""
+        return self.group_mesh.data_part
+
+    @property
+    def data_parts(self):
+        """int: the parts a micro-batch is split into among the group's ranks (``dp_shard``; ``K`` without a mesh)."""
+        return self.group_mesh.data_parts
+
+    @property
+    def pipeline_stage(self):
+        """int: this rank's pipeline stage (its ``pp`` coordinate; 0 without pipeline parallelism)."""
+        return self.group_mesh.stage
+
+    @property
+    def pipeline_stages(self):
+        """int: the number of pipeline stages of the group (1 without pipeline parallelism)."""
+        return self.group_mesh.stages
 
     @property
     def rank(self):

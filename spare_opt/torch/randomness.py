@@ -16,7 +16,7 @@ import torch
 __all__ = ["RandomState", "micro_batch_generator", "micro_batch_rng", "micro_batch_seed"]
 
 
-def micro_batch_seed(seed, step, shard_type, micro_batch, part=0):
+def micro_batch_seed(seed, step, shard_type, micro_batch, part=0, stage=0):
     """The seed of micro-batch ``micro_batch`` of shard type ``shard_type`` at step ``step``.
 
     Parameters
@@ -29,8 +29,14 @@ def micro_batch_seed(seed, step, shard_type, micro_batch, part=0):
     micro_batch : int
         ``j`` in ``[0, m)``.  The step helper's key of the micro-batch is ``t m + j``.
     part : int, default 0
-        The part of the micro-batch that rank ``part`` of a DP group of several ranks
-        computes (each part draws its own stream; 0 gives the stream of the whole).
+        The part of the micro-batch that a rank of a DP group whose ranks split the
+        samples computes (its ``dp_shard`` coordinate; each part draws its own stream;
+        0 gives the stream of the whole).  Tensor-parallel ranks of one row compute the
+        same part and draw the same stream, so their dropout masks agree.
+    stage : int, default 0
+        The pipeline stage that runs this part of the model (each stage draws its own
+        stream, so stages of equal shapes do not draw equal masks; 0 gives the stream
+        of a model that is not pipelined).
 
     Returns
     -------
@@ -39,7 +45,8 @@ def micro_batch_seed(seed, step, shard_type, micro_batch, part=0):
         encodings), so neighbouring identities give unrelated streams.
     """
     digest = hashlib.blake2b(digest_size=8, person=b"spare-mb-rng")
-    for value in (seed, step, shard_type, micro_batch) + ((part,) if part else ()):
+    extra = ((part,) if part or stage else ()) + ((stage,) if stage else ())
+    for value in (seed, step, shard_type, micro_batch) + extra:
         digest.update((int(value) % (1 << 64)).to_bytes(8, "little"))
     return int.from_bytes(digest.digest(), "little") >> 1
 
@@ -58,17 +65,19 @@ def _devices():
 
 
 @contextlib.contextmanager
-def micro_batch_rng(seed, step, shard_type, micro_batch, part=0):
+def micro_batch_rng(seed, step, shard_type, micro_batch, part=0, stage=0):
     """Run the block with torch's default generators seeded for this micro-batch, restored afterwards.
 
     ``torch.random.fork_rng`` over the CPU generator (and the current CUDA device's,
     when CUDA is in use), then ``torch.manual_seed(micro_batch_seed(...))``: dropout and
     every other draw from the default generators inside the block depend only on
-    ``(seed, step, shard_type, micro_batch, part)``, and the draws outside it are not shifted
-    by it.  Python's ``random`` and NumPy's global state are not touched.
+    ``(seed, step, shard_type, micro_batch, part, stage)``, and the draws outside it are
+    not shifted by it.  Python's ``random`` and NumPy's global state are not touched,
+    nor the random tracker of DTensor's own random operators (dropout on sharded
+    activations under sequence parallelism draws from it).
     """
     with torch.random.fork_rng(devices=_devices()):
-        torch.manual_seed(micro_batch_seed(seed, step, shard_type, micro_batch, part))
+        torch.manual_seed(micro_batch_seed(seed, step, shard_type, micro_batch, part, stage))
         yield
 
 

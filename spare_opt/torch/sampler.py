@@ -65,6 +65,15 @@ def global_batch_indices(dataset_size, global_batch_size, step, *, shuffle=True,
     return order[start:start + int(global_batch_size)]
 
 
+def _data_split(source):
+    """``(parts, part)``: into how many parts a micro-batch is split among ``source``'s DP group, and this rank's."""
+    if hasattr(source, "data_parts"):
+        return int(source.data_parts), int(source.data_part)
+    if getattr(source, "group_process_group", None) is None:
+        return 1, 0
+    return int(getattr(source, "group_world_size", 1) or 1), int(getattr(source, "group_rank", 0) or 0)
+
+
 class SpareBatchSampler(torch.utils.data.Sampler):
     """Yield this rank's micro-batches, step after step, under the plan in force.
 
@@ -86,8 +95,9 @@ class SpareBatchSampler(torch.utils.data.Sampler):
     global_batch_size : int
         ``B``, samples per step; a multiple of ``N m`` (every micro-batch has
         ``B / (N m)`` samples, so the gradient of the mean loss is exact), and of
-        ``N m K`` in DP groups of ``K`` ranks (each rank takes part ``k`` of every
-        micro-batch).
+        ``N m K`` in DP groups whose ``K`` ranks split the samples (each takes part
+        ``k`` of every micro-batch: FSDP2's ``dp_shard`` ranks, or every rank of a group
+        without a mesh; tensor and pipeline parallel ranks read the same part).
     steps : int or None, default None
         Steps to sample (``None``: without end).
     shuffle : bool, default True
@@ -131,20 +141,22 @@ class SpareBatchSampler(torch.utils.data.Sampler):
         if global_batch_size > dataset_size:
             raise spare_opt.ParameterError(
                 f"global_batch_size {global_batch_size} exceeds the dataset's {dataset_size} samples")
-        # A DP group of several ranks (SpareGroup(group_process_group=...)): rank k of it
-        # takes part k of every micro-batch, so all its ranks run the same passes.
-        ranks = int(getattr(source, "group_world_size", 1) or 1) if getattr(source, "group_process_group", None) \
-            is not None else 1
+        # A DP group of several ranks: the ranks that split the samples (FSDP2's dp_shard, or
+        # every rank of a group without a mesh) each take their part of every micro-batch,
+        # so all its ranks run the same passes; tensor and pipeline parallel ranks take the
+        # same part (SpareGroup.data_part).
+        ranks, part = _data_split(source)
         if (global_batch_size // parts) % ranks:
             raise spare_opt.ParameterError(
                 f"global_batch_size must be a multiple of N m K = {parts * ranks} (every micro-batch split equally "
-                f"among the {ranks} ranks of a DP group keeps the gradient exact), got {global_batch_size!r}")
+                f"among the {ranks} ranks of a DP group that split the samples keeps the gradient exact), got "
+                f"{global_batch_size!r}")
         self.source = source
         self.dataset_size = dataset_size
         self.global_batch_size = global_batch_size
         self.micro_batch_size = global_batch_size // parts
-        self.group_world_size = ranks
-        self.group_rank = int(getattr(source, "group_rank", 0) or 0) if ranks > 1 else 0
+        self.data_parts = ranks
+        self.data_part = part
         self.steps = None if steps is None else _integer("steps", steps, minimum=0)
         self.shuffle = _flag("shuffle", shuffle)
         self.seed = _integer("seed", seed, minimum=0, maximum=_MAX_SAMPLER_SEED)
@@ -169,12 +181,12 @@ class SpareBatchSampler(torch.utils.data.Sampler):
     def indices(self, step, key):
         """The dataset indices (a list of ``B / (N m)`` ints) of micro-batch ``key = t m + j`` of ``step``.
 
-        In a DP group of ``K > 1`` ranks: this rank's part ``k`` of ``K`` equal parts of it
-        (``B / (N m K)`` ints).
+        In a DP group whose ranks split the samples (``K`` of them; ``dp_shard`` of a mesh):
+        this rank's part ``k`` of ``K`` equal parts of it (``B / (N m K)`` ints).
         """
         size = self.micro_batch_size
-        part = size // self.group_world_size
-        start = key * size + self.group_rank * part
+        part = size // self.data_parts
+        start = key * size + self.data_part * part
         return self.global_batch(step)[start:start + part].tolist()
 
     def set_start_step(self, step):

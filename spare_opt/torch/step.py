@@ -1,6 +1,7 @@
 """The step helper: this rank's micro-batches, one all-reduce, exact under failures."""
 
 import collections
+import contextlib
 import inspect
 import os
 import sys
@@ -12,7 +13,8 @@ import spare_opt
 
 from ._checkpoints import Checkpoints, _check_extra
 from ._consistency import _BYTES, _SLOT, Consistency
-from ._tensors import _check_group_model, _check_optimizer, _is_dtensor, _local, _portable, _reshard
+from ._pipeline import PipelineRunner
+from ._tensors import _check_group_model, _check_optimizer, _group_grad_norm, _is_dtensor, _local, _portable, _reshard
 from .randomness import micro_batch_rng
 
 __all__ = ["SpareStep"]
@@ -35,9 +37,11 @@ class SpareStep(Checkpoints, Consistency):
     Parameters
     ----------
     group : SpareGroup
-    model : torch.nn.Module
+    model : torch.nn.Module or list of torch.nn.Module
         Without batch-dependent layers (batch norm): the gradient is the mean of the
-        micro-batch gradients.
+        micro-batch gradients.  This rank's part of the model in a DP group of several
+        ranks (FSDP2-sharded, tensor-parallel, or its pipeline stages' submodules, a list
+        with several stages per rank, torchtitan's ``model_parts``).
     optimizer : torch.optim.Optimizer
     loss_fn : callable
         ``loss_fn(model, batch) -> torch.Tensor``, the *mean* loss over the micro-batch.
@@ -78,11 +82,16 @@ class SpareStep(Checkpoints, Consistency):
         gradient is reduced: every parameter's ``.grad`` holds the *global* gradient (the
         mean over the whole global batch), ``step.step`` is the step being applied and
         ``step.loss`` its mean loss; then ``optimizer.step()``.  The place for clipping by
-        global norm, unscaling (``GradScaler``), a NaN check, logging the gradient norm.
+        global norm (:meth:`clip_grad_norm_`, which adds the norm's parts over the ranks
+        of a DP group of several), unscaling (``GradScaler``), a NaN check, logging the
+        gradient norm.
         Returning ``False`` leaves ``optimizer.step()`` out (a skipped step, or one the
         hook made itself, as ``GradScaler.step`` does).  The gradient is bitwise the same
-        on every rank, so a decision taken from it is taken alike everywhere; the hook
-        must not use collectives nor anything that differs between ranks.
+        at the same position of every live group, so a decision taken from it is taken
+        alike everywhere; the hook must not use collectives between DP groups nor
+        anything that differs between them (collectives among the ranks of its own DP
+        group, such as :meth:`clip_grad_norm_`'s, are fine: every rank of every group
+        runs the hook).
     state : dict of str to object, optional
         Further stateful objects (an LR scheduler, :class:`~spare_opt.torch.RandomState`,
         a ``GradScaler``, a data or curriculum state: anything with ``state_dict()`` and
@@ -98,7 +107,26 @@ class SpareStep(Checkpoints, Consistency):
     micro_batch_rng : bool, default True
         Run every micro-batch's forward and backward under
         :func:`~spare_opt.torch.micro_batch_rng` seeded with ``(seed, step, shard type,
-        micro-batch)``: dropout draws the same masks whoever computes the micro-batch.
+        micro-batch)``: dropout draws the same masks whoever computes the micro-batch
+        (with the rank's ``dp_shard`` part, and its pipeline stage: each part and each
+        stage draws a stream of its own; the ranks of a tensor-parallel row the same).
+    stages : torch.distributed.pipelining.PipelineStage or list, optional
+        This rank's pipeline stage(s) in a DP group whose mesh has a ``pp`` dimension
+        (``SpareGroup(mesh=...)``), built as torchtitan builds them
+        (``PipelineStage(model_part, stage_index, num_stages, device,
+        group=mesh["pp"].get_group())``); ``model`` is then the stages' submodules (a list
+        under a schedule of several stages per rank).  The micro-batches this group
+        computes in a step run as the pipeline micro-batches of one schedule step, and a
+        survivor's patch micro-batches after a failure as a further schedule step of
+        their own count (one schedule per count, built once: see
+        :mod:`spare_opt.torch._pipeline`).  ``loss_fn`` is then the schedule's:
+        ``loss_fn(output, target)``, the mean loss over one micro-batch, and a micro-batch
+        collates to ``(inputs, target)``: every stage reads it, the first stage takes the
+        inputs, the last the target.
+    schedule : str or type, default "1F1B"
+        With ``stages``: the schedule class of ``torch.distributed.pipelining`` or its name
+        (``"GPipe"``, ``"1F1B"``, ``"Interleaved1F1B"``, ``"LoopedBFS"``), built with
+        ``scale_grads=False`` (the step helper divides by ``N m`` itself).
 
     Attributes
     ----------
@@ -109,9 +137,16 @@ class SpareStep(Checkpoints, Consistency):
     losses : list of float
         The mean loss of every step applied by this process.
     parameters : list of torch.nn.Parameter
-        The trainable parameters (for ``clip_grad_norm_`` in ``before_step``).
+        The trainable parameters (this rank's local part of the model).
+    computed : list of int
+        The micro-batch keys ``t m + j`` whose gradients this group added to the last
+        applied step (its work under the plan and its patch micro-batches; empty when
+        it received the step's result from another group).
     current : tuple of int or None
-        ``(step, shard type, micro-batch)`` while ``loss_fn`` runs.
+        ``(step, shard type, micro-batch)`` while ``loss_fn`` runs (with pipeline
+        stages: of the pipeline micro-batch whose forward ran last on this rank, the
+        one whose loss the last stage computes next; ``None`` while a new schedule
+        infers its shapes).
     restored_extra : dict
         The ``checkpoint_extra`` entries of the checkpoint loaded at start (empty when
         none was loaded).
@@ -168,8 +203,12 @@ class SpareStep(Checkpoints, Consistency):
 
     def __init__(self, group, model, optimizer, loss_fn, sampler, dataset, *, loader=None,
                  collate_fn=default_collate, checkpoint=None, checkpoint_every=0, checkpoint_extra=None,
-                 before_step=None, state=None, check_every=10, seed=None, micro_batch_rng=True):
+                 before_step=None, state=None, check_every=10, seed=None, micro_batch_rng=True, stages=None,
+                 schedule="1F1B"):
         self.group = group
+        if isinstance(model, (list, tuple)):
+            # torchtitan's model_parts: the stages of this rank (several under an interleaved schedule)
+            model = torch.nn.ModuleList(model)
         self.model = model
         self.optimizer = optimizer
         self.loss_fn = loss_fn
@@ -207,8 +246,13 @@ class SpareStep(Checkpoints, Consistency):
         self.parameters = self._params
         _check_group_model(group, model)
         _check_optimizer(model, optimizer)
-        # A DP group of several ranks: every rank takes part `group_rank` of each micro-batch.
-        self._sharded = any(_is_dtensor(p) for p in self._params)
+        self._pipeline = None if stages is None else _pipeline_of(group, model, stages, schedule, loss_fn)
+        # A DP group whose ranks hold the model whole (no FSDP2, no mesh): each rank takes its
+        # part of every micro-batch, and the step averages their gradients itself.
+        self._replicated = group.group_world_size > 1 and not group.group_mesh.dims and \
+            not any(_is_dtensor(p) for p in self._params)
+        self._loss_share = group.group_mesh.loss_share
+        self.computed = []
         dtype = self._params[0].dtype if self._params else torch.float32
         size = sum(_local(p).numel() for p in self._params)
         self._size = size
@@ -291,7 +335,9 @@ class SpareStep(Checkpoints, Consistency):
         while True:
             if fresh:
                 for p in self._params:
-                    if p.grad is None:
+                    if self._pipeline is not None:
+                        p.grad = None  # the schedules add theirs (none to add to in a fault-free step)
+                    elif p.grad is None:
                         p.grad = torch.zeros_like(p)
                     else:
                         p.grad.zero_()
@@ -305,6 +351,9 @@ class SpareStep(Checkpoints, Consistency):
             # micro-batches alike (they see the abort at different moments, and each pass
             # runs collectives between them), then learn it from the all-reduce.
             alone = group.group_world_size == 1
+            if self._pipeline is not None and pending:
+                loss_sum += self._through_pipeline(step, list(pending))
+                pending.clear()
             while pending and not (alone and group.aborted()):
                 key = pending.popleft()
                 loss_sum += self._micro_batch(step, key)
@@ -313,23 +362,29 @@ class SpareStep(Checkpoints, Consistency):
                     group._event("patch", step=step)
                 buffer = self._buffers[step % 2]
                 for view, p in zip(self._views[step % 2], self._params):
-                    view.copy_(_local(p.grad))
-                buffer[self._size] = loss_sum
+                    if p.grad is None:  # a parameter no micro-batch reached (pipeline steps leave it None)
+                        view.zero_()
+                    else:
+                        view.copy_(_local(p.grad))
+                buffer[self._size] = loss_sum * self._loss_share
                 buffer[self._size + 1] = 1.0 if group.rejoin_pending() else 0.0
                 buffer[self._digest_at:] = 0.0
                 if digest is not None:
                     at = self._digest_at + _SLOT * me
                     buffer[at:at + _BYTES] = digest.view(torch.uint8).to(buffer.dtype)
                     buffer[at + _BYTES] = 1.0
-                if not self._sharded and group.group_world_size > 1:
-                    # Replicated inside the group: average its ranks' parts first.
-                    group.all_reduce_in_group(buffer[:self._size + 1]).div_(group.group_world_size)
+                if self._replicated:
+                    # Replicated inside the group: average its ranks' parts first (their loss
+                    # shares add up to the group's mean loss).
+                    group.all_reduce_in_group(buffer[:self._size + 1])
+                    buffer[:self._size].div_(group.group_world_size)
                 ok = group.all_reduce(buffer)
                 if group.group_world_size > 1:
                     # Every rank of the group commits, or none: each position's all-reduce
                     # may end differently when a member dies during them.
                     ok = float(group.all_reduce_in_group(torch.tensor([0.0 if ok else 1.0]))[0]) == 0.0
                 if ok:
+                    self.computed = sorted(computed[me])
                     loss = self._commit(step, buffer)
                     if recovering:
                         self._recovered(step)
@@ -345,6 +400,7 @@ class SpareStep(Checkpoints, Consistency):
                 if caught_up is _FAILED:
                     continue  # a member died while the step's result was sent: agree again
                 if caught_up is not None:
+                    self.computed = []  # this group's micro-batches are not in the result it received
                     self._recovered(step)
                     return caught_up
                 fresh = True  # this rank was ahead: restart its step under the new plan
@@ -383,13 +439,43 @@ class SpareStep(Checkpoints, Consistency):
             group._check_group_lost()
             raise
 
+    def _through_pipeline(self, step, keys):
+        """Forward and backward of micro-batches ``keys`` of ``step`` through this group's pipeline; their loss sum.
+
+        The loss is the sum of the micro-batches' mean losses on a rank of the last stage,
+        0 elsewhere.  A ``RuntimeError`` (a stage's peer or a collective of the group failed:
+        a rank of it died) makes the whole group leave: :class:`Evicted`.
+        """
+        group = self.group
+        m = group.micro_batches
+        batches = [_inputs_and_target(self._batch(step, key)) for key in keys]
+
+        def stream(step, key, stage):
+            if not self.micro_batch_rng:
+                return contextlib.nullcontext()
+            self.current = (step, key // m, key % m)
+            return micro_batch_rng(self.seed, step, key // m, key % m, part=group.data_part, stage=stage)
+
+        try:
+            return sum(self._pipeline.run(step, keys, batches, self._params, stream,
+                                          before_schedule=lambda: setattr(self, "current", None)))
+        except RuntimeError as exc:
+            if isinstance(exc, spare_opt.SpareError):
+                raise
+            group._lose_group(f"rank {group.group_rank} of group {group.group} failed in its pipeline: "
+                              f"{str(exc).splitlines()[0][:160] if str(exc) else type(exc).__name__}")
+            group._check_group_lost()
+            raise
+        finally:
+            self.current = None
+
     def _compute(self, step, key):
         m = self.group.micro_batches
         self.current = (step, key // m, key % m)
         batch = self._batch(step, key)
         try:
             if self.micro_batch_rng:
-                with micro_batch_rng(self.seed, step, key // m, key % m, part=self.group.group_rank):
+                with micro_batch_rng(self.seed, step, key // m, key % m, part=self.group.data_part):
                     loss = self._loss(batch)
                     loss.backward()
             else:
@@ -425,6 +511,8 @@ class SpareStep(Checkpoints, Consistency):
         # the catch-up) already; a request still pending is flagged again next step.
         self._admit_due = not divided and admit
         for view, p in zip(views, self._params):
+            if p.grad is None:
+                p.grad = torch.zeros_like(p)
             _local(p.grad).copy_(view)
         self.loss = loss
         self.step = step
@@ -519,6 +607,54 @@ class SpareStep(Checkpoints, Consistency):
         group._event("healed", step=self.step)
         self._say(f"rejoined at step {self.step} (state received from group {source})")
 
+    def clip_grad_norm_(self, max_norm, norm_type=2.0):
+        """Clip the global gradient by its norm over the whole model, every rank of the DP group included.
+
+        For ``before_step``: ``before_step=lambda s: s.clip_grad_norm_(1.0)``.  In a DP group
+        of one rank it is ``torch.nn.utils.clip_grad_norm_(step.parameters, max_norm)``;
+        in a group of several ranks each rank holds part of the model (FSDP2 shards,
+        tensor-parallel slices, pipeline stages), so the norm adds every rank's local part
+        once (a tensor held whole by the ranks of a tensor-parallel row counts once) in one
+        all-reduce over the group's ranks, as torchtitan's ``clip_grad_norm_`` reduces
+        over ``tp`` and ``pp``.  Every rank of every live group gets the same norm and
+        scales its gradients alike.
+
+        Parameters
+        ----------
+        max_norm : float
+            The largest norm kept (> 0).
+        norm_type : float, default 2.0
+            ``p`` of the ``p``-norm (``float("inf")``: the largest entry).
+
+        Returns
+        -------
+        torch.Tensor
+            The norm before clipping (a float64 scalar).
+
+        Raises
+        ------
+        spare_opt.ParameterError
+            ``max_norm`` is not a positive finite number, or ``norm_type`` not a positive one.
+        Evicted
+            A rank of this DP group died during the reduction.
+
+        Notes
+        -----
+        The gradients are multiplied by ``min(1, max_norm / (norm + 1e-6))``, as
+        ``torch.nn.utils.clip_grad_norm_`` does.
+        """
+        if isinstance(max_norm, bool) or not isinstance(max_norm, (int, float)) or not 0 < max_norm < float("inf"):
+            raise spare_opt.ParameterError(f"max_norm must be a positive finite number, got {max_norm!r}")
+        if isinstance(norm_type, bool) or not isinstance(norm_type, (int, float)) or not norm_type > 0:
+            raise spare_opt.ParameterError(f"norm_type must be a positive number (or inf), got {norm_type!r}")
+        total = _group_grad_norm(self._params, self.group, norm_type)
+        scale = torch.clamp(float(max_norm) / (total + 1e-6), max=1.0)
+        for p in self._params:
+            if p.grad is not None:
+                local = _local(p.grad)
+                local.mul_(scale.to(local.dtype))
+        return total
+
     def _say(self, text):
         """One line on stderr for the operator's log, from rank 0 of this DP group."""
         if self.group.group_rank == 0:
@@ -540,3 +676,30 @@ def _takes_three(function):
         return False
     positional = [p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     return len(positional) >= 3 or any(p.kind == p.VAR_POSITIONAL for p in parameters)
+
+
+def _pipeline_of(group, model, stages, schedule, loss_fn):
+    """The :class:`PipelineRunner` of ``stages`` (this rank's ``PipelineStage`` or list), checked against the group's mesh
+    and ``model`` (the stages' submodules)."""
+    if group.pipeline_stages < 2:
+        raise spare_opt.ParameterError(
+            "SpareStep(stages=...) runs a pipeline: the SpareGroup needs mesh= with a 'pp' dimension of at least 2 "
+            "ranks (the DP group's pipeline stages)")
+    runner = PipelineRunner(stages, schedule, loss_fn, group.pipeline_stages)
+    owned = {id(p) for p in model.parameters()}
+    staged = {id(p) for module in runner.submodules for p in module.parameters()}
+    if owned != staged:
+        raise spare_opt.ParameterError(
+            "model must be the submodules of this rank's stages (stage.submod; a list of them for several stages "
+            "per rank): its parameters differ from the stages'")
+    return runner
+
+
+def _inputs_and_target(batch):
+    """A collated micro-batch as ``(inputs, target)``: what a pipeline's first stage and its loss take."""
+    if not isinstance(batch, (tuple, list)) or len(batch) != 2:
+        raise spare_opt.ParameterTypeError(
+            "with pipeline stages, a micro-batch must collate to a pair (inputs, target): inputs for the first "
+            f"stage, target for the loss; got {type(batch).__name__}"
+            + (f" of {len(batch)} entries" if isinstance(batch, (tuple, list)) else ""))
+    return batch[0], batch[1]

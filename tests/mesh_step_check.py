@@ -1,0 +1,72 @@
+"""One DP group (N = 1) of ``examples/launch/llama.py``'s model on a mesh, one step, checked against the whole model.
+
+Run by ``tests/test_group_meshes.py`` under ``torchrun --nproc-per-node 4`` with the
+mesh's sizes as arguments (``--pp 2 --tp 2``, ``--dp-shard 2 --tp 2``, ...): every rank
+builds the whole model too, on its own, with the same initial weights and the global
+batch, and checks that the step helper's mean loss, the global gradient norm of
+``step.clip_grad_norm_`` (in ``before_step``) and its local gradient slices equal the
+whole model's (float64, no dropout).  Prints ``ok`` on rank 0, or raises.
+"""
+
+import copy
+import importlib.util
+import os
+import sys
+from pathlib import Path
+
+import torch
+
+_spec = importlib.util.spec_from_file_location(
+    "launch_llama", Path(__file__).resolve().parent.parent / "examples" / "launch" / "llama.py")
+llama = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(llama)
+
+
+def main(argv):
+    torch.set_default_dtype(torch.float64)
+    torch.set_num_threads(1)
+    args = llama.parse(["--groups", "1", "--redundancy", "1", "--micro-batches", "3", "--steps", "1",
+                        "--out", os.environ["CHECK_OUT"], *argv])
+    job = llama.join_job()
+    run = llama.build(args, job)
+    for module in (run.model if isinstance(run.model, list) else [run.model]):
+        for sub in module.modules():
+            if isinstance(sub, torch.nn.Dropout):
+                sub.p = 0.0
+    seen = {}
+
+    def before_step(step):
+        seen["grads"] = [p.grad.full_tensor() if hasattr(p.grad, "full_tensor") else p.grad.clone()
+                         for p in step.parameters]
+        seen["norm"] = float(step.clip_grad_norm_(1e9))  # a norm far below: nothing clipped
+        return False  # compare the gradient, not a step of AdamW
+
+    step = llama.SpareStep(run.group, run.model, run.optimizer, run.loss, run.sampler, run.dataset,
+                           stages=run.stages, schedule=args.schedule, before_step=before_step)
+    step()
+
+    torch.manual_seed(args.seed)
+    whole = llama.Llama(layers=args.layers, dropout=0.0)
+    batch = run.sampler.global_batch(0).tolist()
+    inputs, targets = run.dataset[batch]
+    size = len(batch) // 3  # m = 3 micro-batches of the one shard type
+    loss = sum(llama.lm_loss(whole(inputs[i * size:(i + 1) * size]), targets[i * size:(i + 1) * size])
+               for i in range(3)) / 3
+    loss.backward()
+    expected_norm = float(torch.sqrt(sum((p.grad ** 2).sum() for p in whole.parameters())))
+    assert abs(step.loss - float(loss)) <= 1e-12 * abs(float(loss)), (step.loss, float(loss))
+    assert abs(seen["norm"] - expected_norm) <= 1e-12 * expected_norm, (seen["norm"], expected_norm)
+    named = dict(whole.named_parameters())
+    parts = run.model if isinstance(run.model, list) else [run.model]
+    mine = [(name, p) for part in parts for name, p in part.named_parameters()]
+    for (name, p), grad in zip(mine, seen["grads"]):
+        reference = named[name.replace("_orig_mod.", "")].grad
+        assert grad.shape == reference.shape, (name, grad.shape, reference.shape)
+        assert float((grad - reference).abs().max()) <= 1e-12 * float(reference.abs().max() + 1e-300), name
+    if job.group_rank == 0:
+        print(f"ok loss {step.loss:.12f} norm {seen['norm']:.12f}", flush=True)
+    run.group.close()
+
+
+if __name__ == "__main__":
+    llama.run_worker(main, sys.argv[1:])
