@@ -4,7 +4,8 @@ Each job is ``examples/launch/llama.py`` (through ``tests/mesh_worker.py``, whic
 when every rank applied every step) as a user launches it: the store of
 ``python -m spare_opt.torch.store``, one ``torchrun --nproc-per-node 4`` per DP group,
 ``N = 3`` groups of a pipeline of 2 stages x 2 tensor-parallel ranks (1F1B), ``r = 2``,
-``m`` micro-batches per shard type, gloo on CPU, float64, the small Llama-style model.
+``m`` micro-batches per shard type, gloo on CPU, float64, the Llama-style model (4 blocks,
+``--dim`` wide).
 
 * **Recovery** (``--reps`` jobs): once the job made four steps, a random rank of group 1
   is SIGKILLed; its torchrun stops the group and restarts it, and it rejoins.  The kill to
@@ -17,7 +18,10 @@ when every rank applied every step) as a user launches it: the store of
   work with and without group 1), and a pipeline of ``p`` stages takes ``n + p - 1``
   micro-batch slots for ``n`` micro-batches (1F1B and GPipe: the bubble), so the bound is
   ``(n1 + p - 1) / (n0 + p - 1)``; the step's fixed costs (the all-reduce, clipping, the
-  optimizer) bring the measured ratio below it.
+  optimizer) bring the measured ratio below it.  Beside the wall time, the CPU time the
+  group's four ranks spend per step (their work, whatever else runs): on a machine with
+  fewer cores than processes, the dead group's processes free CPU for the survivors,
+  which hides their extra work from the wall-clock ratio.
 
 Usage::
 
@@ -88,8 +92,8 @@ def _kill_after(client, processes, step, out, timeout, rng):
     return killed, rank
 
 
-def _records(out, group):
-    with open(os.path.join(out, f"record-g{group}.r0.jsonl")) as handle:
+def _records(out, group, rank=0):
+    with open(os.path.join(out, f"record-g{group}.r{rank}.jsonl")) as handle:
         return [json.loads(line) for line in handle]
 
 
@@ -132,17 +136,24 @@ def _outage(args, micro_batches, timeout, rng):
             raise RuntimeError(f"the survivors' torchrun exit codes {codes} (see {out})")
         rows = []
         for g in (0, 2):
-            times = [(r["step"], r["time"]) for r in _records(out, g)]
-            durations = [(s, t - u) for (s, t), (_, u) in zip(times[1:], times[:-1])]
+            records = {k: _records(out, g, k) for k in range(RANKS)}
+            times = [(r["step"], r["time"]) for r in records[0]]
             recovered = min(s for s, t in times if t > killed)
-            healthy = [d for s, d in durations if 2 <= s and times[s][1] < killed]
-            down = [d for s, d in durations if s > recovered + 1]
+            healthy = [s for s, t in times[1:] if s >= 2 and t < killed]
+            down = [s for s, _ in times if s > recovered + 1]
+
+            def median_delta(field, steps, rank=0):
+                by_step = {r["step"]: r[field] for r in records[rank]}
+                return statistics.median(by_step[s] - by_step[s - 1] for s in steps)
+
+            wall = (median_delta("time", healthy), median_delta("time", down))
+            # the work of the group's ranks per step: CPU seconds, summed over its 4 ranks
+            cpu = tuple(sum(median_delta("cpu", steps, k) for k in range(RANKS)) for steps in (healthy, down))
             n0, n1 = len(before[g]), len(after[g])
             p = 2
-            rows.append({"group": g, "n0": n0, "n1": n1, "fault_free_step": statistics.median(healthy),
-                         "down_step": statistics.median(down),
-                         "ratio": statistics.median(down) / statistics.median(healthy),
-                         "bound": (n1 + p - 1) / (n0 + p - 1), "compute_only": n1 / n0,
+            rows.append({"group": g, "n0": n0, "n1": n1, "fault_free_step": wall[0], "down_step": wall[1],
+                         "ratio": wall[1] / wall[0], "fault_free_cpu": cpu[0], "down_cpu": cpu[1],
+                         "cpu_ratio": cpu[1] / cpu[0], "bound": (n1 + p - 1) / (n0 + p - 1), "compute_only": n1 / n0,
                          "steps": (len(healthy), len(down))})
         return {"killed_rank": rank, "survivors": rows}
 
@@ -153,13 +164,14 @@ def main(argv=None):
     parser.add_argument("--reps", type=int, default=2, help="recovery jobs (default 2)")
     parser.add_argument("--steps", type=int, default=12, help="steps of a recovery job (default 12)")
     parser.add_argument("--outage-steps", type=int, default=30, help="steps of the outage job (default 30)")
+    parser.add_argument("--dim", type=int, default=128, help="the model's width (default 128)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the killed ranks")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds per job")
     parser.add_argument("--json", action="store_true", help="print one JSON document")
     options = parser.parse_args(argv)
     rng = random.Random(options.seed)
     common = ["--groups", str(GROUPS), "--pp", "2", "--tp", "2", "--schedule", "1F1B", "--micro-batches",
-              str(options.micro_batches), "--heartbeat-timeout", "10", "--record"]
+              str(options.micro_batches), "--dim", str(options.dim), "--heartbeat-timeout", "10", "--record"]
     recoveries = [_recovery([*common, "--steps", str(options.steps)], options.timeout, rng)
                   for _ in range(options.reps)]
     outage = _outage([*common, "--steps", str(options.outage_steps)], options.micro_batches, options.timeout, rng)
@@ -177,10 +189,11 @@ def main(argv=None):
               f"{r.get('rebuild', float('nan')):8.3f} {r.get('patch', float('nan')):7.3f}")
     print(f"group 1 down (rank {outage['killed_rank']} killed, no restart):")
     print(f"{'group':>5} {'n0':>3} {'n1':>3} {'step before (s)':>15} {'step down (s)':>13} {'ratio':>6} "
-          f"{'bound':>6} {'compute only':>12}")
+          f"{'CPU before (s)':>14} {'CPU down (s)':>12} {'ratio':>6} {'bound':>6} {'compute only':>12}")
     for r in outage["survivors"]:
         print(f"{r['group']:>5} {r['n0']:>3} {r['n1']:>3} {r['fault_free_step']:15.3f} {r['down_step']:13.3f} "
-              f"{r['ratio']:6.2f} {r['bound']:6.2f} {r['compute_only']:12.2f}")
+              f"{r['ratio']:6.2f} {r['fault_free_cpu']:14.3f} {r['down_cpu']:12.3f} {r['cpu_ratio']:6.2f} "
+              f"{r['bound']:6.2f} {r['compute_only']:12.2f}")
 
 
 if __name__ == "__main__":

@@ -46,7 +46,7 @@ def main(argv):
     step()
 
     torch.manual_seed(args.seed)
-    whole = llama.Llama(layers=args.layers, dropout=0.0)
+    whole = llama.Llama(dim=args.dim, hidden=2 * args.dim, layers=args.layers, dropout=0.0)
     batch = run.sampler.global_batch(0).tolist()
     inputs, targets = run.dataset[batch]
     size = len(batch) // 3  # m = 3 micro-batches of the one shard type

@@ -1,7 +1,8 @@
 """``examples/launch/llama.py`` with what ``tests/test_group_meshes.py`` checks: a record of every step, repairs awaited.
 
 ``--record``: every rank appends one JSON line per applied step to
-``OUT/record-g{group}.r{rank}.jsonl``: the step, when it was applied (``time.time()``),
+``OUT/record-g{group}.r{rank}.jsonl``: the step, when it was applied (``time.time()``) and the
+process's CPU time then (``time.process_time()``),
 ``step.computed`` (the micro-batch keys
 whose gradients this group added to it), and the dataset rows its pipeline received for
 each micro-batch (the first stage's inputs as ``x{key}``, the last stage's targets as
@@ -64,7 +65,8 @@ class Recorder:
         self.rows.setdefault(f"{kind}{key}", []).append(found)
 
     def step_done(self):
-        line = {"step": self.step.step - 1, "time": time.time(), "computed": self.step.computed, "rows": self.rows,
+        line = {"step": self.step.step - 1, "time": time.time(), "cpu": time.process_time(),
+                "computed": self.step.computed, "rows": self.rows,
                 "epoch": self.group.epoch, "members": self.group.members, "data_part": self.group.data_part,
                 "caught_up": any(name == "caught-up" and extra.get("step") == self.step.step - 1
                                  for name, _, extra in self.group.timeline)}

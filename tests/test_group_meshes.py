@@ -246,8 +246,9 @@ def _torchrun_check(tmp_path, script, args, nproc=4):
 @pytest.mark.parametrize("mesh", [["--pp", "2", "--tp", "2", "--schedule", "1F1B"],
                                   ["--pp", "2", "--tp", "2", "--schedule", "Interleaved1F1B",
                                    "--stages-per-rank", "2"],
-                                  ["--dp-shard", "2", "--tp", "2"]],
-                         ids=["pp2-tp2-1f1b", "pp2-tp2-interleaved", "dp_shard2-tp2"])
+                                  ["--dp-shard", "2", "--tp", "2"],
+                                  ["--pp", "2", "--dp-shard", "2", "--schedule", "GPipe"]],
+                         ids=["pp2-tp2-1f1b", "pp2-tp2-interleaved", "dp_shard2-tp2", "pp2-dp_shard2-gpipe"])
 def test_one_step_on_a_mesh_equals_the_whole_model(tmp_path, mesh):
     """One DP group of 4 ranks, three micro-batches through its pipeline (or FSDP2 with TP): the step's mean loss,
     the global norm of ``step.clip_grad_norm_`` and every rank's gradient slice equal the whole model's, computed

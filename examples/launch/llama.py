@@ -198,7 +198,8 @@ def parse(argv):
     parser.add_argument("--schedule", default="1F1B", help="pipeline schedule (GPipe, 1F1B, Interleaved1F1B)")
     parser.add_argument("--stages-per-rank", type=int, default=1, help="stages per pipeline rank (2 with "
                                                                        "Interleaved1F1B)")
-    parser.add_argument("--layers", type=int, default=4)
+    parser.add_argument("--layers", type=int, default=4, help="transformer blocks (a multiple of the stages)")
+    parser.add_argument("--dim", type=int, default=32, help="model width (4 heads, an MLP of twice the width)")
     parser.add_argument("--micro-batch-size", type=int, default=2, help="samples per micro-batch")
     parser.add_argument("--steps", type=int, default=12)
     parser.add_argument("--seed", type=int, default=0)
@@ -224,7 +225,7 @@ def build(args, job):
                        mesh=mesh, timeout=args.timeout, heartbeat_timeout=args.heartbeat_timeout)
 
     torch.manual_seed(args.seed)  # the same initial weights in every group
-    model = Llama(layers=args.layers)
+    model = Llama(dim=args.dim, hidden=2 * args.dim, layers=args.layers)
     stages = None
     if args.pp > 1:
         from torch.distributed.pipelining import PipelineStage
