@@ -279,6 +279,18 @@ for names in (("dp_replicate",), ("cp",), ("dp",), ("fsdp",), ("tp", "tp")):
         said.append("accepted")
     except spare_opt.ParameterError as exc:
         said.append(str(exc))
+group = SpareGroup(spare_opt.consecutive(1, 1), 0, dist.PrefixStore("tp", store),
+                   mesh=init_device_mesh("cpu", (1,), mesh_dim_names=("tp",)))
+dataset = torch.utils.data.TensorDataset(torch.zeros(8, 2), torch.zeros(8, 1))
+model = torch.nn.Linear(2, 1)
+sampler = SpareBatchSampler(group, 8, 4, steps=1)
+try:
+    SpareStep(group, model, torch.optim.SGD(model.parameters(), lr=0.1), lambda out, target: out.sum(), sampler,
+              dataset, stages=object())
+    said.append("accepted")
+except spare_opt.ParameterError as exc:
+    said.append(str(exc))
+group.close()
 try:
     SpareGroup(layout, 0, dist.PrefixStore("x", store), mesh="pp2")
 except spare_opt.ParameterTypeError as exc:
@@ -301,7 +313,20 @@ def test_a_mesh_that_is_not_one_replicas_is_refused_with_its_reason():
     assert "name FSDP2's dimension 'dp_shard'" in lines[2], lines
     assert "a DP group's dimensions are 'pp', 'dp_shard', 'tp'" in lines[3], lines
     assert "accepted" not in lines, lines
+    assert "SpareStep(stages=...) runs a pipeline: the SpareGroup needs mesh= with a 'pp' dimension" in lines[-2], lines
     assert "mesh must be a torch.distributed.device_mesh.DeviceMesh, got str" in lines[-1], lines
+
+
+def test_every_stage_and_data_part_draws_its_own_stream_and_a_whole_model_keeps_its_old_one():
+    """``micro_batch_seed``'s ``stage``: stage 0 of part 0 is the stream of a model that is not pipelined (runs and
+    checkpoints of earlier versions draw the same masks), and every (part, stage) pair draws another."""
+    from spare_opt.torch import micro_batch_seed
+
+    base = (7, 3, 2, 1)
+    assert micro_batch_seed(*base, part=0, stage=0) == micro_batch_seed(*base)
+    assert micro_batch_seed(*base, part=1) == micro_batch_seed(*base, part=1, stage=0)
+    seeds = {micro_batch_seed(*base, part=part, stage=stage) for part in range(4) for stage in range(4)}
+    assert len(seeds) == 16
 
 
 def test_the_complete_worker_of_the_launch_docs_is_the_example_file():
