@@ -44,6 +44,7 @@ from .options import (
     progress_bar,
     quiet_option,
     input_spelling,
+    in_input_terms,
     refuse_inputs,
     refuse_overflowing_time,
     refuse_unused,
@@ -72,16 +73,9 @@ _OWN_OPTIONS = {
 
 
 def _in_input_terms(ctx, message):
-    """``message`` with the simulation fields of :data:`_OWN_OPTIONS` named as the user gave them.
-
-    Only fields whose name cannot be an English word (``max_wall_factor``, not ``steps``)
-    are replaced: by the option (``--cycles``), or by a ``--cluster`` file's key when the
-    value came from the file (:func:`input_spelling`).
-    """
-    import re
-
-    terms = {field: input_spelling(ctx, option)[0] for field, option in _OWN_OPTIONS.items() if "_" in field}
-    return re.sub(r"\b(%s)\b" % "|".join(terms), lambda match: terms[match.group(1)], message)
+    """``message`` with the simulation fields of :data:`_OWN_OPTIONS` named as the user gave them
+    (:func:`~spare_opt_cli.options.in_input_terms`)."""
+    return in_input_terms(ctx, message, _OWN_OPTIONS)
 
 
 def _integer_list(ctx, param, value):

@@ -2,10 +2,13 @@
 
 import os
 import sys
+import time
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
+
+from spare_opt._core.processes import descendants, kill_tree
 
 settings.register_profile(
     "default",
@@ -50,3 +53,101 @@ def _stop_presence_beat():
     if launchers is not None and getattr(launchers, "_presence", None) is not None:
         launchers._presence.stop.set()
         launchers._presence.join(5)
+
+
+# ------------------------------------------------------------------ no process left behind
+# Every process this session starts carries this variable in its environment (subprocesses, torchrun's workers,
+# multiprocessing's children inherit it), so that one left running after its test (a torchrun worker whose
+# launcher was SIGKILLed, a data loader worker of a killed rank) is found whoever its parent is by then.
+_SESSION_MARK = f"{os.getpid()}-{time.time_ns()}"
+os.environ["SPARE_TEST_SESSION"] = _SESSION_MARK
+_MARK = f"SPARE_TEST_SESSION={_SESSION_MARK}".encode()
+#: Seconds a process of a finished test may take to go (a killed rank's children exit on their own) before it
+#: counts as left behind: a bound, not a speed; a process that is still there after it is a leak.
+_GRACE_SECONDS = 20.0
+#: multiprocessing's helpers live for the session and end with it (they read a pipe to this process).
+_SESSION_HELPERS = (b"multiprocessing.forkserver", b"multiprocessing.resource_tracker")
+
+
+def _pids():
+    try:
+        return {int(entry) for entry in os.listdir("/proc") if entry.isdigit()}
+    except OSError:  # no /proc: nothing to check
+        return set()
+
+
+def _running(pid):
+    """Whether ``pid`` runs (not ended, not a zombie waiting for its parent)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            return stat.read().rpartition(b")")[2].split()[0] not in (b"Z", b"X")
+    except (OSError, IndexError):
+        return False
+
+
+def _of_this_session(pids):
+    """The pids among ``pids`` that this session started (its mark in their environment), pytest itself left out."""
+    found = set()
+    for pid in pids - {os.getpid()}:
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as environ:
+                if _MARK not in environ.read().split(b"\0"):
+                    continue
+            with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+                command = cmdline.read()
+        except OSError:  # it ended meanwhile, or it is not ours to read
+            continue
+        if not any(helper in command for helper in _SESSION_HELPERS):
+            found.add(pid)
+    return found
+
+
+def _describe(pid):
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+            command = cmdline.read().replace(b"\0", b" ").decode(errors="replace").strip()
+    except OSError:
+        return str(pid)
+    return f"{pid} ({command[:160]})"
+
+
+def _left_behind(pids, grace):
+    """Those of ``pids`` still running after ``grace`` seconds (looked at every 0.1 s), SIGKILLed with their trees."""
+    deadline = time.monotonic() + grace
+    left = {pid for pid in pids if _running(pid)}
+    while left and time.monotonic() < deadline:
+        time.sleep(0.1)
+        left = {pid for pid in left if _running(pid)}
+    described = [_describe(pid) for pid in sorted(left)]
+    for pid in left:
+        kill_tree(pid)
+    return described
+
+
+@pytest.fixture(autouse=True)
+def _no_process_left_behind():
+    """Fail a test that leaves a process running outside this session's own tree (an orphan of a killed launcher).
+
+    Processes still under pytest (a module fixture's cluster, a pool) are its fixtures' to stop; the session's
+    end checks that they were (:func:`pytest_sessionfinish`).
+    """
+    before = _pids()
+    yield
+    new = _of_this_session(_pids() - before)
+    if not new:
+        return
+    orphans = new - descendants(os.getpid())
+    left = _left_behind(orphans, _GRACE_SECONDS) if orphans else []
+    if left:
+        pytest.fail(f"the test left {len(left)} process(es) running, outside pytest's tree (SIGKILLed now): "
+                    + "; ".join(left), pytrace=False)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """After the last test: no process this session started may still run (killed and reported if one does)."""
+    left = _left_behind(_of_this_session(_pids()), _GRACE_SECONDS)
+    if left:
+        session.config.get_terminal_writer().line(
+            f"error: {len(left)} process(es) of this test session still ran after its last test (SIGKILLed now): "
+            + "; ".join(left), red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED

@@ -45,10 +45,9 @@ def test_the_minimal_worker_of_the_launch_docs_runs_under_torchrun(tmp_path):
                 stderr=subprocess.STDOUT, text=True, start_new_session=True))
         outputs = [process.communicate(timeout=240)[0] for process in groups]
     finally:
-        for process in groups:
-            if process.poll() is None:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait()
+        for process in groups:  # torchrun and its workers (in sessions of their own: a killpg misses them)
+            kill_tree(process.pid)
+            process.wait()
         store.terminate()
         store.wait(timeout=30)
     assert [process.returncode for process in groups] == [0, 0], outputs

@@ -22,6 +22,7 @@ import torch.distributed as dist  # noqa: E402
 
 import spare_opt  # noqa: E402
 from conftest import REPO  # noqa: E402
+from spare_opt._core.processes import kill_tree  # noqa: E402
 from spare_opt.torch.launchers import EVICTED_EXIT, WIPE_OUT_EXIT, join_job, new_generation, post_death  # noqa: E402
 from training_job import reference_run  # noqa: E402
 
@@ -61,8 +62,11 @@ def launched(groups, args, out, restarts, nproc=1, **options):
                           for g in range(groups)})
         yield port, client, processes
     finally:
+        # The whole tree: torchrun starts its workers in sessions of their own, and a worker whose torchrun
+        # alone was killed ran on after the test.
         for process in processes.values():
-            process.kill()
+            kill_tree(process.pid)
+            process.wait()
         store.terminate()
         store.wait()
 
@@ -92,7 +96,7 @@ def finish(processes, timeout=TIMEOUT):
             codes[g] = process.wait(max(1.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
             for other in processes.values():
-                other.kill()
+                kill_tree(other.pid)
             raise
     return codes
 

@@ -619,6 +619,19 @@ def _trace_events(trace, groups, strategy, redundancy, semantics, layout, micro_
     return events
 
 
+class TooManyEvents(ParameterError):
+    """A model's run would draw more than :data:`~spare_opt.traces.failure_model.MAX_SAMPLE_EVENTS` failure events.
+
+    ``gap_seconds`` is the model's time between failure events on the run's groups, so
+    that a caller that knows the run's parameters names the input that makes the
+    horizon astronomic (:func:`spare_opt.simulation.parameters.astronomic_input`).
+    """
+
+    def __init__(self, message, gap_seconds):
+        super().__init__(message)
+        self.gap_seconds = gap_seconds
+
+
 class _ModelSource:
     """Node faults drawn block by block from a failure model, through the event rules."""
 
@@ -642,10 +655,11 @@ class _ModelSource:
 
         self.drawn += _MODEL_BLOCK
         if self.drawn > MAX_SAMPLE_EVENTS:
-            raise ParameterError(
+            gap = self.model.event_mtbf_seconds * self.stretch
+            raise TooManyEvents(
                 f"the run needs more than {MAX_SAMPLE_EVENTS:,} failure events of the model (one every "
-                f"{self.model.event_mtbf_seconds * self.stretch:g} s on {self.groups} groups, up to "
-                f"{self.now:.3g} s): lower max_wall_factor or steps, or use a model with rarer failures")
+                f"{gap:g} s on {self.groups} groups, up to {self.now:.3g} s): lower max_wall_factor or steps, or use "
+                "a model with rarer failures", gap)
         model, rng = self.model, self.rng
         gaps = model.sample_gaps_seconds(rng, _MODEL_BLOCK) * self.stretch
         sizes = model.sample_event_sizes(rng, _MODEL_BLOCK)
@@ -674,10 +688,11 @@ class _ModelSource:
             expected = min(expected, horizon / (model.window_seconds * stretch))
         if not expected <= MAX_SAMPLE_EVENTS:  # refuse before drawing (the count drawn is bounded too)
             count = f"{expected:,.0f}" if expected < 1e15 else f"{expected:.3g}"  # not 300 digits
-            raise ParameterError(
-                f"the run needs about {count} failure events of the model (one every "
-                f"{self.model.event_mtbf_seconds * self.stretch:g} s on {self.groups} groups, up to {horizon:.3g} s), "
-                f"more than {MAX_SAMPLE_EVENTS:,}: lower max_wall_factor or steps, or use a model with rarer failures")
+            gap = self.model.event_mtbf_seconds * self.stretch
+            raise TooManyEvents(
+                f"the run needs about {count} failure events of the model (one every {gap:g} s on {self.groups} "
+                f"groups, up to {horizon:.3g} s), more than {MAX_SAMPLE_EVENTS:,}: lower max_wall_factor or steps, "
+                "or use a model with rarer failures", gap)
         while self.now <= horizon:
             self._draw_block()
         sequencer = self.sequencer

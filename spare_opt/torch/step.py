@@ -2,8 +2,11 @@
 
 import collections
 import inspect
+import numbers
 import os
 import sys
+
+import numpy
 
 import torch
 from torch.utils.data import default_collate
@@ -178,7 +181,7 @@ class SpareStep(Checkpoints, Consistency):
         self.loader = loader
         self.collate_fn = collate_fn
         self.checkpoint = None if checkpoint is None else os.fspath(checkpoint)
-        self.checkpoint_every = int(checkpoint_every)
+        self.checkpoint_every = _count("checkpoint_every", checkpoint_every)
         if checkpoint_extra is not None and not callable(checkpoint_extra):
             _check_extra(checkpoint_extra)
         self.checkpoint_extra = checkpoint_extra
@@ -192,9 +195,7 @@ class SpareStep(Checkpoints, Consistency):
                 raise spare_opt.ParameterTypeError(
                     f"state must map names to objects with state_dict() and load_state_dict(); {name!r} is a "
                     f"{type(value).__name__}")
-        if isinstance(check_every, bool) or not isinstance(check_every, int) or check_every < 0:
-            raise spare_opt.ParameterError(f"check_every must be a non-negative integer, got {check_every!r}")
-        self.check_every = check_every
+        self.check_every = _count("check_every", check_every)
         self.seed = int(getattr(sampler, "seed", 0) if seed is None else seed)
         self.micro_batch_rng = bool(micro_batch_rng)
         self._loss_takes_step = _takes_three(loss_fn)
@@ -225,8 +226,8 @@ class SpareStep(Checkpoints, Consistency):
             self._say("started again as a fresh member: it died while the job started, before anyone could admit it")
         if group.joined_late:
             self._heal()
-        elif self.checkpoint is not None and os.path.exists(self._checkpoint_file()):
-            self._resume(self._checkpoint_file())
+        elif self.checkpoint is not None:
+            self._start_from_checkpoint()
         sampler.set_start_step(self.step)
 
     def _split(self, buffer):
@@ -531,6 +532,17 @@ class SpareStep(Checkpoints, Consistency):
         self._say(f"step {step} recovered in epoch {group.epoch}: failed groups {sorted(group.failed) or 'none'}, "
                   f"{group.world_size} of {group.groups} live"
                   + (f", joiners {group.joiners}" if group.joiners else ""))
+
+
+def _count(name, value):
+    """``value`` as a non-negative ``int`` (a step count: 0 means never); a ParameterError naming ``name`` otherwise.
+
+    Only integers are taken (``numpy`` integers too): ``True``, ``2.7``, ``"5"``, NaN or
+    ``None`` is refused rather than turned into some count by ``int()``.
+    """
+    if isinstance(value, (bool, numpy.bool_)) or not isinstance(value, numbers.Integral) or value < 0:
+        raise spare_opt.ParameterError(f"{name} must be a non-negative integer (steps; 0: never), got {value!r}")
+    return int(value)
 
 
 def _takes_three(function):
