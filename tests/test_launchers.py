@@ -193,7 +193,11 @@ def test_torchrun_per_group_kill_rejoin_and_a_late_joiner(tmp_path):
     args = ["--steps", "16", "--step-sleep", "0.05", "--await-repairs", "120"]
     with launched(4, args, out, restarts=1) as (port, client, processes):
         wait_for(lambda: int(read(client, "gen/0/progress") or 0) >= 4, "four steps", processes, out)
-        os.kill(worker_pid(client, 0, 1), signal.SIGKILL)
+        # As docs/launch.md's recipe does: the pid the worker printed in its log (the store's record agrees).
+        with open(os.path.join(out, "torchrun-g1.log")) as log:
+            printed = re.findall(r"^group 1: worker pid (\d+)$", log.read(), flags=re.M)
+        assert printed and int(printed[-1]) == worker_pid(client, 0, 1), logs(out)
+        os.kill(int(printed[-1]), signal.SIGKILL)
         codes = finish(processes)
         assert codes == {g: 0 for g in range(4)}, logs(out)
         # The survivors waited for the agreement without a store wait that timed out.
