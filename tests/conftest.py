@@ -1,5 +1,6 @@
 """Shared pytest configuration: hypothesis profile and the real fault trace (packaged)."""
 
+import importlib.util
 import os
 import sys
 import time
@@ -7,8 +8,6 @@ from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
-
-from spare_opt._core.processes import descendants, kill_tree
 
 settings.register_profile(
     "default",
@@ -20,6 +19,13 @@ settings.register_profile(
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 REPO = Path(__file__).resolve().parent.parent
+
+# The process-tree helpers of spare_opt.torch (/proc only, no torch), loaded from their file: importing them as
+# spare_opt.torch._processes would import torch, which the suite runs without too.
+_spec = importlib.util.spec_from_file_location("spare_processes", REPO / "spare_opt" / "torch" / "_processes.py")
+_processes = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_processes)
+descendants, kill_tree = _processes.descendants, _processes.kill_tree
 
 # The example training jobs that the torch tests run (examples/training_job.py,
 # examples/torchft_job.py) are not part of the package: import them from examples/.  The

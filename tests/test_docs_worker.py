@@ -19,7 +19,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from spare_opt._core.processes import kill_tree  # noqa: E402
+from spare_opt.torch._processes import kill_tree  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 

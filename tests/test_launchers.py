@@ -22,7 +22,7 @@ import torch.distributed as dist  # noqa: E402
 
 import spare_opt  # noqa: E402
 from conftest import REPO  # noqa: E402
-from spare_opt._core.processes import kill_tree  # noqa: E402
+from spare_opt.torch._processes import kill_tree  # noqa: E402
 from spare_opt.torch.launchers import EVICTED_EXIT, WIPE_OUT_EXIT, join_job, new_generation, post_death  # noqa: E402
 from training_job import reference_run  # noqa: E402
 

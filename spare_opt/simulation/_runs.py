@@ -23,8 +23,7 @@ from ..guarantees import theory
 from .._core.results import Result
 from .._core.stats import finite_or_none, weibull_renewals
 from .._core.errors import FailureSetError, ParameterError
-from .events import TooManyEvents
-from .parameters import STRATEGIES, SimulationParameters, astronomic_input, fault_free_seconds
+from .parameters import STRATEGIES, SimulationParameters, TooManyEvents, astronomic_input, fault_free_seconds
 from ..layouts.layout import check_layout, check_size
 
 __all__ = [

@@ -77,6 +77,7 @@ from .._core.stats import finite_or_none, weibull_renewals
 from .._core.errors import ParameterError
 from ..layouts.layout import check_size
 from ..planning.plan import check_micro_batches
+from .parameters import TooManyEvents
 
 __all__ = [
     "SEMANTICS",
@@ -617,19 +618,6 @@ def _trace_events(trace, groups, strategy, redundancy, semantics, layout, micro_
     events = sequencer.result(strategy, groups, redundancy, micro_batches, extra=extra)
     events.counts["fault_starts"] = int(trace.n_starts)
     return events
-
-
-class TooManyEvents(ParameterError):
-    """A model's run would draw more than :data:`~spare_opt.traces.failure_model.MAX_SAMPLE_EVENTS` failure events.
-
-    ``gap_seconds`` is the model's time between failure events on the run's groups, so
-    that a caller that knows the run's parameters names the input that makes the
-    horizon astronomic (:func:`spare_opt.simulation.parameters.astronomic_input`).
-    """
-
-    def __init__(self, message, gap_seconds):
-        super().__init__(message)
-        self.gap_seconds = gap_seconds
 
 
 class _ModelSource:

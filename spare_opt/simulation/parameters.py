@@ -244,6 +244,19 @@ def fault_free_seconds(params):
     return params.steps * (params.layer_compute_seconds + params.allreduce_seconds)
 
 
+class TooManyEvents(ParameterError):
+    """A model's run would draw more than :data:`~spare_opt.traces.failure_model.MAX_SAMPLE_EVENTS` failure events.
+
+    ``gap_seconds`` is the model's time between failure events on the run's groups, so
+    that a caller that knows the run's parameters names the input that makes the
+    horizon astronomic (:func:`astronomic_input`).
+    """
+
+    def __init__(self, message, gap_seconds):
+        super().__init__(message)
+        self.gap_seconds = gap_seconds
+
+
 def astronomic_input(params, gap_seconds, gap_name, shape=False):
     """Name the input that makes a run need too many failures: the one farthest above its usual magnitude.
 

@@ -9,15 +9,14 @@ import collections
 import multiprocessing
 import multiprocessing.connection
 import os
-import signal
 import sys
 import time
 
 import torch.distributed as dist
 
 import spare_opt
-from spare_opt._core.processes import kill_tree
 
+from ._processes import kill_tree
 from .elastic import Evicted, JobEnded, WipeOut, _peek, post_death
 
 __all__ = ["Supervisor", "WorkerContext", "WIPE_OUT_EXIT", "EVICTED_EXIT", "LAYOUT_EXIT"]
