@@ -70,7 +70,7 @@ os.environ["SPARE_TEST_SESSION"] = _SESSION_MARK
 _MARK = f"SPARE_TEST_SESSION={_SESSION_MARK}".encode()
 #: Seconds a process of a finished test may take to go (a killed rank's children exit on their own) before it
 #: counts as left behind: a bound, not a speed; a process that is still there after it is a leak.
-_GRACE_SECONDS = 20.0
+_GRACE_SECONDS = float(os.environ.get("SPARE_TEST_GRACE_SECONDS", "20"))
 #: multiprocessing's helpers live for the session and end with it (they read a pipe to this process).
 _SESSION_HELPERS = (b"multiprocessing.forkserver", b"multiprocessing.resource_tracker")
 

@@ -38,7 +38,12 @@ Environment variables read by :func:`join_job`:
     new generation) starts afresh.  ``TORCHELASTIC_RESTART_COUNT`` alone could not tell
     the two apart; it is kept as ``Job.restart_count``.
 ``SPARE_STORE_TIMEOUT``
-    Seconds to wait for the store (default 60): a positive number, at most ``1e6``.
+    Seconds to wait for the store (default 60), in ``[1, 1e6]``: also the client's
+    timeout for every later operation.
+
+Integers are plain decimal digits (``1_0``, ``+5`` or digits of other scripts are
+refused by name), and a group not below the job's ``N`` is refused once a group
+registered it (the store's ``groups`` key).
 
 A process that finds its group (and rank) already started in the current generation
 checks that its predecessor is gone before it rejoins: every worker that joined keeps a

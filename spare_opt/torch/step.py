@@ -124,14 +124,20 @@ class SpareStep(Checkpoints, Consistency):
     spare_opt.ParameterTypeError
         ``checkpoint_extra`` is neither a dict with string keys nor a callable.
     spare_opt.ParameterError
-        ``checkpoint_extra`` names an entry of :meth:`state_dict`; the optimizer holds
+        ``checkpoint_every`` or ``check_every`` is not a non-negative integer (a bool, a
+        float, text, NaN or ``None``); ``checkpoint_extra`` names an entry of
+        :meth:`state_dict`, or one of its entries does not pickle; the optimizer holds
         parameters that are not the model's (built before
         ``fully_shard``); the model is sharded (FSDP2) over another number of ranks than the DP group's
         (``SpareGroup(group_process_group=...)`` missing), only partly sharded, or
         wrapped in FSDP1 in a DP group of several ranks.
     CheckpointMismatch
         The checkpoint found at start was written by a job with another data order, or
-        does not fit the model or optimizer.
+        does not fit the model or optimizer; or it is no readable checkpoint (empty,
+        truncated, another kind of file), holds a step that is not an integer ``>= 0``,
+        is the parts of DP groups of another number of ranks (or lacks a part), or is a
+        symbolic link whose target is gone.  The whole job is stopped (every restart
+        would meet the same files).
     ReplicaDivergence
         (from a call) The consistency check found groups whose parameters, optimizer
         state or hyper-parameters (learning rates) differ from the others'.
