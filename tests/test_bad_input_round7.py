@@ -147,6 +147,20 @@ def test_checkpoint_every_is_checked_as_check_every_is(group, tmp_path, value):
         new_step(group, tmp_path / "c.pt", checkpoint_every=value)
 
 
+@pytest.mark.parametrize("argument, value, error", [
+    ("seed", "abc", ParameterTypeError), ("seed", 1.5, ParameterTypeError), ("seed", math.nan, ParameterTypeError),
+    ("seed", True, ParameterTypeError), ("checkpoint", 123, ParameterTypeError), ("checkpoint", "", ParameterError),
+    ("loss_fn", None, ParameterTypeError), ("collate_fn", "default", ParameterTypeError)])
+def test_the_step_helpers_other_arguments_are_checked_by_name(group, argument, value, error):
+    """``seed="abc"`` reached ``int()``'s raw ValueError, ``checkpoint=123`` ``os.fspath``'s TypeError."""
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 1)
+    arguments = {"loss_fn": loss_fn, argument: value}
+    with pytest.raises(error, match=argument):
+        SpareStep(group, model, torch.optim.SGD(model.parameters(), lr=0.1), arguments.pop("loss_fn"),
+                  SpareBatchSampler(group, len(DATASET), 4, steps=3, seed=1), DATASET, **arguments)
+
+
 def test_checkpoint_every_takes_numpy_integers(group, tmp_path):
     assert new_step(group, tmp_path / "c.pt", checkpoint_every=np.int64(2)).checkpoint_every == 2
 
@@ -252,7 +266,7 @@ for case in ("whole", "missing", "extra", "complete"):
     torch.manual_seed(0)
     model = torch.nn.Linear(4, 1)
     try:
-        step = SpareStep(group, model, torch.optim.SGD(model.parameters(), lr=0.1), None,
+        step = SpareStep(group, model, torch.optim.SGD(model.parameters(), lr=0.1), lambda model, batch: 0,
                          SpareBatchSampler(group, 16, 4, steps=3, seed=1), data,
                          checkpoint=os.path.join(folder, case, "c.pt"))
         print(case, "resumed", step.step, flush=True)
@@ -497,7 +511,7 @@ def test_a_corrupt_checkpoint_under_run_worker_exits_77_and_stops_the_job(server
         group = SpareGroup(spare_opt.consecutive(1, 1), job.group, job.store, timeout=30)
         model = torch.nn.Linear(2, 1)
         data = torch.utils.data.TensorDataset(torch.zeros(4, 2), torch.zeros(4, 1))
-        SpareStep(group, model, torch.optim.SGD(model.parameters(), lr=0.1), None,
+        SpareStep(group, model, torch.optim.SGD(model.parameters(), lr=0.1), lambda model, batch: 0,
                   SpareBatchSampler(group, 4, 2, steps=2), data, checkpoint={str(path)!r})
 
     run_worker(main)

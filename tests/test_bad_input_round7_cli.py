@@ -119,6 +119,15 @@ def test_compare_names_the_option_or_key_that_makes_the_run_astronomic(tmp_path,
     assert line.endswith(f"lower {key}"), line
 
 
+def test_compare_names_the_failure_rate_that_makes_the_run_astronomic(tmp_path):
+    line = error_line(cli("compare", "-N", 12, *FAST, "--failures-per-1000-node-days", "1e250"), 1)
+    assert "the failures of --failures-per-1000-node-days = 1e+250, one every" in line, line
+    path = tmp_path / "c.toml"
+    path.write_text("groups = 12\n[failures]\nnode_mtbf_hours = 1e-300\n")
+    line = error_line(cli("compare", "--cluster", path, *FAST), 1)
+    assert line.startswith(f"Error: {path}: ") and "the failures of [failures] node_mtbf_hours = 1e-300" in line, line
+
+
 @pytest.mark.parametrize("arguments, named", [
     (["--allreduce-seconds", "1e300"], "--allreduce-seconds = 1e+300 s"),
     (["--step-seconds", "1e300"], "--step-seconds = 1e+300 s"),

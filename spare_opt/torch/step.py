@@ -122,7 +122,9 @@ class SpareStep(Checkpoints, Consistency):
     Raises
     ------
     spare_opt.ParameterTypeError
-        ``checkpoint_extra`` is neither a dict with string keys nor a callable.
+        ``checkpoint_extra`` is neither a dict with string keys nor a callable;
+        ``loss_fn`` or ``collate_fn`` is not callable; ``checkpoint`` is not a path;
+        ``seed`` is not an integer.
     spare_opt.ParameterError
         ``checkpoint_every`` or ``check_every`` is not a non-negative integer (a bool, a
         float, text, NaN or ``None``); ``checkpoint_extra`` names an entry of
@@ -181,12 +183,20 @@ class SpareStep(Checkpoints, Consistency):
         self.group = group
         self.model = model
         self.optimizer = optimizer
+        for name, value in (("loss_fn", loss_fn), ("collate_fn", collate_fn)):
+            if not callable(value):
+                raise spare_opt.ParameterTypeError(f"{name} must be callable, got {type(value).__name__}")
         self.loss_fn = loss_fn
         self.sampler = sampler
         self.dataset = dataset
         self.loader = loader
         self.collate_fn = collate_fn
+        if checkpoint is not None and not isinstance(checkpoint, (str, os.PathLike)):
+            raise spare_opt.ParameterTypeError(f"checkpoint must be a path (str or os.PathLike) or None, got "
+                                               f"{type(checkpoint).__name__}")
         self.checkpoint = None if checkpoint is None else os.fspath(checkpoint)
+        if self.checkpoint is not None and not str(self.checkpoint).strip():
+            raise spare_opt.ParameterError("checkpoint must be a file name, got an empty one")
         self.checkpoint_every = _count("checkpoint_every", checkpoint_every)
         if checkpoint_extra is not None and not callable(checkpoint_extra):
             _check_extra(checkpoint_extra)
@@ -202,6 +212,8 @@ class SpareStep(Checkpoints, Consistency):
                     f"state must map names to objects with state_dict() and load_state_dict(); {name!r} is a "
                     f"{type(value).__name__}")
         self.check_every = _count("check_every", check_every)
+        if seed is not None and (isinstance(seed, (bool, numpy.bool_)) or not isinstance(seed, numbers.Integral)):
+            raise spare_opt.ParameterTypeError(f"seed must be an integer or None, got {seed!r}")
         self.seed = int(getattr(sampler, "seed", 0) if seed is None else seed)
         self.micro_batch_rng = bool(micro_batch_rng)
         self._loss_takes_step = _takes_three(loss_fn)
