@@ -9,6 +9,7 @@ import collections
 import multiprocessing
 import multiprocessing.connection
 import os
+import signal
 import sys
 import time
 
@@ -16,7 +17,7 @@ import torch.distributed as dist
 
 import spare_opt
 
-from ._processes import kill_tree
+from ._processes import descendants, kill_tree
 from .elastic import Evicted, JobEnded, WipeOut, _peek, post_death
 
 __all__ = ["Supervisor", "WorkerContext", "WIPE_OUT_EXIT", "EVICTED_EXIT", "LAYOUT_EXIT"]
@@ -174,8 +175,16 @@ class Supervisor:
         they ran on for seconds, after the job and the test that ran it had ended.
         """
         process = self._processes[group]
+        # Found before the kill (afterwards they belong to init); the process itself is killed first and at
+        # once, so that the kill's moment, which the recovery's timeline counts from, stays the death's.
+        children = descendants(process.pid)
         moment = time.time()
-        kill_tree(process.pid)
+        os.kill(process.pid, signal.SIGKILL)
+        for child in children:
+            try:
+                os.kill(child, signal.SIGKILL)
+            except ProcessLookupError:  # it ended meanwhile
+                pass
         self.events.append(("kill", moment, group))
         return moment
 
