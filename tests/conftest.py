@@ -71,7 +71,8 @@ _MARK = f"SPARE_TEST_SESSION={_SESSION_MARK}".encode()
 #: Seconds a process of a finished test may take to go (a killed rank's children exit on their own) before it
 #: counts as left behind: a bound, not a speed; a process that is still there after it is a leak.
 _GRACE_SECONDS = float(os.environ.get("SPARE_TEST_GRACE_SECONDS", "20"))
-#: multiprocessing's helpers live for the session and end with it (they read a pipe to this process).
+#: multiprocessing's helpers live for the session and end with it (they read a pipe to this process); they are
+#: pytest's own children: the processes a fork server forks carry its command line too, and are not helpers.
 _SESSION_HELPERS = (b"multiprocessing.forkserver", b"multiprocessing.resource_tracker")
 
 
@@ -101,9 +102,11 @@ def _of_this_session(pids):
                     continue
             with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
                 command = cmdline.read()
-        except OSError:  # it ended meanwhile, or it is not ours to read
+            with open(f"/proc/{pid}/stat", "rb") as stat:
+                parent = int(stat.read().rpartition(b")")[2].split()[1])
+        except (OSError, IndexError, ValueError):  # it ended meanwhile, or it is not ours to read
             continue
-        if not any(helper in command for helper in _SESSION_HELPERS):
+        if not (parent == os.getpid() and any(helper in command for helper in _SESSION_HELPERS)):
             found.add(pid)
     return found
 

@@ -59,3 +59,36 @@ def test_kill_tree_kills_the_grandchildren_a_process_group_signal_misses():
     finally:
         parent.kill()
         parent.wait()
+
+
+def test_a_fork_servers_children_are_checked_though_they_carry_its_command_line():
+    """The fork server and the resource tracker live for the session; the processes it forks (a Supervisor's
+    ranks) carry its command line and are checked like any other."""
+    import multiprocessing
+
+    from conftest import _of_this_session
+
+    child = multiprocessing.get_context("forkserver").Process(target=time.sleep, args=(60,))
+    child.start()
+    try:
+        server = [pid for pid, parent in _parents_of(descendants(os.getpid())) if parent == os.getpid()
+              and b"multiprocessing.forkserver" in _command(pid)]
+        assert server and b"multiprocessing.forkserver" in _command(child.pid)
+        assert child.pid in _of_this_session({child.pid}) and not _of_this_session(set(server))
+    finally:
+        child.kill()
+        child.join()
+
+
+def _command(pid):
+    with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+        return cmdline.read()
+
+
+def _parents_of(pids):
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as stat:
+                yield pid, int(stat.read().rpartition(b")")[2].split()[1])
+        except OSError:  # it ended meanwhile
+            continue

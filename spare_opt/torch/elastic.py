@@ -33,6 +33,9 @@ generation):
   rank 0 only, and rank ``k`` reads ``hb/{g}``);
 * ``group_world_size``: the ranks per DP group, written once: a group that comes with
   another number is refused;
+* ``groups``: the job's ``N``, written once by the first group to register, so that
+  :func:`~spare_opt.torch.join_job` and :func:`post_death` refuse a group outside
+  ``[0, N)`` by name;
 * ``dead/{g}``, ``dead_list``, ``deaths``: a death notice (:func:`post_death`), written by
   a launcher that saw ``g``'s process die, by a watcher that found ``g``'s heartbeat
   stale, or by ``g``'s restarted process; ``deaths`` counts notices and abort flags, so a
