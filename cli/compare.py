@@ -44,6 +44,7 @@ from .options import (
     progress_bar,
     quiet_option,
     input_spelling,
+    in_input_terms,
     refuse_inputs,
     refuse_overflowing_time,
     refuse_unused,
@@ -72,16 +73,9 @@ _OWN_OPTIONS = {
 
 
 def _in_input_terms(ctx, message):
-    """``message`` with the simulation fields of :data:`_OWN_OPTIONS` named as the user gave them.
-
-    Only fields whose name cannot be an English word (``max_wall_factor``, not ``steps``)
-    are replaced: by the option (``--cycles``), or by a ``--cluster`` file's key when the
-    value came from the file (:func:`input_spelling`).
-    """
-    import re
-
-    terms = {field: input_spelling(ctx, option)[0] for field, option in _OWN_OPTIONS.items() if "_" in field}
-    return re.sub(r"\b(%s)\b" % "|".join(terms), lambda match: terms[match.group(1)], message)
+    """``message`` with the simulation fields of :data:`_OWN_OPTIONS` named as the user gave them
+    (:func:`~spare_opt_cli.options.in_input_terms`)."""
+    return in_input_terms(ctx, message, _OWN_OPTIONS)
 
 
 def _integer_list(ctx, param, value):
@@ -415,7 +409,16 @@ def command(ctx, trace_path, trace_format, time_unit, window, model_path, preset
                              **({"period_factors": grid["period_factors"]} if quick else {}))
     except SpareError as exc:
         # The library names its parameters (max_wall_factor); the operator gave options or a file's keys.
-        raise click.ClickException(_in_input_terms(ctx, str(exc))) from None
+        message = _in_input_terms(ctx, str(exc))
+        if rates or model_path is not None:  # the model's failures came from the rate or the file given
+            name, value = next(iter(rates.items())) if rates else ("failure_model", model_path)
+            spelled, path = input_spelling(ctx, "--" + name.replace("_", "-"))
+            named = message.replace("the failure model's failures", f"the failures of {spelled} = {value:g}"
+                                    if rates else f"the failures of {spelled} {value}")
+            if path is not None and named != message and not named.startswith(str(path)):
+                named = f"{path}: {named}"
+            message = named
+        raise click.ClickException(message) from None
     result.grid["quick"] = bool(quick)
     # The library's note on m names its argument and cannot know that --quick chose the grid.
     own_grid = "(--quick's grid;" if quick and not given(ctx, "micro_batches") else "(the grid given;"

@@ -185,6 +185,46 @@ def refuse_inputs(ctx, message, *options):
     raise click.ClickException(f"{files[0]}: " + message.format(*names))
 
 
+def in_input_terms(ctx, message, own_options, keep=()):
+    """``message`` with the simulation fields of ``own_options`` named as the user gave them.
+
+    ``own_options`` maps fields to this command's options (``{"allreduce_seconds":
+    "--allreduce-seconds"}``).  Only fields whose name cannot be an English word
+    (``max_wall_factor``, not ``steps``) are replaced: by the option, or by a
+    ``--cluster`` file's key when the value came from the file (:func:`input_spelling`;
+    the message then starts with the file).  Fields in ``keep`` (given as ``--set
+    FIELD=VALUE``: the user wrote the field) stay.
+    """
+    import re
+
+    spelled = {field: input_spelling(ctx, option) for field, option in own_options.items()
+               if "_" in field and field not in keep}
+    if not spelled:
+        return message
+    pattern = re.compile(r"\b(%s)\b" % "|".join(spelled))
+    # A value from a --cluster file is named by its key, and the message starts with the file (as its other errors).
+    files = [str(spelled[name][1]) for name in pattern.findall(message) if spelled[name][1] is not None]
+    message = pattern.sub(lambda match: spelled[match.group(1)][0], message)
+    if files and not message.startswith(files[0]):
+        message = f"{files[0]}: {message}"
+    return message
+
+
+@contextlib.contextmanager
+def named_as_given(ctx, own_options, keep=()):
+    """Re-raise the library's errors inside the block with its field names as the user gave them.
+
+    A :class:`spare_opt.SpareError` becomes a one-line ``click.ClickException`` whose
+    message went through :func:`in_input_terms` (``--allreduce-seconds`` for
+    ``allreduce_seconds``, a cluster file's key, or the field itself when ``--set``
+    gave it).
+    """
+    try:
+        yield
+    except SpareError as exc:
+        raise click.ClickException(in_input_terms(ctx, str(exc), own_options, keep=keep)) from None
+
+
 def refuse_overflowing_time(ctx, preset, *, steps=None, step_seconds=None, allreduce_seconds=None, wall_factor=None,
                             steps_option="--steps", allreduce_options=("--allreduce-seconds",)):
     """Refuse a fault-free time ``T0 = steps x (step + all-reduce)`` that overflows, or the runs' wall-time cap.

@@ -33,6 +33,7 @@ from .options import (
     quiet_option,
     refuse_inputs,
     input_spelling,
+    named_as_given,
     refuse_overflowing_time,
     refuse_unused,
     scheduler_option,
@@ -47,6 +48,10 @@ __all__ = ["command"]
 
 #: Simulation parameters that a fault trace replaces (the trace gives the failures).
 TRACE_REPLACES = ("system_mtbf_seconds", "weibull_shape", "failure_model", "rate_follows_live", "restart_failures")
+#: Simulation fields that have an option of their own here: a message about the field names the option.
+_OWN_OPTIONS = {"layer_compute_seconds": "--step-seconds", "allreduce_seconds": "--allreduce-seconds",
+                "restart_seconds": "--restart-seconds", "save_seconds": "--save-seconds",
+                "heal_seconds": "--heal-seconds"}
 #: Simulation parameters of SPARe's masking only.
 SPARE_ONLY = ("controller_seconds", "patch_layers")
 
@@ -215,7 +220,7 @@ def command(ctx, preset, groups, strategy, redundancy, checkpoint_period_seconds
 
         placement = Placement.load(placement_path).prepared(layout=layout)
     with executor_for(scheduler, workers) as executor, progress_bar(quiet, "simulating") as progress, \
-            warnings.catch_warnings(record=True) as caught:
+            warnings.catch_warnings(record=True) as caught, named_as_given(ctx, _OWN_OPTIONS, keep=set_here):
         warnings.simplefilter("always", UserWarning)
         runs = simulate_seeds(params, strategy, redundancy, seeds=seeds, checkpoint_period_seconds=checkpoint_period_seconds,
                               layout=layout, trace=trace, placement_seed=placement_seed, placement=placement,
@@ -302,6 +307,12 @@ def _refuse_unused_repair_options(ctx, strategy, semantics, trace_path, fault_mo
         if replaced:
             refuse_unused(f"--set {replaced[0]}", "does nothing with --failure-model: the model gives the failure "
                                                   "times")
+
+
+#: Simulation fields that have an option of their own here: a message about the field names the option.
+_OWN_OPTIONS = {"layer_compute_seconds": "--step-seconds", "allreduce_seconds": "--allreduce-seconds",
+                "restart_seconds": "--restart-seconds", "save_seconds": "--save-seconds",
+                "heal_seconds": "--heal-seconds"}
 
 
 def _format(preset, strategy, groups, runs, summary, max_wall_factor):

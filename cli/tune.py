@@ -14,6 +14,7 @@ from .options import (
     check_output_path,
     given,
     input_spelling,
+    named_as_given,
     refuse_overflowing_time,
     refuse_unused,
     warn_ignored,
@@ -98,7 +99,10 @@ def command(ctx, preset, groups, seeds, workers, scheduler, settings, micro_batc
                             wall_factor=overrides.get("max_wall_factor"), steps_option="--set steps",
                             allreduce_options=("--set allreduce_seconds",))
     overrides.pop("heal_seconds", None)  # a cluster file's heal time: tune draws Weibull failures, no repairs
-    with executor_for(scheduler, workers) as executor, progress_bar(quiet, "simulating") as progress:
+    own = {"layer_compute_seconds": "--step-seconds", "restart_seconds": "--restart-seconds",
+           "save_seconds": "--save-seconds"}
+    with executor_for(scheduler, workers) as executor, progress_bar(quiet, "simulating") as progress, \
+            named_as_given(ctx, own, keep=parse_overrides(settings)):
         results = tune_preset(preset, groups=groups, seeds=seeds, micro_batches=list(micro_batches or (1,)),
                               workers=workers, executor=executor, progress=progress, **overrides)
     if plot_path is not None:

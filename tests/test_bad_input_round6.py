@@ -171,12 +171,20 @@ def test_a_worker_whose_store_is_unreachable_prints_one_line():
 @pytest.mark.parametrize("host, message", [("no-such-host.invalid", "does not resolve"),
                                            ("192.0.2.1", "is one of this machine's")])
 def test_the_store_entry_point_refuses_a_host_it_cannot_listen_on_at_once(host, message):
-    started = time.monotonic()
+    """Refused by the entry point's own check, before torch's server starts (which retried for a minute).
+
+    Nothing here is timed (it failed under load, where the interpreter's start alone took
+    most of the 30 s it allowed): torch's server never started, as the message is ours and
+    torch logged nothing (no retry line, no C++ frame); the lookup itself is bounded in
+    the entry point (30 s).
+    """
     run = subprocess.run([sys.executable, "-m", "spare_opt.torch.store", "--host", host, "--port", "0"],
-                         capture_output=True, text=True, timeout=60, cwd=REPO, env=ENV)
+                         capture_output=True, text=True, timeout=600, cwd=REPO,
+                         env={**ENV, "TORCH_CPP_LOG_LEVEL": "INFO"})  # torch's retries would show at this level
     assert run.returncode == 1 and run.stdout == ""
-    assert run.stderr.strip().count("\n") == 0 and run.stderr.startswith("error: ") and message in run.stderr
-    assert time.monotonic() - started < 30  # not torch's minute of retries
+    assert run.stderr.strip().count("\n") == 0 and run.stderr.startswith("error: cannot listen on host ") and \
+        message in run.stderr, run.stderr
+    assert "[c10d]" not in run.stderr and "frame #" not in run.stderr
 
 
 @pytest.mark.parametrize("port", [-1, 65536, 99999, "29600", 1.5, True])

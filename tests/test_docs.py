@@ -109,6 +109,39 @@ def test_the_outside_reference_check_catches_what_it_should():
     assert [text for text in good if references_outside(text)] == []
 
 
+# --- Commands that stay within the user's own job ---------------------------------------------
+
+#: Commands that signal processes by name or pattern, or every process the user owns: on a shared node they reach
+#: other people's jobs (``pkill -9 -o -f -- "-u examples/launch/train.py"`` killed the oldest such process on the
+#: whole machine).  A process is stopped by the pid it printed or that its launcher gave (``kill $STORE_PID``,
+#: ``kill $(jobs -p)``).
+_BEYOND_THE_JOB = re.compile(r"\b(?:pkill|killall|pgrep\b[^\n|]*\|\s*xargs\s+kill|kill\s+(?:-\S+\s+)*-1\b|"
+                             r"fuser\s+-k)")
+
+
+def commands_beyond_the_job(text):
+    """``(line number, command)`` of every command in ``text`` that may stop processes outside the user's job."""
+    return [(number, line.strip()) for number, line in enumerate(text.splitlines(), 1)
+            if _BEYOND_THE_JOB.search(line)]
+
+
+def test_no_documented_command_reaches_beyond_the_users_own_job():
+    files = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md")), *sorted((REPO / "examples").rglob("*.py")),
+             *sorted((REPO / "benchmarks").glob("*.py")), REPO / ".ci" / "run"]
+    offences = [f"{path.relative_to(REPO)}:{line}: {command}" for path in files
+                for line, command in commands_beyond_the_job(path.read_text(encoding="utf-8"))]
+    assert not offences, "commands that may stop other users' processes:\n" + "\n".join(offences)
+
+
+def test_the_beyond_the_job_check_catches_what_it_should():
+    bad = ['sleep 15; pkill -9 -o -f -- "-u examples/launch/train.py"', "killall python", "pkill -f train.py",
+           "pgrep -f worker | xargs kill -9", "kill -9 -1", "kill -- -1", "fuser -k 29600/tcp"]
+    good = ["kill $STORE_PID", 'kill -9 "$(sed -n \'s/^group 1: worker pid //p\' log | tail -n 1)"',
+            "wait $(jobs -p | grep -v $STORE_PID)", "os.kill(pid, signal.SIGKILL)", "kill %1", "kill -9 12345"]
+    assert [text for text in bad if not commands_beyond_the_job(text)] == []
+    assert [text for text in good if commands_beyond_the_job(text)] == []
+
+
 def test_data_prints_the_shipped_trace_from_any_directory(tmp_path, monkeypatch):
     import json
     from pathlib import Path

@@ -22,6 +22,7 @@ import torch.distributed as dist  # noqa: E402
 
 import spare_opt  # noqa: E402
 from conftest import REPO  # noqa: E402
+from spare_opt.torch._processes import kill_tree  # noqa: E402
 from spare_opt.torch.launchers import EVICTED_EXIT, WIPE_OUT_EXIT, join_job, new_generation, post_death  # noqa: E402
 from training_job import reference_run  # noqa: E402
 
@@ -61,8 +62,11 @@ def launched(groups, args, out, restarts, nproc=1, **options):
                           for g in range(groups)})
         yield port, client, processes
     finally:
+        # The whole tree: torchrun starts its workers in sessions of their own, and a worker whose torchrun
+        # alone was killed ran on after the test.
         for process in processes.values():
-            process.kill()
+            kill_tree(process.pid)
+            process.wait()
         store.terminate()
         store.wait()
 
@@ -92,7 +96,7 @@ def finish(processes, timeout=TIMEOUT):
             codes[g] = process.wait(max(1.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
             for other in processes.values():
-                other.kill()
+                kill_tree(other.pid)
             raise
     return codes
 
@@ -189,7 +193,11 @@ def test_torchrun_per_group_kill_rejoin_and_a_late_joiner(tmp_path):
     args = ["--steps", "16", "--step-sleep", "0.05", "--await-repairs", "120"]
     with launched(4, args, out, restarts=1) as (port, client, processes):
         wait_for(lambda: int(read(client, "gen/0/progress") or 0) >= 4, "four steps", processes, out)
-        os.kill(worker_pid(client, 0, 1), signal.SIGKILL)
+        # As docs/launch.md's recipe does: the pid the worker printed in its log (the store's record agrees).
+        with open(os.path.join(out, "torchrun-g1.log")) as log:
+            printed = re.findall(r"^group 1: worker pid (\d+)$", log.read(), flags=re.M)
+        assert printed and int(printed[-1]) == worker_pid(client, 0, 1), logs(out)
+        os.kill(int(printed[-1]), signal.SIGKILL)
         codes = finish(processes)
         assert codes == {g: 0 for g in range(4)}, logs(out)
         # The survivors waited for the agreement without a store wait that timed out.

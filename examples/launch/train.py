@@ -93,6 +93,9 @@ def train(args):
     torch.set_num_threads(1)
     config = config_of(args)
     job = join_job()
+    # The process a trial SIGKILLs (docs/launch.md kills it by this pid, never by a name pattern).
+    who = f"group {job.group}" + (f" rank {job.group_rank}" if job.group_world_size > 1 else "")
+    print(f"{who}: worker pid {os.getpid()}", flush=True)
     dataset = make_dataset(config)
     group_process_group = None
     if job.group_world_size > 1:

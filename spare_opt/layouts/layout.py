@@ -146,6 +146,7 @@ def _check_recommendation(layout, source):
     if not isinstance(recommendation, dict):
         raise LayoutFileError(f"{source}: metadata 'recommendation' must be an object, got a JSON "
                               f"{'list' if isinstance(recommendation, list) else type(recommendation).__name__}")
+    version = _recommendation_version(recommendation, source)
     fingerprint = recommendation.get("fingerprint")
     if not isinstance(fingerprint, str):
         raise LayoutFileError(f"{source}: the recommendation has no fingerprint of its layout "
@@ -167,9 +168,8 @@ def _check_recommendation(layout, source):
                 raise LayoutFileError(f"{source}: {name} = {value!r} is not the recommendation's "
                                       f"(metadata.recommendation.spare.{key} = {spare[key]!r}): the file was changed "
                                       "after the recommendation was written")
-    version = recommendation.get("version")
     contents = recommendation.get("contents_fingerprint")
-    if contents is None and not (type(version) is int and version >= 2):
+    if version == 1 and contents is None:
         return  # a version 1 recommendation: no contents fingerprint
     if not isinstance(contents, str):
         raise LayoutFileError(f"{source}: the recommendation has no fingerprint of its contents "
@@ -180,6 +180,48 @@ def _check_recommendation(layout, source):
         raise LayoutFileError(f"{source}: the recommendation's contents_fingerprint {shown!r} does not verify "
                               f"({actual}): metadata.micro_batches or metadata.recommendation was changed after the "
                               "recommendation was written")
+
+
+#: The versions of ``metadata["recommendation"]`` this release reads (1: no contents fingerprint; 2: with one).
+_RECOMMENDATION_VERSIONS = (1, 2)
+
+
+def _recommendation_version(recommendation, source):
+    """``metadata.recommendation.version``: the JSON integer 1 or 2; else :class:`LayoutFileError`.
+
+    ``"2"``, ``2.0``, ``true``, ``null`` or a missing version is no version number (a file
+    whose version was edited to one of those, and its ``contents_fingerprint`` deleted,
+    was read as version 1, its edited ``m`` deployed unchecked); a larger integer is a
+    newer format this release cannot check.
+    """
+    version = recommendation.get("version")
+    if type(version) is int and version in _RECOMMENDATION_VERSIONS:
+        return version
+    where = f"{source}: metadata.recommendation.version"
+    if type(version) is int and version > max(_RECOMMENDATION_VERSIONS):
+        shown = check.int_text(version) if version < 10**40 else "a huge integer"
+        raise LayoutFileError(f"{where} {shown} is not supported: this spare-opt reads versions 1 and 2 (written by "
+                              "a newer spare-opt? upgrade, or write the file again with compare -o)")
+    if "version" not in recommendation:
+        shown = "is missing"
+    elif type(version) is int:
+        shown = f"is {check.int_text(version) if abs(version) < 10**40 else 'a huge integer'}"
+    elif isinstance(version, str):
+        shown = f"is the string {version[:40]!r}"
+    elif isinstance(version, (dict, list)):
+        shown = f"is a JSON {'object' if isinstance(version, dict) else 'list'}"
+    else:
+        shown = f"is {_json_literal(version)}"
+    raise LayoutFileError(f"{where} {shown}: it must be the integer 1 or 2 (the file was changed after it was "
+                          "written; write it again with compare -o)")
+
+
+def _json_literal(value):
+    """``value`` as JSON writes it (``true``, ``null``, ``2.0``), for messages about a file's fields."""
+    try:
+        return json.dumps(value)
+    except (TypeError, ValueError):
+        return repr(value)
 
 
 def recommendation_digest(micro_batches, recommendation):

@@ -23,7 +23,7 @@ from ..guarantees import theory
 from .._core.results import Result
 from .._core.stats import finite_or_none, weibull_renewals
 from .._core.errors import FailureSetError, ParameterError
-from .parameters import STRATEGIES, SimulationParameters, fault_free_seconds
+from .parameters import STRATEGIES, SimulationParameters, TooManyEvents, astronomic_input, fault_free_seconds
 from ..layouts.layout import check_layout, check_size
 
 __all__ = [
@@ -93,8 +93,8 @@ def check_event_budget(params):
         raise ParameterError(
             f"a run could need about {expected:.3g} failures before its wall-time cap "
             f"(max_wall_factor * T0 = {cap:.3g} s, system_mtbf_seconds {params.system_mtbf_seconds:g}, "
-            f"weibull_shape {params.weibull_shape:g}; at most {MAX_EXPECTED_FAILURES:.0e}): lower "
-            "max_wall_factor, steps or layer_compute_seconds, or raise system_mtbf_seconds or weibull_shape"
+            f"weibull_shape {params.weibull_shape:g}; at most {MAX_EXPECTED_FAILURES:.0e}): "
+            f"{astronomic_input(params, params.system_mtbf_seconds, 'system_mtbf_seconds', shape=True)}"
         )
 
 
@@ -810,7 +810,11 @@ def run_events(params, strategy, redundancy, period, seed, events, *, micro_batc
         return _result(raw, params, strategy, redundancy, period, seed, micro_batches, semantics)
     horizon = 2.0 * fault_free_seconds(params)  # a run lasts at least T0
     while True:
-        rows, complete = events(horizon)
+        try:
+            rows, complete = events(horizon)
+        except TooManyEvents as exc:  # the source knows its events, this run the input that made the horizon
+            head = str(exc).split(": lower ")[0]
+            raise ParameterError(f"{head}: {astronomic_input(params, exc.gap_seconds, 'the failure model')}") from None
         f, i = _pack(params, strategy, redundancy, period, seed, trace_mode=True,
                      horizon=None if complete else horizon, **pack)
         rows = _kernel_costs(rows, strategy, f)

@@ -119,7 +119,8 @@ def load_cluster(path):
     Raises
     ------
     ParameterError
-        The file is missing or unreadable, is not TOML, has a key that is not one of
+        The file is missing or unreadable, is not TOML (one that begins with a UTF-8
+        byte-order mark is refused naming it), has a key that is not one of
         the known ones (the message names it and lists the known ones), a value of
         the wrong type or out of range (named), or two failure sources.
 
@@ -132,6 +133,10 @@ def load_cluster(path):
     path = as_path(path, ParameterError, "cluster file")
     with reading(path, ParameterError, "cluster file", "a TOML cluster file"):
         text = path.read_text(encoding="utf-8")
+    if text.startswith("\ufeff"):
+        # tomllib's message for it is "Invalid statement (at line 1, column 1)": name the mark, as the layout reader does.
+        raise ParameterError(f"{path}: not a valid TOML cluster file: it begins with a UTF-8 byte-order mark (BOM, "
+                             "bytes EF BB BF), which TOML does not allow; save it as UTF-8 without a BOM")
     try:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

@@ -77,6 +77,7 @@ from .._core.stats import finite_or_none, weibull_renewals
 from .._core.errors import ParameterError
 from ..layouts.layout import check_size
 from ..planning.plan import check_micro_batches
+from .parameters import TooManyEvents
 
 __all__ = [
     "SEMANTICS",
@@ -642,10 +643,11 @@ class _ModelSource:
 
         self.drawn += _MODEL_BLOCK
         if self.drawn > MAX_SAMPLE_EVENTS:
-            raise ParameterError(
+            gap = self.model.event_mtbf_seconds * self.stretch
+            raise TooManyEvents(
                 f"the run needs more than {MAX_SAMPLE_EVENTS:,} failure events of the model (one every "
-                f"{self.model.event_mtbf_seconds * self.stretch:g} s on {self.groups} groups, up to "
-                f"{self.now:.3g} s): lower max_wall_factor or steps, or use a model with rarer failures")
+                f"{gap:g} s on {self.groups} groups, up to {self.now:.3g} s): lower max_wall_factor or steps, or use "
+                "a model with rarer failures", gap)
         model, rng = self.model, self.rng
         gaps = model.sample_gaps_seconds(rng, _MODEL_BLOCK) * self.stretch
         sizes = model.sample_event_sizes(rng, _MODEL_BLOCK)
@@ -674,10 +676,11 @@ class _ModelSource:
             expected = min(expected, horizon / (model.window_seconds * stretch))
         if not expected <= MAX_SAMPLE_EVENTS:  # refuse before drawing (the count drawn is bounded too)
             count = f"{expected:,.0f}" if expected < 1e15 else f"{expected:.3g}"  # not 300 digits
-            raise ParameterError(
-                f"the run needs about {count} failure events of the model (one every "
-                f"{self.model.event_mtbf_seconds * self.stretch:g} s on {self.groups} groups, up to {horizon:.3g} s), "
-                f"more than {MAX_SAMPLE_EVENTS:,}: lower max_wall_factor or steps, or use a model with rarer failures")
+            gap = self.model.event_mtbf_seconds * self.stretch
+            raise TooManyEvents(
+                f"the run needs about {count} failure events of the model (one every {gap:g} s on {self.groups} "
+                f"groups, up to {horizon:.3g} s), more than {MAX_SAMPLE_EVENTS:,}: lower max_wall_factor or steps, "
+                "or use a model with rarer failures", gap)
         while self.now <= horizon:
             self._draw_block()
         sequencer = self.sequencer

@@ -244,6 +244,82 @@ def fault_free_seconds(params):
     return params.steps * (params.layer_compute_seconds + params.allreduce_seconds)
 
 
+class TooManyEvents(ParameterError):
+    """A model's run would draw more than :data:`~spare_opt.traces.failure_model.MAX_SAMPLE_EVENTS` failure events.
+
+    ``gap_seconds`` is the model's time between failure events on the run's groups, so
+    that a caller that knows the run's parameters names the input that makes the
+    horizon astronomic (:func:`astronomic_input`).
+    """
+
+    def __init__(self, message, gap_seconds):
+        super().__init__(message)
+        self.gap_seconds = gap_seconds
+
+
+def astronomic_input(params, gap_seconds, gap_name, shape=False):
+    """Name the input that makes a run need too many failures: the one farthest above its usual magnitude.
+
+    A run's horizon is ``max_wall_factor * T0`` with ``T0 = steps * (layer_compute_seconds
+    + allreduce_seconds)``, and the failures it needs are about the horizon over the time
+    between failures ``gap_seconds``.  Each input is compared with the paper's setting
+    (:data:`PAPER`: 10,000 steps of 64 s, an all-reduce of :func:`allreduce_seconds` at
+    ``N``, a cap of 200 ``T0``, a failure every 300 s), on a log scale: the one that
+    stands farthest above it (for the gap: below it) is named with its value, since
+    lowering (raising) it is what brings the run back.  An all-reduce of ``1e300`` s was
+    reported as too many failures with the advice to lower the cycles or the steps.
+
+    Parameters
+    ----------
+    params : SimulationParameters
+    gap_seconds : float
+        Mean time between failures of the run's source, in seconds (> 0).
+    gap_name : str
+        What sets it, as the message names it: a field (``"system_mtbf_seconds"``, to
+        raise) or words (``"the failure model"``, whose failures must be rarer).
+    shape : bool, default False
+        Whether ``params.weibull_shape`` shapes the failures (synthetic runs): a shape
+        far below the paper's 0.78 bunches them, and it is a candidate too.
+
+    Returns
+    -------
+    str
+        ``"allreduce_seconds = 1e+300 s makes T0 = steps x (layer_compute_seconds +
+        allreduce_seconds) = 1e+05 x (64 s + 1e+300 s) astronomic: lower
+        allreduce_seconds"``, or the like for the other inputs.
+    """
+    usual_allreduce = allreduce_seconds(params.groups)
+    candidates = [
+        ("steps", params.steps, PAPER["steps"], "", "lower"),
+        ("layer_compute_seconds", params.layer_compute_seconds, PAPER["layer_compute_seconds"], " s", "lower"),
+        ("allreduce_seconds", params.allreduce_seconds, usual_allreduce, " s", "lower"),
+        ("max_wall_factor", params.max_wall_factor, 200.0, "", "lower"),
+        (gap_name, gap_seconds, PAPER["system_mtbf_seconds"], " s", "raise"),
+    ]
+    if shape:
+        candidates.append(("weibull_shape", params.weibull_shape, PAPER["weibull_shape"], "", "raise"))
+
+    def excess(item):
+        _, value, usual, _, direction = item
+        if not value > 0 or not math.isfinite(value):
+            return math.inf if direction == "raise" else -math.inf
+        ratio = math.log10(value) - math.log10(usual)
+        return ratio if direction == "lower" else -ratio
+
+    name, value, _, unit, direction = max(candidates, key=excess)
+    t0 = (f"T0 = steps x (layer_compute_seconds + allreduce_seconds) = {params.steps:g} x "
+          f"({params.layer_compute_seconds:g} s + {params.allreduce_seconds:g} s) = {fault_free_seconds(params):.3g} s")
+    if name == "weibull_shape":
+        return f"weibull_shape = {value:g} bunches the failures: raise weibull_shape"
+    if direction == "raise":
+        if name.isidentifier():  # a field: system_mtbf_seconds
+            return f"{name} = {value:.3g} s between failures makes it so: raise {name}"
+        return f"{name}'s failures, one every {value:.3g} s, make it so: use a model with rarer failures"
+    if name == "max_wall_factor":
+        return f"max_wall_factor = {value:g} makes the horizon {value:g} x T0 ({t0}): lower max_wall_factor"
+    return f"{name} = {value:g}{unit} makes {t0} astronomic: lower {name}"
+
+
 def steps_in(seconds, params, what="the trace span times the trace time scale"):
     """The number of fault-free steps of ``params`` that fill ``seconds``: ``round(seconds / step)``, at least 1.
 

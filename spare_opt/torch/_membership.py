@@ -15,6 +15,7 @@ The store helpers (:func:`_peek`, :func:`_text`) and :func:`post_death` live her
 because every role writes and reads notices with them.
 """
 
+import numbers
 import time
 
 import torch.distributed as dist
@@ -37,6 +38,8 @@ class Membership:
                        f"({registered}): every rank must build the same layout")
             self.stop_job(message)
             raise spare_opt.LayoutError(message)
+        # N for the launchers (join_job, post-death): a group outside [0, N) is refused there by name.
+        store.compare_set("groups", "", str(self.groups))
         self._poll_fatal(force=True)
         size = self.group_world_size
         registered = _text(store.compare_set("group_world_size", "", str(size)))
@@ -327,9 +330,18 @@ def post_death(store, group, reason="died"):
     store : torch.distributed.Store
         The job's store of the current generation (the same prefix the workers use).
     group : int
-        The DP group whose process died.
+        The DP group whose process died, in ``[0, N)``.
     reason : str, default "died"
         Stored as the notice's value (for people reading the store).
+
+    Raises
+    ------
+    spare_opt.ParameterTypeError
+        ``group`` is not an integer (a bool, a float, a string).
+    spare_opt.ParameterError
+        ``group`` is negative, or not below the job's ``N`` once a group registered it
+        (the store's ``groups`` key): nothing is written (a notice ``dead/-1`` misled
+        every reader of the store).
 
     Notes
     -----
@@ -339,8 +351,16 @@ def post_death(store, group, reason="died"):
     failed does nothing; a repaired group deletes its own notice before it asks to
     rejoin.
     """
-    store.set(f"dead/{int(group)}", str(reason))
-    store.append("dead_list", f"{int(group)},")
+    if isinstance(group, bool) or not isinstance(group, numbers.Integral):
+        raise spare_opt.ParameterTypeError(f"group must be an integer, got {group!r} ({type(group).__name__})")
+    group = int(group)
+    groups = _peek(store, "groups")
+    if group < 0 or (groups is not None and groups.isdigit() and group >= int(groups)):
+        bound = f"[0, {groups}) (this job has N = {groups} DP groups)" if groups is not None else "[0, N)"
+        shown = str(group) if abs(group) < 10**30 else "a huge integer"
+        raise spare_opt.ParameterError(f"the group of a death notice must be in {bound}, got {shown}")
+    store.set(f"dead/{group}", str(reason))
+    store.append("dead_list", f"{group},")
     store.add("deaths", 1)
 
 

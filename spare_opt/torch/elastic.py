@@ -34,6 +34,9 @@ generation):
 * ``group_world_size``, ``group_mesh``: the ranks per DP group and their mesh
   (``pp2.tp2``; ``ranks4`` without one), written once: a group that comes with another
   number or shape is refused;
+* ``groups``: the job's ``N``, written once by the first group to register, so that
+  :func:`~spare_opt.torch.join_job` and :func:`post_death` refuse a group outside
+  ``[0, N)`` by name;
 * ``dead/{g}``, ``dead_list``, ``deaths``: a death notice (:func:`post_death`), written by
   a launcher that saw ``g``'s process die, by a watcher that found ``g``'s heartbeat
   stale, or by ``g``'s restarted process; ``deaths`` counts notices and abort flags, so a
@@ -70,6 +73,8 @@ generation):
 """
 
 import datetime
+import math
+import numbers
 import os
 import threading
 import time
@@ -89,6 +94,47 @@ from ._plans import PlanBook
 
 __all__ = ["SpareGroup", "WipeOut", "Evicted", "GroupTimeout", "ReplicaDivergence", "DuplicateGroup", "JobEnded",
            "CheckpointMismatch", "post_death"]
+
+
+#: The longest wait any timing argument of :class:`SpareGroup` may give, in seconds (about 11 days, as the
+#: store's timeout of :func:`~spare_opt.torch.launchers.join_job`): a longer one is a typo.
+_LONGEST_WAIT = 1e6
+#: The shortest heartbeat interval: the heartbeat thread and every wait loop sleep this long between looks.
+_SHORTEST_INTERVAL = 1e-3
+#: The shortest ``timeout``: every group registers within it at start, after loading the planner's kernels.
+_SHORTEST_TIMEOUT = 1.0
+
+
+def _seconds(name, value, least, most=_LONGEST_WAIT):
+    """``value`` as a finite float of seconds in ``[least, most]``.
+
+    Raises :class:`spare_opt.ParameterTypeError` (not a real number) or
+    :class:`spare_opt.ParameterError` naming ``name`` and the value given.
+    """
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise spare_opt.ParameterTypeError(f"{name} must be a number of seconds, got {value!r} "
+                                           f"({type(value).__name__})")
+    try:
+        seconds = float(value)
+    except (OverflowError, ValueError):  # an int beyond the float range
+        seconds = math.inf
+    if not (math.isfinite(seconds) and least <= seconds <= most):
+        shown = repr(value) if not isinstance(value, int) or abs(value) < 10**30 else "a huge integer"
+        raise spare_opt.ParameterError(f"{name} must be a positive finite number of seconds, at least {least:g} "
+                                       f"and at most {most:g}, got {shown}")
+    return seconds
+
+
+def _timings(heartbeat_interval, heartbeat_timeout, timeout):
+    """:class:`SpareGroup`'s timing arguments checked: ``(interval, heartbeat_timeout, timeout)`` as floats."""
+    interval = _seconds("heartbeat_interval", heartbeat_interval, _SHORTEST_INTERVAL)
+    beat_timeout = _seconds("heartbeat_timeout", heartbeat_timeout, _SHORTEST_INTERVAL)
+    if beat_timeout <= interval:
+        # A peer is failed once its beat is heartbeat_timeout old: at or below one interval, live peers look dead.
+        raise spare_opt.ParameterError(f"heartbeat_timeout must be above heartbeat_interval ({interval:g} s), got "
+                                       f"{heartbeat_timeout!r}")
+    wait = _seconds("timeout", timeout, _SHORTEST_TIMEOUT)
+    return interval, beat_timeout, wait
 
 
 class SpareGroup(Membership, Agreement, Collectives):
@@ -113,16 +159,20 @@ class SpareGroup(Membership, Agreement, Collectives):
     heartbeat_interval : float, default 0.05
         Seconds between heartbeats (and between checks of the abort flag, the peers'
         heartbeats, death notices and rejoin requests, and between looks for the
-        agreed record of an epoch while this rank waits for it).
+        agreed record of an epoch while this rank waits for it); in
+        ``[0.001, 1e6)``.
     heartbeat_timeout : float, default 2.0
-        Seconds without a peer's heartbeat after which it counts as failed.
+        Seconds without a peer's heartbeat after which it counts as failed; above
+        ``heartbeat_interval``, at most ``1e6``.
     timeout : float, default 60.0
         Seconds that bound every wait: the registration of every group at start (else
         :class:`GroupTimeout` on every rank that waits), the barrier before a rebuild
         and the agreement (a member that has not answered by then, though its heartbeat
         goes on, is declared failed), a repaired group's admission (else
         :class:`GroupTimeout`), and the gloo process groups' timeout.  Survivors never
-        wait it out for a dead peer (the abort flag and death notices wake them).
+        wait it out for a dead peer (the abort flag and death notices wake them).  In
+        ``[1, 1e6]`` (about 11 days): shorter, not every group of a job can register
+        (each compiles or loads the planner's kernels first), longer is a typo.
     rejoin : bool, default False
         This process is a repaired group: it asks to rejoin and waits until the live
         groups admit it at a step boundary.  When the live groups have not yet agreed
@@ -197,11 +247,15 @@ class SpareGroup(Membership, Agreement, Collectives):
         rank's does (every rank of the job stops, whichever registered first); or this
         group's ``K`` differs from the job's (this group is refused, the job goes on).
     spare_opt.ParameterError
-        The ranks of ``group_process_group`` disagree on ``group`` or ``rejoin``; the
-        mesh has a dimension without a name, with another name than ``pp``,
-        ``dp_shard`` and ``tp``, or over other ranks than the group's.
+        A timing argument is not a finite number of seconds in its range (named, with
+        its value), or ``heartbeat_timeout`` is not above ``heartbeat_interval``: at
+        once, before anything is written to the store; ``group``, ``watch`` or
+        ``backend`` out of range; the ranks of ``group_process_group`` disagree on
+        ``group`` or ``rejoin``; the mesh has a dimension without a name, with another
+        name than ``pp``, ``dp_shard`` and ``tp``, or over other ranks than the group's.
     spare_opt.ParameterTypeError
-        ``mesh`` is not a ``DeviceMesh``.
+        A timing argument is not a real number (a string, ``None``, a bool); ``mesh`` is
+        not a ``DeviceMesh``.
     DuplicateGroup
         Another process already started as ``group`` afresh in this job (the ranks of
         a DP group started without ``group_process_group``, a group launched twice).
@@ -221,6 +275,9 @@ class SpareGroup(Membership, Agreement, Collectives):
 
     def __init__(self, layout, group, store, *, micro_batches=None, heartbeat_interval=0.05, heartbeat_timeout=2.0,
                  timeout=60.0, rejoin=False, watch=8, backend="gloo", group_process_group=None, mesh=None):
+        # Checked first: a negative timeout made every wait endless, an infinite interval
+        # stopped the heartbeat thread (the group then looked dead to the others).
+        interval, heartbeat_timeout, timeout = _timings(heartbeat_interval, heartbeat_timeout, timeout)
         self.book = PlanBook(layout, micro_batches)
         # The first plan of a process compiles (or loads) the planner's kernels: seconds
         # on a busy machine.  Done before this group's first heartbeat, not between its
@@ -228,7 +285,10 @@ class SpareGroup(Membership, Agreement, Collectives):
         self.book.plan(frozenset())
         n = self.book.groups
         if isinstance(group, bool) or not isinstance(group, int) or not 0 <= group < n:
-            raise spare_opt.ParameterError(f"group must be an integer in [0, {n}), got {group!r}")
+            # Under join_job the group is SPARE_GROUP (or JOB_COMPLETION_INDEX): the message says where to look.
+            raise spare_opt.ParameterError(f"group must be an integer in [0, {n}) (the layout has N = {n} DP groups; "
+                                           f"a worker takes it from SPARE_GROUP or JOB_COMPLETION_INDEX), got "
+                                           f"{group!r}")
         self.group = group
         self.groups = n
         self.micro_batches = self.book.micro_batches
@@ -245,10 +305,10 @@ class SpareGroup(Membership, Agreement, Collectives):
         self.leader = self.group_rank == 0
         self._pg = None
         self._group_lost = None  # why this DP group must leave (a rank of it died), once known
-        self.interval = float(heartbeat_interval)
-        self.heartbeat_timeout = float(heartbeat_timeout)
-        self.timeout = datetime.timedelta(seconds=float(timeout))
-        self.timeout_seconds = float(timeout)
+        self.interval = interval
+        self.heartbeat_timeout = heartbeat_timeout
+        self.timeout = datetime.timedelta(seconds=timeout)
+        self.timeout_seconds = timeout
         self._fatal = None
         self._fatal_polled = 0.0
         self.backend = backend

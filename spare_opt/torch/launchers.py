@@ -38,7 +38,12 @@ Environment variables read by :func:`join_job`:
     new generation) starts afresh.  ``TORCHELASTIC_RESTART_COUNT`` alone could not tell
     the two apart; it is kept as ``Job.restart_count``.
 ``SPARE_STORE_TIMEOUT``
-    Seconds to wait for the store (default 60): a positive number, at most ``1e6``.
+    Seconds to wait for the store (default 60), in ``[1, 1e6]``: also the client's
+    timeout for every later operation.
+
+Integers are plain decimal digits (``1_0``, ``+5`` or digits of other scripts are
+refused by name), and a group not below the job's ``N`` is refused once a group
+registered it (the store's ``groups`` key).
 
 A process that finds its group (and rank) already started in the current generation
 checks that its predecessor is gone before it rejoins: every worker that joined keeps a
@@ -67,7 +72,7 @@ import spare_opt
 
 from .elastic import (CheckpointMismatch, DuplicateGroup, Evicted, GroupTimeout, JobEnded, WipeOut, post_death, _peek,
                       _text)
-from .supervisor import EVICTED_EXIT, LAYOUT_EXIT, WIPE_OUT_EXIT
+from .supervisor import EVICTED_EXIT, LAYOUT_EXIT, WIPE_OUT_EXIT, _end_children
 
 __all__ = ["Job", "join_job", "post_death", "run_worker", "end_job", "new_generation", "connect_store",
            "generation_store", "current_generation", "StoreUnreachable", "DuplicateGroup", "EVICTED_EXIT",
@@ -117,17 +122,22 @@ def _store_address(address):
 
 #: The longest wait for the store that :func:`connect_store` takes (about 11 days): a longer one is a typo.
 _LONGEST_WAIT = 1e6
+#: The shortest: the store's client keeps it as its timeout for every later operation, in whole milliseconds, and
+#: a worker's first reads (the generation, its start) must fit in it on a busy store (1e-9 s became 0 ms: every
+#: read failed at once with torch's ``DistStoreError``).
+_SHORTEST_WAIT = 1.0
 
 
 def _seconds(value, name):
-    """``value`` as a number of seconds in ``(0, _LONGEST_WAIT]``; a ParameterError naming ``name`` otherwise."""
+    """``value`` as a number of seconds in ``[_SHORTEST_WAIT, _LONGEST_WAIT]``; a ParameterError naming ``name``."""
     try:
         seconds = float(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         raise spare_opt.ParameterError(f"{name} must be a number of seconds, got {value!r}") from None
-    if not math.isfinite(seconds) or not 0 < seconds <= _LONGEST_WAIT:
+    if isinstance(value, bool) or not math.isfinite(seconds) or not _SHORTEST_WAIT <= seconds <= _LONGEST_WAIT:
         raise spare_opt.ParameterError(
-            f"{name} must be a positive number of seconds, at most {_LONGEST_WAIT:g}, got {value!r}")
+            f"{name} must be a number of seconds, at least {_SHORTEST_WAIT:g} and at most {_LONGEST_WAIT:g}, got "
+            f"{value!r}")
     return seconds
 
 
@@ -201,7 +211,7 @@ def connect_store(address, timeout=60.0):
     ------
     spare_opt.ParameterError
         ``address`` is not ``host:port`` with a port in ``[1, 65535]``, or ``timeout`` is
-        not a positive number of seconds (at most ``1e6``).
+        not a number of seconds in ``[1, 1e6]``.
     StoreUnreachable
         Nothing answered at ``address`` within ``timeout`` (a host that does not
         resolve included); raised by then, not later.
@@ -289,16 +299,27 @@ def _flag(environ, name):
 
 
 def _integer(environ, name, least=None):
+    """The integer of variable ``name`` (``None`` when unset or empty): plain decimal digits, ``-`` allowed before them.
+
+    Python's ``int()`` also reads ``1_0`` as 10, ``+5`` as 5, `` 7 `` as 7 and digits of other scripts
+    (an Arabic-Indic three as 3): a group or a rank taken from such a value is a typo obeyed, so only ``[0-9]``
+    is read.
+    """
     value = environ.get(name)
     if value is None or value == "":
         return None
-    try:
-        number = int(value)
-    except ValueError:
-        raise spare_opt.ParameterError(f"{name} must be an integer, got {value!r}") from None
+    if not re.fullmatch(r"-?[0-9]+", value):
+        raise spare_opt.ParameterError(f"{name} must be an integer (decimal digits 0-9), got {value!r}")
+    number = int(value)
     if least is not None and number < least:
         raise spare_opt.ParameterError(f"{name} must be an integer >= {least}, got {value!r}")
     return number
+
+
+def _job_groups(store):
+    """The job's ``N`` as its first group registered it (``groups``), or ``None`` before any registered."""
+    text = _peek(store, "groups")
+    return int(text) if text is not None and text.isdigit() else None
 
 
 def _started_at(pid):
@@ -415,9 +436,10 @@ def join_job(environ=None):
     Raises
     ------
     spare_opt.ParameterError
-        A variable is missing or malformed, or two of them disagree (``SPARE_GROUP`` and
-        ``JOB_COMPLETION_INDEX``, ``SPARE_GROUP_RANK`` and ``RANK``,
-        ``SPARE_GROUP_WORLD_SIZE`` and ``WORLD_SIZE``).
+        A variable is missing or malformed (integers are plain decimal digits), or two of
+        them disagree (``SPARE_GROUP`` and ``JOB_COMPLETION_INDEX``, ``SPARE_GROUP_RANK``
+        and ``RANK``, ``SPARE_GROUP_WORLD_SIZE`` and ``WORLD_SIZE``), or the group is not
+        below the job's ``N`` (known once a group registered: the store's ``groups``).
     StoreUnreachable
         The store did not answer within ``SPARE_STORE_TIMEOUT``.
     DuplicateGroup
@@ -474,6 +496,12 @@ def join_job(environ=None):
     root = _connect(address, timeout, "the job's store (SPARE_STORE={host}:{port})")
     generation = current_generation(root)
     store = generation_store(root, generation)
+    groups = _job_groups(store)
+    if groups is not None and group >= groups:
+        # Refused before anything is written: no start, no presence beat for a group the job does not have.
+        source = "SPARE_GROUP" if given is not None else "JOB_COMPLETION_INDEX"
+        raise spare_opt.ParameterError(f"{source}={environ.get(source)} is out of range: this job has N = {groups} "
+                                       f"DP groups, numbered 0 to {groups - 1}")
     # One key per rank of the group: its ranks start together and must not see each other's.
     suffix = f"{group}" if group_rank == 0 else f"{group}/{group_rank}"
     key = f"started/{suffix}"
@@ -521,10 +549,15 @@ def run_worker(main, *args, **kwargs):
       message, exit 77 (``LAYOUT_EXIT``): the job cannot run, do not restart;
     * :class:`DuplicateGroup` (another live process already runs this group): a
       message, no death notice (the live process goes on), exit 77: do not restart;
+    * a configuration error, ``spare_opt.ParameterError`` or ``ParameterTypeError``
+      (a variable of :func:`join_job` unset or malformed, ``SPARE_GROUP`` out of
+      range, settings that ``SpareGroup``, ``SpareStep`` or the sampler refuse, such as
+      a batch that does not split): a one-line message, this group's death notice,
+      exit 77: a restart would meet the same error;
     * :class:`GroupTimeout` (a wait outlasted ``timeout``: a group that never
-      registered, a repaired group that was never admitted) or another
-      ``spare_opt.SpareError`` (bad settings, such as a batch that does not split): a
-      one-line message, this group's death notice, exit 1;
+      registered, a repaired group that was never admitted), :class:`StoreUnreachable`
+      or another ``spare_opt.SpareError``: a one-line message, this group's death
+      notice, exit 1;
     * any other exception: its traceback, a death notice for this group (when
       :func:`join_job` was called in this process), exit 1.
 
@@ -555,6 +588,7 @@ def run_worker(main, *args, **kwargs):
         if dist.is_initialized():
             dist.destroy_process_group()  # the DP group's own: main builds it again
         gc.collect()
+    _end_children()  # os._exit skips the data loader's shutdown: its workers would outlive this one
     sys.stdout.flush()
     sys.stderr.flush()
     # os._exit: the gloo and store threads must not keep a finished worker alive.
@@ -595,6 +629,13 @@ def _run_once(main, args, kwargs):
     except (spare_opt.LayoutError, CheckpointMismatch) as exc:  # the job's configuration: a restart fails again
         print(f"spare-opt: {exc}", file=sys.stderr)
         return LAYOUT_EXIT
+    except (spare_opt.ParameterError, spare_opt.ParameterTypeError) as exc:
+        # A configuration error (a variable unset or malformed, SPARE_GROUP out of range, settings that SpareGroup,
+        # SpareStep or the sampler refuse): every restart meets it again, after a long import.  The group's
+        # death is posted (it may have registered: the others need not wait for its heartbeat).
+        print(f"spare-opt: {exc}", file=sys.stderr)
+        _post_own_death(f"rank {_current.group_rank} exited: {type(exc).__name__}" if _current else "")
+        return LAYOUT_EXIT
     except (GroupTimeout, spare_opt.SpareError) as exc:  # a wait outlasted its bound; bad settings
         print(f"spare-opt: {exc}", file=sys.stderr)
         _post_own_death(f"rank {_current.group_rank} exited: {type(exc).__name__}" if _current else "")
@@ -632,6 +673,15 @@ def _terminated(signum, frame):
     os._exit(128 + signum)
 
 
+def _group_number(text):
+    """``--group``'s value: plain decimal digits (argparse's ``int`` also reads ``1_0`` as 10 and ``+5``)."""
+    import argparse
+
+    if not re.fullmatch(r"-?[0-9]+", text):
+        raise argparse.ArgumentTypeError(f"expected an integer (decimal digits 0-9), got {text!r}")
+    return int(text)
+
+
 def _main(argv=None):
     """``python -m spare_opt.torch.launchers post-death|end|generation --store HOST:PORT ...``."""
     import argparse
@@ -645,7 +695,8 @@ def _main(argv=None):
                                             "heartbeat timeout (run it when a worker dies, as the SLURM "
                                             "recipe's loop does).")
     death.add_argument("--store", required=True, metavar="HOST:PORT", help="host:port of the job's store")
-    death.add_argument("--group", type=int, required=True, metavar="G", help="the DP group that died, 0 <= G < N")
+    death.add_argument("--group", type=_group_number, required=True, metavar="G",
+                       help="the DP group that died, 0 <= G < N")
     death.add_argument("--reason", default="died", help="a word or two for the survivors' logs (default: died)")
     end = commands.add_parser("end", help="mark the current generation's job as finished",
                               description="Mark the job of the current generation as finished: a repaired "

@@ -89,9 +89,20 @@ class RandomState:
     importable); ``load_state_dict`` restores them.  Registered with the step helper,
     the draws a training loop makes between steps continue after a heal or a restart
     from the checkpoint as in an uninterrupted run.
+
+    Notes
+    -----
+    Every entry is a tensor or a plain Python value (ints, a float, a string, tuples,
+    lists), so that a checkpoint holding it loads with ``torch.load``'s defaults
+    (``weights_only=True``, as nanoGPT's ``sample.py`` loads one): NumPy's state
+    ``("MT19937", keys, pos, has_gauss, cached_gaussian)`` is kept as a dict whose
+    ``keys`` are an int64 tensor of the 624 words, not as NumPy's tuple with an array
+    (which ``weights_only`` refuses).  ``load_state_dict`` also takes that tuple, as
+    states written by earlier versions hold it.
     """
 
     def state_dict(self):
+        """``{"torch": ByteTensor, "python": tuple, "numpy": dict, "cuda": list of ByteTensor}`` (see Notes)."""
         import random
 
         state = {"torch": torch.get_rng_state(), "python": random.getstate()}
@@ -102,17 +113,32 @@ class RandomState:
         except ImportError:  # pragma: no cover - numpy is a core dependency
             pass
         else:
-            state["numpy"] = numpy.random.get_state()
+            name, keys, position, has_gauss, cached = numpy.random.get_state(legacy=True)
+            state["numpy"] = {"bit_generator": str(name), "keys": torch.from_numpy(keys.astype(numpy.int64)),
+                              "pos": int(position), "has_gauss": int(has_gauss), "cached_gaussian": float(cached)}
         return state
 
     def load_state_dict(self, state):
+        """Restore :meth:`state_dict`'s result (NumPy's state as a dict, or as NumPy's own tuple)."""
         import random
 
         torch.set_rng_state(state["torch"])
-        random.setstate(state["python"])
+        random.setstate(_python_state(state["python"]))
         if "cuda" in state and torch.cuda.is_available():
             torch.cuda.set_rng_state_all(state["cuda"])
         if "numpy" in state:
             import numpy
 
-            numpy.random.set_state(state["numpy"])
+            saved = state["numpy"]
+            if isinstance(saved, dict):
+                keys = saved["keys"]
+                keys = keys.numpy() if isinstance(keys, torch.Tensor) else numpy.asarray(keys)
+                saved = (saved["bit_generator"], keys.astype(numpy.uint32), int(saved["pos"]),
+                         int(saved["has_gauss"]), float(saved["cached_gaussian"]))
+            numpy.random.set_state(saved)
+
+
+def _python_state(state):
+    """``random.getstate()``'s tuple back from a checkpoint (a list, when it went through JSON-like copies)."""
+    version, internal, gauss = state
+    return int(version), tuple(int(word) for word in internal), gauss

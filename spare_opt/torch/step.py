@@ -3,8 +3,11 @@
 import collections
 import contextlib
 import inspect
+import numbers
 import os
 import sys
+
+import numpy
 
 import torch
 from torch.utils.data import default_collate
@@ -154,16 +157,24 @@ class SpareStep(Checkpoints, Consistency):
     Raises
     ------
     spare_opt.ParameterTypeError
-        ``checkpoint_extra`` is neither a dict with string keys nor a callable.
+        ``checkpoint_extra`` is neither a dict with string keys nor a callable;
+        ``loss_fn`` or ``collate_fn`` is not callable; ``checkpoint`` is not a path;
+        ``seed`` is not an integer.
     spare_opt.ParameterError
-        ``checkpoint_extra`` names an entry of :meth:`state_dict`; the optimizer holds
+        ``checkpoint_every`` or ``check_every`` is not a non-negative integer (a bool, a
+        float, text, NaN or ``None``); ``checkpoint_extra`` names an entry of
+        :meth:`state_dict`, or one of its entries does not pickle; the optimizer holds
         parameters that are not the model's (built before
         ``fully_shard``); the model is sharded (FSDP2) over another number of ranks than the DP group's
         (``SpareGroup(group_process_group=...)`` missing), only partly sharded, or
         wrapped in FSDP1 in a DP group of several ranks.
     CheckpointMismatch
         The checkpoint found at start was written by a job with another data order, or
-        does not fit the model or optimizer.
+        does not fit the model or optimizer; or it is no readable checkpoint (empty,
+        truncated, another kind of file), holds a step that is not an integer ``>= 0``,
+        is the parts of DP groups of another number of ranks (or lacks a part), or is a
+        symbolic link whose target is gone.  The whole job is stopped (every restart
+        would meet the same files).
     ReplicaDivergence
         (from a call) The consistency check found groups whose parameters, optimizer
         state or hyper-parameters (learning rates) differ from the others'.
@@ -211,13 +222,21 @@ class SpareStep(Checkpoints, Consistency):
             model = torch.nn.ModuleList(model)
         self.model = model
         self.optimizer = optimizer
+        for name, value in (("loss_fn", loss_fn), ("collate_fn", collate_fn)):
+            if not callable(value):
+                raise spare_opt.ParameterTypeError(f"{name} must be callable, got {type(value).__name__}")
         self.loss_fn = loss_fn
         self.sampler = sampler
         self.dataset = dataset
         self.loader = loader
         self.collate_fn = collate_fn
+        if checkpoint is not None and not isinstance(checkpoint, (str, os.PathLike)):
+            raise spare_opt.ParameterTypeError(f"checkpoint must be a path (str or os.PathLike) or None, got "
+                                               f"{type(checkpoint).__name__}")
         self.checkpoint = None if checkpoint is None else os.fspath(checkpoint)
-        self.checkpoint_every = int(checkpoint_every)
+        if self.checkpoint is not None and not str(self.checkpoint).strip():
+            raise spare_opt.ParameterError("checkpoint must be a file name, got an empty one")
+        self.checkpoint_every = _count("checkpoint_every", checkpoint_every)
         if checkpoint_extra is not None and not callable(checkpoint_extra):
             _check_extra(checkpoint_extra)
         self.checkpoint_extra = checkpoint_extra
@@ -231,9 +250,9 @@ class SpareStep(Checkpoints, Consistency):
                 raise spare_opt.ParameterTypeError(
                     f"state must map names to objects with state_dict() and load_state_dict(); {name!r} is a "
                     f"{type(value).__name__}")
-        if isinstance(check_every, bool) or not isinstance(check_every, int) or check_every < 0:
-            raise spare_opt.ParameterError(f"check_every must be a non-negative integer, got {check_every!r}")
-        self.check_every = check_every
+        self.check_every = _count("check_every", check_every)
+        if seed is not None and (isinstance(seed, (bool, numpy.bool_)) or not isinstance(seed, numbers.Integral)):
+            raise spare_opt.ParameterTypeError(f"seed must be an integer or None, got {seed!r}")
         self.seed = int(getattr(sampler, "seed", 0) if seed is None else seed)
         self.micro_batch_rng = bool(micro_batch_rng)
         self._loss_takes_step = _takes_three(loss_fn)
@@ -269,8 +288,8 @@ class SpareStep(Checkpoints, Consistency):
             self._say("started again as a fresh member: it died while the job started, before anyone could admit it")
         if group.joined_late:
             self._heal()
-        elif self.checkpoint is not None and os.path.exists(self._checkpoint_file()):
-            self._resume(self._checkpoint_file())
+        elif self.checkpoint is not None:
+            self._start_from_checkpoint()
         sampler.set_start_step(self.step)
 
     def _split(self, buffer):
@@ -667,6 +686,17 @@ class SpareStep(Checkpoints, Consistency):
         self._say(f"step {step} recovered in epoch {group.epoch}: failed groups {sorted(group.failed) or 'none'}, "
                   f"{group.world_size} of {group.groups} live"
                   + (f", joiners {group.joiners}" if group.joiners else ""))
+
+
+def _count(name, value):
+    """``value`` as a non-negative ``int`` (a step count: 0 means never); a ParameterError naming ``name`` otherwise.
+
+    Only integers are taken (``numpy`` integers too): ``True``, ``2.7``, ``"5"``, NaN or
+    ``None`` is refused rather than turned into some count by ``int()``.
+    """
+    if isinstance(value, (bool, numpy.bool_)) or not isinstance(value, numbers.Integral) or value < 0:
+        raise spare_opt.ParameterError(f"{name} must be a non-negative integer (steps; 0: never), got {value!r}")
+    return int(value)
 
 
 def _takes_three(function):

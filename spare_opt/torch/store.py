@@ -21,17 +21,28 @@ import spare_opt
 __all__ = ["serve_store"]
 
 
+#: Seconds a lookup of the store's host may take before it counts as not resolving (a resolver that does not answer
+#: must not hold the entry point for ever; getaddrinfo's own retries take 10 to 20 s with glibc's defaults).
+_RESOLVE_SECONDS = 30.0
+
+
 def _check_host(host):
     """Refuse at once a ``host`` this machine cannot listen on (one that does not resolve, or another machine's).
 
     torch's server connects to itself at ``host`` to check that it is up: for such a
-    host it retries for a minute and logs C++ stacks before it gives up.
+    host it retries for a minute and logs C++ stacks before it gives up.  The lookup
+    runs in a thread of its own, given up after :data:`_RESOLVE_SECONDS`.
     """
+    from .launchers import _resolve
+
     try:
-        addresses = {info[4][0] for info in socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)}
+        addresses = {info[4][0] for info in _resolve(host, None, _RESOLVE_SECONDS)}
     except (socket.gaierror, UnicodeError) as exc:
         raise spare_opt.ParameterError(f"cannot listen on host {host!r}: it does not resolve "
                                        f"({getattr(exc, 'strerror', None) or exc})") from None
+    except TimeoutError:
+        raise spare_opt.ParameterError(f"cannot listen on host {host!r}: it does not resolve (no answer from the "
+                                       f"resolver within {_RESOLVE_SECONDS:g} s)") from None
     for address in addresses:
         family = socket.AF_INET6 if ":" in address else socket.AF_INET
         try:
@@ -42,6 +53,12 @@ def _check_host(host):
             continue
     raise spare_opt.ParameterError(f"cannot listen on host {host!r}: none of its addresses "
                                    f"({', '.join(sorted(addresses))}) is one of this machine's")
+
+
+def _port_taken(exc):
+    """Whether torch's failure to start a ``TCPStore`` server says that the port is in use."""
+    text = str(exc)
+    return "EADDRINUSE" in text or "address already in use" in text.lower()
 
 
 def serve_store(host="0.0.0.0", port=29600, *, ready=None, stop=None, exit_when_done=False, poll=0.5):
@@ -71,10 +88,11 @@ def serve_store(host="0.0.0.0", port=29600, *, ready=None, stop=None, exit_when_
     Raises
     ------
     spare_opt.ParameterError
-        ``host`` does not resolve or is not an address of this machine, or ``port`` is
-        not in ``[0, 65535]``.
+        ``host`` does not resolve (within 30 s) or is not an address of this machine,
+        ``port`` is not in ``[0, 65535]``, or something already listens on the port (a
+        store of another job, another program): the message says so in one line.
     RuntimeError
-        torch's server could not start (the port is taken).
+        torch's server could not start for another reason.
     """
     import torch.distributed as dist
 
@@ -86,8 +104,14 @@ def serve_store(host="0.0.0.0", port=29600, *, ready=None, stop=None, exit_when_
         raise spare_opt.ParameterError(f"the store's port must be an integer in [0, 65535], got {port!r}")
     port = number
     _check_host(host)
-    server = dist.TCPStore(host, int(port), is_master=True, wait_for_workers=False,
-                           timeout=datetime.timedelta(seconds=60), use_libuv=True)
+    try:
+        server = dist.TCPStore(host, int(port), is_master=True, wait_for_workers=False,
+                               timeout=datetime.timedelta(seconds=60), use_libuv=True)
+    except RuntimeError as exc:  # torch's DistNetworkError: its text is C++'s, several fields on one line
+        if not _port_taken(exc):
+            raise
+        raise spare_opt.ParameterError(f"port {port} on {host} is taken: a store (or another program) already "
+                                       "listens there; pick another --port, or stop what listens there") from None
     if stop is None:
         stop = threading.Event()
         if threading.current_thread() is threading.main_thread():

@@ -17,6 +17,7 @@ import torch.distributed as dist
 
 import spare_opt
 
+from ._processes import descendants, kill_tree
 from .elastic import Evicted, JobEnded, WipeOut, _peek, post_death
 
 __all__ = ["Supervisor", "WorkerContext", "WIPE_OUT_EXIT", "EVICTED_EXIT", "LAYOUT_EXIT"]
@@ -44,26 +45,41 @@ def connect(context, timeout=60.0):
     return dist.PrefixStore(f"gen/{context.generation}", client)
 
 
+def _end_children(seconds=5.0):
+    """SIGTERM this process's ``multiprocessing`` children (data loader workers), then SIGKILL those left.
+
+    A worker leaves with ``os._exit``, which skips the data loader's shutdown of its
+    workers: they would run on, orphaned, until their watchdog sees the parent gone.
+    The wait for them is bounded by ``seconds``.
+    """
+    children = multiprocessing.active_children()
+    for child in children:
+        child.terminate()
+    deadline = time.monotonic() + seconds
+    for child in children:
+        child.join(max(0.0, deadline - time.monotonic()))
+        if child.is_alive():
+            child.kill()
+            child.join(1.0)
+
+
 def _entry(target, context, args):
+    code = 0
     try:
         target(context, *args)
     except WipeOut:
-        sys.stdout.flush()
-        os._exit(WIPE_OUT_EXIT)
+        code = WIPE_OUT_EXIT
     except Evicted:
-        sys.stdout.flush()
-        os._exit(EVICTED_EXIT)
+        code = EVICTED_EXIT
     except JobEnded as exc:  # a repaired group not admitted: the job ended (0) or restarts (75)
-        sys.stdout.flush()
-        os._exit(WIPE_OUT_EXIT if exc.restart else 0)
+        code = WIPE_OUT_EXIT if exc.restart else 0
     except spare_opt.LayoutError as exc:
         print(f"group {context.group}: {exc}", file=sys.stderr)
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(LAYOUT_EXIT)
+        code = LAYOUT_EXIT
+    _end_children()
     sys.stdout.flush()
     sys.stderr.flush()
-    os._exit(0)
+    os._exit(code)
 
 
 class Supervisor:
@@ -153,10 +169,22 @@ class Supervisor:
             self._spawn(g, False)
 
     def kill(self, group):
-        """SIGKILL group ``group``'s process (a fault injection); returns the kill's ``time.time()``."""
+        """SIGKILL group ``group``'s process and its children (a fault injection); returns the kill's ``time.time()``.
+
+        Its children (data loader workers) die with it, as on a lost node: orphaned,
+        they ran on for seconds, after the job and the test that ran it had ended.
+        """
         process = self._processes[group]
+        # Found before the kill (afterwards they belong to init); the process itself is killed first and at
+        # once, so that the kill's moment, which the recovery's timeline counts from, stays the death's.
+        children = descendants(process.pid)
         moment = time.time()
         os.kill(process.pid, signal.SIGKILL)
+        for child in children:
+            try:
+                os.kill(child, signal.SIGKILL)
+            except ProcessLookupError:  # it ended meanwhile
+                pass
         self.events.append(("kill", moment, group))
         return moment
 
@@ -251,8 +279,8 @@ class Supervisor:
             return dict(self.exit_codes)
 
     def terminate(self):
-        """SIGKILL every process still running."""
+        """SIGKILL every process still running, with its children."""
         for process in self._processes.values():
             if process.exitcode is None:
-                process.kill()
+                kill_tree(process.pid)
                 process.join()
