@@ -5,7 +5,8 @@ mesh's sizes as arguments (``--pp 2 --tp 2``, ``--dp-shard 2 --tp 2``, ...): eve
 builds the whole model too, on its own, with the same initial weights and the global
 batch, and checks that the step helper's mean loss, the global gradient norm of
 ``step.clip_grad_norm_`` (in ``before_step``) and its local gradient slices equal the
-whole model's (float64, no dropout).  Prints ``ok`` on rank 0, or raises.
+whole model's (float64, no dropout); then that its part of a checkpoint loads with
+``torch.load``'s defaults and restores its slice.  Prints ``ok`` on rank 0, or raises.
 """
 
 import copy
@@ -63,6 +64,19 @@ def main(argv):
         reference = named[name.replace("_orig_mod.", "")].grad
         assert grad.shape == reference.shape, (name, grad.shape, reference.shape)
         assert float((grad - reference).abs().max()) <= 1e-12 * float(reference.abs().max() + 1e-300), name
+    # A per-rank part of the checkpoint (sharded tensors as local shards) loads with torch.load's defaults
+    # (weights_only=True, as a sampling script reads it) and restores this rank's slice exactly.
+    path = os.path.join(args.out, "check.pt")
+    step.save_checkpoint(path)
+    part = torch.load(f"{path}.rank{job.group_rank}")
+    before = [p.detach().clone() for p in step.parameters]
+    with torch.no_grad():
+        for p in step.parameters:
+            p.zero_()
+    step.load_state_dict(step._restore(part))
+    for p, saved in zip(step.parameters, before):
+        assert torch.equal(p.full_tensor() if hasattr(p, "full_tensor") else p,
+                           saved.full_tensor() if hasattr(saved, "full_tensor") else saved)
     if job.group_rank == 0:
         print(f"ok loss {step.loss:.12f} norm {seen['norm']:.12f}", flush=True)
     run.group.close()

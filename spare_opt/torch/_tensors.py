@@ -26,15 +26,54 @@ class _Shard(collections.namedtuple("_Shard", "local shape stride placements mes
 
     ``mesh_dims``: the names of its mesh's dimensions (``None``: an unnamed mesh, or a
     state written before they were recorded), by which the receiver finds its own mesh.
+    The form of 0.7's checkpoints (still read); states are now written as plain dicts
+    (:func:`_portable`).
     """
 
 
+#: The key that marks a ``DTensor`` in a portable state: a dict of plain types and one tensor, which
+#: ``torch.load``'s defaults (``weights_only=True``) read, unlike a class of our own or torch's placements.
+_SHARD_KEY = "__spare_dtensor__"
+
+
+def _placement_code(placement):
+    """A ``DTensor`` placement as plain types: ``["shard", dim]``, ``["strided", dim, split]``, ``["replicate"]``,
+    ``["partial", reduce_op]``."""
+    from torch.distributed.tensor.placement_types import Partial, Replicate, Shard, _StridedShard
+
+    if isinstance(placement, _StridedShard):
+        return ["strided", int(placement.dim), int(placement.split_factor)]
+    if isinstance(placement, Shard):
+        return ["shard", int(placement.dim)]
+    if isinstance(placement, Replicate):
+        return ["replicate"]
+    if isinstance(placement, Partial):
+        return ["partial", str(placement.reduce_op)]
+    raise spare_opt.ParameterError(f"a DTensor placement of an unknown kind cannot be sent or saved: {placement!r}")
+
+
+def _placement(code):
+    """The inverse of :func:`_placement_code`."""
+    from torch.distributed.tensor.placement_types import Partial, Replicate, Shard, _StridedShard
+
+    kind = code[0]
+    if kind == "strided":
+        return _StridedShard(code[1], split_factor=code[2])
+    if kind == "shard":
+        return Shard(code[1])
+    if kind == "replicate":
+        return Replicate()
+    return Partial(code[1])
+
+
 def _portable(value):
-    """``value`` (a nested state) with every ``DTensor`` replaced by its local :class:`_Shard` (picklable alone)."""
+    """``value`` (a nested state) with every ``DTensor`` replaced by its local shard and what rebuilds it, in plain
+    types (a dict marked ``_SHARD_KEY``): picklable alone, and readable by ``torch.load(..., weights_only=True)``."""
     if _is_dtensor(value):
         names = value.device_mesh.mesh_dim_names
-        return _Shard(value.to_local().detach().clone(), tuple(value.shape), tuple(value.stride()),
-                      tuple(value.placements), tuple(names) if names else None)
+        return {_SHARD_KEY: 1, "local": value.to_local().detach().clone(), "shape": list(value.shape),
+                "stride": list(value.stride()), "placements": [_placement_code(p) for p in value.placements],
+                "mesh_dims": list(names) if names else None}
     if isinstance(value, dict):
         return type(value)((k, _portable(v)) for k, v in value.items())
     if isinstance(value, (list, tuple)) and not hasattr(value, "_fields"):
@@ -50,7 +89,11 @@ def _from_portable(value, mesh):
     FSDP2 with tensor parallelism holds norms on ``dp_shard`` and weights on
     ``(dp_shard, tp)``).
     """
-    if isinstance(value, _Shard):
+    if isinstance(value, dict) and _SHARD_KEY in value:
+        value = _Shard(value["local"], tuple(value["shape"]), tuple(value["stride"]),
+                       tuple(_placement(code) for code in value["placements"]),
+                       tuple(value["mesh_dims"]) if value["mesh_dims"] else None)
+    if isinstance(value, _Shard):  # also the form of 0.7 checkpoints
         from torch.distributed.tensor import DTensor
 
         where = mesh(value.mesh_dims) if callable(mesh) else mesh
