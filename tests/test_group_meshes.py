@@ -338,3 +338,35 @@ def test_the_complete_worker_of_the_launch_docs_is_the_example_file():
     assert len(blocks) == 1
     assert blocks[0] + "\n" == (REPO / "examples" / "launch" / "llama.py").read_text(encoding="utf-8")
     assert "not covered" not in text.split("## Groups with tensor and pipeline parallelism")[1].split("\n## ")[0]
+
+
+def test_a_group_that_starts_with_another_mesh_stops_the_job_at_once(tmp_path):
+    """N = 2: group 0 is PP 2 x TP 2, group 1 FSDP2 dp_shard 2 x TP 2 (the same four ranks, another mesh).  Before the
+    job runs nobody can admit a group, and the others would wait for its registration until their timeout with a
+    misleading message ("a rank that never started"): the first start of a group of another shape stops the whole
+    job with the reason, every rank exits 77 (do not restart), and the groups never agree a first epoch."""
+    from test_launchers import start_store, torchrun
+    from spare_opt.torch._processes import kill_tree
+
+    out = str(tmp_path)
+    store, port, client = start_store()
+    common = ["--groups", "2", "--steps", "2", "--timeout", "120"]
+    processes = {}
+    try:
+        processes[0] = torchrun(port, 0, [*common, "--pp", "2", "--tp", "2"], out, restarts=0, nproc=4,
+                                script=SCRIPT)
+        processes[1] = torchrun(port, 1, [*common, "--dp-shard", "2", "--tp", "2"], out, restarts=0, nproc=4,
+                                script=SCRIPT)
+        codes = finish(processes, timeout=100)  # well within the timeout that every wait used to run out
+        assert read(client, "gen/0/epoch/0") is None
+    finally:
+        for process in processes.values():
+            kill_tree(process.pid)
+            process.wait()
+        store.terminate()
+        store.wait()
+    text = logs(out)
+    assert codes == {0: 1, 1: 1}, (codes, text)  # torchrun reports its workers' failure
+    assert text.count("exitcode  : 77") >= 2, text
+    assert "the job stops: group" in text and "form the mesh" in text, text
+    assert "did not register" not in text, text

@@ -44,13 +44,13 @@ class Membership:
         size = self.group_world_size
         registered = _text(store.compare_set("group_world_size", "", str(size)))
         if registered != str(size):
-            raise spare_opt.LayoutError(
+            self._refuse_shape(
                 f"group {group} has {size} rank(s) but the job's DP groups have {registered}: every group needs the "
                 "same number of ranks (the gradient SUM pairs the ranks of the same position in each group)")
         shape = self.group_mesh.description
         registered = _text(store.compare_set("group_mesh", "", shape))
         if registered != shape:
-            raise spare_opt.LayoutError(
+            self._refuse_shape(
                 f"group {group}'s ranks form the mesh {shape} but the job's DP groups form {registered}: every group "
                 "needs the same mesh (the gradient SUM pairs the ranks of the same mesh position in each group)")
         for counter in ("deaths", "pending_rejoins"):  # read with the heartbeats: must exist
@@ -65,6 +65,18 @@ class Membership:
                     f"group {group} was already started in this job by another process: pass the DP group's "
                     f"process group as group_process_group= when a group has several ranks, rejoin=True when a "
                     f"group is restarted", group)
+
+    def _refuse_shape(self, message):
+        """Refuse a group whose ranks or mesh differ from the job's: ``LayoutError``.
+
+        Once the job runs (epoch 0 agreed), only this group is refused: a launcher that
+        restarts one group with another shape must not stop the others.  Before it, the
+        job cannot start without this group (the others wait for its registration): the
+        whole job stops with the message, as for a layout that differs.
+        """
+        if not self.store.check(["epoch/0"]):
+            self.stop_job(message)
+        raise spare_opt.LayoutError(message)
 
     # ------------------------------------------- a DP group of several ranks
     @property
