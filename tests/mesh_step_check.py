@@ -17,6 +17,15 @@ from pathlib import Path
 
 import torch
 
+def pytest_approx(values, relative=1e-12):
+    """``values`` as a list that equals another within ``relative`` (no pytest in a worker)."""
+    class Close(list):
+        def __eq__(self, other):
+            return len(other) == len(self) and all(abs(a - b) <= relative * abs(b) for a, b in zip(other, self))
+
+    return Close(values)
+
+
 _spec = importlib.util.spec_from_file_location(
     "launch_llama", Path(__file__).resolve().parent.parent / "examples" / "launch" / "llama.py")
 llama = importlib.util.module_from_spec(_spec)
@@ -64,6 +73,26 @@ def main(argv):
         reference = named[name.replace("_orig_mod.", "")].grad
         assert grad.shape == reference.shape, (name, grad.shape, reference.shape)
         assert float((grad - reference).abs().max()) <= 1e-12 * float(reference.abs().max() + 1e-300), name
+    # Evaluation through a schedule of one's own over the same submodule (docs/launch.md): the whole model's losses.
+    if run.stages is not None and len(run.stages) == 1:
+        from torch.distributed.pipelining import PipelineStage, ScheduleGPipe
+
+        stage = run.stages[0]
+        evaluation = ScheduleGPipe(PipelineStage(stage.submod, stage.stage_index, stage.num_stages, stage.device,
+                                                 group=stage.group), 3, loss_fn=llama.lm_loss)
+        found = []
+        if stage.is_first:
+            evaluation.eval(inputs, target=targets, losses=found)
+        elif stage.is_last:
+            evaluation.eval(target=targets, losses=found)
+        else:
+            evaluation.eval()
+        if stage.is_last:
+            with torch.no_grad():
+                expected = [float(llama.lm_loss(whole(inputs[i * size:(i + 1) * size]), targets[i * size:(i + 1) * size]))
+                            for i in range(3)]
+            assert [float(x) for x in found] == pytest_approx(expected), (found, expected)
+
     # A per-rank part of the checkpoint (sharded tensors as local shards) loads with torch.load's defaults
     # (weights_only=True, as a sampling script reads it) and restores this rank's slice exactly.
     path = os.path.join(args.out, "check.pt")
