@@ -15,6 +15,8 @@ The store helpers (:func:`_peek`, :func:`_text`) and :func:`post_death` live her
 because every role writes and reads notices with them.
 """
 
+import os
+import sys
 import time
 
 import torch.distributed as dist
@@ -192,6 +194,7 @@ class Membership:
         """
         store = self._hb_store
         try:
+            self._watch_hang(store)
             state.count += 1
             store.set(self._beat_key, str(state.count))
             epoch = self.epoch
@@ -244,6 +247,37 @@ class Membership:
         except Exception:  # the store went away: the job is over
             return False
 
+    def _watch_hang(self, store):
+        """End a hung rank: its training thread spent over ``hang_timeout`` in one micro-batch while this thread beats.
+
+        Posts the group's death notice (``hung: ...``, a fact: the group's other ranks
+        leave, the survivors recover at their next beat) and says so on stderr; under
+        ``run_worker`` the process then exits 76 (``EVICTED_EXIT``: its launcher
+        restarts it, and it rejoins), else this heartbeat stops (the training thread
+        cannot be stopped from here).
+        """
+        busy = self._computing
+        if busy is None or self.hang_timeout is None or time.monotonic() - busy[2] <= self.hang_timeout:
+            return
+        from . import _watcher
+
+        step, key, _ = busy
+        m = self.micro_batches
+        reason = (f"hung: rank {self.group_rank}'s micro-batch {key % m} of shard type {key // m} at step {step} "
+                  f"ran over hang_timeout={self.hang_timeout:g} s while its heartbeat beat")
+        self._event("hung", step=step, key=key)
+        print(f"spare-opt: group {self.group}: {reason}; "
+              + ("exiting for the launcher to restart this group" if _watcher.running else "its heartbeat stops"),
+              file=sys.stderr, flush=True)
+        post_death(store, self.group, reason)
+        if _watcher.running:
+            from .supervisor import EVICTED_EXIT
+
+            _watcher.announce_exit()  # posted above, with the reason
+            os._exit(EVICTED_EXIT)
+        self._stop.set()
+        raise _Hung(reason)
+
     def _own_notice(self, store):
         """A death notice about this group while it runs and is a member: withdraw a suspicion, or leave."""
         if self.group_world_size == 1:
@@ -287,6 +321,10 @@ class Membership:
             self._post_abort(epoch)
         finally:
             self._abort(epoch, reason)
+
+
+class _Hung(Exception):
+    """This rank is hung (:meth:`Membership._watch_hang`): its heartbeat stops."""
 
 
 class _Beats:

@@ -53,6 +53,9 @@ _POLL = 0.02
 _PASSED_ON = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
 
 _pipe = None  # the write end of this worker's pipe to its watcher, while one watches
+#: Whether this process runs under ``run_worker`` (which exits with the codes a launcher acts on): a hung
+#: rank's heartbeat then ends the process (``SpareGroup(hang_timeout=...)``).
+running = False
 
 
 def start(environ=None):

@@ -147,6 +147,21 @@ class SpareGroup(Membership, Agreement, Collectives):
     backend : str, default "gloo"
         The backend of the process groups between the live groups: ``"gloo"`` or
         ``"nccl"``.
+    hang_timeout : float or None, default 1800.0
+        Seconds that one micro-batch's forward and backward (the loss function, the
+        model, its backward: what :class:`SpareStep` runs for a micro-batch) may take on
+        this rank.  A rank whose training thread stays in one micro-batch longer, while
+        its heartbeat still beats (a stuck kernel, a deadlock in the loss function), is
+        hung: its heartbeat thread posts the group's death notice (``hung: ...``) and
+        says so on stderr; under :func:`~spare_opt.torch.launchers.run_worker` the
+        process then exits 76 (evicted: its launcher restarts it and it rejoins), else
+        its heartbeat stops.  The others recover at their next heartbeat, as after any
+        death notice: a hung group is evicted at most ``hang_timeout`` plus two
+        heartbeat intervals after its micro-batch began.  ``None``: never (a training
+        thread stuck elsewhere is bounded by ``timeout``: the others' collective
+        fails, then their agreement declares the silent group failed).  The default is
+        torch's default process-group timeout (30 minutes); the first micro-batch of a
+        compiled model includes its compilation.
 
     Attributes
     ----------
@@ -195,7 +210,7 @@ class SpareGroup(Membership, Agreement, Collectives):
     """
 
     def __init__(self, layout, group, store, *, micro_batches=None, heartbeat_interval=0.05, heartbeat_timeout=2.0,
-                 timeout=60.0, rejoin=False, watch=8, backend="gloo", group_process_group=None):
+                 timeout=60.0, rejoin=False, watch=8, backend="gloo", group_process_group=None, hang_timeout=1800.0):
         self.book = PlanBook(layout, micro_batches)
         # The first plan of a process compiles (or loads) the planner's kernels: seconds
         # on a busy machine.  Done before this group's first heartbeat, not between its
@@ -226,6 +241,12 @@ class SpareGroup(Membership, Agreement, Collectives):
         self.heartbeat_timeout = float(heartbeat_timeout)
         self.timeout = datetime.timedelta(seconds=float(timeout))
         self.timeout_seconds = float(timeout)
+        if hang_timeout is not None and (isinstance(hang_timeout, bool) or not isinstance(hang_timeout, (int, float))
+                                         or not hang_timeout > 0 or hang_timeout == float("inf")):
+            raise spare_opt.ParameterError(f"hang_timeout must be a positive number of seconds or None, got "
+                                           f"{hang_timeout!r}")
+        self.hang_timeout = None if hang_timeout is None else float(hang_timeout)
+        self._computing = None  # (step, key, time.monotonic()) while the training thread runs a micro-batch
         self._fatal = None
         self._fatal_polled = 0.0
         self.backend = backend

@@ -550,6 +550,7 @@ def run_worker(main, *args, **kwargs):
     code = 0
     # Before main builds anything (threads, devices): the watcher is a fork of this process.
     _watcher.start()
+    _watcher.running = True
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _terminated)
     while True:
