@@ -209,3 +209,52 @@ def test_a_group_hung_in_its_loss_function_is_evicted_and_the_others_finish(tmp_
                          r"hang_timeout=3 s.*exiting for the launcher to restart this group", hung), logs(out)
         assert re.search(r"group 0: step 4 recovered in epoch \d+: failed groups \[1\], 2 of 3 live", _lines(out, [0]))
         assert any(name == "agree" and extra.get("failed") == [1] for name, _, extra in results[0]["timeline"])
+
+
+@pytest.mark.slow
+def test_a_failure_at_a_step_boundary_gets_its_recovery_line(tmp_path):
+    """N = 4, r = 2: group 1 SIGKILLed and restarted; group 2 dies as it enters the boundary agreement that admits 1.
+
+    Every failure the survivors handle gets its line: the step recovered without 1, the
+    boundary agreed without 2 (it used to print nothing); both rejoin and every group
+    finishes exact.
+    """
+    out = str(tmp_path)
+    args = ["--steps", "16", "--step-sleep", "0.05", "--await-repairs", "120"]
+    script = str(REPO / "tests" / "heal_fault_worker.py")
+    with launched(4, args, out, restarts=1, script=script, extra_env={"SPARE_TEST_DIE_AT_BOUNDARY": "2"}) as \
+            (port, client, processes):
+        wait_for(lambda: int(read(client, "gen/0/progress") or 0) >= 4, "four steps", processes, out)
+        os.kill(worker_pid(client, 0, 1), signal.SIGKILL)
+        codes = finish(processes)
+        assert codes == {g: 0 for g in range(4)}, logs(out)
+        finished = [g for g in range(4) if os.path.exists(os.path.join(out, f"g{g}.pt"))]
+        assert 0 in finished and 3 in finished and 1 in finished, logs(out)
+        assert_exact(out, args, finished)
+        survivor = _lines(out, [0])
+        assert re.search(r"group 0: step \d+ recovered in epoch \d+: failed groups \[1\], 3 of 4 live", survivor), \
+            logs(out)
+        assert re.search(r"group 0: boundary of step \d+ agreed in epoch \d+: failed groups \[2\], 3 of 4 live, "
+                         r"joiners \[1\]", survivor), logs(out)
+
+
+@pytest.mark.slow
+def test_a_suspicion_withdrawn_says_that_no_group_failed(tmp_path):
+    """N = 3: group 2's heartbeat thread stalls for 3 s (heartbeat timeout 2 s) while it trains; the others agree 2 s late.
+
+    Its watchers post the suspicion and the others abort; group 2's heartbeat resumes,
+    withdraws the suspicion and answers the agreement before the others join it: nobody
+    fails, and the line says so (it used to say ``failed groups none``).
+    """
+    out = str(tmp_path)
+    args = ["--groups", "3", "--steps", "80", "--step-sleep", "0.05"]
+    script = str(REPO / "tests" / "heal_fault_worker.py")
+    with launched(3, args, out, restarts=0, script=script,
+                  extra_env={"SPARE_TEST_SLOW_AGREEMENT": "2", "SPARE_TEST_STALL": "2"}) as (port, client, processes):
+        codes = finish(processes)
+        assert codes == {g: 0 for g in range(3)}, logs(out)
+        results = assert_exact(out, args, range(3))
+        assert all(r["members"] == [0, 1, 2] and not r["rejoined"] for r in results.values())
+        assert re.search(r"group 0: step \d+ recovered in epoch 1: no group failed \(every member answered: a stall "
+                         r"taken for a failure, withdrawn\), 3 of 3 live", _lines(out, [0])), logs(out)
+        assert "failed groups none" not in logs(out)

@@ -269,6 +269,12 @@ def test_torchrun_per_group_a_member_killed_during_the_heal(tmp_path):
         healing = [name for name, _, extra in results[1]["timeline"]
                    if name == "heal-failed" or (name == "healed" and "joiners" not in extra)]
         assert healing == ["heal-failed", "healed"], healing
+        # Both sides of the failed heal say so on stderr (the death of group 2 handled there).
+        text = logs(out)
+        assert re.search(r"group 0: heal of groups \[1\] failed, sending the state again: agreed in epoch \d+: "
+                         r"failed groups \[2\]", text), text
+        assert re.search(r"group 1: heal from group 0 failed, receiving the state again: agreed in epoch \d+: "
+                         r"failed groups \[2\]", text), text
 
 
 @pytest.mark.slow

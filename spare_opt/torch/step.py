@@ -540,7 +540,7 @@ class SpareStep(Checkpoints, Consistency):
     _said_at = 0
 
     def _news(self):
-        """What the agreements since the last line decided: ``(groups newly failed, groups back, detection sources)``.
+        """What the agreements since the last line decided: ``(groups newly failed, what the survivors saw)``.
 
         From ``group.timeline`` past :attr:`_said_at`: the ``agree`` events carry each
         epoch's whole failed set, the ``detect`` events what was seen.
@@ -558,7 +558,7 @@ class SpareStep(Checkpoints, Consistency):
             elif name == "detect" and extra.get("source"):
                 sources.append(str(extra["source"]).split(":")[0])  # "collective raised", not gloo's whole message
         self._said_at = len(timeline)
-        return sorted(after - before), sorted(before - after), list(dict.fromkeys(sources))
+        return sorted(after - before), list(dict.fromkeys(sources))
 
     def _report(self, where, quiet_when_nothing_failed=False):
         """The operator's line for the failures agreed since the last line: ``{where} in epoch {e}: failed groups ...``.
@@ -572,14 +572,13 @@ class SpareStep(Checkpoints, Consistency):
         nothing was seen.
         """
         group = self.group
-        failed, back, sources = self._news()
+        failed, sources = self._news()
         if quiet_when_nothing_failed and not failed and not sources:
             return
         what = f"failed groups {failed}" if failed else \
             "no group failed (every member answered: a stall taken for a failure, withdrawn)" if sources else "no group failed"
         self._say(f"{where} in epoch {group.epoch}: {what}, {group.world_size} of {group.groups} live"
                   + (f", joiners {group.joiners}" if group.joiners else "")
-                  + (f", groups {back} back" if back else "")
                   + (f" (seen: {'; '.join(sources)})" if sources else ""))
 
     def _recovered(self, step):
