@@ -135,19 +135,20 @@ class _Beater:
 
 
 class _Connected:
-    """A group's store with its heartbeat's connection (:meth:`clone`) opened beforehand, under the connect lock.
+    """A group's store with the connections it clones (heartbeat, alarms) opened beforehand, under the connect lock.
 
-    SpareGroup clones its store for the heartbeat once every group registered; a
-    connection that waited out a resolver timeout there made the group look dead.
+    SpareGroup clones its store for the heartbeat and the alarm thread once every group
+    registered; a connection that waited out a resolver timeout there made the group
+    look dead.  :meth:`clone` hands them out in order.
     """
 
-    def __init__(self, store):
+    def __init__(self, store, clones=2):
         self._store = store
         with _CONNECT:
-            self._clone = store.clone()
+            self._clones = [store.clone() for _ in range(clones)]
 
     def clone(self):
-        return self._clone
+        return self._clones.pop(0)
 
     def __getattr__(self, name):
         return getattr(self._store, name)
@@ -238,7 +239,12 @@ def _victim(port, group, layout_args, options):
     import torch.distributed as dist
 
     import spare_opt
+    from spare_opt.torch import _watcher
 
+    if options.get("watcher"):
+        # What run_worker does: a watcher forked beside the worker posts its death notice.
+        _watcher.start()
+        _watcher.tell(f"127.0.0.1:{port}", 0, group, 0)
     EmulatedGroup = _emulated_group_class()
     store = dist.PrefixStore("gen/0", _client(port))
     EmulatedGroup(spare_opt.consecutive(*layout_args), group, store, heartbeat_interval=options["interval"],
@@ -256,6 +262,40 @@ def _cpu_seconds(pid):
     with open(f"/proc/{pid}/stat") as handle:
         fields = handle.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class _CpuSampler(threading.Thread):
+    """Samples the CPU seconds of processes every 10 ms: :meth:`used` gives each's between two moments."""
+
+    def __init__(self, pids):
+        super().__init__(daemon=True)
+        self.pids = pids
+        self.samples = []
+        self._halt = threading.Event()
+
+    def run(self):
+        while not self._halt.is_set():
+            row = [time.time()]
+            for pid in self.pids:
+                try:
+                    row.append(_cpu_seconds(pid))
+                except OSError:
+                    row.append(None)
+            self.samples.append(row)
+            self._halt.wait(0.01)
+
+    def stop(self):
+        self._halt.set()
+        self.join(5)
+
+    def used(self, start, end):
+        """``(store's CPU seconds, the hosts' together)`` between the samples nearest ``start`` and ``end``."""
+        if not self.samples:
+            return float("nan"), float("nan")
+        first = min(self.samples, key=lambda r: abs(r[0] - start))
+        last = min(self.samples, key=lambda r: abs(r[0] - end))
+        spent = [(b - a) if a is not None and b is not None else 0.0 for a, b in zip(first[1:], last[1:])]
+        return spent[0], sum(spent[1:])
 
 
 def measure(groups, **options):
@@ -293,11 +333,10 @@ def _measure(groups, *, notices, interval, timeout, hosts, watch=8, redundancy=2
     """
     import spare_opt
     from spare_opt.torch._plans import PlanBook
-    from spare_opt.torch.launchers import post_death
 
     rng = np.random.default_rng(seed)
     victim = int(rng.integers(groups))
-    options = {"interval": interval, "timeout": timeout, "extra": {"timeout": deadline}}
+    options = {"interval": interval, "timeout": timeout, "extra": {"timeout": deadline}, "watcher": bool(notices)}
     if watch != "default":
         options["extra"]["watch"] = watch
     layout_args = (groups, redundancy)
@@ -342,13 +381,18 @@ def _measure(groups, *, notices, interval, timeout, hosts, watch=8, redundancy=2
         store_cpu = (cpu1 - cpu0) / (t1 - t0)
         _log(f"N = {groups}: every group up after {startup:.0f} s; {beats:.0f} beats/s; killing group {victim}")
         load = os.getloadavg()[0]
+        # The CPU time of the store and of the host processes from the kill on (the profile of
+        # the recovery: which processes were busy, for how long).
+        sampler = _CpuSampler([store_process.pid] + [p.pid for p in processes])
         moment = time.time()
+        sampler.start()
         os.kill(victim_process.pid, signal.SIGKILL)
-        victim_process.join()
         posted = None
-        if notices:
-            post_death(__import__("torch").distributed.PrefixStore("gen/0", client), victim, "killed")
+        if notices:  # posted by the victim's death watcher, as under run_worker
+            while not client.check([f"gen/0/dead/{victim}"]) and time.time() - moment < deadline:
+                time.sleep(0.001)
             posted = (time.time() - moment) * 1e3
+        victim_process.join()
         # From outside, as the store saw it: when the last survivor joined the agreement
         # (``joins/1``) and when the agreed record was written (``check`` only: a
         # ``compare_set`` of the absent key would wake the members waiting on it).
@@ -365,6 +409,7 @@ def _measure(groups, *, notices, interval, timeout, hosts, watch=8, redundancy=2
                 client.set("gen/0/stop", "1")
                 process.join(30)
                 raise TimeoutError("the survivors did not all agree within the deadline")
+        sampler.stop()
         records = {}
         connects = []
         for out in outs:
@@ -397,6 +442,8 @@ def _measure(groups, *, notices, interval, timeout, hosts, watch=8, redundancy=2
     # loaded machine); the survivors were then already agreeing when the victim died.
     early = sorted({extra.get("source", "") for r in records.values() for event, when, extra in r["timeline"]
                     if event == "detect" and when < moment})
+    last_agree = moment + stats("agree")["max"] / 1e3
+    cpu_store, cpu_hosts = sampler.used(moment, last_agree)
     book = PlanBook(spare_opt.consecutive(groups, redundancy), 1)
     book.plan(frozenset())
     t = time.perf_counter()
@@ -409,8 +456,12 @@ def _measure(groups, *, notices, interval, timeout, hosts, watch=8, redundancy=2
         "failed_sets": sorted(failed_sets), "errors": errors[:3], "detect_sources": sources,
         "aborts_before_kill": early,
         "detect_ms": stats("detect"), "recover_ms": stats("recover"), "agree_ms": stats("agree"),
+        "joined_ms": stats("joined"),
         "plan_ms": stats("plan"),
-        "plan_compute_ms": plan_compute, "notice_posted_ms": posted, "all_joined_ms": all_joined, "proposed_ms": proposed, "store_cpu": store_cpu, "beats_per_s": beats,
+        "plan_compute_ms": plan_compute,
+        # From the kill to the last survivor's agreed set: CPU seconds of the store's process
+        # and of the host processes together (2 cores: at most twice the window).
+        "recovery_cpu_s": {"window": last_agree - moment, "store": cpu_store, "hosts": cpu_hosts}, "notice_posted_ms": posted, "all_joined_ms": all_joined, "proposed_ms": proposed, "store_cpu": store_cpu, "beats_per_s": beats,
         "nominal_beats_per_s": groups / interval, "startup_s": startup, "load_average_at_kill": load,
         "connect_ms": {"median": float(np.median(connects)) * 1e3, "max": float(np.max(connects)) * 1e3},
     }
