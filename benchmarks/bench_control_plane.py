@@ -1,26 +1,32 @@
 """Benchmark: SPARe's control plane at N emulated DP groups on one TCPStore, with a real SIGKILL.
 
 Every DP group is a real :class:`spare_opt.torch.SpareGroup` (its heartbeat's
-:meth:`~spare_opt.torch.SpareGroup._beat`, abort flag, agreement through
-``compare_set``, the plan of the agreed failed set) with its own two ``TCPStore``
-connections, but no model and no gloo process group (its rebuild is a no-op): a thread
-each in a few host processes, whose heartbeats one thread per host process drives in
-turn, spread evenly over the interval (thousands of heartbeat threads starved each
-other).  One group (the victim) runs alone in a process of its own, with its own
-heartbeat thread, and is SIGKILLed once every group is up and beating.  With
-``--notices`` the benchmark posts the death notice as soon as the process has ended
-(what a launcher does, :func:`spare_opt.torch.launchers.post_death`); without, the
-survivors notice the stale heartbeat.
+:meth:`~spare_opt.torch.SpareGroup._beat`, its alarm thread, the abort flag, the
+agreement through ``compare_set`` and the wake keys, the plan of the agreed failed set)
+with its own three ``TCPStore`` connections (training thread, heartbeat, alarms), but no
+model and no gloo process group (its rebuild is a no-op): a thread each in a few host
+processes, whose heartbeats one thread per host process drives in turn, spread evenly
+over the interval (thousands of heartbeat threads starved each other).  One group (the
+victim) runs alone in a process of its own, with its own heartbeat thread, and is
+SIGKILLed once every group is up and beating.  With ``--notices`` the victim runs with
+``run_worker``'s death watcher (:mod:`spare_opt.torch._watcher`), which posts its death
+notice the moment it dies; without, the survivors notice the stale heartbeat.
 
 Measured, from the kill, at every survivor: ``detect`` (the abort seen), ``recover``
-(its main thread runs again), ``agree`` (the agreed failed set read) and ``plan`` (its
-plan computed); the figure the target is about is the *last* survivor's ``agree``.
-From outside, as the store saw it: when the last survivor joined the agreement
-(``all_joined_ms``) and when the agreed record was written (``proposed_ms``).  Every
-survivor must agree on the same failed set (``{victim}``): the run fails otherwise (the
-CI test runs it at a small N for that).  The store's load: its server process's CPU
-seconds per second, and the beats per second the groups achieved against the nominal
-``N / interval``, over a quiet window before the kill.
+(its main thread runs again), ``joined`` (it joined the agreement), ``agree`` (the
+agreed failed set read) and ``plan`` (its plan computed); the figure the target is about
+is the *last* survivor's ``agree``.  From outside, as the store saw it: when the notice
+was posted, when the last survivor joined the agreement (``all_joined_ms``) and when the
+agreed record was written (``proposed_ms``).  Every survivor must agree on the same
+failed set (``{victim}``): the run fails otherwise (the CI test runs it at a small N for
+that).  The store's load: its server process's CPU seconds per second, and the beats per
+second the groups achieved against the nominal ``N / interval``, over a quiet window
+before the kill.  The profile of the recovery: the CPU seconds of the store's process
+and of the host processes from the kill to the last survivor's agreed set, and the
+survivors' store requests in that window by connection and method (beyond their beats:
+``requests_per_member``).  ``--wake-floor`` measures only what the emulation needs to
+wake ``N`` threads blocked in a store read, one ``multi_set`` away (the floor of the
+agreement's last phase).
 
 Run it against the package under test (``PYTHONPATH=.`` from the repository root when
 another ``spare_opt`` is installed: the script's own folder comes first on the path).
@@ -29,8 +35,9 @@ Usage::
 
     python benchmarks/bench_control_plane.py --groups 64 --notices
     python benchmarks/bench_control_plane.py --groups 256 --interval 0.25 --notices --json
-    python benchmarks/bench_control_plane.py --groups 1024 --interval 0.25 --timeout 4 --notices --json
-    python benchmarks/bench_control_plane.py --groups 1024 --interval 0.25 --timeout 4 --json   # no notice
+    python benchmarks/bench_control_plane.py --groups 1024 --notices --json   # 250 ms beats, 4 s timeout above N = 256
+    python benchmarks/bench_control_plane.py --groups 1024 --json             # no notice
+    python benchmarks/bench_control_plane.py --groups 256,1024 --wake-floor   # the emulation's floor for a wake-up
     python benchmarks/bench_control_plane.py --groups 64 --watch all     # every group reads every heartbeat
 """
 
@@ -142,16 +149,45 @@ class _Connected:
     look dead.  :meth:`clone` hands them out in order.
     """
 
-    def __init__(self, store, clones=2):
+    def __init__(self, store, clones=2, log=None):
         self._store = store
         with _CONNECT:
             self._clones = [store.clone() for _ in range(clones)]
+        if log is not None:
+            self._store = _Counted(store, "main", log)
+            self._clones = [_Counted(c, kind, log) for c, kind in zip(self._clones, ("hb", "alarm"))]
 
     def clone(self):
         return self._clones.pop(0)
 
     def __getattr__(self, name):
         return getattr(self._store, name)
+
+
+#: The store client's methods that are requests to the server (what :class:`_Counted` counts).
+_REQUESTS = {"set", "get", "add", "append", "check", "compare_set", "multi_get", "multi_set", "delete_key", "wait"}
+
+
+class _Counted:
+    """A store client whose requests are logged ``(time.time(), kind, method)`` in ``log`` (one list per process).
+
+    ``kind`` names the connection: ``main`` (the group's training thread: the agreement),
+    ``hb`` (its heartbeat) or ``alarm`` (its alarm thread).  Appending to a list under
+    the GIL costs well under a microsecond a request.
+    """
+
+    def __init__(self, store, kind, log):
+        self._store, self._kind, self._log = store, kind, log
+
+    def __getattr__(self, name):
+        attribute = getattr(self._store, name)
+        if name not in _REQUESTS:
+            return attribute
+
+        def request(*args, **kwargs):
+            self._log.append((time.time(), self._kind, name))
+            return attribute(*args, **kwargs)
+        return request
 
 
 class _LockedBook:
@@ -186,10 +222,11 @@ def _host(port, groups, layout_args, options, out, ready):
     halt = threading.Event()
     wakes = []
     connect = []
+    log = []  # every request of this process's groups: (time, connection, method)
 
     def run(g):
         t = time.perf_counter()
-        store = _Connected(dist.PrefixStore("gen/0", _client(port)))
+        store = _Connected(dist.PrefixStore("gen/0", _client(port)), log=log)
         connect.append(time.perf_counter() - t)
         group = EmulatedGroup(layout, g, store, heartbeat_interval=options["interval"],
                               heartbeat_timeout=options["timeout"], **options.get("extra", {}))
@@ -228,8 +265,16 @@ def _host(port, groups, layout_args, options, out, ready):
                 for wake in wakes:
                     wake.set()
         time.sleep(0.5)
+    # The requests from the kill to this process's last agreed set, by connection and method.
+    killed = float(watcher.get("gen/0/killed")) if watcher.check(["gen/0/killed"]) else float("inf")
+    agreed = [when for r in results.values() for name, when, _ in r["timeline"] if name == "agree" and when >= killed]
+    until = max(agreed, default=killed)
+    counts = {}
+    for when, kind, method in log:
+        if killed <= when <= until:
+            counts[f"{kind} {method}"] = counts.get(f"{kind} {method}", 0) + 1
     with open(out + ".tmp", "w") as handle:
-        json.dump({"groups": results, "connect_s": connect}, handle)
+        json.dump({"groups": results, "connect_s": connect, "requests": counts, "window": until - killed}, handle)
     os.replace(out + ".tmp", out)
     sys.stdout.flush()
     os._exit(0)  # threads blocked in the store's C++ client must not run at exit
@@ -252,6 +297,79 @@ def _victim(port, group, layout_args, options):
     store.add("up", 1)
     while True:
         time.sleep(1)
+
+
+def _floor_host(port, keys, value_size, out):
+    """The wake-up floor's host: a thread per key, each on its own connection, blocked in a read of its key."""
+    from spare_opt.torch._membership import _get_within
+
+    times = {}
+    lock = threading.Lock()
+
+    def run(key):
+        store = _client(port)
+        store.add("floor/waiting", 1)
+        value = _get_within(store, key, 600.0)
+        when = time.time()
+        with lock:
+            times[key] = (when, len(value or ""))
+
+    threads = [threading.Thread(target=run, args=(key,), daemon=True) for key in keys]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(600)
+    with open(out + ".tmp", "w") as handle:
+        json.dump(times, handle)
+    os.replace(out + ".tmp", out)
+    os._exit(0)
+
+
+def wake_floor(groups, hosts=4, value_size=150):
+    """The emulation's floor for waking ``groups`` waiters: threads in ``hosts`` processes, each blocked in a read of
+    its own key on its own connection, woken by one ``multi_set`` of every key (what the winning proposal does).
+
+    Returns ``{"groups", "hosts", "median_ms", "max_ms"}``: from the ``multi_set`` to each
+    thread running again with its value (no other work: the agreement's fan-out does a
+    little more per member).
+    """
+    os.environ.setdefault("RES_OPTIONS", "timeout:1 attempts:1")
+    os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")
+    store_process = subprocess.Popen([sys.executable, "-m", "spare_opt.torch.store", "--host", "127.0.0.1",
+                                      "--port", "0"], stdout=subprocess.PIPE, text=True)
+    port = int(store_process.stdout.readline().rsplit(":", 1)[1])
+    client = _client(port)
+    context = multiprocessing.get_context("spawn")
+    keys = [f"floor/{g}" for g in range(groups)]
+    outs, processes = [], []
+    try:
+        for index in range(hosts):
+            out = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"spare-floor-{os.getpid()}-{index}.json")
+            outs.append(out)
+            process = context.Process(target=_floor_host, args=(port, keys[index::hosts], value_size, out),
+                                      daemon=True)
+            process.start()
+            processes.append(process)
+        deadline = time.monotonic() + 600
+        while int(client.add("floor/waiting", 0)) < groups and time.monotonic() < deadline:
+            time.sleep(0.1)
+        time.sleep(2.0)  # every thread inside its read
+        moment = time.time()
+        client.multi_set(keys, ["x" * value_size] * groups)
+        for process in processes:
+            process.join(600)
+        delays = []
+        for out in outs:
+            with open(out) as handle:
+                delays.extend((when - moment) * 1e3 for when, _ in json.load(handle).values())
+            os.remove(out)
+    finally:
+        for process in processes:
+            if process.is_alive():
+                process.kill()
+        store_process.terminate()
+        store_process.wait()
+    return {"groups": groups, "hosts": hosts, "median_ms": float(np.median(delays)), "max_ms": float(np.max(delays))}
 
 
 def _log(message):
@@ -385,6 +503,7 @@ def _measure(groups, *, notices, interval, timeout, hosts, watch=8, redundancy=2
         # the recovery: which processes were busy, for how long).
         sampler = _CpuSampler([store_process.pid] + [p.pid for p in processes])
         moment = time.time()
+        client.set("gen/0/killed", repr(moment))  # the host processes count requests from here
         sampler.start()
         os.kill(victim_process.pid, signal.SIGKILL)
         posted = None
@@ -412,11 +531,14 @@ def _measure(groups, *, notices, interval, timeout, hosts, watch=8, redundancy=2
         sampler.stop()
         records = {}
         connects = []
+        requests = {}
         for out in outs:
             with open(out) as handle:
                 document = json.load(handle)
             records.update(document["groups"])
             connects.extend(document["connect_s"])
+            for name, count in document["requests"].items():
+                requests[name] = requests.get(name, 0) + count
             os.remove(out)
     finally:
         for process in processes:
@@ -461,24 +583,42 @@ def _measure(groups, *, notices, interval, timeout, hosts, watch=8, redundancy=2
         "plan_compute_ms": plan_compute,
         # From the kill to the last survivor's agreed set: CPU seconds of the store's process
         # and of the host processes together (2 cores: at most twice the window).
-        "recovery_cpu_s": {"window": last_agree - moment, "store": cpu_store, "hosts": cpu_hosts}, "notice_posted_ms": posted, "all_joined_ms": all_joined, "proposed_ms": proposed, "store_cpu": store_cpu, "beats_per_s": beats,
+        "recovery_cpu_s": {"window": last_agree - moment, "store": cpu_store, "hosts": cpu_hosts},
+        # The survivors' requests from the kill to their last agreed set, by connection and
+        # method (``hb set`` counts the beats in that window: each is one ``set`` and one
+        # ``multi_get``), and per survivor beyond the beats.
+        "recovery_requests": requests,
+        "requests_per_member": (sum(requests.values()) - 2 * requests.get("hb set", 0)) / max(len(records), 1), "notice_posted_ms": posted, "all_joined_ms": all_joined, "proposed_ms": proposed, "store_cpu": store_cpu, "beats_per_s": beats,
         "nominal_beats_per_s": groups / interval, "startup_s": startup, "load_average_at_kill": load,
         "connect_ms": {"median": float(np.median(connects)) * 1e3, "max": float(np.max(connects)) * 1e3},
     }
+
+
+def settings(groups, interval=None, timeout=None):
+    """``(heartbeat_interval, heartbeat_timeout)`` for ``groups``: the ones given, else what docs/launch.md recommends
+    (one store serves every beat: 50 ms beats and a 2 s timeout up to N = 256, 250 ms and 4 s above)."""
+    large = groups > 256
+    return (interval if interval is not None else 0.25 if large else 0.05,
+            timeout if timeout is not None else 4.0 if large else 2.0)
 
 
 def parse(argv):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--groups", default="64", help="comma-separated N values (default 64)")
     parser.add_argument("--notices", action="store_true", help="post the death notice when the victim dies")
-    parser.add_argument("--interval", type=float, default=0.05, help="heartbeat interval in seconds (default 0.05)")
-    parser.add_argument("--timeout", type=float, default=2.0, help="heartbeat timeout in seconds (default 2.0)")
+    parser.add_argument("--interval", type=float, default=None,
+                        help="heartbeat interval in seconds (default: what docs/launch.md recommends for N: 0.05 up "
+                             "to N = 256, 0.25 above)")
+    parser.add_argument("--timeout", type=float, default=None,
+                        help="heartbeat timeout in seconds (default: 2.0 up to N = 256, 4.0 above)")
     parser.add_argument("--watch", default="8",
                         help="heartbeats each group reads (SpareGroup's watch): an integer, 'all', or 'default' "
                              "(pass nothing: the installed version's default)")
     parser.add_argument("--hosts", type=int, default=4, help="host processes of the emulated groups (default 4)")
     parser.add_argument("--seed", type=int, default=0, help="chooses the victim")
     parser.add_argument("--json", action="store_true", help="print one JSON document")
+    parser.add_argument("--wake-floor", action="store_true",
+                        help="measure only the emulation's floor for waking N waiters at once (see wake_floor)")
     args = parser.parse_args(argv)
     try:
         args.groups = [int(v) for v in args.groups.split(",")]
@@ -486,8 +626,10 @@ def parse(argv):
         parser.error(f"--groups must be comma-separated integers, got {args.groups!r}")
     if any(n < 4 for n in args.groups):
         parser.error("--groups values must be at least 4")
-    if args.interval <= 0 or args.timeout <= args.interval:
-        parser.error("need 0 < --interval < --timeout")
+    for n in args.groups:
+        interval, timeout = settings(n, args.interval, args.timeout)
+        if interval <= 0 or timeout <= interval:
+            parser.error("need 0 < --interval < --timeout")
     if args.watch not in ("all", "default"):
         try:
             args.watch = int(args.watch)
@@ -504,7 +646,14 @@ def parse(argv):
 
 def main(argv=None):
     args = parse(argv)
-    rows = [measure(n, notices=args.notices, interval=args.interval, timeout=args.timeout, hosts=args.hosts,
+    if args.wake_floor:
+        rows = [wake_floor(n, args.hosts) for n in args.groups]
+        print(json.dumps(rows, indent=2) if args.json else
+              "\n".join(f"N = {r['groups']}: {r['hosts']} host processes, woken {r['median_ms']:.0f} ms median, "
+                        f"{r['max_ms']:.0f} ms max after the multi_set" for r in rows))
+        return 0
+    rows = [measure(n, notices=args.notices, interval=settings(n, args.interval, args.timeout)[0],
+                    timeout=settings(n, args.interval, args.timeout)[1], hosts=args.hosts,
                     watch=args.watch, seed=args.seed) for n in args.groups]
     machine = {"cpus": os.cpu_count(), "python": platform.python_version()}
     if args.json:

@@ -225,6 +225,7 @@ class Membership:
             for g, value in zip(watched, values):
                 if self._last_seen.get(g, (None, 0))[0] != value:
                     self._last_seen[g] = (value, now)
+            self._last_read = now
             for key, value in zip(siblings, values[len(watched):]):
                 if self._sibling_seen.get(key, (None, 0))[0] != value:
                     self._sibling_seen[key] = (value, now)
@@ -413,9 +414,19 @@ class Membership:
         store.set(f"abort/{epoch}", str(self.group))
         _bump(store)
 
+    #: When this rank's heartbeat last read its peers' heartbeats (``time.monotonic()``).
+    _last_read = 0.0
+
     def _stale(self, g):
+        """Whether ``g``'s heartbeat did not move over this rank's own reads of it for ``heartbeat_timeout``.
+
+        Measured between this rank's reads, not up to now: after this rank's own
+        heartbeat thread stalled (a long GIL hold, a paused process), every peer would
+        otherwise look dead until its next read, and a proposal made in between declared
+        the live groups failed.
+        """
         seen = self._last_seen.get(g)
-        return seen is not None and time.monotonic() - seen[1] > self.heartbeat_timeout
+        return seen is not None and self._last_read - seen[1] > self.heartbeat_timeout
 
     def _abort(self, epoch, reason):
         with self._lock:

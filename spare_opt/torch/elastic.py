@@ -33,19 +33,27 @@ generation):
   rank 0 only, and rank ``k`` reads ``hb/{g}``);
 * ``group_world_size``: the ranks per DP group, written once: a group that comes with
   another number is refused;
-* ``dead/{g}``, ``dead_list``, ``deaths``: a death notice (:func:`post_death`), written by
-  a launcher that saw ``g``'s process die, by a watcher that found ``g``'s heartbeat
-  stale, or by ``g``'s restarted process; ``deaths`` counts notices and abort flags, so a
-  heartbeat reads the notices only when it changed;
+* ``dead/{g}``, ``dead_list``, ``deaths``, ``alarm/{n}``: a death notice (:func:`post_death`),
+  written by ``run_worker``'s death watcher or a launcher that saw ``g``'s process die,
+  by a peer that found ``g``'s heartbeat stale (a suspicion), or by ``g``'s restarted
+  process; ``dead_list`` gets ``g`` appended at every notice; ``deaths`` counts notices,
+  abort flags and fatal errors, and each count ``n`` writes ``alarm/{n}`` (``dead g``
+  for a death that is a fact), which every member's alarm thread waits for; a
+  heartbeat reads the notices when ``deaths`` moved past what its alarm thread handled;
 * ``abort/{e}``: epoch ``e`` is over (a member failed); every member stops waiting;
-* ``join/{e}/{g}``: group ``g``'s record for epoch ``e`` (its step and phase);
-  ``joined/{e}`` lists the groups that wrote theirs, ``joins/{e}`` counts them (the
-  first one proposes);
+* ``joined/{e}``: the records of the groups that joined epoch ``e``'s agreement (``g
+  {json}`` per line: its step and phase), ``joins/{e}`` counts them (the first one
+  proposes, and names itself in ``proposer/{e}``); ``wake/{e}/{g}``
+  (``wake/{e}/{g}/{k}`` for rank ``k > 0``): where a rank waits for the agreed record,
+  written with it by the winning proposal, or with ``nudge`` by the rank's own
+  heartbeat;
 * ``registered``: how many groups registered at start (a count read before the check of
   every group's ``hb/{g}``);
 * ``epoch/{e}``: the agreed record of epoch ``e`` (failed set, admitted joiners, the
-  survivors' ``join`` records), written once with ``compare_set``: the first proposal
-  wins and every member reads it;
+  survivors' records: one entry per distinct record, the most common one without its
+  groups), written once with ``compare_set``: the first proposal wins;
+* ``fatal`` and ``dead_list`` exist from the first registration on (empty), so a
+  heartbeat reads both in one request;
 * ``ready/{e}/{g}`` (``ready/{e}/{g}/{k}`` for rank ``k > 0`` of a group), ``built/{e}``,
   ``pg/{e}/{k}/...``: the barrier before, the verdict (``go`` or ``abort``, the first one
   written) and the store of the process group of epoch ``e`` between the ranks ``k``
