@@ -357,36 +357,20 @@ class Membership:
         busy = self._computing
         if busy is None or self.hang_timeout is None or time.monotonic() - busy[2] <= self.hang_timeout:
             return
-        from . import _watcher
-
         step, key, _ = busy
         m = self.micro_batches
         reason = (f"hung: rank {self.group_rank}'s micro-batch {key % m} of shard type {key // m} at step {step} "
                   f"ran over hang_timeout={self.hang_timeout:g} s while its heartbeat beat")
         self._event("hung", step=step, key=key)
+        leave = _hung_exit
         print(f"spare-opt: group {self.group}: {reason}; "
-              + ("exiting for the launcher to restart this group" if _watcher.running else "its heartbeat stops"),
+              + ("exiting for the launcher to restart this group" if leave is not None else "its heartbeat stops"),
               file=sys.stderr, flush=True)
         post_death(store, self.group, reason)
-        if _watcher.running:
-            from .supervisor import EVICTED_EXIT
-
-            _watcher.announce_exit()  # posted above, with the reason
-            os._exit(EVICTED_EXIT)
+        if leave is not None:
+            leave()  # never returns
         self._stop.set()
         raise _Hung(reason)
-
-    #: ``(wake key, the proposing member or None)`` while this rank waits for an agreed record.
-    _agreeing = None
-    #: ``(step, key, time.monotonic())`` while the training thread runs a micro-batch (the step helper sets it).
-    _computing = None
-    hang_timeout = None
-
-    def _nudge(self, store):
-        """Wake this rank's training thread where it waits for an agreed record (its wake key); from the heartbeat."""
-        agreeing = self._agreeing
-        if agreeing is not None:
-            store.set(agreeing[0], "nudge")
 
     def _own_notice(self, store):
         """A death notice about this group while it runs and is a member: withdraw a suspicion, or leave."""
@@ -445,6 +429,10 @@ class Membership:
             self._post_abort(epoch)
         finally:
             self._abort(epoch, reason)
+
+
+#: Set by ``run_worker``: ends a hung rank's process (exit 76, its death watcher told it exits on purpose).
+_hung_exit = None
 
 
 class _Hung(Exception):

@@ -53,9 +53,6 @@ _POLL = 0.02
 _PASSED_ON = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
 
 _pipe = None  # the write end of this worker's pipe to its watcher, while one watches
-#: Whether this process runs under ``run_worker`` (which exits with the codes a launcher acts on): a hung
-#: rank's heartbeat then ends the process (``SpareGroup(hang_timeout=...)``).
-running = False
 
 
 def start(environ=None):
@@ -247,13 +244,12 @@ def _connect(address, generation, group, rank, target):
     same address is kept (``target`` unchanged when the store cannot be reached)."""
     import torch.distributed as dist
 
-    from .launchers import _store_address
-
     root = target[0] if target is not None and target[4] == address else None
     if root is None:
         try:
-            host, port = _store_address(address)
-            root = dist.TCPStore(host, port, is_master=False, wait_for_workers=False,
+            host, _, port = address.rpartition(":")  # join_job checked it: host:port, [v6]:port
+            host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+            root = dist.TCPStore(host, int(port), is_master=False, wait_for_workers=False,
                                  timeout=datetime.timedelta(seconds=_STORE_TIMEOUT))
         except Exception:  # noqa: BLE001 - no store: nothing can be posted
             return target

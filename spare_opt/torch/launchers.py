@@ -65,7 +65,7 @@ import torch.distributed as dist
 
 import spare_opt
 
-from . import _watcher
+from . import _membership, _watcher
 from .elastic import (CheckpointMismatch, DuplicateGroup, Evicted, GroupTimeout, JobEnded, WipeOut, post_death, _peek,
                       _text)
 from .supervisor import EVICTED_EXIT, LAYOUT_EXIT, WIPE_OUT_EXIT
@@ -550,7 +550,7 @@ def run_worker(main, *args, **kwargs):
     code = 0
     # Before main builds anything (threads, devices): the watcher is a fork of this process.
     _watcher.start()
-    _watcher.running = True
+    _membership._hung_exit = _leave_hung  # SpareGroup(hang_timeout=...): a hung rank's process ends, exit 76
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _terminated)
     while True:
@@ -631,6 +631,14 @@ def _post_own_death(reason):
             post_death(_current.store, _current.group, reason)
         except Exception:  # noqa: BLE001 - the store is gone: nothing to tell
             pass
+
+
+def _leave_hung():
+    """A rank hung in a micro-batch (``hang_timeout``): its heartbeat posted the notice; exit 76 for a restart."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    _watcher.announce_exit()  # posted already, with the reason
+    os._exit(EVICTED_EXIT)
 
 
 def _terminated(signum, frame):
