@@ -23,7 +23,11 @@ A step is timed in each process from the data fetch to the optimizer's step (the
 ``SpareStep()`` call for spare-opt); the first ``--skip`` steps are left out (start-up,
 first quorums).  Jobs of every kind are interleaved, ``--rounds`` times, so a change of
 the machine's load hits all of them; the table gives the median and 90th percentile
-over every step of every process of every round, and each median's ratio to DDP's.
+over every step of every process of every round, each median's ratio to DDP's, and
+spare-opt's own work per step (median): the step less what DDP does too (the
+micro-batch's data, forward and backward, the all-reduce and its wait, the optimizer's
+step), so the bound "within 10% of DDP's step plus the plan's own cost" reads
+``1.1 DDP + own``.
 
 Usage::
 
@@ -101,11 +105,29 @@ def _spare_worker(options):
                            heartbeat_interval=options.interval, rejoin=job.rejoin)
         sampler = SpareBatchSampler(group, len(dataset), BATCH, steps=options.steps, seed=0)
         step = SpareStep(group, model, optimizer, loss_fn, sampler, dataset)
+        # The time in the work DDP does too (the micro-batch's data, forward and backward, the
+        # all-reduce and its wait, the optimizer): the rest of the step is spare-opt's own.
+        spent = [0.0]
+
+        def timed(function):
+            def run(*args, **kwargs):
+                began = time.perf_counter()
+                try:
+                    return function(*args, **kwargs)
+                finally:
+                    spent[0] += time.perf_counter() - began
+            return run
+
+        step._compute = timed(step._compute)
+        group.all_reduce = timed(group.all_reduce)
+        optimizer.step = timed(optimizer.step)
         times = []
         while step.step < options.steps:
+            spent[0] = 0.0
             began = time.perf_counter()
             step()
-            times.append([time.perf_counter() - began, group.world_size])
+            total = time.perf_counter() - began
+            times.append([total, group.world_size, total - spent[0]])
         end_job(job.store)
         group.close()
         _write(options.out, f"spare-{job.group}.json", times)
@@ -227,12 +249,14 @@ def _run_job(kind, options, interval=None):
                 with open(os.path.join(out, "log")) as handle:
                     tail = handle.read()[-3000:]
                 raise RuntimeError(f"{kind} job failed (exit codes {codes}):\n{tail}")
-            times = []
+            times, own = [], []
             for name in sorted(os.listdir(out)):
                 if name.endswith(".json"):
                     with open(os.path.join(out, name)) as handle:
-                        times.append([t for t, members in json.load(handle)[options.skip:] if members == GROUPS])
-            return times
+                        rows = [row for row in json.load(handle)[options.skip:] if row[1] == GROUPS]
+                    times.append([row[0] for row in rows])
+                    own.extend(row[2] for row in rows if len(row) > 2)
+            return times, own
         finally:
             for process in processes:
                 if process.poll() is None:
@@ -288,10 +312,13 @@ def main(argv=None):
     jobs = [(k, None) for k in kinds if k != "spare"] + [("spare", h) for h in intervals if "spare" in kinds]
     load = [os.getloadavg()[0]]
     steps = {job: [] for job in jobs}
+    owns = {job: [] for job in jobs}
     for round_ in range(options.rounds):
         for job in jobs:
-            for times in _run_job(job[0], options, job[1]):
-                steps[job].extend(times)
+            times, own = _run_job(job[0], options, job[1])
+            for values in times:
+                steps[job].extend(values)
+            owns[job].extend(own)
             load.append(os.getloadavg()[0])
             print(f"round {round_ + 1}: {job[0]}{'' if job[1] is None else f' (heartbeat {job[1]:g} s)'} done, "
                   f"load average {load[-1]:.2f}", file=sys.stderr, flush=True)
@@ -299,9 +326,13 @@ def main(argv=None):
     baseline = statistics.median(steps[("ddp", None)]) if ("ddp", None) in steps else None
     for (kind, interval), values in steps.items():
         median = statistics.median(values)
+        own = statistics.median(owns[(kind, interval)]) if owns[(kind, interval)] else None
         rows.append({"kind": kind, "heartbeat_interval": interval, "steps": len(values), "median_ms": median * 1e3,
                      "p90_ms": _percentile(values, 0.9) * 1e3, "max_ms": max(values) * 1e3,
-                     "ratio_to_ddp": None if baseline is None else median / baseline})
+                     "ratio_to_ddp": None if baseline is None else median / baseline,
+                     # spare-opt's own work per step (the step less its data, passes, all-reduce, optimizer)
+                     "own_ms": None if own is None else own * 1e3,
+                     "bound_ms": None if baseline is None or own is None else (1.1 * baseline + own) * 1e3})
     document = {"cpus": os.cpu_count(), "rounds": options.rounds, "steps_per_job": options.steps,
                 "skipped": options.skip, "load_average": {"min": min(load), "max": max(load)}, "rows": rows}
     if options.json:
@@ -309,11 +340,15 @@ def main(argv=None):
         return 0
     print(f"N = {GROUPS}, B = {BATCH}, float64 MLP, gloo on CPU, {options.rounds} rounds x {options.steps} steps "
           f"(first {options.skip} left out); load average {min(load):.2f} to {max(load):.2f}")
-    print(f"{'framework':28} {'steps':>6} {'median ms':>10} {'p90 ms':>8} {'max ms':>8} {'/ DDP':>6}")
+    print(f"{'framework':28} {'steps':>6} {'median ms':>10} {'p90 ms':>8} {'max ms':>8} {'/ DDP':>6} "
+          f"{'own ms':>7} {'1.1 DDP + own':>13}")
     for r in rows:
         name = r["kind"] + ("" if r["heartbeat_interval"] is None else f" (heartbeat {r['heartbeat_interval']:g} s)")
         ratio = "-" if r["ratio_to_ddp"] is None else f"{r['ratio_to_ddp']:.2f}"
-        print(f"{name:28} {r['steps']:>6} {r['median_ms']:>10.2f} {r['p90_ms']:>8.2f} {r['max_ms']:>8.1f} {ratio:>6}")
+        own = "-" if r["own_ms"] is None else f"{r['own_ms']:.2f}"
+        bound = "-" if r["bound_ms"] is None else f"{r['bound_ms']:.2f}"
+        print(f"{name:28} {r['steps']:>6} {r['median_ms']:>10.2f} {r['p90_ms']:>8.2f} {r['max_ms']:>8.1f} {ratio:>6} "
+              f"{own:>7} {bound:>13}")
     return 0
 
 

@@ -7,7 +7,8 @@ holds no state of its own and reads and writes the attributes that
 ``group_rank``, ``group_world_size``, ``leader``, ``watch``, ``interval``,
 ``heartbeat_timeout``, ``timeout_seconds``, ``epoch``, ``failed``, ``members``,
 ``joiners``, ``plan``, ``plan_seconds``, ``_joiner_tokens``, ``_heal_due``,
-``_pg_ready``, ``_start_epoch``, ``_token``, ``_group_lost``), uses the membership's
+``_pg_ready``, ``_start_epoch``, ``_token``, ``_group_lost``; ``_agreeing`` while a rank
+waits for an agreed record, for its heartbeat to wake it), uses the membership's
 ``_meet_group``, ``_await_registration``, ``_stale``, ``_poll_fatal``, ``_lose_group``,
 ``_check_group_lost``, ``aborted`` and ``fail_epoch``, and calls the host's ``_enter``,
 ``_event`` and ``close``.  Nothing here needs a process group (but the meeting of a DP

@@ -117,9 +117,9 @@ class SpareGroup(Membership, Agreement, Collectives):
         (:attr:`Layout.micro_batches`, written by ``spare-opt compare -o``), else 1.  A
         different ``m`` is used with a :class:`~spare_opt.RecommendationWarning`.
     heartbeat_interval : float, default 0.05
-        Seconds between heartbeats (and between checks of the abort flag, the peers'
-        heartbeats, death notices and rejoin requests, and between looks for the
-        agreed record of an epoch while this rank waits for it).
+        Seconds between heartbeats (and between checks of the peers' heartbeats and of
+        rejoin requests).  Death notices and abort flags do not wait for it: each one
+        wakes every member's alarm thread through the store.
     heartbeat_timeout : float, default 2.0
         Seconds without a peer's heartbeat after which it counts as failed.
     timeout : float, default 60.0
