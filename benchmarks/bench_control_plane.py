@@ -491,10 +491,12 @@ def _measure(groups, *, notices, interval, timeout, hosts, watch=8, redundancy=2
         # The store's load over a quiet window: its CPU time and the beats achieved.
         keys = [f"gen/0/hb/{g}" for g in range(groups)]
         before = [int(v) for v in client.multi_get(keys)]
+        hosts0 = sum(_cpu_seconds(p.pid) for p in processes)
         cpu0, t0 = _cpu_seconds(store_process.pid), time.monotonic()
         time.sleep(quiet)
         after = [int(v) for v in client.multi_get(keys)]
         cpu1, t1 = _cpu_seconds(store_process.pid), time.monotonic()
+        hosts_cpu = (sum(_cpu_seconds(p.pid) for p in processes) - hosts0) / (t1 - t0)
         beats = (sum(after) - sum(before)) / (t1 - t0)
         store_cpu = (cpu1 - cpu0) / (t1 - t0)
         _log(f"N = {groups}: every group up after {startup:.0f} s; {beats:.0f} beats/s; killing group {victim}")
@@ -588,10 +590,31 @@ def _measure(groups, *, notices, interval, timeout, hosts, watch=8, redundancy=2
         # method (``hb set`` counts the beats in that window: each is one ``set`` and one
         # ``multi_get``), and per survivor beyond the beats.
         "recovery_requests": requests,
-        "requests_per_member": (sum(requests.values()) - 2 * requests.get("hb set", 0)) / max(len(records), 1), "notice_posted_ms": posted, "all_joined_ms": all_joined, "proposed_ms": proposed, "store_cpu": store_cpu, "beats_per_s": beats,
+        "requests_per_member": (sum(requests.values()) - 2 * requests.get("hb set", 0)) / max(len(records), 1),
+        # The cost model's constants: the store's CPU per request and the host processes' CPU
+        # per second for the beats (both over the quiet window), and the hosts' CPU per
+        # member in the recovery beyond their beats.
+        "store_us_per_request": store_cpu / max(2 * beats, 1e-9) * 1e6,
+        "hosts_cpu_quiet": hosts_cpu,
+        "host_ms_per_member": (cpu_hosts - hosts_cpu * (last_agree - moment)) / max(len(records), 1) * 1e3, "notice_posted_ms": posted, "all_joined_ms": all_joined, "proposed_ms": proposed, "store_cpu": store_cpu, "beats_per_s": beats,
         "nominal_beats_per_s": groups / interval, "startup_s": startup, "load_average_at_kill": load,
         "connect_ms": {"median": float(np.median(connects)) * 1e3, "max": float(np.max(connects)) * 1e3},
     }
+
+
+def cost_fit(rows, predict=(2048, 4096, 16384)):
+    """The linear model of the emulation's recovery: ``agree_max - notice_posted = a N + b`` (least squares over ``rows``).
+
+    Returns ``{"a_ms", "b_ms", "predicted_ms": {N: notice + a N + b}}`` with the notice's
+    median delay over the rows.  ``a`` is the emulation's serialized work per member:
+    its CPU (the host processes' per member, the store's per request times the
+    requests) over the cores it gets.
+    """
+    n = np.array([r["groups"] for r in rows], dtype=float)
+    t = np.array([r["agree_ms"]["max"] - (r["notice_posted_ms"] or 0.0) for r in rows])
+    a, b = np.polyfit(n, t, 1)
+    notice = float(np.median([r["notice_posted_ms"] or 0.0 for r in rows]))
+    return {"a_ms": float(a), "b_ms": float(b), "predicted_ms": {m: notice + a * m + b for m in predict}}
 
 
 def settings(groups, interval=None, timeout=None):
@@ -666,6 +689,10 @@ def main(argv=None):
                   f"{r['detect_ms']['median']:>8.0f}/{r['detect_ms']['max']:<8.0f} "
                   f"{r['agree_ms']['median']:>8.0f}/{r['agree_ms']['max']:<8.0f} {r['plan_ms']['max']:>11.0f} "
                   f"{r['store_cpu']:>9.2f} {r['beats_per_s']:>8.0f} ({r['nominal_beats_per_s']:.0f})")
+    if len(rows) > 1 and not args.json:
+        fit = cost_fit(rows)
+        print(f"fit: last survivor's agreed set = notice + {fit['a_ms'] * 1e3:.1f} us x N + {fit['b_ms']:.0f} ms; "
+              + ", ".join(f"N = {n:,}: {t:.0f} ms" for n, t in fit["predicted_ms"].items()))
     for r in rows:
         if not r["agreed"]:
             print(f"N = {r['groups']}: the survivors did not all agree on [{r['victim']}]: failed sets "

@@ -51,3 +51,63 @@ def test_a_collective_is_not_waited_for_until_the_next_heartbeat():
     expected = sum(2 * i + 1 for i in range(ROUNDS))
     assert set(results) == {0, 1}
     assert all(torch.equal(r, torch.full((4,), float(expected), dtype=torch.float64)) for r in results.values())
+
+
+class _Stuck(SpareGroup):
+    """Group 0 proposes nothing once it joined an agreement (as if it died right after joining); 1 and 2 join late."""
+
+    def _propose_when_ready(self, epoch, previous, deadline=None):
+        if self.group == 0:
+            threading.Event().wait(600.0)  # the test's bound ends the process long before
+        return super()._propose_when_ready(epoch, previous, deadline)
+
+    def recover(self, record, _rebuild_first=True):
+        if self.group != 0:
+            threading.Event().wait(0.5)  # group 0 joins first: it is the one that proposes
+        return super().recover(record, _rebuild_first)
+
+
+def test_a_death_notice_reaches_every_member_and_its_waiters_at_once(tmp_path):
+    """Heartbeats an hour apart, heartbeat and wait timeouts of an hour: only the alarms can move this job.
+
+    A member's collective fails (``fail_epoch``): its abort flag wakes every member's alarm
+    thread, and every member agrees.  Group 0 joins first and never proposes; then its
+    death notice is posted: the others' alarm threads wake the waiting members, which
+    take the proposal over; the rebuild fails on the dead group and the next agreement
+    declares it failed.  With a look at the next beat only, each of these steps would
+    take an hour.
+    """
+    server = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
+    groups, outcome = {}, {}
+
+    def run(g):
+        store = dist.TCPStore("127.0.0.1", server.port, is_master=False, wait_for_workers=False,
+                              timeout=datetime.timedelta(seconds=60))
+        member = _Stuck(spare_opt.consecutive(3, 2), g, store, heartbeat_interval=3600.0,
+                        heartbeat_timeout=3600.0, timeout=3600.0)
+        groups[g] = member
+        while not member.aborted():
+            threading.Event().wait(0.01)
+        member.recover({"step": 0, "phase": "step"})
+        outcome[g] = sorted(member.failed)
+        member.close()
+
+    threads = [threading.Thread(target=run, args=(g,), daemon=True) for g in range(3)]
+    for thread in threads:
+        thread.start()
+    deadline = threading.Event()
+    while len(groups) < 3 or not all(getattr(m, "_pg_ready", False) for m in groups.values()):
+        assert not deadline.wait(0.05) and threads[1].is_alive(), "the groups did not start"
+    groups[1].fail_epoch("a collective raised (the test)")
+    while not server.check(["joins/1"]) or int(server.add("joins/1", 0)) < 3:
+        assert threads[1].is_alive() and threads[2].is_alive()
+        deadline.wait(0.05)
+    from spare_opt.torch import post_death
+
+    post_death(server, 0, "killed (the test)")
+    for thread in threads[1:]:
+        thread.join(120.0)
+    assert not threads[1].is_alive() and not threads[2].is_alive(), "a member waited for its next beat"
+    assert outcome == {1: [0], 2: [0]}
+    sources = [extra["source"] for name, _, extra in groups[2].timeline if name == "detect"]
+    assert sources and sources[0] == "abort flag", sources

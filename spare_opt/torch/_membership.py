@@ -372,21 +372,34 @@ class Membership:
         self._stop.set()
         raise _Hung(reason)
 
+    #: ``(wake key, the proposing member or None)`` while this rank waits for an agreed record.
+    _agreeing = None
+    #: ``(step, key, time.monotonic())`` while the training thread runs a micro-batch (the step helper sets it).
+    _computing = None
+    hang_timeout = None
+
+    def _nudge(self, store):
+        """Wake this rank's training thread where it waits for an agreed record (its wake key); from the heartbeat."""
+        agreeing = self._agreeing
+        if agreeing is not None:
+            store.set(agreeing[0], "nudge")
+
     def _own_notice(self, store):
-        """A death notice about this group while it runs and is a member: withdraw a suspicion, or leave."""
-        if self.group_world_size == 1:
-            # A peer found its heartbeat stale (a stall); it is alive: withdraw it.
-            store.delete_key(f"dead/{self.group}")
-            return
+        """A death notice about this group while it runs and is a member: withdraw a suspicion, or leave.
+
+        A suspicion (a peer found a heartbeat stale: a stall) is withdrawn by rank 0
+        (every rank of the group still beats: a silent one would have made it lose the
+        group).  A fact (a launcher or a death watcher saw a rank of this group die, a
+        rank found another silent, or one hung in a micro-batch) makes the group leave;
+        it used to be deleted too in a group of one rank, so a hung rank's own alarm
+        thread withdrew the notice of its hang.
+        """
         value = _peek(store, f"dead/{self.group}")
         if value is None or self._group_lost is not None:
             return
         if not value.startswith(_SUSPICION):
-            # A launcher saw a rank of this group die, or a rank of it found another silent.
-            self._lose_group(f"death notice: {value}")
+            self._lose_group(f"death notice: {value}", store)
         elif self.leader:
-            # A watcher found rank 0's heartbeat stale (a stall) and every rank of the group
-            # still beats (a silent one would have made it lose the group): withdraw it.
             store.delete_key(f"dead/{self.group}")
 
     def _post_abort(self, epoch, store=None):
