@@ -236,6 +236,9 @@ class Membership:
             seen = int(values[-2])
             self._pending_rejoins = int(values[-1])
             stale = [g for g in watched if self._stale(g)]
+            aborting = bool(stale) and epoch > self._aborted_epoch
+            if aborting:  # before the notice it posts: its own alarm thread would take the notice for the cause
+                self._abort(epoch, "stale heartbeat")
             for g in stale:
                 # The others may not read g's heartbeat (``watch``): tell them.
                 if state.posted.get(g) != self._last_seen[g][0]:
@@ -247,9 +250,8 @@ class Membership:
             agreeing = self._agreeing
             if agreeing is not None and agreeing[1] is not None and agreeing[1] in stale:
                 self._nudge(store)
-            if stale and epoch > self._aborted_epoch:
+            if aborting:
                 self._post_abort(epoch, store)
-                self._abort(epoch, "stale heartbeat")
             return True
         except Exception:  # the store went away: the job is over
             return False
