@@ -143,7 +143,11 @@ class Agreement:
             if looked is None or now - looked >= self.interval or now > deadline or \
                     (count != counted and count + dead >= len(previous)):
                 counted, looked = count, now
-                decided, dead = self._try_propose(epoch, previous, deadline)
+                # A member that took the proposal over (it found this one dead: a stall) may
+                # have decided already.
+                decided = _peek(store, f"epoch/{epoch}")
+                if decided is None:
+                    decided, dead = self._try_propose(epoch, previous, deadline)
                 if decided is not None:
                     return decided
             time.sleep(0.002)
