@@ -618,11 +618,15 @@ def cost_fit(rows, predict=(2048, 4096, 16384)):
 
 
 def settings(groups, interval=None, timeout=None):
-    """``(heartbeat_interval, heartbeat_timeout)`` for ``groups``: the ones given, else what docs/launch.md recommends
-    (one store serves every beat: 50 ms beats and a 2 s timeout up to N = 256, 250 ms and 4 s above)."""
-    large = groups > 256
-    return (interval if interval is not None else 0.25 if large else 0.05,
-            timeout if timeout is not None else 4.0 if large else 2.0)
+    """``(heartbeat_interval, heartbeat_timeout)`` for ``groups``: the ones given, else what docs/launch.md recommends.
+
+    One store serves every beat: 50 ms beats and a 2 s timeout up to N = 256; above, 250
+    ms beats up to N = 1,024 and ``N / 4,096`` s beyond (at most 4,096 beats a second,
+    8,192 requests), with a timeout of 16 beats.
+    """
+    beat = 0.05 if groups <= 256 else max(0.25, groups / 4096)
+    return (interval if interval is not None else beat,
+            timeout if timeout is not None else 2.0 if groups <= 256 else 16 * beat)
 
 
 def parse(argv):
@@ -631,9 +635,9 @@ def parse(argv):
     parser.add_argument("--notices", action="store_true", help="post the death notice when the victim dies")
     parser.add_argument("--interval", type=float, default=None,
                         help="heartbeat interval in seconds (default: what docs/launch.md recommends for N: 0.05 up "
-                             "to N = 256, 0.25 above)")
+                             "to N = 256, 0.25 up to N = 1,024, N / 4,096 above)")
     parser.add_argument("--timeout", type=float, default=None,
-                        help="heartbeat timeout in seconds (default: 2.0 up to N = 256, 4.0 above)")
+                        help="heartbeat timeout in seconds (default: 2.0 up to N = 256, 16 intervals above)")
     parser.add_argument("--watch", default="8",
                         help="heartbeats each group reads (SpareGroup's watch): an integer, 'all', or 'default' "
                              "(pass nothing: the installed version's default)")
