@@ -1,12 +1,14 @@
 """Benchmark: SPARe's control plane at N emulated DP groups on one TCPStore, with a real SIGKILL.
 
 Every DP group is a real :class:`spare_opt.torch.SpareGroup` (its heartbeat's
-:meth:`~spare_opt.torch.SpareGroup._beat`, its alarm thread, the abort flag, the
-agreement through ``compare_set`` and the wake keys, the plan of the agreed failed set)
-with its own three ``TCPStore`` connections (training thread, heartbeat, alarms), but no
-model and no gloo process group (its rebuild is a no-op): a thread each in a few host
-processes, whose heartbeats one thread per host process drives in turn, spread evenly
-over the interval (thousands of heartbeat threads starved each other).  One group (the
+:meth:`~spare_opt.torch.SpareGroup._beat`, its reaction to an alarm
+(``_on_alarm``), the abort flag, the agreement through ``compare_set`` and the wake
+keys, the plan of the agreed failed set) with its own two ``TCPStore`` connections
+(training thread, heartbeat), but no model and no gloo process group (its rebuild is a
+no-op): a thread each in a few host processes, whose heartbeats one thread per host
+process drives in turn, spread evenly over the interval, and whose alarms one thread
+per host process receives and hands to each group in turn (thousands of heartbeat or
+alarm threads starved each other; a real job has one of each per process).  One group (the
 victim) runs alone in a process of its own, with its own heartbeat thread, and is
 SIGKILLed once every group is up and beating.  With ``--notices`` the victim runs with
 ``run_worker``'s death watcher (:mod:`spare_opt.torch._watcher`), which posts its death
@@ -93,6 +95,12 @@ def _emulated_group_class(beater=None):
             else:
                 beater.add(self)
 
+        def _alarms(self):
+            if beater is None:
+                super()._alarms()
+            else:
+                beater.alarms.add(self)
+
         def _rebuild(self):
             self._pg_ready = True
             self._event("rebuild", epoch=self.epoch, members=[])
@@ -141,6 +149,46 @@ class _Beater:
             start = max(start + self.interval, time.monotonic() - self.interval)
 
 
+class _Alarms:
+    """One thread that waits for the job's alarms (``alarm/{n}``) and hands each to every emulated group of a host
+    process in turn (:meth:`SpareGroup._on_alarm`, SpareGroup's own code), on a connection of its own.
+
+    One thread instead of one per group, as :class:`_Beater` beats them: thousands of
+    alarm threads woken at once by the same alarm starved each other (and the beats).
+    """
+
+    def __init__(self, port, log=None):
+        self.groups = []
+        self._lock = threading.Lock()
+        self._port, self._log = port, log
+        self.thread = threading.Thread(target=self._run, name="alarms", daemon=True)
+        self.thread.start()
+
+    def add(self, group):
+        with self._lock:
+            self.groups.append((group, {}))
+
+    def _run(self):
+        import torch.distributed as dist
+
+        from spare_opt.torch._membership import _ALARM_WAIT, _get_within
+
+        store = dist.PrefixStore("gen/0", _client(self._port))
+        if self._log is not None:
+            store = _Counted(store, "alarm", self._log)
+        count = int(store.add("deaths", 0))
+        while True:
+            what = _get_within(store, f"alarm/{count + 1}", _ALARM_WAIT)
+            if what is None:
+                continue
+            count += 1
+            with self._lock:
+                groups = list(self.groups)
+            for group, notices in groups:
+                if not group._stop.is_set():
+                    group._on_alarm(store, count, what, notices)
+
+
 class _Connected:
     """A group's store with the connections it clones (heartbeat, alarms) opened beforehand, under the connect lock.
 
@@ -149,7 +197,7 @@ class _Connected:
     look dead.  :meth:`clone` hands them out in order.
     """
 
-    def __init__(self, store, clones=2, log=None):
+    def __init__(self, store, clones=1, log=None):
         self._store = store
         with _CONNECT:
             self._clones = [store.clone() for _ in range(clones)]
@@ -212,7 +260,9 @@ def _host(port, groups, layout_args, options, out, ready):
     import spare_opt
     from spare_opt.torch._plans import PlanBook
 
+    log = []  # every request of this process's groups: (time, connection, method)
     beater = _Beater(options["interval"])
+    beater.alarms = _Alarms(port, log)
     EmulatedGroup = _emulated_group_class(beater)
     layout = spare_opt.consecutive(*layout_args)
     book = _LockedBook(PlanBook(layout, 1))
@@ -222,7 +272,6 @@ def _host(port, groups, layout_args, options, out, ready):
     halt = threading.Event()
     wakes = []
     connect = []
-    log = []  # every request of this process's groups: (time, connection, method)
 
     def run(g):
         t = time.perf_counter()

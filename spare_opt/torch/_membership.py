@@ -319,9 +319,9 @@ class Membership:
         alarm costs a beat, not more.  It ends with its process (a ``SpareGroup`` closed
         earlier leaves it waiting on its generation's next alarm).
         """
-        store = self._alarm_store
         notices = {}
         try:
+            store = self._alarm_store = self.store.clone()
             count = int(store.add("deaths", 0))
             self._alarm_handled = count
             while not self._stop.is_set():
@@ -329,20 +329,31 @@ class Membership:
                 if what is None or self._stop.is_set():
                     continue
                 count += 1
-                words = what.split()
-                epoch = self.epoch
-                if len(words) == 2 and words[0] == "dead" and int(words[1]) != self.group:
-                    g = int(words[1])
-                    agreeing = self._agreeing
-                    if epoch > self._aborted_epoch and g in self.members:
-                        self._abort(epoch, "death notice")
-                    elif agreeing is not None and agreeing[1] in (None, g):
-                        self._nudge(store)
-                else:
-                    self._read_notices(store, notices, epoch)
-                self._alarm_handled = count
+                self._on_alarm(store, count, what, notices)
         except Exception:  # noqa: BLE001 - the store went away: the job is over
             return
+
+    def _on_alarm(self, store, count, what, notices):
+        """Act on alarm ``count`` (its value ``what``) with ``store`` (the alarm thread's connection).
+
+        ``dead g`` (a death that is a fact) aborts the epoch with no request, or wakes
+        this rank where it waits for an agreed record when ``g`` may be the member that
+        proposes; anything else is read as a heartbeat reads it (``notices``: what this
+        caller read last).  The control-plane benchmark drives it from one thread per
+        emulating process.
+        """
+        words = what.split()
+        epoch = self.epoch
+        if len(words) == 2 and words[0] == "dead" and int(words[1]) != self.group:
+            g = int(words[1])
+            agreeing = self._agreeing
+            if epoch > self._aborted_epoch and g in self.members:
+                self._abort(epoch, "death notice")
+            elif agreeing is not None and agreeing[1] in (None, g):
+                self._nudge(store)
+        else:
+            self._read_notices(store, notices, epoch)
+        self._alarm_handled = count
 
     #: The ``deaths`` count up to which the alarm thread acted on every bump (the heartbeat need not read them).
     _alarm_handled = -1

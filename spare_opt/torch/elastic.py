@@ -279,9 +279,8 @@ class SpareGroup(Membership, Agreement, Collectives):
         self._thread = threading.Thread(target=self._heartbeat, name=f"spare-heartbeat-{group}", daemon=True)
         self._thread.start()
         if hasattr(store, "clone"):
-            # A connection of its own, blocked in a store-side wait for the next alarm (a notice,
+            # On a connection of its own, blocked in a store-side wait for the next alarm (a notice,
             # an abort flag): every member hears of a death in a round trip, not at its next beat.
-            self._alarm_store = store.clone()
             threading.Thread(target=self._alarms, name=f"spare-alarm-{group}", daemon=True).start()
         while not self._rebuild():
             self.recover({"step": -1, "phase": "boundary"}, _rebuild_first=False)
