@@ -690,7 +690,9 @@ def parse(argv):
     parser.add_argument("--watch", default="8",
                         help="heartbeats each group reads (SpareGroup's watch): an integer, 'all', or 'default' "
                              "(pass nothing: the installed version's default)")
-    parser.add_argument("--hosts", type=int, default=4, help="host processes of the emulated groups (default 4)")
+    parser.add_argument("--hosts", type=int, default=None,
+                        help="host processes of the emulated groups (default: one per 256 groups, at least 4: "
+                             "hundreds of threads of one interpreter woken at once convoy on its lock)")
     parser.add_argument("--seed", type=int, default=0, help="chooses the victim")
     parser.add_argument("--json", action="store_true", help="print one JSON document")
     parser.add_argument("--wake-floor", action="store_true",
@@ -715,7 +717,7 @@ def parse(argv):
             parser.error("--watch must be at least 1")
     elif args.watch == "all":
         args.watch = None
-    if args.hosts < 1:
+    if args.hosts is not None and args.hosts < 1:
         parser.error("--hosts must be at least 1")
     return args
 
@@ -723,13 +725,13 @@ def parse(argv):
 def main(argv=None):
     args = parse(argv)
     if args.wake_floor:
-        rows = [wake_floor(n, args.hosts) for n in args.groups]
+        rows = [wake_floor(n, args.hosts or max(4, -(-n // 256))) for n in args.groups]
         print(json.dumps(rows, indent=2) if args.json else
               "\n".join(f"N = {r['groups']}: {r['hosts']} host processes, woken {r['median_ms']:.0f} ms median, "
                         f"{r['max_ms']:.0f} ms max after the multi_set" for r in rows))
         return 0
     rows = [measure(n, notices=args.notices, interval=settings(n, args.interval, args.timeout)[0],
-                    timeout=settings(n, args.interval, args.timeout)[1], hosts=args.hosts,
+                    timeout=settings(n, args.interval, args.timeout)[1], hosts=args.hosts or max(4, -(-n // 256)),
                     watch=args.watch, seed=args.seed) for n in args.groups]
     machine = {"cpus": os.cpu_count(), "python": platform.python_version()}
     if args.json:
