@@ -305,14 +305,13 @@ class Agreement:
         if self.leader and self.group == self.members[0]:
             # The proposer wrote it; the lowest member too, in case the proposer died between.
             store.set("epoch", str(epoch))
-        failed = set(decided["failed"])
-        records = _Records(decided["records"], [g for g in previous if g not in failed])
+        records = _Records(decided["records"], previous, decided["failed"])
         self.records = records
         self._event("plan", epoch=epoch, seconds=self.plan_seconds)
         if not self.plan.masked:
             self.close()
             raise WipeOut(self.failed)
-        if all(g in self.joiners for g in self.members):
+        if self.joiners and all(g in self.joiners for g in self.members):
             # Every member that held the state died during a heal: the joiners have none.
             self.close()
             raise WipeOut(self.failed, "every live group is a repaired group that has not received the state yet")
@@ -510,23 +509,24 @@ class _Records(collections.abc.Mapping):
     """The survivors' records of an agreed record as ``{group: record}``, indexed on first use.
 
     ``grouped`` is the record's ``[[record, [groups] or None], ...]``: one entry per
-    distinct record, the most common one's groups ``None`` (``rest``: the survivors not
-    listed).  Every member adopts the agreed record, few look at every survivor's (a dict
+    distinct record, the most common one's groups ``None`` (the survivors not listed:
+    the members ``previous`` not in the agreed ``failed`` set).  Every member adopts the agreed record, few look at every survivor's (a dict
     of ``N`` records built by each of ``N`` members was ``N^2`` work for the emulated
     control plane).
     """
 
-    def __init__(self, grouped, survivors):
+    def __init__(self, grouped, previous, failed):
         self._grouped = grouped
-        self._survivors = survivors
+        self._previous, self._failed = previous, failed
         self._index = None
 
     def _lookup(self):
         if self._index is None:
             listed = {g: record for record, gs in self._grouped if gs is not None for g in gs}
             rest = [record for record, gs in self._grouped if gs is None]
-            self._index = {g: listed[g] if g in listed else rest[0] for g in self._survivors
-                           if g in listed or rest}
+            failed = set(self._failed)
+            self._index = {g: listed[g] if g in listed else rest[0] for g in self._previous
+                           if g not in failed and (g in listed or rest)}
         return self._index
 
     def __getitem__(self, group):
