@@ -4,14 +4,17 @@ Each run is one job as docs/launch.md launches it: the store of
 ``python -m spare_opt.torch.store``, one ``torchrun --nproc-per-node K --max-restarts 1``
 per DP group, ``examples/launch/train.py --model gpt`` (the GPT-style model with AdamW,
 clipping, a warmup + cosine schedule and dropout; gloo on CPU, float64).  Once the job
-has made four steps, the last rank of group 1 is SIGKILLed; nobody posts a death notice
-(torchrun has no hook for it), so the survivors detect the death by its stale heartbeat
-(``heartbeat_timeout``), agree, rebuild and make their next step, and torchrun restarts
-the group, which rejoins.  For each run: the kill to the survivors' next step (the
-``recovered`` event on the survivor that recovered last, :func:`spare_opt.torch.recovery_phases`),
-its phases, how many torch ``waitForInput ... likely a timeout`` warnings the survivors'
-logs hold, and whether every group's final parameters equal the fault-free run's (within
-ten times that run's own sensitivity to one ulp of rounding, as the launcher tests check).
+has made four steps, the last rank of group 1 is SIGKILLed; its death watcher (forked by
+``run_worker``) posts the group's death notice at once (torchrun has no hook for it), the
+survivors' alarm threads hear of it, and they agree, rebuild and make their next step;
+torchrun restarts the group, which rejoins.  For each run: the kill to the survivors'
+next step (the ``recovered`` event on the survivor that recovered last,
+:func:`spare_opt.torch.recovery_phases`), its phases (detection, agreement, plan,
+rebuild, patch: the step's patch work and all-reduce), how many torch ``waitForInput ...
+likely a timeout`` warnings the survivors' logs hold, and whether every group's final
+parameters equal the fault-free run's (within ten times that run's own sensitivity to
+one ulp of rounding, as the launcher tests check).  The summary gives, per ``K``, the
+median and the largest of the total and of each phase.
 
 ``--load P`` runs ``P`` busy-loop processes during every job: a loaded machine.
 
@@ -178,7 +181,11 @@ def main(argv=None):
             "kill_to_next_step_median": statistics.median(totals) if totals else None,
             "kill_to_next_step_max": max(totals) if totals else None,
             "over_bound": sum(t > options.heartbeat_timeout + 1.0 for t in totals),
-            "survivor_wait_warnings": sum(r.get("survivor_warnings", 0) for r in mine)}
+            "survivor_wait_warnings": sum(r.get("survivor_warnings", 0) for r in mine),
+            "phases": {phase: {"median": statistics.median(values), "max": max(values)}
+                       for phase in ("detection", "agreement", "plan", "rebuild", "patch")
+                       for values in [[r[phase] for r in mine if phase in r]] if values},
+            "sources": sorted({r["source"] for r in mine if "source" in r})}
     document = {"heartbeat_timeout": options.heartbeat_timeout, "load": options.load, "cpus": os.cpu_count(),
                 "summary": summary, "rows": rows}
     if options.json:
@@ -191,6 +198,9 @@ def main(argv=None):
         print(f"{kind}: {s['runs']} runs, {s['lost']} lost, {s['exact']} exact; kill to next step median "
               f"{s['kill_to_next_step_median']:.3f} s, max {s['kill_to_next_step_max']:.3f} s "
               f"({s['over_bound']} over heartbeat_timeout + 1 s); {s['survivor_wait_warnings']} waitForInput warnings")
+        print("    phases (median / max, s): " + ", ".join(f"{phase} {v['median']:.3f} / {v['max']:.3f}"
+                                                         for phase, v in s["phases"].items())
+              + f"; detected by {', '.join(s['sources'])}")
 
 
 if __name__ == "__main__":

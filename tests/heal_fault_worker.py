@@ -9,10 +9,20 @@ The group named by ``SPARE_TEST_HOLD_START`` (``g:point``), in its first start, 
 while the job starts, before every group registered: at ``join`` (``join_job`` counted
 its start, no ``SpareGroup`` yet) or at ``register`` (its heartbeat key written, the
 registration not counted), writes ``held/{g}`` and sleeps the same way.
+
+The group named by ``SPARE_TEST_DIE_AT_BOUNDARY``, in its first start, SIGKILLs itself
+as it enters the agreement of a step boundary (the admission of a repaired group).
+
+With ``SPARE_TEST_STALL=g``, group ``g``'s heartbeat thread, in its first start, stalls
+at its 10th beat for ``heartbeat_timeout + 1`` seconds (its training thread goes on): its
+watchers find it stale and post a suspicion.  With ``SPARE_TEST_SLOW_AGREEMENT=g``, every
+group but ``g``, in its first start, enters its first agreement 2 s late (its heartbeat
+beating on), so ``g`` withdraws the suspicion and answers before they could agree on it.
 """
 
 import importlib.util
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -49,6 +59,25 @@ class HeldFaultWorker(train.SpareGroup):
         if _held_at_start(self.group, "register"):
             _hold_here(self.store, self.group)
         super()._await_registration()
+
+    _slowed = False
+
+    def recover(self, record, *args, **kwargs):
+        first_start = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") == "0"
+        if first_start and record.get("phase") == "boundary" and \
+                self.group == int(os.environ.get("SPARE_TEST_DIE_AT_BOUNDARY", -1)):
+            os.kill(os.getpid(), signal.SIGKILL)
+        slow = os.environ.get("SPARE_TEST_SLOW_AGREEMENT")
+        if first_start and slow is not None and self.group != int(slow) and not self._slowed:
+            self._slowed = True
+            time.sleep(2.0)
+        return super().recover(record, *args, **kwargs)
+
+    def _beat(self, state):
+        if self.group == int(os.environ.get("SPARE_TEST_STALL", -1)) and state.count == 10 and \
+                os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") == "0":
+            time.sleep(self.heartbeat_timeout + 1.0)
+        return super()._beat(state)
 
     def _hold(self, name, extra):
         if name == "rebuild" and self.joiners and self.group not in self.joiners:

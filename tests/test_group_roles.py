@@ -18,6 +18,7 @@ import torch.distributed as dist  # noqa: E402
 import spare_opt  # noqa: E402
 from spare_opt.torch import SpareGroup, post_death  # noqa: E402
 from spare_opt.torch._agreement import Agreement  # noqa: E402
+from spare_opt.torch._group_mesh import GroupMesh  # noqa: E402
 from spare_opt.torch._membership import Membership, _Beats  # noqa: E402
 from spare_opt.torch._plans import PlanBook  # noqa: E402
 
@@ -39,6 +40,7 @@ class _Roles(Membership, Agreement):
             self.store = self._hb_store = dist.PrefixStore(prefix, self.store)
         self.group, self.groups, self.watch = group, GROUPS, watch
         self.group_rank, self.group_world_size, self.leader = 0, 1, True
+        self.group_mesh = GroupMesh(None, None)  # a group of one rank, no mesh
         self.interval, self.heartbeat_timeout, self.timeout_seconds = 0.01, heartbeat_timeout, 20.0
         self.timeline, self.joiners, self.records = [], [], {}
         self._lock, self._stop = threading.Lock(), threading.Event()
@@ -172,3 +174,29 @@ def test_a_death_notice_makes_the_agreement_prompt_whichever_groups_started(stor
     elapsed = time.monotonic() - started
     assert [a["failed"] for a in agreed] == [[1]] * 3
     assert elapsed < 10.0, f"the agreement waited {elapsed:.1f} s: nobody proposed before the heartbeat timeout"
+
+
+def test_a_group_dead_before_its_first_beat_stops_no_heartbeat(store):
+    """A group that died after its death notice but before its first heartbeat leaves no ``hb/{g}``.
+
+    The registration lets the others start (the notice stands for it), and their
+    heartbeats read the heartbeats they watch: a read of a key that does not exist waits
+    for it on the store's side, up to the store's timeout (here 30 s).  Every beat froze
+    then, so the survivors' own heartbeats stopped and they took each other for dead (a
+    wipe-out under a job of pipeline groups).  A missing key is a heartbeat that does not
+    move; the notice makes the survivors agree at once.
+    """
+    post_death(store, 3, "killed")  # group 3's watcher, before group 3 wrote its heartbeat
+    roles = _in_threads([lambda g=g: _Roles(store.port, g, heartbeat_timeout=5.0) for g in range(3)])
+    assert not store.check(["hb/3"])
+    beats = {r.group: _Beats() for r in roles}
+    deadline = time.monotonic() + 10.0
+    while not all(r.aborted() for r in roles):
+        assert time.monotonic() < deadline, "the notice of the group that never beat was not acted on"
+        for r in roles:
+            started = time.monotonic()
+            assert r._beat(beats[r.group]), "the heartbeat failed"
+            assert time.monotonic() - started < 2.0, "a heartbeat waited for a key that is never written"
+        time.sleep(0.02)
+    agreed = _in_threads([lambda r=r: r._agree(1, {"step": 0, "phase": "boundary"}) for r in roles])
+    assert [a["failed"] for a in agreed] == [[3]] * 3

@@ -277,25 +277,33 @@ def test_torchrun_per_group_a_member_killed_during_the_heal(tmp_path):
         healing = [name for name, _, extra in results[1]["timeline"]
                    if name == "heal-failed" or (name == "healed" and "joiners" not in extra)]
         assert healing == ["heal-failed", "healed"], healing
+        # Both sides of the failed heal say so on stderr (the death of group 2 handled there).
+        text = logs(out)
+        assert re.search(r"group 0: heal of groups \[1\] failed, sending the state again: agreed in epoch \d+: "
+                         r"failed groups \[2\]", text), text
+        assert re.search(r"group 1: heal from group 0 failed, receiving the state again: agreed in epoch \d+: "
+                         r"failed groups \[2\]", text), text
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("point", ["join", "register"])
-def test_a_group_killed_while_the_job_starts_starts_again_as_a_fresh_member(tmp_path, point):
+@pytest.mark.parametrize("point, watcher", [("join", False), ("register", False), ("join", True)])
+def test_a_group_killed_while_the_job_starts_starts_again_as_a_fresh_member(tmp_path, point, watcher):
     """N = 3, r = 2: group 0 SIGKILLed in its first seconds, before every group registered; the job finishes exact.
 
     ``join``: after ``join_job`` counted its start, before its ``SpareGroup``; ``register``:
-    its heartbeat key written, its registration not counted.  Its torchrun restarts it
-    and ``join_job`` takes it for a repaired group, but nobody could admit it: the others
-    wait for its registration.  It used to wait for an admission and the others for its
-    registration until both timed out, and every restart after that failed: the job was
-    lost.  Now it starts as a fresh member of the first epoch.
+    its heartbeat key written, its registration not counted.  Without a death notice
+    (``SPARE_DEATH_WATCHER=0``: as when its machine is lost) its torchrun restarts it
+    and ``join_job`` takes it for a repaired group, but nobody could admit it: the
+    others wait for its registration.  It used to wait for an admission and the others
+    for its registration until both timed out, and every restart after that failed: the
+    job was lost.  Now it starts as a fresh member of the first epoch.  With its watcher,
+    its death is posted at once: the others start without it and it rejoins.
     """
     out = str(tmp_path)
-    args = ["--groups", "3", "--steps", "8", "--timeout", "60"]
+    args = ["--groups", "3", "--steps", "8", "--timeout", "60"] + (["--await-repairs", "120"] if watcher else [])
     script = str(REPO / "tests" / "heal_fault_worker.py")
-    with launched(3, args, out, restarts=1, script=script, extra_env={"SPARE_TEST_HOLD_START": f"0:{point}"}) as \
-            (port, client, processes):
+    env = {"SPARE_TEST_HOLD_START": f"0:{point}", **({} if watcher else {"SPARE_DEATH_WATCHER": "0"})}
+    with launched(3, args, out, restarts=1, script=script, extra_env=env) as (port, client, processes):
         wait_for(lambda: read(client, "gen/0/held/0") is not None, "group 0 held at its start", processes, out)
         assert read(client, "gen/0/epoch/0") is None  # the job has not begun: the others wait for group 0
         os.kill(int(read(client, "gen/0/held/0")), signal.SIGKILL)
@@ -306,9 +314,13 @@ def test_a_group_killed_while_the_job_starts_starts_again_as_a_fresh_member(tmp_
         assert "did not register" not in logs(out) and "death was not agreed" not in logs(out), logs(out)
         assert read(client, "generation") in (None, "0")  # no restart from a checkpoint was needed
         results = assert_exact(out, args, range(3))
-        assert not any(r["rejoined"] for r in results.values())
-        assert [name for name, _, _ in results[0]["timeline"]].count("fresh-start") == 1
         assert all(r["members"] == [0, 1, 2] for r in results.values())
+        if watcher:
+            assert results[0]["rejoined"] and not results[1]["rejoined"]
+            assert any(name == "agree" and extra.get("failed") == [0] for name, _, extra in results[1]["timeline"])
+        else:
+            assert not any(r["rejoined"] for r in results.values())
+            assert [name for name, _, _ in results[0]["timeline"]].count("fresh-start") == 1
 
 
 def test_worker_configuration_from_the_environment():

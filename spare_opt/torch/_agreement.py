@@ -7,7 +7,8 @@ holds no state of its own and reads and writes the attributes that
 ``group_rank``, ``group_world_size``, ``leader``, ``watch``, ``interval``,
 ``heartbeat_timeout``, ``timeout_seconds``, ``epoch``, ``failed``, ``members``,
 ``joiners``, ``plan``, ``plan_seconds``, ``_joiner_tokens``, ``_heal_due``,
-``_pg_ready``, ``_start_epoch``, ``_token``, ``_group_lost``), uses the membership's
+``_pg_ready``, ``_start_epoch``, ``_token``, ``_group_lost``; ``_agreeing`` while a rank
+waits for an agreed record, for its heartbeat to wake it), uses the membership's
 ``_meet_group``, ``_await_registration``, ``_stale``, ``_poll_fatal``, ``_lose_group``,
 ``_check_group_lost``, ``aborted`` and ``fail_epoch``, and calls the host's ``_enter``,
 ``_event`` and ``close``.  Nothing here needs a process group (but the meeting of a DP
@@ -15,11 +16,12 @@ group of several ranks at its start): the agreement is store requests only.  The
 keys are listed in :mod:`spare_opt.torch.elastic`.
 """
 
+import collections.abc
 import json
 import time
 
 from ._errors import Evicted, GroupTimeout, JobEnded, WipeOut
-from ._membership import _dead_hint, _int_list, _peek, _text, post_death
+from ._membership import _dead_hint, _get_within, _peek, _text, post_death
 
 
 class Agreement:
@@ -97,132 +99,219 @@ class Agreement:
 
     # ------------------------------------------------------------ an epoch
     def _agree(self, epoch, record):
+        """Join epoch ``epoch``'s agreement with this group's ``record``; its agreed record (adopted) once decided.
+
+        Two requests to join: the record appended to ``joined/{e}`` (one key holds every
+        member's) and the count ``joins/{e}`` (the first member to join proposes).  The
+        first member reads the count every 2 ms and the list only when the count says
+        that every live member is in (or once per heartbeat interval, for the dead
+        without a notice: their heartbeat going stale), then proposes; the proposal
+        that wins (``compare_set``) wakes every other member at once through its own
+        wake key (``wake/{e}/{g}``, one ``multi_set``).  The others wait on that key
+        with a store-side wait (no request while they wait, no look every interval),
+        then read the record.  Their wait is longer than any agreement can take
+        (``timeout`` plus ``heartbeat_timeout``), so on the normal path it never times
+        out: torch logs a timed-out wait with the socket's addresses looked up in
+        reverse DNS, in the waiting thread, and one lost DNS query held the agreement
+        for the resolver's 5 s retry.  A waiter's own heartbeat wakes it (the same key)
+        when a member's death notice appears while it waits: it then proposes itself if
+        the first member is among the dead (the first proposal wins).
+        """
         store = self.store
         previous = list(self.members)
-        store.set(f"join/{epoch}/{self.group}", json.dumps(record))
-        store.append(f"joined/{epoch}", f"{self.group},")
         key = f"epoch/{epoch}"
-        deadline = time.monotonic() + self.timeout_seconds
-        # The first member to join reads the store every 2 ms until it can propose.  The
-        # others look for the agreed record once every heartbeat interval (one request; a
-        # look every few ms from each member was the agreement's load at large N) and at
-        # the proposal's conditions themselves every heartbeat timeout, so that they
-        # propose when the first one died or hung after it joined (the first proposal
-        # wins).  A ``check``, never a ``store.wait`` that times out: torch logs every
-        # timed-out wait with the socket's addresses, looked up in reverse DNS in this
-        # thread before the wait is cancelled, and one lost DNS query held the agreement
-        # for the resolver's 5 s retry (see _wait_for_key).
+        store.append(f"joined/{epoch}", f"{self.group} {json.dumps(record, separators=(',', ':'))}\n")
         first = int(store.add(f"joins/{epoch}", 1)) == 1
-        looked = time.monotonic()
-        decided = None
-        while decided is None:
-            if not first:
-                if self._wait_for_key(key, looked + self.heartbeat_timeout):
-                    break
-                looked = time.monotonic()
+        self._event("joined", epoch=epoch, first=first)
+        if first:
+            store.set(f"proposer/{epoch}", str(self.group))
+            decided = self._propose_when_ready(epoch, previous)
+        else:
+            decided = self._await_record(epoch, previous)
+        return self._adopt(epoch, previous, json.loads(decided))
+
+    def _propose_when_ready(self, epoch, previous, deadline=None):
+        """The first member: propose once every member of ``previous`` joined or is dead; the decided record's text."""
+        store = self.store
+        deadline = time.monotonic() + self.timeout_seconds if deadline is None else deadline
+        counted = looked = None
+        dead = 0
+        while True:
             self._poll_fatal()
-            joined = _int_list(_peek(store, f"joined/{epoch}"))
-            present = [g for g in previous if g in joined]
-            missing = [g for g in previous if g not in joined]
-            hinted = _dead_hint(store) if missing else set()
-            dead = [g for g in missing if self._stale(g) or (g in hinted and store.check([f"dead/{g}"]))]
-            if len(dead) < len(missing) and time.monotonic() > deadline:
-                dead = missing  # alive (a heartbeat) but silent for the whole timeout: a hung rank
-            if len(dead) == len(missing):
-                failed = set(self.failed) | set(dead)
-                joiners = {}
-                texts = [_text(v) for v in store.multi_get([f"join/{epoch}/{g}" for g in present])]
-                records = [json.loads(text) for text in set(texts)]
-                if all(r.get("phase") == "boundary" for r in records):
-                    for g in sorted(self.failed):
-                        # An admitted joiner deletes its request as soon as another
-                        # member's proposal is decided: read it without blocking.
-                        token = _peek(store, f"rejoin/{g}")
-                        if token is not None:
-                            joiners[str(g)] = token
-                            failed.discard(g)
-                if not self._pg_ready or self._heal_due:
-                    # The last epoch's process group was never built, or the state sent to
-                    # its joiners did not reach them all (a member died during the heal), so
-                    # its joiners hold no state: they stay joiners (the step helper sends it
-                    # again, and they heal from a member that is not one), else a joiner
-                    # waits for a state that no member sends while the members run the next
-                    # step.
-                    joiners.update({g: token for g, token in self._joiner_tokens.items() if int(g) not in failed})
-                # The survivors are the members present (``dead`` is ``missing``): their
-                # records go into the agreed record, one entry per distinct record, so each
-                # member reads one key (a read of every survivor's key by every member was
-                # N^2 keys).
-                survivors = {}
-                for g, text in zip(present, texts):
-                    survivors.setdefault(text, []).append(g)
-                proposal = json.dumps({"failed": sorted(failed), "joiners": joiners,
-                                       "records": [[json.loads(text), gs] for text, gs in survivors.items()]})
-                decided = _text(store.compare_set(key, "", proposal))  # ours, or the proposal that won
-            elif first:
-                time.sleep(0.002)
-                if store.check([key]):
-                    break
-        return self._adopt(epoch, previous, json.loads(decided if decided is not None else _text(store.get(key))))
+            count = int(store.add(f"joins/{epoch}", 0))
+            now = time.monotonic()
+            if looked is None or now - looked >= self.interval or now > deadline or \
+                    (count != counted and count + dead >= len(previous)):
+                counted, looked = count, now
+                # A member that took the proposal over (it found this one dead: a stall) may
+                # have decided already.
+                decided = _peek(store, f"epoch/{epoch}")
+                if decided is None:
+                    decided, dead = self._try_propose(epoch, previous, deadline)
+                if decided is not None:
+                    return decided
+            time.sleep(0.002)
+
+    def _await_record(self, epoch, previous):
+        """A member that is not the first: wait on its wake key for the agreed record; the record's text.
+
+        The proposal that wins writes the record into every waiting rank's wake key, so a
+        waiter's one blocking read returns it (one request and one wake-up per member).
+        Its heartbeat writes ``nudge`` there when the first member may have died (its
+        death notice, or its heartbeat stale; any member's notice while the first one is
+        not known), the job stops, or its DP group is lost: it then looks again and
+        proposes itself when the first member is gone.
+        """
+        store = self.store
+        key = f"epoch/{epoch}"
+        wake = self._wake_key(epoch, self.group, self.group_rank)
+        # No agreement outlasts this: the first member declares a silent member failed after ``timeout``.
+        limit = self.timeout_seconds + self.heartbeat_timeout
+        deadline = time.monotonic() + self.timeout_seconds
+        proposer = None
+        while True:
+            self._agreeing = (wake, proposer)
+            try:
+                value = _get_within(store, wake, limit)
+            finally:
+                self._agreeing = None
+            if value is not None and value != "nudge":
+                return value
+            # Nudged (or, abnormally, nobody wrote it for the whole limit): the key goes before
+            # the record is read again, so a proposal decided meanwhile is seen here or by the
+            # next read.
+            store.delete_key(wake)
+            decided = _peek(store, key)
+            if decided is not None:
+                return decided
+            self._poll_fatal(force=True)
+            self._check_group_lost()
+            if proposer is None:
+                proposer = _peek(store, f"proposer/{epoch}")
+                proposer = None if proposer is None else int(proposer)
+            if value is None or proposer is None or self._gone(proposer):
+                decided, _ = self._try_propose(epoch, previous, deadline)
+                if decided is not None:
+                    return decided
+
+    def _gone(self, g):
+        """Whether member ``g`` is dead as this member sees it: its heartbeat stale, or a death notice."""
+        return self._stale(g) or self.store.check([f"dead/{g}"])
+
+    def _wake_key(self, epoch, group, rank=0):
+        return f"wake/{epoch}/{group}" if rank == 0 else f"wake/{epoch}/{group}/{rank}"
+
+    def _try_propose(self, epoch, previous, deadline):
+        """Propose epoch ``epoch``'s record if every member of ``previous`` joined or is dead.
+
+        Returns ``(decided record's text or None, how many members are missing and dead)``.
+        The proposal that wins writes ``epoch`` and wakes every live member's waiting
+        ranks (``multi_set`` of their wake keys).
+        """
+        store = self.store
+        key = f"epoch/{epoch}"
+        joined = _joined(_peek(store, f"joined/{epoch}"))
+        present = [g for g in previous if g in joined]
+        missing = [g for g in previous if g not in joined]
+        hinted = _dead_hint(store) if missing else set()
+        dead = [g for g in missing if self._stale(g) or (g in hinted and store.check([f"dead/{g}"]))]
+        if len(dead) < len(missing) and time.monotonic() > deadline:
+            dead = missing  # alive (a heartbeat) but silent for the whole timeout: a hung rank
+        if len(dead) < len(missing):
+            return None, len(dead)
+        failed = set(self.failed) | set(dead)
+        joiners = {}
+        texts = [joined[g] for g in present]
+        records = [json.loads(text) for text in set(texts)]
+        if all(r.get("phase") == "boundary" for r in records):
+            for g in sorted(self.failed):
+                # An admitted joiner deletes its request as soon as another
+                # member's proposal is decided: read it without blocking.
+                token = _peek(store, f"rejoin/{g}")
+                if token is not None:
+                    joiners[str(g)] = token
+                    failed.discard(g)
+        if not self._pg_ready or self._heal_due:
+            # The last epoch's process group was never built, or the state sent to
+            # its joiners did not reach them all (a member died during the heal), so
+            # its joiners hold no state: they stay joiners (the step helper sends it
+            # again, and they heal from a member that is not one), else a joiner
+            # waits for a state that no member sends while the members run the next
+            # step.
+            joiners.update({g: token for g, token in self._joiner_tokens.items() if int(g) not in failed})
+        # The survivors are the members present (``dead`` is ``missing``): their
+        # records go into the agreed record, one entry per distinct record, so each
+        # member reads one key (a read of every survivor's key by every member was
+        # N^2 keys).
+        # The most common record's groups are left out (``null``: every survivor not listed), so
+        # the record stays small whatever N (every member reads it).
+        survivors = {}
+        for g, text in zip(present, texts):
+            survivors.setdefault(text, []).append(g)
+        common = max(survivors, key=lambda text: len(survivors[text]), default=None)
+        proposal = json.dumps({"failed": sorted(failed), "joiners": joiners,
+                               "records": [[json.loads(text), None if text == common else gs]
+                                           for text, gs in survivors.items()]}, separators=(",", ":"))
+        decided = _text(store.compare_set(key, "", proposal))  # ours, or the proposal that won
+        if decided == proposal:
+            store.set("epoch", str(epoch))
+            # Every waiting rank of the members present (rank 0 in the agreement, the
+            # others following it) gets the record in its wake key: one request.
+            wakes = [self._wake_key(epoch, g, k) for g in present for k in range(self.group_world_size)
+                     if (g, k) != (self.group, self.group_rank)]
+            if wakes:
+                store.multi_set(wakes, [proposal] * len(wakes))
+        return decided, len(dead)
 
     def _follow(self, epoch):
-        """Rank ``k > 0`` of a DP group: wait for epoch ``epoch``'s agreed record (rank 0 of each group agrees it)."""
+        """Rank ``k > 0`` of a DP group: wait for epoch ``epoch``'s agreed record (rank 0 of each group agrees it).
+
+        On its wake key, as :meth:`_agree`'s waiters (the proposal that wins writes the
+        record there); its heartbeat nudges it when its DP group is lost or the job stops.
+        """
         store = self.store
         previous = list(self.members)
         key = f"epoch/{epoch}"
+        wake = self._wake_key(epoch, self.group, self.group_rank)
         # Rank 0 may wait ``timeout`` for a silent member before it is declared failed.
-        deadline = time.monotonic() + 2 * self.timeout_seconds
-        # A look every heartbeat interval, never a timed-out store wait (see _wait_for_key).
-        while not store.check([key]):
+        limit = 2 * self.timeout_seconds
+        deadline = time.monotonic() + limit
+        while True:
+            decided = _peek(store, key)
+            if decided is not None:
+                break
             self._poll_fatal()
             self._check_group_lost()
             if time.monotonic() > deadline:
-                self._lose_group(f"rank {self.group_rank} of group {self.group} saw no agreement within "
-                                 f"{2 * self.timeout_seconds:g} s")
+                self._lose_group(f"rank {self.group_rank} of group {self.group} saw no agreement within {limit:g} s")
                 self._check_group_lost()
-            time.sleep(self.interval)
-        return self._adopt(epoch, previous, json.loads(_text(store.get(key))))
-
-    def _wait_for_key(self, key, until):
-        """Whether ``key`` exists by ``until`` (``time.monotonic()``): a look every heartbeat interval, never a timed-out wait.
-
-        One ``check`` per look, as many requests as a store-side wait of one interval
-        (a wait that times out is two: the wait and its cancellation) and none of its
-        cost: torch's client logs each timed-out wait (``waitForInput ... likely a
-        timeout``, in two lines) with the socket's local and remote addresses, which it looks
-        up in reverse DNS first, in the waiting thread, before it cancels the wait.  A
-        lookup whose query is lost costs the resolver's retry timeout (5 s by default),
-        so a wait of 50 ms lasted 5 s and the recovery with it.
-        """
-        while True:
-            if self.store.check([key]):
-                return True
-            left = until - time.monotonic()
-            if left <= 0:
-                return False
-            time.sleep(min(self.interval, left))
+            self._agreeing = (wake, -1)  # no member's notice wakes it: rank 0 of its group agrees
+            try:
+                decided = _get_within(store, wake, max(deadline - time.monotonic(), 0.001))
+            finally:
+                self._agreeing = None
+            if decided is not None and decided != "nudge":
+                break
+            store.delete_key(wake)  # nudged: wait again after a look
+        return self._adopt(epoch, previous, json.loads(decided))
 
     def _adopt(self, epoch, previous, decided):
         """Enter epoch ``epoch`` with its agreed record ``decided`` (the members before it: ``previous``)."""
         store = self.store
-        if self.leader:
-            store.set("epoch", str(epoch))
         self._event("agree", epoch=epoch, failed=decided["failed"])
         if self.group in decided["failed"]:
             raise Evicted(f"group {self.group} was declared failed in epoch {epoch}")
-        if "records" in decided:
-            records = {g: dict(r) for r, gs in decided["records"] for g in gs}
-        else:
-            survivors = [g for g in previous if g not in decided["failed"]]
-            records = {g: json.loads(_text(v))
-                       for g, v in zip(survivors, store.multi_get([f"join/{epoch}/{g}" for g in survivors]))}
         self._enter(epoch, decided)
+        if self.leader and self.group == self.members[0]:
+            # The proposer wrote it; the lowest member too, in case the proposer died between.
+            store.set("epoch", str(epoch))
+        records = _Records(decided["records"], previous, decided["failed"])
         self.records = records
         self._event("plan", epoch=epoch, seconds=self.plan_seconds)
         if not self.plan.masked:
             self.close()
             raise WipeOut(self.failed)
-        if all(g in self.joiners for g in self.members):
+        if self.joiners and all(g in self.joiners for g in self.members):
             # Every member that held the state died during a heal: the joiners have none.
             self.close()
             raise WipeOut(self.failed, "every live group is a repaired group that has not received the state yet")
@@ -404,3 +493,47 @@ class Agreement:
             return False
         self._heal_due = False
         return True
+
+
+def _joined(text):
+    """``{group: its record's JSON text}`` of a ``joined/{e}`` list (``"g {json}\\n"`` per member; ``None``: empty)."""
+    joined = {}
+    for line in (text or "").splitlines():
+        g, _, record = line.partition(" ")
+        if record:
+            joined[int(g)] = record
+    return joined
+
+
+class _Records(collections.abc.Mapping):
+    """The survivors' records of an agreed record as ``{group: record}``, indexed on first use.
+
+    ``grouped`` is the record's ``[[record, [groups] or None], ...]``: one entry per
+    distinct record, the most common one's groups ``None`` (the survivors not listed:
+    the members ``previous`` not in the agreed ``failed`` set).  Every member adopts the agreed record, few look at every survivor's (a dict
+    of ``N`` records built by each of ``N`` members was ``N^2`` work for the emulated
+    control plane).
+    """
+
+    def __init__(self, grouped, previous, failed):
+        self._grouped = grouped
+        self._previous, self._failed = previous, failed
+        self._index = None
+
+    def _lookup(self):
+        if self._index is None:
+            listed = {g: record for record, gs in self._grouped if gs is not None for g in gs}
+            rest = [record for record, gs in self._grouped if gs is None]
+            failed = set(self._failed)
+            self._index = {g: listed[g] if g in listed else rest[0] for g in self._previous
+                           if g not in failed and (g in listed or rest)}
+        return self._index
+
+    def __getitem__(self, group):
+        return self._lookup()[group]
+
+    def __iter__(self):
+        return iter(self._lookup())
+
+    def __len__(self):
+        return len(self._lookup())

@@ -70,13 +70,16 @@ class Collectives:
         try:
             reduce_op = dist.ReduceOp.MAX if op == "max" else dist.ReduceOp.SUM
             work = dist.all_reduce(tensor, op=reduce_op, group=self.group_process_group, async_op=True)
-            while not work.is_completed():
+
+            def lost():
                 self._check_group_lost()
                 if time.monotonic() > deadline:
                     self._lose_group(f"a collective of group {self.group}'s ranks outlasted {self.timeout_seconds:g} s")
                     raise GroupTimeout(f"a collective between group {self.group}'s ranks outlasted "
                                        f"{self.timeout_seconds:g} s (SpareGroup(timeout=...))", [self.group])
-                time.sleep(min(self.interval, 0.005))
+                return False
+
+            self._await_work(work, lost)
             work.wait()
         except RuntimeError as exc:  # a rank of the group died: gloo's connection closed
             self._lose_group(f"a collective of group {self.group}'s ranks failed: {_short(exc)}")
@@ -90,33 +93,57 @@ class Collectives:
         """
         if self.aborted() or self._pg is None:
             return False
+        try:
+            work = start()
+        except RuntimeError as exc:
+            self.fail_epoch(f"collective raised: {_short(exc)}")
+            return False
+        completed = self._await_work(work, self.aborted)
+        if self._fatal is not None:
+            raise self._fatal
+        if not completed:
+            return False
+        try:
+            work.wait()
+        except RuntimeError as exc:
+            self.fail_epoch(f"collective raised: {_short(exc)}")
+            return False
+        return True
+
+    def _await_work(self, work, stop):
+        """Wait until ``work``'s future completes (``True``) or ``stop()`` is true (``False``), whichever comes first.
+
+        Woken by the future's completion (a done-callback) and by an abort (the
+        membership's ``_abort`` sets the registered waiter), and checked again every
+        heartbeat interval: an abort just before the waiter was registered, or one of an
+        older epoch (it wakes without aborting this one), would otherwise leave the
+        collective waiting out the gloo timeout for members that already left it.
+
+        Notes
+        -----
+        The completion is read from the future (``future.done()``), never from
+        ``work.is_completed()``: gloo's work completes its future (and runs the
+        done-callbacks) *before* it sets its own completed flag, so a loop woken by the
+        callback could still read ``is_completed() == False``, clear the event and sleep
+        a whole interval; under torchrun every fault-free step took one heartbeat
+        interval so (57 ms for a 7 ms step at 50 ms beats).  The future's flag is set
+        before its callbacks run, and the event is cleared before the flag is read, so
+        no completion is missed.  ``work.wait()`` afterwards returns at once (or raises
+        the collective's error).
+        """
+        future = work.get_future()
         wake = threading.Event()
         with self._lock:
             self._waiter = wake
         try:
-            try:
-                work = start()
-                work.get_future().add_done_callback(lambda _: wake.set())
-            except RuntimeError as exc:
-                self.fail_epoch(f"collective raised: {_short(exc)}")
-                return False
-            # Woken by the collective or by an abort, and checked again every interval: an
-            # abort just before the waiter was registered, or one of an older epoch (it
-            # wakes without aborting this one), would leave the collective waiting out the
-            # gloo timeout for members that already left it to agree.
-            while not (work.is_completed() or self.aborted()):
-                wake.wait(self.interval)
+            future.add_done_callback(lambda _: wake.set())
+            while True:
                 wake.clear()
-            if self._fatal is not None:
-                raise self._fatal
-            if self.aborted() and not work.is_completed():
-                return False
-            try:
-                work.wait()
-            except RuntimeError as exc:
-                self.fail_epoch(f"collective raised: {_short(exc)}")
-                return False
-            return True
+                if future.done():
+                    return True
+                if stop():
+                    return False
+                wake.wait(self.interval)
         finally:
             with self._lock:
                 self._waiter = None

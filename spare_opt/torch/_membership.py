@@ -15,7 +15,11 @@ The store helpers (:func:`_peek`, :func:`_text`) and :func:`post_death` live her
 because every role writes and reads notices with them.
 """
 
+import collections
+import datetime
 import numbers
+import os
+import sys
 import time
 
 import torch.distributed as dist
@@ -55,6 +59,8 @@ class Membership:
                 "needs the same mesh (the gradient SUM pairs the ranks of the same mesh position in each group)")
         for counter in ("deaths", "pending_rejoins"):  # read with the heartbeats: must exist
             store.compare_set(counter, "", "0")
+        for listed in ("dead_list", "fatal"):  # read together by a heartbeat when ``deaths`` moved: must exist
+            store.compare_set(listed, "", "")
         if self.leader and not rejoin:
             # One process speaks for a group: a second one (the ranks of a DP group started
             # without group_process_group, a group launched twice) would share its keys and
@@ -110,14 +116,18 @@ class Membership:
         self._token = gathered[0][2]
         return gathered[0][3]
 
-    def _lose_group(self, reason):
-        """A rank of this DP group died: the whole group leaves (its death notice stays, every epoch is aborted)."""
+    def _lose_group(self, reason, store=None):
+        """A rank of this DP group died: the whole group leaves (its death notice stays, every epoch is aborted).
+
+        ``store``: the calling thread's connection (default: the training thread's).
+        """
+        store = self.store if store is None else store
         with self._lock:
             if self._group_lost is not None:
                 return
             self._group_lost = reason
-        if _peek(self.store, f"dead/{self.group}") is None:
-            post_death(self.store, self.group, reason)
+        if _peek(store, f"dead/{self.group}") is None:
+            post_death(store, self.group, reason)
         self._abort(self.epoch, reason)
 
     def _check_group_lost(self):
@@ -136,14 +146,22 @@ class Membership:
         layout that differs and for another job's checkpoint.
         """
         self.store.compare_set("fatal", "", str(message))
-        self.store.add("deaths", 1)  # the running ranks' heartbeats read the notice
+        _bump(self.store)  # the running ranks' heartbeats and alarm threads read it
+
+    #: Whether this rank's heartbeat reads ``fatal`` (whenever ``deaths`` moves, as :meth:`stop_job` makes it).
+    _fatal_watched = False
 
     def _poll_fatal(self, force=False):
-        """Raise the job's fatal error (``fatal``: :meth:`stop_job`) if there is one; reads the store at most every 0.1 s."""
-        if self._fatal is None and (force or time.monotonic() - self._fatal_polled >= 0.1):
+        """Raise the job's fatal error (``fatal``: :meth:`stop_job`) if there is one.
+
+        Reads the store at most every 0.1 s (``force``: now), and not at all once the
+        heartbeat reads it (it does whenever ``deaths`` moved): a request per member per
+        agreement less.
+        """
+        if self._fatal is None and not self._fatal_watched and (force or time.monotonic() - self._fatal_polled >= 0.1):
             self._fatal_polled = time.monotonic()
             message = _peek(self.store, "fatal")
-            if message is not None:
+            if message:  # "" from the registration on: none
                 self._fatal = spare_opt.LayoutError(f"the job stops: {message}")
         if self._fatal is not None:
             raise self._fatal
@@ -213,83 +231,245 @@ class Membership:
         """
         store = self._hb_store
         try:
+            self._watch_hang(store)
             state.count += 1
             store.set(self._beat_key, str(state.count))
             epoch = self.epoch
             # Rank k > 0 of a DP group watches rank 0 of its group only: rank 0 speaks for it.
             watched = self._watched() if self.leader else []
             siblings = self._sibling_keys() if self.group_world_size > 1 else []
-            # One read: the watched heartbeats and the two counters.  It waits until every
-            # key exists, so the time is taken when it returned: a time taken before it
-            # made every peer stale after a rank that started late.
-            values = store.multi_get([f"hb/{g}" for g in watched] + siblings + ["deaths", "pending_rejoins"])
+            # One read: the watched heartbeats and the two counters.  Only keys known to
+            # exist: a read of a missing key waits for it (up to the store's timeout), and a
+            # group that died after it passed the registration with a death notice, or a
+            # joiner that died before its first beat, never writes it; this heartbeat then
+            # stopped, and its own group looked dead to the others.  A missing key is a
+            # heartbeat that does not move.
+            keys = [f"hb/{g}" for g in watched] + siblings
+            missing = [key for key in keys if key not in state.existing]
+            if missing and store.check(missing):
+                state.existing.update(missing)
+            elif missing:  # rare: after a death before a first beat
+                state.existing.update(key for key in missing if store.check([key]))
+            present = [key for key in keys if key in state.existing]
+            read = dict(zip(present + ["deaths", "pending_rejoins"],
+                            store.multi_get(present + ["deaths", "pending_rejoins"])))
+            values = [read.get(key) for key in keys] + [read["deaths"], read["pending_rejoins"]]
             now = time.monotonic()
             for g, value in zip(watched, values):
                 if self._last_seen.get(g, (None, 0))[0] != value:
                     self._last_seen[g] = (value, now)
+            self._last_read = now
             for key, value in zip(siblings, values[len(watched):]):
                 if self._sibling_seen.get(key, (None, 0))[0] != value:
                     self._sibling_seen[key] = (value, now)
                 elif now - self._sibling_seen[key][1] > self.heartbeat_timeout:
                     self._lose_group(f"{'rank ' + key.rsplit('/', 1)[1] if self.leader else 'rank 0'} of group "
-                                     f"{self.group} stopped beating")
+                                     f"{self.group} stopped beating", store)
+                    self._nudge(store)
             seen = int(values[-2])
             self._pending_rejoins = int(values[-1])
             stale = [g for g in watched if self._stale(g)]
+            aborting = bool(stale) and epoch > self._aborted_epoch
+            if aborting:  # before the notice it posts: its own alarm thread would take the notice for the cause
+                self._abort(epoch, "stale heartbeat")
             for g in stale:
                 # The others may not read g's heartbeat (``watch``): tell them.
                 if state.posted.get(g) != self._last_seen[g][0]:
                     state.posted[g] = self._last_seen[g][0]
                     post_death(store, g, f"{_SUSPICION} (seen by group {self.group})")
-            notice = False
-            flag = False
-            if seen != state.deaths or state.checked != epoch:
+            if (seen != state.deaths and seen > self._alarm_handled) or state.checked != epoch:
                 state.deaths, state.checked = seen, epoch
-                if self._fatal is None:
-                    message = _peek(store, "fatal")
-                    if message is not None:
-                        self._fatal = spare_opt.LayoutError(f"the job stops: {message}")
-                        self._abort(self.epoch, "the job stops")
-                hinted = _dead_hint(store)
-                if self.group in hinted and self.group in self.members:
-                    self._own_notice(store)
-                notice = any(store.check([f"dead/{g}"]) for g in hinted if g in self.members and g != self.group)
-                flag = store.check([f"abort/{epoch}"])
-            if epoch > self._aborted_epoch:
-                reason = "abort flag" if flag else "death notice" if notice else "stale heartbeat" if stale else None
-                if reason is not None:
-                    if not flag:
-                        self._post_abort(epoch)
-                    self._abort(epoch, reason)
+                self._read_notices(store, state.notices, epoch)
+            agreeing = self._agreeing
+            if agreeing is not None and agreeing[1] is not None and agreeing[1] in stale:
+                self._nudge(store)
+            if aborting:
+                self._post_abort(epoch, store)
             return True
         except Exception:  # the store went away: the job is over
             return False
 
-    def _own_notice(self, store):
-        """A death notice about this group while it runs and is a member: withdraw a suspicion, or leave."""
-        if self.group_world_size == 1:
-            # A peer found its heartbeat stale (a stall); it is alive: withdraw it.
-            store.delete_key(f"dead/{self.group}")
+    def _read_notices(self, store, notices, epoch):
+        """Act on the notices, the abort flag and the fatal error (``deaths`` moved): abort the epoch, wake a waiter.
+
+        ``notices`` (``{group: notices posted}``, updated here) is what the calling thread
+        read last time.  Two requests, three when a notice is a suspicion: the list of
+        notices with the fatal error, the notice itself, the abort flag.
+        """
+        # One read: the notices' list and the fatal error (both exist from the registration on).
+        listed, message = (_text(v) for v in store.multi_get(["dead_list", "fatal"]))
+        self._fatal_watched = True
+        if message and self._fatal is None:
+            self._fatal = spare_opt.LayoutError(f"the job stops: {message}")
+            self._abort(self.epoch, "the job stops")
+            self._nudge(store)
+        hinted = _int_list(listed)
+        if self.group in hinted and self.group in self.members:
+            self._own_notice(store)
+        # Each notice appends its group once more: a count that grows is a new notice.
+        posted = collections.Counter(int(v) for v in listed.split(",") if v)
+        news = {g for g, n in posted.items() if n > notices.get(g, 0) and g != self.group}
+        notices.clear()
+        notices.update(posted)
+        if epoch <= self._aborted_epoch:
+            # This rank agrees (or is about to): wake it when the member that proposes may be
+            # the one that died.
+            agreeing = self._agreeing
+            if news and agreeing is not None and (agreeing[1] is None or agreeing[1] in news):
+                self._nudge(store)
             return
+        notice = fact = False
+        for g in hinted:
+            if g in self.members and g != self.group:
+                value = _peek(store, f"dead/{g}")
+                notice = notice or value is not None
+                if value is not None and not value.startswith(_SUSPICION):
+                    fact = True
+                    break
+        # A notice that is a fact (a death seen by a watcher or a launcher) stays until the
+        # job agreed on it: every member reads it, no abort flag needed.  A suspicion may be
+        # withdrawn before some member read it: the flag makes them all stop.
+        flag = not fact and store.check([f"abort/{epoch}"])
+        reason = "abort flag" if flag else "death notice" if notice else None
+        if reason is not None:
+            if not flag and not fact:
+                self._post_abort(epoch, store)
+            self._abort(epoch, reason)
+
+    def _alarms(self):
+        """The alarm thread: wake at every notice, abort flag or fatal error (``alarm/{n}``), not at the next beat.
+
+        Each bump of ``deaths`` (:func:`post_death`, an abort flag, :meth:`stop_job`)
+        writes ``alarm/{n}`` for its new count ``n``, with what happened; this thread
+        waits for the next one on a connection of its own (a store-side wait: no request
+        while nothing happens), so a death notice reaches every member in a store round
+        trip whatever ``heartbeat_interval``.  A death that is a fact (``dead g``: a
+        watcher or a launcher saw it) aborts the epoch at once, with no further request;
+        anything else (a suspicion, an abort flag, a fatal error) is read as a heartbeat
+        reads it.  Its wait is a day long: in a job without failures it times out once
+        a day (torch logs that), never on a recovery's path.  The heartbeat still reads
+        ``deaths`` every beat, unless this thread handled that count already: a missed
+        alarm costs a beat, not more.  It ends with its process (a ``SpareGroup`` closed
+        earlier leaves it waiting on its generation's next alarm).
+        """
+        notices = {}
+        try:
+            store = self._alarm_store = self.store.clone()
+            count = int(store.add("deaths", 0))
+            self._alarm_handled = count
+            while not self._stop.is_set():
+                what = _get_within(store, f"alarm/{count + 1}", _ALARM_WAIT)
+                if what is None or self._stop.is_set():
+                    continue
+                count += 1
+                self._on_alarm(store, count, what, notices)
+        except Exception:  # noqa: BLE001 - the store went away: the job is over
+            return
+
+    def _on_alarm(self, store, count, what, notices):
+        """Act on alarm ``count`` (its value ``what``) with ``store`` (the alarm thread's connection).
+
+        ``dead g`` (a death that is a fact) aborts the epoch with no request, or wakes
+        this rank where it waits for an agreed record when ``g`` may be the member that
+        proposes; anything else is read as a heartbeat reads it (``notices``: what this
+        caller read last).  The control-plane benchmark drives it from one thread per
+        emulating process.
+        """
+        words = what.split()
+        epoch = self.epoch
+        if len(words) == 2 and words[0] == "dead" and int(words[1]) != self.group:
+            g = int(words[1])
+            agreeing = self._agreeing
+            if epoch > self._aborted_epoch and g in self.members:
+                self._abort(epoch, "death notice")
+            elif agreeing is not None and agreeing[1] in (None, g):
+                self._nudge(store)
+        else:
+            self._read_notices(store, notices, epoch)
+        self._alarm_handled = count
+
+    #: The ``deaths`` count up to which the alarm thread acted on every bump (the heartbeat need not read them).
+    _alarm_handled = -1
+
+    def _watch_hang(self, store):
+        """End a hung rank: its training thread spent over ``hang_timeout`` in one micro-batch while this thread beats.
+
+        Posts the group's death notice (``hung: ...``, a fact: the group's other ranks
+        leave, the survivors recover at their next beat) and says so on stderr; under
+        ``run_worker`` the process then exits 76 (``EVICTED_EXIT``: its launcher
+        restarts it, and it rejoins), else this heartbeat stops (the training thread
+        cannot be stopped from here).
+        """
+        busy = self._computing
+        if busy is None or self.hang_timeout is None or time.monotonic() - busy[2] <= self.hang_timeout:
+            return
+        step, key, _ = busy
+        m = self.micro_batches
+        reason = (f"hung: rank {self.group_rank}'s micro-batch {key % m} of shard type {key // m} at step {step} "
+                  f"ran over hang_timeout={self.hang_timeout:g} s while its heartbeat beat")
+        self._event("hung", step=step, key=key)
+        leave = _hung_exit
+        print(f"spare-opt: group {self.group}: {reason}; "
+              + ("exiting for the launcher to restart this group" if leave is not None else "its heartbeat stops"),
+              file=sys.stderr, flush=True)
+        post_death(store, self.group, reason)
+        if leave is not None:
+            leave()  # never returns
+        self._stop.set()
+        raise _Hung(reason)
+
+    #: ``(wake key, the proposing member or None)`` while this rank waits for an agreed record.
+    _agreeing = None
+    #: ``(step, key, time.monotonic())`` while the training thread runs a micro-batch (the step helper sets it).
+    _computing = None
+    hang_timeout = None
+
+    def _nudge(self, store):
+        """Wake this rank's training thread where it waits for an agreed record (its wake key); from the heartbeat."""
+        agreeing = self._agreeing
+        if agreeing is not None:
+            store.set(agreeing[0], "nudge")
+
+    def _own_notice(self, store):
+        """A death notice about this group while it runs and is a member: withdraw a suspicion, or leave.
+
+        A suspicion (a peer found a heartbeat stale: a stall) is withdrawn by rank 0
+        (every rank of the group still beats: a silent one would have made it lose the
+        group).  A fact (a launcher or a death watcher saw a rank of this group die, a
+        rank found another silent, or one hung in a micro-batch) makes the group leave;
+        it used to be deleted too in a group of one rank, so a hung rank's own alarm
+        thread withdrew the notice of its hang.
+        """
         value = _peek(store, f"dead/{self.group}")
         if value is None or self._group_lost is not None:
             return
         if not value.startswith(_SUSPICION):
-            # A launcher saw a rank of this group die, or a rank of it found another silent.
-            self._lose_group(f"death notice: {value}")
+            self._lose_group(f"death notice: {value}", store)
         elif self.leader:
-            # A watcher found rank 0's heartbeat stale (a stall) and every rank of the group
-            # still beats (a silent one would have made it lose the group): withdraw it.
             store.delete_key(f"dead/{self.group}")
 
-    def _post_abort(self, epoch):
-        """Raise epoch ``epoch``'s abort flag for every member (the counter makes their heartbeats read it)."""
-        self.store.set(f"abort/{epoch}", str(self.group))
-        self.store.add("deaths", 1)
+    def _post_abort(self, epoch, store=None):
+        """Raise epoch ``epoch``'s abort flag for every member (the counter and its alarm make them read it).
+
+        ``store``: the calling thread's connection (default: the training thread's).
+        """
+        store = self.store if store is None else store
+        store.set(f"abort/{epoch}", str(self.group))
+        _bump(store)
+
+    #: When this rank's heartbeat last read its peers' heartbeats (``time.monotonic()``).
+    _last_read = 0.0
 
     def _stale(self, g):
+        """Whether ``g``'s heartbeat did not move over this rank's own reads of it for ``heartbeat_timeout``.
+
+        Measured between this rank's reads, not up to now: after this rank's own
+        heartbeat thread stalled (a long GIL hold, a paused process), every peer would
+        otherwise look dead until its next read, and a proposal made in between declared
+        the live groups failed.
+        """
         seen = self._last_seen.get(g)
-        return seen is not None and time.monotonic() - seen[1] > self.heartbeat_timeout
+        return seen is not None and self._last_read - seen[1] > self.heartbeat_timeout
 
     def _abort(self, epoch, reason):
         with self._lock:
@@ -310,6 +490,14 @@ class Membership:
             self._abort(epoch, reason)
 
 
+#: Set by ``run_worker``: ends a hung rank's process (exit 76, its death watcher told it exits on purpose).
+_hung_exit = None
+
+
+class _Hung(Exception):
+    """This rank is hung (:meth:`Membership._watch_hang`): its heartbeat stops."""
+
+
 class _Beats:
     """What a group's heartbeats remember between beats (:meth:`SpareGroup._beat`)."""
 
@@ -318,6 +506,8 @@ class _Beats:
         self.deaths = None  # the ``deaths`` counter when the notices were last read
         self.checked = None  # the epoch whose abort flag and notices were last read
         self.posted = {}  # group -> its heartbeat value when this group posted its death notice
+        self.notices = {}  # group -> how many notices ``dead_list`` held for it at the last read
+        self.existing = set()  # heartbeat keys known to exist (never deleted): read without a wait
 
 
 def _int_list(text):
@@ -373,7 +563,33 @@ def post_death(store, group, reason="died"):
         raise spare_opt.ParameterError(f"the group of a death notice must be in {bound}, got {shown}")
     store.set(f"dead/{group}", str(reason))
     store.append("dead_list", f"{group},")
-    store.add("deaths", 1)
+    # A suspicion (a stale heartbeat) may be withdrawn: its alarm says only that something changed.
+    _bump(store, "" if str(reason).startswith(_SUSPICION) else f"dead {group}")
+
+
+def _bump(store, what=""):
+    """Count a notice, an abort flag or a fatal error in ``deaths`` and write its alarm (``alarm/{count}``: ``what``)."""
+    store.set(f"alarm/{int(store.add('deaths', 1))}", what)
+
+
+#: How long an alarm thread waits for the next alarm before it waits again (a day).
+_ALARM_WAIT = 86400.0
+
+
+def _get_within(store, key, seconds):
+    """The value of ``key`` (text) once it exists, ``None`` when it did not within ``seconds``: one blocking read.
+
+    ``get`` waits for the key on the store's side; its bound is the client's timeout, set
+    for this read and put back after it (the connection must be this thread's own).
+    """
+    saved = store.timeout
+    store.set_timeout(datetime.timedelta(seconds=seconds))
+    try:
+        return _text(store.get(key))
+    except RuntimeError:  # DistStoreError: it timed out
+        return None
+    finally:
+        store.set_timeout(saved)
 
 
 def _text(value):

@@ -37,19 +37,27 @@ generation):
 * ``groups``: the job's ``N``, written once by the first group to register, so that
   :func:`~spare_opt.torch.join_job` and :func:`post_death` refuse a group outside
   ``[0, N)`` by name;
-* ``dead/{g}``, ``dead_list``, ``deaths``: a death notice (:func:`post_death`), written by
-  a launcher that saw ``g``'s process die, by a watcher that found ``g``'s heartbeat
-  stale, or by ``g``'s restarted process; ``deaths`` counts notices and abort flags, so a
-  heartbeat reads the notices only when it changed;
+* ``dead/{g}``, ``dead_list``, ``deaths``, ``alarm/{n}``: a death notice (:func:`post_death`),
+  written by ``run_worker``'s death watcher or a launcher that saw ``g``'s process die,
+  by a peer that found ``g``'s heartbeat stale (a suspicion), or by ``g``'s restarted
+  process; ``dead_list`` gets ``g`` appended at every notice; ``deaths`` counts notices,
+  abort flags and fatal errors, and each count ``n`` writes ``alarm/{n}`` (``dead g``
+  for a death that is a fact), which every member's alarm thread waits for; a
+  heartbeat reads the notices when ``deaths`` moved past what its alarm thread handled;
 * ``abort/{e}``: epoch ``e`` is over (a member failed); every member stops waiting;
-* ``join/{e}/{g}``: group ``g``'s record for epoch ``e`` (its step and phase);
-  ``joined/{e}`` lists the groups that wrote theirs, ``joins/{e}`` counts them (the
-  first one proposes);
+* ``joined/{e}``: the records of the groups that joined epoch ``e``'s agreement (``g
+  {json}`` per line: its step and phase), ``joins/{e}`` counts them (the first one
+  proposes, and names itself in ``proposer/{e}``); ``wake/{e}/{g}``
+  (``wake/{e}/{g}/{k}`` for rank ``k > 0``): where a rank waits for the agreed record,
+  written with it by the winning proposal, or with ``nudge`` by the rank's own
+  heartbeat;
 * ``registered``: how many groups registered at start (a count read before the check of
   every group's ``hb/{g}``);
 * ``epoch/{e}``: the agreed record of epoch ``e`` (failed set, admitted joiners, the
-  survivors' ``join`` records), written once with ``compare_set``: the first proposal
-  wins and every member reads it;
+  survivors' records: one entry per distinct record, the most common one without its
+  groups), written once with ``compare_set``: the first proposal wins;
+* ``fatal`` and ``dead_list`` exist from the first registration on (empty), so a
+  heartbeat reads both in one request;
 * ``ready/{e}/{g}`` (``ready/{e}/{g}/{k}`` for rank ``k > 0`` of a group), ``built/{e}``,
   ``pg/{e}/{k}/...``: the barrier before, the verdict (``go`` or ``abort``, the first one
   written) and the store of the process group of epoch ``e`` between the ranks ``k``
@@ -157,10 +165,9 @@ class SpareGroup(Membership, Agreement, Collectives):
         (:attr:`Layout.micro_batches`, written by ``spare-opt compare -o``), else 1.  A
         different ``m`` is used with a :class:`~spare_opt.RecommendationWarning`.
     heartbeat_interval : float, default 0.05
-        Seconds between heartbeats (and between checks of the abort flag, the peers'
-        heartbeats, death notices and rejoin requests, and between looks for the
-        agreed record of an epoch while this rank waits for it); in
-        ``[0.001, 1e6)``.
+        Seconds between heartbeats (and between checks of the peers' heartbeats and of
+        rejoin requests); in ``[0.001, 1e6)``.  Death notices and abort flags do not wait
+        for it: each one wakes every member's alarm thread through the store.
     heartbeat_timeout : float, default 2.0
         Seconds without a peer's heartbeat after which it counts as failed; above
         ``heartbeat_interval``, at most ``1e6``.
@@ -210,6 +217,21 @@ class SpareGroup(Membership, Agreement, Collectives):
     backend : str, default "gloo"
         The backend of the process groups between the live groups: ``"gloo"`` or
         ``"nccl"``.
+    hang_timeout : float or None, default 1800.0
+        Seconds that one micro-batch's forward and backward (the loss function, the
+        model, its backward: what :class:`SpareStep` runs for a micro-batch) may take on
+        this rank.  A rank whose training thread stays in one micro-batch longer, while
+        its heartbeat still beats (a stuck kernel, a deadlock in the loss function), is
+        hung: its heartbeat thread posts the group's death notice (``hung: ...``) and
+        says so on stderr; under :func:`~spare_opt.torch.launchers.run_worker` the
+        process then exits 76 (evicted: its launcher restarts it and it rejoins), else
+        its heartbeat stops.  The others recover at their next heartbeat, as after any
+        death notice: a hung group is evicted at most ``hang_timeout`` plus two
+        heartbeat intervals after its micro-batch began.  ``None``: never (a training
+        thread stuck elsewhere is bounded by ``timeout``: the others' collective
+        fails, then their agreement declares the silent group failed).  The default is
+        torch's default process-group timeout (30 minutes); the first micro-batch of a
+        compiled model includes its compilation.
 
     Attributes
     ----------
@@ -274,10 +296,15 @@ class SpareGroup(Membership, Agreement, Collectives):
     """
 
     def __init__(self, layout, group, store, *, micro_batches=None, heartbeat_interval=0.05, heartbeat_timeout=2.0,
-                 timeout=60.0, rejoin=False, watch=8, backend="gloo", group_process_group=None, mesh=None):
+                 timeout=60.0, rejoin=False, watch=8, backend="gloo", group_process_group=None, mesh=None,
+                 hang_timeout=1800.0):
         # Checked first: a negative timeout made every wait endless, an infinite interval
         # stopped the heartbeat thread (the group then looked dead to the others).
         interval, heartbeat_timeout, timeout = _timings(heartbeat_interval, heartbeat_timeout, timeout)
+        if hang_timeout is not None and (isinstance(hang_timeout, bool) or not isinstance(hang_timeout, (int, float))
+                                         or not hang_timeout > 0 or hang_timeout == float("inf")):
+            raise spare_opt.ParameterError(f"hang_timeout must be a positive number of seconds or None, got "
+                                           f"{hang_timeout!r}")
         self.book = PlanBook(layout, micro_batches)
         # The first plan of a process compiles (or loads) the planner's kernels: seconds
         # on a busy machine.  Done before this group's first heartbeat, not between its
@@ -309,6 +336,8 @@ class SpareGroup(Membership, Agreement, Collectives):
         self.heartbeat_timeout = heartbeat_timeout
         self.timeout = datetime.timedelta(seconds=timeout)
         self.timeout_seconds = timeout
+        self.hang_timeout = None if hang_timeout is None else float(hang_timeout)
+        self._computing = None  # (step, key, time.monotonic()) while the training thread runs a micro-batch
         self._fatal = None
         self._fatal_polled = 0.0
         self.backend = backend
@@ -332,6 +361,10 @@ class SpareGroup(Membership, Agreement, Collectives):
         self._hb_store = store.clone() if hasattr(store, "clone") else store
         self._thread = threading.Thread(target=self._heartbeat, name=f"spare-heartbeat-{group}", daemon=True)
         self._thread.start()
+        if hasattr(store, "clone"):
+            # On a connection of its own, blocked in a store-side wait for the next alarm (a notice,
+            # an abort flag): every member hears of a death in a round trip, not at its next beat.
+            threading.Thread(target=self._alarms, name=f"spare-alarm-{group}", daemon=True).start()
         while not self._rebuild():
             self.recover({"step": -1, "phase": "boundary"}, _rebuild_first=False)
             if self._pg_ready:

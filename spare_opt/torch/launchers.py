@@ -70,6 +70,7 @@ import torch.distributed as dist
 
 import spare_opt
 
+from . import _membership, _watcher
 from .elastic import (CheckpointMismatch, DuplicateGroup, Evicted, GroupTimeout, JobEnded, WipeOut, post_death, _peek,
                       _text)
 from .supervisor import EVICTED_EXIT, LAYOUT_EXIT, WIPE_OUT_EXIT, _end_children
@@ -514,6 +515,8 @@ def join_job(environ=None):
         _refuse_duplicate(store, group, group_rank, f"alive/{suffix}", f"hb/{suffix}")
     if rejoin is None:
         rejoin = started
+    # From here a death of this process is this group's: run_worker's watcher posts it.
+    _watcher.tell(address.strip(), generation, group, group_rank)
     # The presence beat starts before the start is recorded: a second process that starts as
     # this group (and rank) watches it.
     if _presence is not None:
@@ -578,6 +581,9 @@ def run_worker(main, *args, **kwargs):
     set ``SPARE_RESTART_IN_PROCESS=0`` and give the launcher restarts for the wipe-outs.
     """
     code = 0
+    # Before main builds anything (threads, devices): the watcher is a fork of this process.
+    _watcher.start()
+    _membership._hung_exit = _leave_hung  # SpareGroup(hang_timeout=...): a hung rank's process ends, exit 76
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _terminated)
     while True:
@@ -591,6 +597,7 @@ def run_worker(main, *args, **kwargs):
     _end_children()  # os._exit skips the data loader's shutdown: its workers would outlive this one
     sys.stdout.flush()
     sys.stderr.flush()
+    _watcher.announce_exit()  # an exit of its own: the watcher posts nothing
     # os._exit: the gloo and store threads must not keep a finished worker alive.
     os._exit(code)
 
@@ -667,9 +674,18 @@ def _post_own_death(reason):
             pass
 
 
+def _leave_hung():
+    """A rank hung in a micro-batch (``hang_timeout``): its heartbeat posted the notice; exit 76 for a restart."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    _watcher.announce_exit()  # posted already, with the reason
+    os._exit(EVICTED_EXIT)
+
+
 def _terminated(signum, frame):
     """SIGTERM (a launcher stops this rank: torchrun does so to a group's other ranks when one fails): post the group's death, exit."""
     _post_own_death(f"rank {_current.group_rank} stopped by signal {signum}" if _current else "")
+    _watcher.announce_exit()  # posted above
     os._exit(128 + signum)
 
 

@@ -69,15 +69,28 @@ def micro_batch_rng(seed, step, shard_type, micro_batch, part=0, stage=0):
     """Run the block with torch's default generators seeded for this micro-batch, restored afterwards.
 
     ``torch.random.fork_rng`` over the CPU generator (and the current CUDA device's,
-    when CUDA is in use), then ``torch.manual_seed(micro_batch_seed(...))``: dropout and
+    when CUDA is in use), then each of those generators seeded with
+    ``micro_batch_seed(...)`` (what ``torch.manual_seed`` does to them): dropout and
     every other draw from the default generators inside the block depend only on
     ``(seed, step, shard_type, micro_batch, part, stage)``, and the draws outside it are
     not shifted by it.  Python's ``random`` and NumPy's global state are not touched,
     nor the random tracker of DTensor's own random operators (dropout on sharded
     activations under sequence parallelism draws from it).
+
+    Notes
+    -----
+    Not ``torch.manual_seed`` itself: it also queues a lazy seed of every CUDA, XPU and
+    MTIA device not initialised yet, each with the caller's formatted stack (for torch's
+    error messages), 2 ms per call on a CPU job, paid for every micro-batch (a third of
+    a small model's step).  The generators seeded here are the ones ``fork_rng``
+    restores; the draws are the same.
     """
-    with torch.random.fork_rng(devices=_devices()):
-        torch.manual_seed(micro_batch_seed(seed, step, shard_type, micro_batch, part, stage))
+    devices = _devices()
+    with torch.random.fork_rng(devices=devices):
+        value = micro_batch_seed(seed, step, shard_type, micro_batch, part, stage)
+        torch.default_generator.manual_seed(value)
+        for device in devices:
+            torch.cuda.default_generators[device].manual_seed(value)
         yield
 
 

@@ -6,6 +6,7 @@ import inspect
 import numbers
 import os
 import sys
+import time
 
 import numpy
 
@@ -447,16 +448,19 @@ class SpareStep(Checkpoints, Consistency):
         In a DP group of several ranks a ``RuntimeError`` (a collective of the group
         failed: a rank of it died) makes the whole group leave: :class:`Evicted`.
         """
+        group = self.group
+        group._computing = (step, key, time.monotonic())  # the heartbeat's hang watch (hang_timeout)
         try:
             return self._compute(step, key)
         except RuntimeError as exc:
-            group = self.group
             if group.group_world_size == 1 or isinstance(exc, spare_opt.SpareError):
                 raise
             group._lose_group(f"rank {group.group_rank} of group {group.group} failed in a pass: "
                               f"{str(exc).splitlines()[0][:160] if str(exc) else type(exc).__name__}")
             group._check_group_lost()
             raise
+        finally:
+            group._computing = None
 
     def _through_pipeline(self, step, keys):
         """Forward and backward of micro-batches ``keys`` of ``step`` through this group's pipeline; their loss sum.
@@ -470,6 +474,9 @@ class SpareStep(Checkpoints, Consistency):
         batches = [_inputs_and_target(self._batch(step, key)) for key in keys]
 
         def stream(step, key, stage):
+            # The hang watch counts from each micro-batch's forward on this rank: a schedule
+            # step of n micro-batches is not one hang of n times the bound.
+            group._computing = (step, key, time.monotonic())
             if not self.micro_batch_rng:
                 return contextlib.nullcontext()
             self.current = (step, key // m, key % m)
@@ -487,6 +494,7 @@ class SpareStep(Checkpoints, Consistency):
             raise
         finally:
             self.current = None
+            group._computing = None
 
     def _compute(self, step, key):
         m = self.group.micro_batches
@@ -580,11 +588,16 @@ class SpareStep(Checkpoints, Consistency):
         A member that fails while the state is sent makes every rank agree again (the
         repaired groups stay joiners) and send it again, until every joiner holds it;
         when no member that holds the state is left, the agreement raises
-        :class:`WipeOut`.
+        :class:`WipeOut`.  A failure agreed here (at the boundary, or during the heal)
+        gets its recovery line on stderr, as one during a step does.
         """
         group = self.group
+        resent = False  # a member failed while the state was sent: this agreement sends it again
         while True:
             passed = group.recover({"step": self.step, "phase": "boundary"})
+            where = f"heal of groups {list(group.joiners)} failed, sending the state again: agreed" if resent else \
+                f"boundary of step {self.step} agreed"
+            self._report(where, quiet_when_nothing_failed=True)
             # A joiner's record (step -1) is in when its admitting epoch's rebuild or heal failed.
             steps = {record["step"] for g, record in passed[-1]["records"].items() if g not in group.joiners}
             if len(steps) > 1:
@@ -593,6 +606,7 @@ class SpareStep(Checkpoints, Consistency):
                 return
             if not group.joiners or self._send_state():
                 return
+            resent = True
 
     def _send_state(self):
         """Send the state to the joiners; ``True`` once every rank agreed that they hold it."""
@@ -621,9 +635,11 @@ class SpareStep(Checkpoints, Consistency):
             if group.group not in group.joiners:
                 raise RuntimeError(f"group {group.group} was not kept a joiner after a failed heal (epoch "
                                    f"{group.epoch}): it holds no state")
+            self._report(f"heal from group {source} failed, receiving the state again: agreed")
         self.load_state_dict(self._restore(state))
         self._check_due = True
         group._event("healed", step=self.step)
+        self._said_at = len(group.timeline)  # what came before the admission is not this group's news
         self._say(f"rejoined at step {self.step} (state received from group {source})")
 
     def clip_grad_norm_(self, max_norm, norm_type=2.0):
@@ -679,13 +695,56 @@ class SpareStep(Checkpoints, Consistency):
         if self.group.group_rank == 0:
             print(f"spare-opt: group {self.group.group}: {text}", file=sys.stderr, flush=True)
 
+    #: How far :meth:`_news` has read ``group.timeline``.
+    _said_at = 0
+
+    def _news(self):
+        """What the agreements since the last line decided: ``(groups newly failed, what the survivors saw)``.
+
+        From ``group.timeline`` past :attr:`_said_at`: the ``agree`` events carry each
+        epoch's whole failed set, the ``detect`` events what was seen.
+        """
+        timeline = self.group.timeline
+        before = set()
+        for name, _, extra in timeline[:self._said_at]:
+            if name == "agree":
+                before = set(extra.get("failed", ()))
+        after = set(before)
+        sources = []
+        for name, _, extra in timeline[self._said_at:]:
+            if name == "agree":
+                after = set(extra.get("failed", ()))
+            elif name == "detect" and extra.get("source"):
+                sources.append(str(extra["source"]).split(":")[0])  # "collective raised", not gloo's whole message
+        self._said_at = len(timeline)
+        return sorted(after - before), list(dict.fromkeys(sources))
+
+    def _report(self, where, quiet_when_nothing_failed=False):
+        """The operator's line for the failures agreed since the last line: ``{where} in epoch {e}: failed groups ...``.
+
+        ``where`` says where they were handled (``step 12 recovered``, ``boundary of step
+        14 agreed``, ...).  The line names the groups newly agreed failed, or says that
+        none failed (every member answered: a stall taken for a death, its suspicion
+        withdrawn), then the live groups, the joiners, and what the survivors saw
+        (``seen: death notice``).  With ``quiet_when_nothing_failed`` (an admission at a
+        step boundary that found every member alive) no line when nothing failed and
+        nothing was seen.
+        """
+        group = self.group
+        failed, sources = self._news()
+        if quiet_when_nothing_failed and not failed and not sources:
+            return
+        what = f"failed groups {failed}" if failed else \
+            "no group failed (every member answered: a stall taken for a failure, withdrawn)" if sources else "no group failed"
+        self._say(f"{where} in epoch {group.epoch}: {what}, {group.world_size} of {group.groups} live"
+                  + (f", joiners {group.joiners}" if group.joiners else "")
+                  + (f" (seen: {'; '.join(sources)})" if sources else ""))
+
     def _recovered(self, step):
         """The step during which a member failed is applied: the ``recovered`` event and the operator's line."""
         group = self.group
         group._event("recovered", step=step)
-        self._say(f"step {step} recovered in epoch {group.epoch}: failed groups {sorted(group.failed) or 'none'}, "
-                  f"{group.world_size} of {group.groups} live"
-                  + (f", joiners {group.joiners}" if group.joiners else ""))
+        self._report(f"step {step} recovered")
 
 
 def _count(name, value):
