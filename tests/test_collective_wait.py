@@ -68,7 +68,7 @@ class _Stuck(SpareGroup):
 
 
 def test_a_death_notice_reaches_every_member_and_its_waiters_at_once(tmp_path):
-    """Heartbeats an hour apart, heartbeat and wait timeouts of an hour: only the alarms can move this job.
+    """Heartbeats an hour apart, a heartbeat timeout of two hours and a wait timeout of one: only the alarms can move this job.
 
     A member's collective fails (``fail_epoch``): its abort flag wakes every member's alarm
     thread, and every member agrees.  Group 0 joins first and never proposes; then its
@@ -84,7 +84,7 @@ def test_a_death_notice_reaches_every_member_and_its_waiters_at_once(tmp_path):
         store = dist.TCPStore("127.0.0.1", server.port, is_master=False, wait_for_workers=False,
                               timeout=datetime.timedelta(seconds=60))
         member = _Stuck(spare_opt.consecutive(3, 2), g, store, heartbeat_interval=3600.0,
-                        heartbeat_timeout=3600.0, timeout=3600.0)
+                        heartbeat_timeout=7200.0, timeout=3600.0)
         groups[g] = member
         while not member.aborted():
             threading.Event().wait(0.01)

@@ -106,8 +106,14 @@ class Membership:
             # Written before rank 0's heartbeat reads it (that read waits until every key exists).
             self.store.set(self._beat_key, "0")
         gathered = [None] * self.group_world_size
-        dist.all_gather_object(gathered, (self.group, bool(rejoin), self._token, bool(fresh)),
-                               group=self.group_process_group)
+        try:
+            dist.all_gather_object(gathered, (self.group, bool(rejoin), self._token, bool(fresh)),
+                                   group=self.group_process_group)
+        except RuntimeError:
+            # A rank of this group that registered after the job was stopped left (exit 77)
+            # while the others met: the job's fatal error is the reason, not gloo's.
+            self._poll_fatal(force=True)
+            raise
         if any(g != self.group or r != bool(rejoin) for g, r, _, _ in gathered):
             raise spare_opt.ParameterError(
                 "the ranks of one DP group must pass the same group and rejoin; they passed (group, rejoin) "
