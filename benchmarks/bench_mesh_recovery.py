@@ -10,7 +10,9 @@ when every rank applied every step) as a user launches it: the store of
 * **Recovery** (``--reps`` jobs): once the job made four steps, a random rank of group 1
   is SIGKILLed; its torchrun stops the group and restarts it, and it rejoins.  The kill to
   the survivors' next applied step (the slower survivor), and the phases of
-  :func:`spare_opt.torch.recovery_phases` on the survivors' timelines.
+  :func:`spare_opt.torch.recovery_phases` on the survivors' timelines, the agreement split
+  where the survivor joined it (``in_flight``: its rank 0 finished the pipeline schedule
+  step it was in, which is not interrupted; ``store_agreement``: the agreement itself).
 * **Step time while a group is down** (one job): group 1's torchrun has no restart, so the
   survivors go on without it to the end.  The survivors' median step time before the
   kill and after the recovery step, their ratio, and the physical bound of that ratio:
@@ -115,6 +117,18 @@ def _recovery(args, timeout, rng):
         row = {"killed_rank": rank, "next_step": next_step}
         if phases:
             row.update({k: phases[0][k] for k in ("source", "detection", "agreement", "rebuild", "patch", "total")})
+            # The agreement phase split where the survivor joined it: before, its rank 0 finished the
+            # pipeline schedule step in flight (a schedule step is not interrupted); after, the store.
+            split = []
+            for g in (0, 2):
+                times = {}
+                for name, at, _ in timelines[g]:
+                    if at > killed and name in ("detect", "joined", "agree") and name not in times:
+                        times[name] = at
+                if len(times) == 3:
+                    split.append((times["joined"] - times["detect"], times["agree"] - times["joined"]))
+            if split:
+                row["in_flight"], row["store_agreement"] = max(split)
         return row
 
 
@@ -181,12 +195,13 @@ def main(argv=None):
                           "load_average": load}, indent=2))
         return
     print(f"PP 2 x TP 2, N = {GROUPS}, r = 2, m = {options.micro_batches}; load average {load:.1f}")
-    print(f"{'killed':>6} {'next step (s)':>13} {'detected by':<16} {'detect':>7} {'agree':>7} {'rebuild':>8} "
-          f"{'patch':>7}")
+    print(f"{'killed':>6} {'next step (s)':>13} {'detected by':<16} {'detect':>7} {'agree':>7} {'(in flight':>10} "
+          f"{'store)':>7} {'rebuild':>8} {'patch':>7}")
+    nan = float("nan")
     for r in recoveries:
         print(f"{'rank ' + str(r['killed_rank']):>6} {r['next_step']:13.3f} {r.get('source', '-'):<16} "
-              f"{r.get('detection', float('nan')):7.3f} {r.get('agreement', float('nan')):7.3f} "
-              f"{r.get('rebuild', float('nan')):8.3f} {r.get('patch', float('nan')):7.3f}")
+              f"{r.get('detection', nan):7.3f} {r.get('agreement', nan):7.3f} {r.get('in_flight', nan):10.3f} "
+              f"{r.get('store_agreement', nan):7.3f} {r.get('rebuild', nan):8.3f} {r.get('patch', nan):7.3f}")
     print(f"group 1 down (rank {outage['killed_rank']} killed, no restart):")
     print(f"{'group':>5} {'n0':>3} {'n1':>3} {'step before (s)':>15} {'step down (s)':>13} {'ratio':>6} "
           f"{'CPU before (s)':>14} {'CPU down (s)':>12} {'ratio':>6} {'bound':>6} {'compute only':>12}")
