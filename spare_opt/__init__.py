@@ -58,7 +58,7 @@ from .simulation import *  # noqa: F401,F403
 from . import demo as _demo
 from .demo import *  # noqa: F401,F403
 
-__version__ = "0.7.1"
+__version__ = "0.8.0"
 
 __all__ = list(dict.fromkeys(
     name

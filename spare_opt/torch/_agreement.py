@@ -119,7 +119,6 @@ class Agreement:
         """
         store = self.store
         previous = list(self.members)
-        key = f"epoch/{epoch}"
         store.append(f"joined/{epoch}", f"{self.group} {json.dumps(record, separators=(',', ':'))}\n")
         first = int(store.add(f"joins/{epoch}", 1)) == 1
         self._event("joined", epoch=epoch, first=first)

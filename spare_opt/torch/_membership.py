@@ -18,7 +18,6 @@ because every role writes and reads notices with them.
 import collections
 import datetime
 import numbers
-import os
 import sys
 import time
 
