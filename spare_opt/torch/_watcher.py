@@ -47,6 +47,9 @@ import sys
 
 #: Seconds the watcher waits for the store when it connects and when it posts.
 _STORE_TIMEOUT = 5.0
+#: Seconds it waits to connect at the post when it could not connect at the join (the heartbeat
+#: timeout notices the death anyway; a later notice still shortens what is left of it).
+_POST_CONNECT_TIMEOUT = 30.0
 #: Seconds between two looks at the parent's pid where ``pidfd_open`` is missing.
 _POLL = 0.02
 #: The signals the watcher ignores (as a child) or forwards to the worker (as pid 1).
@@ -239,9 +242,14 @@ def _how(status):
     return f", exit code {os.WEXITSTATUS(status)}"
 
 
-def _connect(address, generation, group, rank, target):
-    """``(root, generation store, group, rank, address)`` for the posts; the connection of an earlier ``join`` to the
-    same address is kept (``target`` unchanged when the store cannot be reached)."""
+def _connect(address, generation, group, rank, target, timeout=_STORE_TIMEOUT):
+    """``(root, generation store, group, rank, address, generation)`` for the posts.
+
+    The connection of an earlier ``join`` to the same address is kept.  When the store
+    cannot be reached within ``timeout`` (a store's thread busy with many new
+    connections: each costs it a reverse-DNS lookup, seconds where the resolver drops
+    queries), the stores are ``None`` and :func:`_post` connects then.
+    """
     import torch.distributed as dist
 
     root = target[0] if target is not None and target[4] == address else None
@@ -250,15 +258,19 @@ def _connect(address, generation, group, rank, target):
             host, _, port = address.rpartition(":")  # join_job checked it: host:port, [v6]:port
             host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
             root = dist.TCPStore(host, int(port), is_master=False, wait_for_workers=False,
-                                 timeout=datetime.timedelta(seconds=_STORE_TIMEOUT))
-        except Exception:  # noqa: BLE001 - no store: nothing can be posted
-            return target
-    return root, dist.PrefixStore(f"gen/{generation}", root), group, rank, address
+                                 timeout=datetime.timedelta(seconds=timeout))
+        except Exception:  # noqa: BLE001 - not now: the post tries again
+            return None, None, group, rank, address, generation
+    return root, dist.PrefixStore(f"gen/{generation}", root), group, rank, address, generation
 
 
 def _post(target, reason):
     from ._membership import post_death
 
+    if target[1] is None:  # the connection failed when the worker joined: once more, with a longer wait
+        target = _connect(target[4], target[5], target[2], target[3], None, timeout=_POST_CONNECT_TIMEOUT)
+        if target[1] is None:
+            return
     try:
         post_death(target[1], target[2], reason)
     except Exception:  # noqa: BLE001 - the store is gone: nobody to tell
