@@ -413,12 +413,17 @@ def wake_floor(groups, hosts=4, value_size=150):
                 delays.extend((when - moment) * 1e3 for when, _ in json.load(handle).values())
             os.remove(out)
     finally:
-        for process in processes:
-            if process.is_alive():
-                process.kill()
-        store_process.terminate()
-        store_process.wait()
+        _stop(processes, store_process)
     return {"groups": groups, "hosts": hosts, "median_ms": float(np.median(delays)), "max_ms": float(np.max(delays))}
+
+
+def _stop(processes, store_process):
+    """Kill the host processes still running and end the store's."""
+    for process in processes:
+        if process.is_alive():
+            process.kill()
+    store_process.terminate()
+    store_process.wait()
 
 
 def _log(message):
@@ -592,11 +597,7 @@ def _measure(groups, *, notices, interval, timeout, hosts, watch=8, redundancy=2
                 requests[name] = requests.get(name, 0) + count
             os.remove(out)
     finally:
-        for process in processes:
-            if process.is_alive():
-                process.kill()
-        store_process.terminate()
-        store_process.wait()
+        _stop(processes, store_process)
     failed_sets = {json.dumps(r["failed"]) for r in records.values()}
     errors = [r["error"] for r in records.values() if "error" in r]
 

@@ -15,30 +15,7 @@ import pytest
 
 import spare_opt as so
 from spare_opt import Layout, LayoutFileError, ParameterError
-
-#: A small verdict: N = 12, one setting per strategy, one seed, one cycle.
-FAST = ["--rep-r", "2", "--spare-r", "3", "--micro-batches", "1", "--seeds", "1", "--no-elastic", "--cycles", "1",
-        "-q", "--no-sensitivity", "--no-redistribution"]
-
-
-def cli(*args):
-    from click.testing import CliRunner
-    from spare_opt_cli.main import main
-
-    return CliRunner().invoke(main, [str(a) for a in args])
-
-
-def error_line(result, code=None):
-    """The one ``Error:`` line of a clean CLI failure (asserts there is no traceback)."""
-    assert result.exit_code != 0, result.output
-    if code is not None:
-        assert result.exit_code == code, result.output
-    assert isinstance(result.exception, SystemExit), repr(result.exception)
-    assert "Traceback" not in result.output
-    lines = [line for line in result.stderr.splitlines() if line.strip() and not line.startswith("Warning:")
-             and not line.startswith(("Usage:", "Try "))]
-    assert len(lines) == 1 and lines[0].startswith("Error: "), result.stderr
-    return lines[0]
+from test_bad_input_round6_cli import FAST, cli, error_line  # the CLI runner, its one-line error and a small verdict
 
 
 # ------------------------------------------------------------------ 1 a recommendation's version

@@ -230,7 +230,7 @@ class SpareGroup(Membership, Agreement, Collectives):
         heartbeat intervals after its micro-batch began.  ``None``: never (a training
         thread stuck elsewhere is bounded by ``timeout``: the others' collective
         fails, then their agreement declares the silent group failed).  The default is
-        torch's default process-group timeout (30 minutes); the first micro-batch of a
+        torch's default process-group timeout (30 minutes), in ``[0.001, 1e6]``; the first micro-batch of a
         compiled model includes its compilation.
 
     Attributes
@@ -301,10 +301,8 @@ class SpareGroup(Membership, Agreement, Collectives):
         # Checked first: a negative timeout made every wait endless, an infinite interval
         # stopped the heartbeat thread (the group then looked dead to the others).
         interval, heartbeat_timeout, timeout = _timings(heartbeat_interval, heartbeat_timeout, timeout)
-        if hang_timeout is not None and (isinstance(hang_timeout, bool) or not isinstance(hang_timeout, (int, float))
-                                         or not hang_timeout > 0 or hang_timeout == float("inf")):
-            raise spare_opt.ParameterError(f"hang_timeout must be a positive number of seconds or None, got "
-                                           f"{hang_timeout!r}")
+        if hang_timeout is not None:  # checked as the other timings are (None: no hang watch)
+            hang_timeout = _seconds("hang_timeout", hang_timeout, _SHORTEST_INTERVAL)
         self.book = PlanBook(layout, micro_batches)
         # The first plan of a process compiles (or loads) the planner's kernels: seconds
         # on a busy machine.  Done before this group's first heartbeat, not between its
@@ -336,7 +334,7 @@ class SpareGroup(Membership, Agreement, Collectives):
         self.heartbeat_timeout = heartbeat_timeout
         self.timeout = datetime.timedelta(seconds=timeout)
         self.timeout_seconds = timeout
-        self.hang_timeout = None if hang_timeout is None else float(hang_timeout)
+        self.hang_timeout = hang_timeout
         self._computing = None  # (step, key, time.monotonic()) while the training thread runs a micro-batch
         self._fatal = None
         self._fatal_polled = 0.0
